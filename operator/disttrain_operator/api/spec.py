@@ -1,0 +1,247 @@
+"""The DistTrainJob spec: what users write. Field names are the public contract."""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from functools import cache
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic.alias_generators import to_camel
+
+from disttrain_operator.api.rules import Rule, schema_rules
+from disttrain_operator.api.vendor_schema import SCHEMA_FILE
+
+
+class ApiModel(BaseModel):
+    """camelCase on the wire, snake_case in Python, unknown fields refused."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+
+
+class Strategy(StrEnum):
+    MULTI_WORKER_MIRRORED = "MultiWorkerMirrored"
+    PARAMETER_SERVER = "ParameterServer"
+    MIRRORED = "Mirrored"
+
+
+class ReplicaType(StrEnum):
+    """Declared in the order used everywhere: TF_CONFIG, pod lists, status."""
+
+    CHIEF = "Chief"
+    WORKER = "Worker"
+    PS = "PS"
+    EVALUATOR = "Evaluator"
+
+    @property
+    def task_type(self) -> str:
+        """The spelling TensorFlow, pod names and labels use."""
+        return self.value.lower()
+
+    @classmethod
+    def from_task_type(cls, task_type: str) -> ReplicaType:
+        """The replica type of a TF_CONFIG task type or `replica-type` label; ValueError if none."""
+        for replica_type in cls:
+            if replica_type.task_type == task_type:
+                return replica_type
+        raise ValueError(f"unknown task type {task_type!r}")
+
+
+class RestartPolicy(StrEnum):
+    NEVER = "Never"
+    ON_FAILURE = "OnFailure"
+    EXIT_CODE = "ExitCode"
+    ALWAYS = "Always"
+
+
+class CleanPodPolicy(StrEnum):
+    NONE = "None"
+    RUNNING = "Running"
+    ALL = "All"
+
+
+class RestartScope(StrEnum):
+    JOB = "Job"
+    REPLICA = "Replica"
+
+
+class SuccessPolicy(StrEnum):
+    DEFAULT = "Default"
+    ALL_WORKERS = "AllWorkers"
+
+
+class AccessMode(StrEnum):
+    READ_WRITE_ONCE = "ReadWriteOnce"
+    READ_ONLY_MANY = "ReadOnlyMany"
+    READ_WRITE_MANY = "ReadWriteMany"
+    READ_WRITE_ONCE_POD = "ReadWriteOncePod"
+
+
+@cache
+def pod_template_schema() -> dict[str, Any]:
+    """The real PodTemplateSpec schema (vendored), tightened where a training pod needs more."""
+    schema: dict[str, Any] = json.loads(SCHEMA_FILE.read_text())
+    pod_spec = schema["properties"]["spec"]
+    schema["required"] = ["spec"]
+    for field in ("containers", "initContainers"):
+        container = pod_spec["properties"][field]["items"]
+        container["required"] = sorted({*container.get("required", []), "image"})
+        container["properties"]["image"]["minLength"] = 1
+    pod_spec.update(
+        schema_rules(Rule("size(self.containers) > 0", "every replica template needs at least one container"))
+    )
+    return schema
+
+
+PodTemplateSpec = Annotated[dict[str, Any], WithJsonSchema(pod_template_schema())]
+
+
+class ReplicaSpec(ApiModel):
+    replicas: int = Field(1, ge=0, description="Number of pods of this replica type.")
+    restart_policy: RestartPolicy = Field(
+        RestartPolicy.NEVER,
+        description="When a failed pod is restarted: Never, OnFailure, ExitCode (retryable codes >= 128), Always.",
+    )
+    template: PodTemplateSpec = Field(
+        description="Pod template. TF_CONFIG and the port go to the container named `tensorflow`, else the first."
+    )
+
+
+class SchedulingPolicy(ApiModel):
+    min_available: int | None = Field(None, ge=1, description="Pods that must be schedulable together (gang).")
+    queue: str | None = Field(None, min_length=1, description="Scheduler queue of the PodGroup.")
+    priority_class: str | None = Field(None, min_length=1, description="PriorityClass of the PodGroup and pods.")
+    schedule_timeout_seconds: int | None = Field(None, ge=1, description="How long the gang may wait to schedule.")
+
+
+class RunPolicy(ApiModel):
+    backoff_limit: int = Field(6, ge=0, description="Restarts (of a pod or the whole job) before the job fails.")
+    active_deadline_seconds: int | None = Field(None, ge=1, description="Fail the job this long after it started.")
+    ttl_seconds_after_finished: int | None = Field(None, ge=0, description="Delete the job this long after it ended.")
+    clean_pod_policy: CleanPodPolicy = Field(
+        CleanPodPolicy.RUNNING, description="Pods deleted when the job ends: None, Running or All."
+    )
+    restart_scope: RestartScope | None = Field(
+        None,
+        description="Job restarts every pod when one fails, Replica only the failed one. "
+        "Default: Job for MultiWorkerMirrored and Mirrored, Replica for ParameterServer.",
+    )
+    suspend: bool = Field(False, description="True deletes the pods (the checkpoint volume stays).")
+    scheduling_policy: SchedulingPolicy | None = Field(None, description="Gang scheduling through a PodGroup.")
+
+
+_ACCESS_MODES_DEFAULT = (AccessMode.READ_WRITE_MANY,)
+
+
+class Checkpoint(ApiModel):
+    model_config = ConfigDict(
+        json_schema_extra=schema_rules(
+            Rule(
+                "has(self.claimName) != has(self.size)",
+                "checkpoint needs exactly one of claimName (an existing PVC) or size (a PVC the operator creates)",
+            ),
+            Rule(
+                "has(self.size) || !(has(self.storageClassName) || has(self.accessModes))",
+                "checkpoint storageClassName and accessModes only apply with size",
+            ),
+        )
+    )
+
+    mount_path: str = Field("/checkpoints", pattern=r"^/", description="Where the volume is mounted (absolute).")
+    claim_name: str | None = Field(None, min_length=1, max_length=253, description="An existing PVC to mount.")
+    size: str | None = Field(
+        None,
+        pattern=r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$",
+        description="Size of a PVC the operator creates and owns, e.g. 10Gi.",
+    )
+    storage_class_name: str | None = Field(None, min_length=1, description="StorageClass of the created PVC.")
+    access_modes: list[AccessMode] | None = Field(
+        None, min_length=1, description="Access modes of the created PVC (default ReadWriteMany)."
+    )
+
+    @property
+    def effective_access_modes(self) -> tuple[AccessMode, ...]:
+        return tuple(self.access_modes) if self.access_modes else _ACCESS_MODES_DEFAULT
+
+
+_KNOWN_TYPES = "['Chief', 'Worker', 'PS', 'Evaluator']"
+
+
+def _replicas(replica_type: ReplicaType) -> str:
+    """CEL for the replica count of one type, 0 when the type is absent."""
+    name = replica_type.value
+    return f"('{name}' in self.replicaSpecs ? self.replicaSpecs['{name}'].replicas : 0)"
+
+
+_SPEC_RULES = schema_rules(
+    Rule(
+        f"self.replicaSpecs.all(t, t in {_KNOWN_TYPES})",
+        "replicaSpecs keys must be Chief, Worker, PS or Evaluator",
+    ),
+    Rule(f"{_replicas(ReplicaType.CHIEF)} <= 1", "at most one Chief replica"),
+    Rule(f"{_replicas(ReplicaType.EVALUATOR)} <= 1", "at most one Evaluator replica"),
+    Rule(
+        f"{_replicas(ReplicaType.CHIEF)} + {_replicas(ReplicaType.WORKER)} > 0",
+        "the job needs a Chief or at least one Worker",
+    ),
+    Rule(
+        f"self.strategy != 'ParameterServer' || {_replicas(ReplicaType.CHIEF)} == 1",
+        "ParameterServer needs exactly one Chief (the coordinator)",
+    ),
+    Rule(
+        f"self.strategy != 'ParameterServer' || {_replicas(ReplicaType.PS)} >= 1",
+        "ParameterServer needs at least one PS replica",
+    ),
+    Rule(
+        f"self.strategy != 'ParameterServer' || {_replicas(ReplicaType.WORKER)} >= 1",
+        "ParameterServer needs at least one Worker to run the training steps",
+    ),
+    Rule(
+        f"self.strategy == 'ParameterServer' || {_replicas(ReplicaType.PS)} == 0",
+        "PS replicas are only allowed with the ParameterServer strategy",
+    ),
+    Rule(
+        f"self.strategy != 'Mirrored' || ({_replicas(ReplicaType.CHIEF)} + {_replicas(ReplicaType.WORKER)} == 1"
+        f" && {_replicas(ReplicaType.EVALUATOR)} == 0)",
+        "Mirrored runs in one pod: exactly one replica in total (one Chief or one Worker)",
+    ),
+)
+
+
+class DistTrainJobSpec(ApiModel):
+    model_config = ConfigDict(json_schema_extra=_SPEC_RULES)
+
+    strategy: Strategy = Field(Strategy.MULTI_WORKER_MIRRORED, description="TensorFlow distribution strategy.")
+    replica_specs: dict[ReplicaType, ReplicaSpec] = Field(
+        min_length=1,
+        max_length=4,
+        description="Replica types (Chief, Worker, PS, Evaluator) and their pods.",
+    )
+    run_policy: RunPolicy = Field(
+        default_factory=RunPolicy,
+        json_schema_extra={"default": {}},
+        description="Restarts, deadlines, cleanup, suspend and gang scheduling.",
+    )
+    success_policy: SuccessPolicy = Field(
+        SuccessPolicy.DEFAULT,
+        description="Default: the Chief succeeds (worker 0 without a Chief). AllWorkers: every Worker too.",
+    )
+    checkpoint: Checkpoint | None = Field(None, description="A volume for checkpoints, shared by every pod.")
+    port: int = Field(2222, ge=1, le=65535, description="Port of the TensorFlow servers.")
+
+    def replicas(self, replica_type: ReplicaType) -> int:
+        spec = self.replica_specs.get(replica_type)
+        return spec.replicas if spec else 0
+
+    @property
+    def total_replicas(self) -> int:
+        return sum(self.replicas(replica_type) for replica_type in ReplicaType)
+
+    @property
+    def effective_restart_scope(self) -> RestartScope:
+        if self.run_policy.restart_scope is not None:
+            return self.run_policy.restart_scope
+        if self.strategy is Strategy.PARAMETER_SERVER:
+            return RestartScope.REPLICA
+        return RestartScope.JOB

@@ -1,0 +1,78 @@
+"""The DistTrainJob status: what the operator observes. Every field must be in the CRD or it is pruned."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+
+from pydantic import Field
+
+from disttrain_operator.api.spec import ApiModel, ReplicaType
+
+
+class JobPhase(StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    RESTARTING = "Restarting"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    SUSPENDED = "Suspended"
+
+
+class ConditionType(StrEnum):
+    CREATED = "Created"
+    RUNNING = "Running"
+    RESTARTING = "Restarting"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    SUSPENDED = "Suspended"
+
+
+class ConditionStatus(StrEnum):
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+class Condition(ApiModel):
+    """The metav1.Condition shape, so `kubectl wait --for=condition=...` and dashboards understand it."""
+
+    type: ConditionType
+    status: ConditionStatus
+    reason: str = Field(min_length=1, max_length=1024, pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
+    message: str = Field("", max_length=32768)
+    last_transition_time: datetime
+    observed_generation: int | None = Field(None, ge=0)
+
+
+class ReplicaStatus(ApiModel):
+    active: int = Field(0, ge=0, description="Pods pending or running.")
+    ready: int = Field(0, ge=0, description="Pods running and ready.")
+    succeeded: int = Field(0, ge=0)
+    failed: int = Field(0, ge=0)
+    restarts: int = Field(0, ge=0, description="Restarts of this replica type counted against backoffLimit.")
+
+
+class Progress(ApiModel):
+    """What the trainer reports in progress.json."""
+
+    step: int | None = Field(None, ge=0)
+    epoch: int | None = Field(None, ge=0)
+    loss: float | None = None
+    examples_per_second: float | None = Field(None, ge=0)
+    update_time: datetime | None = None
+
+
+class DistTrainJobStatus(ApiModel):
+    phase: JobPhase | None = None
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+    replica_statuses: dict[ReplicaType, ReplicaStatus] = Field(default_factory=dict)
+    ready: str | None = Field(None, description="Ready pods over desired pods, e.g. 3/4.")
+    restart_count: int = Field(0, ge=0, description="Restarts counted against runPolicy.backoffLimit.")
+    start_time: datetime | None = None
+    completion_time: datetime | None = None
+    observed_generation: int | None = Field(None, ge=0)
+    progress: Progress | None = None

@@ -1,0 +1,1 @@
+"""Pure builders of the objects a job owns."""

@@ -1,0 +1,170 @@
+"""Pure builders of every object a job owns: its Service, its checkpoint PVC and its pods.
+
+The operator creates exactly what these return and `disttrain render` prints exactly the same, so
+what users preview is what runs. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from disttrain_operator.api.job import API_VERSION, KIND, DistTrainJob
+from disttrain_operator.api.spec import ReplicaType, RestartPolicy
+from disttrain_operator.builders import naming
+from disttrain_operator.builders.settings import BuildSettings
+from disttrain_operator.builders.tfconfig import tf_config_json
+
+Manifest = dict[str, Any]
+
+TF_CONTAINER = "tensorflow"
+CHECKPOINT_DIR_ENV = "DISTTRAIN_CHECKPOINT_DIR"
+
+# The kubelet restarts in place only where that is all a policy needs; Never and ExitCode leave the
+# decision to the operator, which reads the exit code and restarts per restartScope.
+_POD_RESTART_POLICY = {
+    RestartPolicy.NEVER: "Never",
+    RestartPolicy.EXIT_CODE: "Never",
+    RestartPolicy.ON_FAILURE: "OnFailure",
+    RestartPolicy.ALWAYS: "Always",
+}
+
+
+def owner_references(job: DistTrainJob) -> list[Manifest]:
+    """The job as controller, so the garbage collector removes its children; none before it has a uid."""
+    if job.metadata.uid is None:
+        return []
+    return [
+        {
+            "apiVersion": API_VERSION,
+            "kind": KIND,
+            "name": job.metadata.name,
+            "uid": job.metadata.uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+
+
+def _metadata(
+    job: DistTrainJob, name: str, labels: dict[str, str], annotations: dict[str, str] | None = None
+) -> Manifest:
+    metadata: Manifest = {"name": name, "namespace": job.metadata.namespace, "labels": labels}
+    if annotations:
+        metadata["annotations"] = annotations
+    owners = owner_references(job)
+    if owners:
+        metadata["ownerReferences"] = owners
+    return metadata
+
+
+def service(job: DistTrainJob) -> Manifest:
+    """Headless, and publishing pods before they are ready: peers must resolve each other to start."""
+    port = job.spec.port
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(job, naming.service_name(job.metadata.name), naming.job_labels(job.metadata.name)),
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": naming.job_labels(job.metadata.name),
+            "ports": [{"name": naming.TF_PORT_NAME, "port": port, "targetPort": port, "protocol": "TCP"}],
+        },
+    }
+
+
+def checkpoint_claim(job: DistTrainJob) -> Manifest | None:
+    """The PVC the operator creates when `checkpoint.size` asks for one; None for an existing claim."""
+    checkpoint = job.spec.checkpoint
+    if checkpoint is None or checkpoint.size is None:
+        return None
+    spec: Manifest = {
+        "accessModes": [mode.value for mode in checkpoint.effective_access_modes],
+        "resources": {"requests": {"storage": checkpoint.size}},
+    }
+    if checkpoint.storage_class_name:
+        spec["storageClassName"] = checkpoint.storage_class_name
+    name = naming.checkpoint_claim_name(job.metadata.name)
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": _metadata(job, name, naming.job_labels(job.metadata.name)),
+        "spec": spec,
+    }
+
+
+def tensorflow_container(containers: list[Manifest]) -> Manifest:
+    """The container named `tensorflow`, else the first one."""
+    return next((c for c in containers if c.get("name") == TF_CONTAINER), containers[0])
+
+
+def _replace_named(entries: list[Manifest], additions: list[Manifest]) -> list[Manifest]:
+    """Entries with the additions' names replaced by the additions, which go last."""
+    names = {entry["name"] for entry in additions}
+    return [entry for entry in entries if entry.get("name") not in names] + additions
+
+
+def _with_port(ports: list[Manifest], port: int) -> list[Manifest]:
+    ports = [entry for entry in ports if entry.get("name") != naming.TF_PORT_NAME]
+    if any(entry.get("containerPort") == port for entry in ports):
+        return ports
+    return [*ports, {"name": naming.TF_PORT_NAME, "containerPort": port, "protocol": "TCP"}]
+
+
+def _checkpoint_volume(job: DistTrainJob) -> Manifest | None:
+    checkpoint = job.spec.checkpoint
+    if checkpoint is None:
+        return None
+    claim = checkpoint.claim_name or naming.checkpoint_claim_name(job.metadata.name)
+    return {"name": naming.CHECKPOINT_VOLUME, "persistentVolumeClaim": {"claimName": claim}}
+
+
+def pod(job: DistTrainJob, replica_type: ReplicaType, index: int, settings: BuildSettings) -> Manifest:
+    replica = job.spec.replica_specs[replica_type]
+    template = copy.deepcopy(replica.template)
+    template_metadata: Manifest = template.get("metadata") or {}
+    pod_spec: Manifest = template["spec"]
+    name = naming.pod_name(job.metadata.name, replica_type, index)
+    labels = {**template_metadata.get("labels", {}), **naming.replica_labels(job.metadata.name, replica_type, index)}
+
+    pod_spec["hostname"] = name
+    pod_spec["subdomain"] = naming.service_name(job.metadata.name)
+    pod_spec["restartPolicy"] = _POD_RESTART_POLICY[replica.restart_policy]
+
+    env: list[Manifest] = []
+    tf_config = tf_config_json(job, replica_type, index, settings)
+    if tf_config is not None:
+        env.append({"name": "TF_CONFIG", "value": tf_config})
+    container = tensorflow_container(pod_spec["containers"])
+    volume = _checkpoint_volume(job)
+    if volume is not None and job.spec.checkpoint is not None:
+        mount_path = job.spec.checkpoint.mount_path
+        env.append({"name": CHECKPOINT_DIR_ENV, "value": mount_path})
+        pod_spec["volumes"] = _replace_named(pod_spec.get("volumes", []), [volume])
+        mount = {"name": naming.CHECKPOINT_VOLUME, "mountPath": mount_path}
+        container["volumeMounts"] = _replace_named(container.get("volumeMounts", []), [mount])
+    if env:
+        container["env"] = _replace_named(container.get("env", []), env)
+    container["ports"] = _with_port(container.get("ports", []), job.spec.port)
+
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": _metadata(job, name, labels, template_metadata.get("annotations")),
+        "spec": pod_spec,
+    }
+
+
+def pods(job: DistTrainJob, settings: BuildSettings) -> list[Manifest]:
+    return [
+        pod(job, replica_type, index, settings)
+        for replica_type in ReplicaType
+        for index in range(job.spec.replicas(replica_type))
+    ]
+
+
+def desired_objects(job: DistTrainJob, settings: BuildSettings) -> list[Manifest]:
+    """Everything the job owns, in creation order: Service, PVC, then pods by type and index."""
+    claim = checkpoint_claim(job)
+    return [service(job), *([claim] if claim else []), *pods(job, settings)]

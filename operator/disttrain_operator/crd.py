@@ -1,0 +1,148 @@
+"""Generate the CustomResourceDefinition from the pydantic models: the one source of truth.
+
+Pydantic emits JSON Schema; the API server wants a structural schema. The fix-ups: references
+inlined, `Optional` unions collapsed (absent instead of null), titles, property-name schemas and
+boolean `additionalProperties` dropped (unknown fields are the API server's strict field validation's
+to refuse), `None` defaults dropped. Everything else (types, bounds, enums, patterns, defaults,
+descriptions, `x-kubernetes-*` extensions such as the CEL rules) passes through unchanged.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from disttrain_operator.api import job as api
+from disttrain_operator.api.rules import schema_rules
+from disttrain_operator.api.spec import DistTrainJobSpec
+from disttrain_operator.api.status import DistTrainJobStatus
+
+Schema = dict[str, Any]
+
+CRD_FILE = f"{api.GROUP}_{api.PLURAL}.yaml"
+_DROPPED = {"title", "propertyNames", "$defs"}
+_HEADER = "# Generated from the pydantic models by `disttrain crd generate`; do not edit by hand.\n"
+
+PRINTER_COLUMNS = [
+    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+    {"name": "Strategy", "type": "string", "jsonPath": ".spec.strategy"},
+    {"name": "Ready", "type": "string", "jsonPath": ".status.ready"},
+    {"name": "Restarts", "type": "integer", "jsonPath": ".status.restartCount"},
+    {"name": "Step", "type": "integer", "jsonPath": ".status.progress.step", "priority": 1},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
+
+
+def _without_null(branches: list[Schema]) -> list[Schema]:
+    return [branch for branch in branches if branch.get("type") != "null"]
+
+
+def structural(node: Any, definitions: dict[str, Schema]) -> Any:
+    """One node of pydantic's JSON schema as a Kubernetes structural schema."""
+    if isinstance(node, list):
+        return [structural(item, definitions) for item in node]
+    if not isinstance(node, dict):
+        return node
+    node = dict(node)
+    reference = node.pop("$ref", None)
+    if reference is not None:
+        node = {**definitions[reference.rsplit("/", 1)[-1]], **node}
+    branches = node.get("anyOf")
+    if isinstance(branches, list) and len(_without_null(branches)) == 1 and len(branches) == 2:
+        del node["anyOf"]
+        node = {**_without_null(branches)[0], **node}
+        if "$ref" in node:
+            return structural(node, definitions)
+    if node.get("default", ...) is None:
+        del node["default"]
+    if isinstance(node.get("additionalProperties"), bool):
+        del node["additionalProperties"]  # structural schemas forbid it beside properties
+    result: Schema = {}
+    for key, value in node.items():
+        if key in _DROPPED:
+            continue
+        if key == "properties":
+            result[key] = {name: structural(child, definitions) for name, child in value.items()}
+        elif key in ("items", "additionalProperties", "anyOf"):
+            result[key] = structural(value, definitions)
+        else:
+            result[key] = value
+    return result
+
+
+def model_schema(model: type[DistTrainJobSpec] | type[DistTrainJobStatus]) -> Schema:
+    raw = model.model_json_schema(by_alias=True, mode="validation")
+    definitions = raw.get("$defs", {})
+    return dict(structural(raw, definitions))
+
+
+@cache
+def openapi_schema() -> Schema:
+    """The whole object's schema, root-level CEL rules included."""
+    return {
+        "type": "object",
+        "description": "A distributed TensorFlow training job.",
+        "required": ["spec"],
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": model_schema(DistTrainJobSpec),
+            "status": model_schema(DistTrainJobStatus),
+        },
+        **schema_rules(*api.ROOT_RULES),
+    }
+
+
+def custom_resource_definition() -> Schema:
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{api.PLURAL}.{api.GROUP}"},
+        "spec": {
+            "group": api.GROUP,
+            "scope": "Namespaced",
+            "names": {
+                "kind": api.KIND,
+                "listKind": f"{api.KIND}List",
+                "plural": api.PLURAL,
+                "singular": api.SINGULAR,
+                "shortNames": list(api.SHORT_NAMES),
+                "categories": ["all", "disttrain"],
+            },
+            "versions": [
+                {
+                    "name": api.VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": PRINTER_COLUMNS,
+                    "schema": {"openAPIV3Schema": openapi_schema()},
+                }
+            ],
+        },
+    }
+
+
+def render_crd() -> str:
+    body = yaml.safe_dump(custom_resource_definition(), sort_keys=False, width=1 << 16, allow_unicode=True)
+    return _HEADER + body
+
+
+def write(folder: Path) -> Path:
+    path = folder / CRD_FILE
+    path.write_text(render_crd())
+    return path
+
+
+def drift(folder: Path) -> str | None:
+    """A message when the committed CRD is not what the models generate, else None."""
+    path = folder / CRD_FILE
+    if not path.is_file():
+        return f"{path} is missing; run `disttrain crd generate`"
+    if path.read_text() != render_crd():
+        return f"{path} differs from the models; run `disttrain crd generate` and commit the result"
+    return None

@@ -1,0 +1,116 @@
+"""Build the control-plane binaries from their published Go modules, once per version set.
+
+`go install k8s.io/kubernetes/cmd/...@version` cannot work: the kubernetes module replaces its
+staging modules with local folders. A throw-away module that requires it and replaces each staging
+module with its published release builds the same commands. etcd's server module is `package main`
+with replace directives of its own, so it gets a module of its own too; kwok has none and installs
+directly.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from disttrain_operator.devcluster import versions
+from disttrain_operator.devcluster.versions import CachePaths
+
+
+def _go_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({"GOTOOLCHAIN": "local", "CGO_ENABLED": "0", "GOFLAGS": "-buildvcs=false"})
+    return env
+
+
+def _go(args: list[str], cwd: Path) -> None:
+    print(f"+ go {' '.join(args)}", file=sys.stderr, flush=True)
+    subprocess.run(["go", *args], cwd=cwd, env=_go_env(), check=True)
+
+
+def _write_module(folder: Path, name: str, requires: dict[str, str], replaces: dict[str, str]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = [f"module {name}", "", "go 1.26", ""]
+    lines += [f"require {module} {version}" for module, version in requires.items()]
+    lines += [f"replace {module} => {module} {version}" for module, version in replaces.items()]
+    (folder / "go.mod").write_text("\n".join(lines) + "\n")
+
+
+def _version_ldflags() -> str:
+    """Stamp the version the way upstream's build does, so `/version` reports a real release."""
+    major, minor = versions.KUBERNETES_VERSION.lstrip("v").split(".")[:2]
+    stamp = {
+        "gitVersion": versions.KUBERNETES_VERSION,
+        "gitMajor": major,
+        "gitMinor": minor,
+        "gitTreeState": "clean",
+        "buildDate": datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    packages = ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
+    flags = [f"-X {package}.{key}={value}" for package in packages for key, value in stamp.items()]
+    return " ".join(["-s", "-w", *flags])
+
+
+def build_kubernetes(paths: CachePaths) -> None:
+    folder = paths.src / "kubernetes"
+    staging = {f"k8s.io/{name}": versions.STAGING_VERSION for name in versions.STAGING_MODULES}
+    _write_module(folder, "disttrain.local/kubernetes", {"k8s.io/kubernetes": versions.KUBERNETES_VERSION}, staging)
+    commands = [f"k8s.io/kubernetes/cmd/{name}" for name in versions.KUBERNETES_COMMANDS]
+    (folder / "tools.go").write_text(
+        "//go:build tools\n\npackage tools\n\nimport (\n"
+        + "".join(f'\t_ "{command}"\n' for command in commands)
+        + ")\n"
+    )
+    _go(["mod", "tidy"], folder)
+    build_args = ["build", "-trimpath", "-tags=selinux,notest", f"-ldflags={_version_ldflags()}"]
+    _go([*build_args, "-o", str(paths.bin) + "/", *commands], folder)
+
+
+def build_etcd(paths: CachePaths) -> None:
+    folder = paths.src / "etcd"
+    module = "go.etcd.io/etcd/server/v3"
+    _write_module(folder, "disttrain.local/etcd", {}, {})
+    (folder / "tools.go").write_text(f'//go:build tools\n\npackage tools\n\nimport _ "{module}"\n')
+    _go(["get", f"{module}@{versions.ETCD_VERSION}"], folder)
+    _go(["mod", "tidy"], folder)
+    _go(["build", "-trimpath", "-ldflags=-s -w", "-o", str(paths.binary("etcd")), module], folder)
+
+
+def build_kwok(paths: CachePaths) -> None:
+    env = _go_env() | {"GOBIN": str(paths.bin)}
+    for command in ("kwok", "kwokctl"):
+        target = f"sigs.k8s.io/kwok/cmd/{command}@{versions.KWOK_VERSION}"
+        print(f"+ go install {target}", file=sys.stderr, flush=True)
+        subprocess.run(["go", "install", "-trimpath", "-ldflags=-s -w", target], env=env, check=True)
+
+
+def missing_binaries(paths: CachePaths) -> list[str]:
+    return [name for name in versions.ALL_BINARIES if not paths.binary(name).is_file()]
+
+
+def ensure_binaries(paths: CachePaths | None = None) -> CachePaths:
+    """Build whatever binary of the pinned set is not cached yet; a warm cache returns at once."""
+    paths = paths or versions.cache_paths()
+    missing = set(missing_binaries(paths))
+    if not missing:
+        return paths
+    if shutil.which("go") is None:
+        raise RuntimeError("Go is needed once to build the local control plane, and none is on PATH")
+    paths.bin.mkdir(parents=True, exist_ok=True)
+    if missing & set(versions.KUBERNETES_COMMANDS):
+        build_kubernetes(paths)
+    if "etcd" in missing:
+        build_etcd(paths)
+    if "kwok" in missing:
+        build_kwok(paths)
+    still_missing = missing_binaries(paths)
+    if still_missing:
+        raise RuntimeError(f"build finished but these binaries are missing: {', '.join(still_missing)}")
+    return paths
+
+
+if __name__ == "__main__":
+    print(ensure_binaries().bin)

@@ -1,0 +1,94 @@
+"""Pinned versions of the local control plane, and where their binaries are cached.
+
+The cache key is the full set of versions, so bumping one pin rebuilds instead of reusing a stale
+binary, and a warm machine finds every binary it needs without touching the network.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+KUBERNETES_VERSION = "v1.36.3"
+STAGING_VERSION = "v0.36.3"
+ETCD_VERSION = "v3.6.10"
+KWOK_VERSION = "v0.8.0"
+
+# The staging modules k8s.io/kubernetes replaces with ./staging/...; each is published on its own.
+STAGING_MODULES = (
+    "api",
+    "apiextensions-apiserver",
+    "apimachinery",
+    "apiserver",
+    "cli-runtime",
+    "client-go",
+    "cloud-provider",
+    "cluster-bootstrap",
+    "code-generator",
+    "component-base",
+    "component-helpers",
+    "controller-manager",
+    "cri-api",
+    "cri-client",
+    "cri-streaming",
+    "csi-translation-lib",
+    "dynamic-resource-allocation",
+    "endpointslice",
+    "externaljwt",
+    "kms",
+    "kube-aggregator",
+    "kube-controller-manager",
+    "kube-proxy",
+    "kube-scheduler",
+    "kubectl",
+    "kubelet",
+    "metrics",
+    "mount-utils",
+    "pod-security-admission",
+    "sample-apiserver",
+    "sample-cli-plugin",
+    "sample-controller",
+    "streaming",
+)
+
+KUBERNETES_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+ALL_BINARIES = (*KUBERNETES_COMMANDS, "etcd", "kwok")
+
+
+@dataclass(frozen=True)
+class CachePaths:
+    """Folders of one version set: sources (Go module files), binaries and logs of the build."""
+
+    root: Path
+
+    @property
+    def bin(self) -> Path:
+        return self.root / "bin"
+
+    @property
+    def src(self) -> Path:
+        return self.root / "src"
+
+    def binary(self, name: str) -> Path:
+        return self.bin / name
+
+
+def version_key() -> str:
+    pins = "|".join((KUBERNETES_VERSION, STAGING_VERSION, ETCD_VERSION, KWOK_VERSION))
+    digest = hashlib.sha256(pins.encode()).hexdigest()[:8]
+    return f"k8s-{KUBERNETES_VERSION}-etcd-{ETCD_VERSION}-kwok-{KWOK_VERSION}-{digest}"
+
+
+def cache_root() -> Path:
+    """`$DISTTRAIN_CACHE_DIR`, else `~/.cache/disttrain`: outside any checkout, so fresh clones reuse it."""
+    configured = os.environ.get("DISTTRAIN_CACHE_DIR")
+    if configured:
+        return Path(configured).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "disttrain"
+
+
+def cache_paths() -> CachePaths:
+    return CachePaths(cache_root() / "devcluster" / version_key())

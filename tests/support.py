@@ -1,0 +1,26 @@
+"""Paths and loaders shared by the tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from disttrain_operator import manifests
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
+VALID_CORPUS = sorted((ROOT / "tests" / "corpus" / "valid").glob("*.yaml"))
+INVALID_CORPUS = sorted((ROOT / "tests" / "corpus" / "invalid").glob("*.yaml"))
+EXPECT_PREFIX = "# expect: "
+
+
+def load_one(path: Path) -> Any:
+    (document,) = manifests.load_all(path.read_text())
+    return document
+
+
+def expected_message(path: Path) -> str:
+    """An invalid corpus file names, in its first line, a text every rejection of it must contain."""
+    first = path.read_text().splitlines()[0]
+    assert first.startswith(EXPECT_PREFIX), f"{path} must start with '{EXPECT_PREFIX}...'"
+    return first.removeprefix(EXPECT_PREFIX)

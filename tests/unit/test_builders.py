@@ -1,0 +1,197 @@
+"""What the builders produce: golden files for every example, and the rules behind them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from disttrain_operator.api.job import DistTrainJob
+from disttrain_operator.api.spec import ReplicaType
+from disttrain_operator.builders.objects import Manifest, desired_objects, pod, tensorflow_container
+from disttrain_operator.builders.settings import BuildSettings
+from disttrain_operator.render import parse_job, render
+from support import EXAMPLES, ROOT, load_one
+
+GOLDEN = ROOT / "tests" / "golden"
+DEFAULT = BuildSettings()
+
+
+def _job(spec: dict[str, Any], name: str = "demo", namespace: str = "team", uid: str | None = None) -> DistTrainJob:
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+    if uid:
+        metadata["uid"] = uid
+    return parse_job(
+        {"apiVersion": "disttrain.io/v1alpha1", "kind": "DistTrainJob", "metadata": metadata, "spec": spec}
+    )
+
+
+def _replica(replicas: int, **container: Any) -> dict[str, Any]:
+    return {
+        "replicas": replicas,
+        "template": {"spec": {"containers": [{"name": "tensorflow", "image": "i", **container}]}},
+    }
+
+
+def _tf_config(manifest: Manifest) -> dict[str, Any] | None:
+    env = tensorflow_container(manifest["spec"]["containers"]).get("env", [])
+    values = [entry["value"] for entry in env if entry["name"] == "TF_CONFIG"]
+    return json.loads(values[0]) if values else None
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda path: path.stem)
+def test_render_matches_golden(example: Path, update_golden: bool) -> None:
+    golden = GOLDEN / example.name
+    rendered = render(example.read_text(), DEFAULT)
+    if update_golden:
+        golden.write_text(rendered)
+    assert rendered == golden.read_text()
+
+
+def test_render_is_deterministic() -> None:
+    text = EXAMPLES[0].read_text()
+    assert render(text, DEFAULT) == render(text, DEFAULT)
+
+
+def test_parameter_server_objects() -> None:
+    job = parse_job(load_one(ROOT / "examples" / "parameter-server.yaml"))
+    objects = desired_objects(job, DEFAULT)
+    kinds = [(item["kind"], item["metadata"]["name"]) for item in objects]
+    assert kinds == [
+        ("Service", "census-ps"),
+        ("Pod", "census-ps-chief-0"),
+        ("Pod", "census-ps-worker-0"),
+        ("Pod", "census-ps-worker-1"),
+        ("Pod", "census-ps-ps-0"),
+        ("Pod", "census-ps-ps-1"),
+        ("Pod", "census-ps-evaluator-0"),
+    ]
+    service = objects[0]
+    assert service["spec"]["clusterIP"] == "None"
+    assert service["spec"]["publishNotReadyAddresses"] is True
+    for item in objects[1:]:
+        assert item["spec"]["hostname"] == item["metadata"]["name"]
+        assert item["spec"]["subdomain"] == "census-ps"
+        assert item["metadata"]["namespace"] == "ml-team"
+        volumes = item["spec"]["volumes"]
+        assert volumes == [{"name": "disttrain-checkpoint", "persistentVolumeClaim": {"claimName": "team-checkpoints"}}]
+
+
+def test_training_tasks_do_not_see_the_evaluator_but_it_sees_them() -> None:
+    job = _job({"replicaSpecs": {"Chief": _replica(1), "Worker": _replica(2), "Evaluator": _replica(1)}})
+    chief = _tf_config(pod(job, ReplicaType.CHIEF, 0, DEFAULT))
+    evaluator = _tf_config(pod(job, ReplicaType.EVALUATOR, 0, DEFAULT))
+    assert chief is not None and evaluator is not None
+    assert set(chief["cluster"]) == {"chief", "worker"}
+    assert evaluator["cluster"] == {**chief["cluster"], "evaluator": ["demo-evaluator-0.demo.team.svc:2222"]}
+    assert evaluator["task"] == {"type": "evaluator", "index": 0}
+    assert chief["environment"] == "cloud"
+
+
+def test_single_replica_has_no_tf_config() -> None:
+    job = _job({"strategy": "Mirrored", "replicaSpecs": {"Chief": _replica(1)}})
+    assert _tf_config(pod(job, ReplicaType.CHIEF, 0, DEFAULT)) is None
+
+
+def test_cluster_domain_and_port() -> None:
+    job = _job({"replicaSpecs": {"Worker": _replica(2)}, "port": 4444})
+    config = _tf_config(pod(job, ReplicaType.WORKER, 1, BuildSettings(cluster_domain="corp.example")))
+    assert config is not None
+    assert config["cluster"]["worker"][1] == "demo-worker-1.demo.team.svc.corp.example:4444"
+    assert config["task"] == {"type": "worker", "index": 1}
+
+
+def test_tensorflow_container_is_chosen_by_name() -> None:
+    template = {
+        "spec": {
+            "containers": [
+                {"name": "sidecar", "image": "s"},
+                {
+                    "name": "tensorflow",
+                    "image": "t",
+                    "env": [{"name": "TF_CONFIG", "value": "stale"}, {"name": "A", "value": "1"}],
+                },
+            ]
+        }
+    }
+    job = _job({"replicaSpecs": {"Worker": {"replicas": 2, "template": template}}})
+    built = pod(job, ReplicaType.WORKER, 0, DEFAULT)
+    sidecar, tensorflow = built["spec"]["containers"]
+    assert "env" not in sidecar and "ports" not in sidecar
+    names = [entry["name"] for entry in tensorflow["env"]]
+    assert names == ["A", "TF_CONFIG"]
+    assert tensorflow["ports"] == [{"name": "tf-port", "containerPort": 2222, "protocol": "TCP"}]
+
+
+def test_first_container_without_a_tensorflow_one_and_user_port_kept() -> None:
+    job = _job({"replicaSpecs": {"Worker": _replica(2, name="main", ports=[{"name": "grpc", "containerPort": 2222}])}})
+    container = pod(job, ReplicaType.WORKER, 0, DEFAULT)["spec"]["containers"][0]
+    assert container["ports"] == [{"name": "grpc", "containerPort": 2222}]
+    assert any(entry["name"] == "TF_CONFIG" for entry in container["env"])
+
+
+def test_resources_are_carried_untouched() -> None:
+    resources = {"limits": {"nvidia.com/gpu": 2, "memory": "8Gi"}, "requests": {"cpu": "500m"}}
+    job = _job({"replicaSpecs": {"Worker": _replica(2, resources=resources)}})
+    assert pod(job, ReplicaType.WORKER, 1, DEFAULT)["spec"]["containers"][0]["resources"] == resources
+
+
+def test_restart_policies_map_to_pods() -> None:
+    policies = {"Never": "Never", "ExitCode": "Never", "OnFailure": "OnFailure", "Always": "Always"}
+    for policy, pod_policy in policies.items():
+        job = _job({"replicaSpecs": {"Worker": {**_replica(2), "restartPolicy": policy}}})
+        assert pod(job, ReplicaType.WORKER, 0, DEFAULT)["spec"]["restartPolicy"] == pod_policy
+
+
+def test_owner_references_once_the_job_has_a_uid() -> None:
+    spec = {"replicaSpecs": {"Worker": _replica(2)}, "checkpoint": {"size": "1Gi"}}
+    assert all("ownerReferences" not in item["metadata"] for item in desired_objects(_job(spec), DEFAULT))
+    for item in desired_objects(_job(spec, uid="1234"), DEFAULT):
+        (owner,) = item["metadata"]["ownerReferences"]
+        assert owner == {
+            "apiVersion": "disttrain.io/v1alpha1",
+            "kind": "DistTrainJob",
+            "name": "demo",
+            "uid": "1234",
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+
+
+def test_created_checkpoint_claim() -> None:
+    spec = {"replicaSpecs": {"Worker": _replica(2)}, "checkpoint": {"size": "5Gi", "storageClassName": "fast"}}
+    claim, *_ = (item for item in desired_objects(_job(spec), DEFAULT) if item["kind"] == "PersistentVolumeClaim")
+    assert claim["metadata"]["name"] == "demo-checkpoint"
+    assert claim["spec"] == {
+        "accessModes": ["ReadWriteMany"],
+        "resources": {"requests": {"storage": "5Gi"}},
+        "storageClassName": "fast",
+    }
+    worker = pod(_job(spec), ReplicaType.WORKER, 0, DEFAULT)
+    container = worker["spec"]["containers"][0]
+    assert container["volumeMounts"] == [{"name": "disttrain-checkpoint", "mountPath": "/checkpoints"}]
+    assert {"name": "DISTTRAIN_CHECKPOINT_DIR", "value": "/checkpoints"} in container["env"]
+
+
+def test_labels_merge_template_labels() -> None:
+    template = {
+        "metadata": {"labels": {"team": "ml", "disttrain.io/job-name": "spoofed"}},
+        "spec": {"containers": [{"name": "t", "image": "i"}]},
+    }
+    job = _job({"replicaSpecs": {"Worker": {"replicas": 2, "template": template}}})
+    labels = pod(job, ReplicaType.WORKER, 1, DEFAULT)["metadata"]["labels"]
+    assert labels == {
+        "team": "ml",
+        "disttrain.io/job-name": "demo",
+        "disttrain.io/replica-type": "worker",
+        "disttrain.io/replica-index": "1",
+    }
+
+
+def test_builders_do_not_mutate_the_job() -> None:
+    job = _job({"replicaSpecs": {"Worker": _replica(2)}, "checkpoint": {"size": "1Gi"}})
+    before = job.model_dump()
+    desired_objects(job, DEFAULT)
+    assert job.model_dump() == before

@@ -1,0 +1,74 @@
+"""`disttrain render` and `disttrain crd` as users run them: exit codes and messages, never a traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from disttrain_operator import crd, manifests
+from disttrain_operator.cli import main
+from support import EXAMPLES, INVALID_CORPUS, ROOT, expected_message
+
+
+def _run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "disttrain_operator.cli", *args]
+    return subprocess.run(command, input=stdin, capture_output=True, text=True, check=False, cwd=ROOT)
+
+
+def test_render_prints_a_stream_of_objects(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["render", str(ROOT / "examples" / "multi-worker-mirrored-gpu.yaml")]) == 0
+    documents = manifests.load_all(capsys.readouterr().out)
+    assert [document["kind"] for document in documents] == ["Service", "PersistentVolumeClaim"] + ["Pod"] * 4
+    assert all(document["metadata"]["namespace"] == "default" for document in documents)
+
+
+def test_render_reads_stdin_and_takes_a_namespace() -> None:
+    result = _run("render", "-", "--namespace", "research", stdin=EXAMPLES[0].read_text())
+    assert result.returncode == 0, result.stderr
+    assert {document["metadata"]["namespace"] for document in manifests.load_all(result.stdout)} == {"research"}
+
+
+@pytest.mark.parametrize(
+    ("stdin", "message"),
+    [
+        ("a: [b\n", "broken YAML"),
+        ("", "no DistTrainJob in the input"),
+        ("apiVersion: v1\nkind: Pod\nmetadata: {name: x}\n", 'kind: must be "DistTrainJob"'),
+        ("- 1\n- 2\n", "a manifest must be a mapping"),
+        ("\x00\x01", "broken YAML"),
+    ],
+)
+def test_bad_input_fails_cleanly(stdin: str, message: str) -> None:
+    result = _run("render", "-", stdin=stdin)
+    assert result.returncode == 1
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+def test_missing_file() -> None:
+    result = _run("render", "no-such-file.yaml")
+    assert result.returncode == 1
+    assert "no such file" in result.stderr
+
+
+def test_invalid_corpus_names_the_field_and_rule() -> None:
+    path = INVALID_CORPUS[0].with_name("ps-without-ps.yaml")
+    result = _run("render", str(path))
+    assert result.returncode == 1
+    assert f"spec: {expected_message(path)}" in result.stderr
+    assert "(ps-no-ps)" in result.stderr
+
+
+def test_crd_check_and_generate(tmp_path: Path) -> None:
+    assert _run("crd", "check").returncode == 0
+    stale = tmp_path / crd.CRD_FILE
+    stale.write_text("stale\n")
+    result = _run("crd", "check", "--dir", str(tmp_path))
+    assert result.returncode == 1
+    assert "differs from the models" in result.stderr
+    assert _run("crd", "generate", "--dir", str(tmp_path)).returncode == 0
+    assert stale.read_text() == (ROOT / "crds" / crd.CRD_FILE).read_text()
