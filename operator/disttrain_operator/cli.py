@@ -45,6 +45,37 @@ def _crd(args: argparse.Namespace) -> int:
     return 0
 
 
+def _dev_cluster(args: argparse.Namespace) -> int:
+    from disttrain_operator.devcluster import cluster  # noqa: PLC0415 - development tooling only
+
+    if args.action == "up":
+        print(cluster.up())
+    elif args.action == "down":
+        cluster.down()
+    else:
+        path = cluster.kubeconfig_path()
+        if cluster.running_state() is None:
+            print("error: no local cluster is running; start one with `disttrain dev-cluster up`", file=sys.stderr)
+            return 1
+        print(path)
+    return 0
+
+
+def run_operator(kopf_args: Sequence[str]) -> int:
+    """`kopf run` with the operator's module; standalone, cluster-wide and a liveness probe unless told otherwise."""
+    import kopf.cli  # noqa: PLC0415 - only the operator pays for importing kopf
+
+    args = list(kopf_args)
+    if not any(arg.startswith(("--namespace", "-n", "--all-namespaces", "-A")) for arg in args):
+        args.append("--all-namespaces")
+    if not any(arg.startswith(("--peering", "--standalone")) for arg in args):
+        args.append("--standalone")
+    if not any(arg.startswith("--liveness") for arg in args):
+        args.append("--liveness=http://0.0.0.0:8080/healthz")
+    kopf.cli.main(["run", "--module", "disttrain_operator.handlers", *args], standalone_mode=False)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="disttrain", description="Distributed TensorFlow training on Kubernetes.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -61,10 +92,24 @@ def build_parser() -> argparse.ArgumentParser:
     crd_parser.add_argument("action", choices=["generate", "check"])
     crd_parser.add_argument("--dir", default="crds", help="folder of the CRD file (default: crds)")
     crd_parser.set_defaults(handler=_crd)
+
+    cluster_parser = commands.add_parser(
+        "dev-cluster", help="a local control plane with fake GPU nodes, built from Go modules (development, CI)"
+    )
+    cluster_parser.add_argument("action", choices=["up", "down", "kubeconfig"])
+    cluster_parser.set_defaults(handler=_dev_cluster)
+
+    commands.add_parser(
+        "operator",
+        help="run the operator; further arguments go to `kopf run` (e.g. --namespace NS, --all-namespaces, --verbose)",
+    )
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["operator"]:
+        return run_operator(argv[1:])
     args = build_parser().parse_args(argv)
     handler: Callable[[argparse.Namespace], int] = args.handler
     return handler(args)

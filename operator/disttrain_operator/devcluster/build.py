@@ -10,6 +10,7 @@ directly.
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import shutil
 import subprocess
@@ -87,8 +88,27 @@ def build_kwok(paths: CachePaths) -> None:
         subprocess.run(["go", "install", "-trimpath", "-ldflags=-s -w", target], env=env, check=True)
 
 
+def copy_kwok_stages(paths: CachePaths) -> None:
+    """kwok's default stages ship in its module, not its binary: keep them beside the binaries."""
+    download = subprocess.run(
+        ["go", "mod", "download", "-json", f"sigs.k8s.io/kwok@{versions.KWOK_VERSION}"],
+        env=_go_env(),
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    stage_root = Path(json.loads(download.stdout)["Dir"]) / "kustomize" / "stage"
+    paths.kwok_stages.mkdir(parents=True, exist_ok=True)
+    for relative in versions.KWOK_STAGES:
+        shutil.copyfile(stage_root / relative, paths.kwok_stages / Path(relative).name)
+    shutil.copyfile(stage_root / versions.KWOK_STORAGE_CLASS, paths.kwok_storage_class)
+
+
 def missing_binaries(paths: CachePaths) -> list[str]:
-    return [name for name in versions.ALL_BINARIES if not paths.binary(name).is_file()]
+    missing = [name for name in versions.ALL_BINARIES if not paths.binary(name).is_file()]
+    stages = [Path(relative).name for relative in versions.KWOK_STAGES]
+    missing += [name for name in stages if not (paths.kwok_stages / name).is_file()]
+    return missing + ([] if paths.kwok_storage_class.is_file() else [paths.kwok_storage_class.name])
 
 
 def ensure_binaries(paths: CachePaths | None = None) -> CachePaths:
@@ -106,6 +126,8 @@ def ensure_binaries(paths: CachePaths | None = None) -> CachePaths:
         build_etcd(paths)
     if "kwok" in missing:
         build_kwok(paths)
+    if missing - set(versions.ALL_BINARIES):
+        copy_kwok_stages(paths)
     still_missing = missing_binaries(paths)
     if still_missing:
         raise RuntimeError(f"build finished but these binaries are missing: {', '.join(still_missing)}")

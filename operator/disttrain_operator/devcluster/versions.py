@@ -56,6 +56,22 @@ STAGING_MODULES = (
 KUBERNETES_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
 ALL_BINARIES = (*KUBERNETES_COMMANDS, "etcd", "kwok")
 
+# kwok's own stages, from its module: nodes become Ready and keep a lease; pods become Running and
+# are removed once deleted (tests end pods by writing their status); claims of the `kwok-volume`
+# StorageClass (made the default) are provisioned and bound.
+KWOK_STAGES = (
+    "node/fast/node-initialize.yaml",
+    "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+    "pod/fast/pod-ready.yaml",
+    "pod/fast/pod-complete.yaml",
+    "pod/fast/pod-delete.yaml",
+    "volume/fast/pvc-provision.yaml",
+    "volume/fast/pvc-delete.yaml",
+    "volume/fast/pv-bind.yaml",
+    "volume/fast/pv-delete.yaml",
+)
+KWOK_STORAGE_CLASS = "volume/fast/storage-class.yaml"
+
 
 @dataclass(frozen=True)
 class CachePaths:
@@ -70,6 +86,14 @@ class CachePaths:
     @property
     def src(self) -> Path:
         return self.root / "src"
+
+    @property
+    def kwok_stages(self) -> Path:
+        return self.root / "kwok-stages"
+
+    @property
+    def kwok_storage_class(self) -> Path:
+        return self.root / "kwok-storage-class.yaml"
 
     def binary(self, name: str) -> Path:
         return self.bin / name

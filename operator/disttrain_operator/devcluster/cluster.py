@@ -1,0 +1,321 @@
+"""A real Kubernetes control plane as local processes: etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler and kwok with fake GPU nodes. For development and CI; the operator never needs it.
+
+Each process runs in its own session, so the cluster outlives the command that started it; its pids,
+ports, logs and kubeconfig live in one state folder that `down` removes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from disttrain_operator import crd
+from disttrain_operator.devcluster.build import ensure_binaries
+from disttrain_operator.devcluster.versions import CachePaths, cache_root
+
+ADMIN_TOKEN = "disttrain-dev-admin"
+FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+GPU_RESOURCE = "nvidia.com/gpu"
+SERVICE_CIDR = "10.96.0.0/16"
+POD_CIDR = "10.244.0.0/16"
+
+
+def state_dir() -> Path:
+    configured = os.environ.get("DISTTRAIN_DEVCLUSTER_DIR")
+    return Path(configured) if configured else cache_root() / "cluster"
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    etcd_port: int
+    etcd_peer_port: int
+    apiserver_port: int
+    pids: dict[str, int]
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.apiserver_port}"
+
+
+@dataclass(frozen=True)
+class NodeShape:
+    """Capacity of each fake node: enough for the examples, GPUs included."""
+
+    count: int = 4
+    cpu: str = "64"
+    memory: str = "512Gi"
+    gpus: int = 8
+    pods: int = 110
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def kubeconfig_path(folder: Path | None = None) -> Path:
+    return (folder or state_dir()) / "kubeconfig"
+
+
+def _write_kubeconfig(folder: Path, state: ClusterState) -> Path:
+    """Admin credentials; the CA is the API server's self-signed certificate, valid for 127.0.0.1."""
+    ca = folder / "certs" / "apiserver.crt"
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "disttrain-dev", "cluster": {"server": state.server, "certificate-authority": str(ca)}}],
+        "users": [{"name": "admin", "user": {"token": ADMIN_TOKEN}}],
+        "contexts": [{"name": "disttrain-dev", "context": {"cluster": "disttrain-dev", "user": "admin"}}],
+        "current-context": "disttrain-dev",
+    }
+    path = kubeconfig_path(folder)
+    path.write_text(json.dumps(config, indent=2) + "\n")
+    return path
+
+
+def _ready(state: ClusterState) -> bool:
+    request = urllib.request.Request(f"{state.server}/readyz", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        with urllib.request.urlopen(request, timeout=2, context=context) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+def _load_state(folder: Path) -> ClusterState | None:
+    path = folder / "state.json"
+    if not path.is_file():
+        return None
+    return ClusterState(**json.loads(path.read_text()))
+
+
+def running_state(folder: Path | None = None) -> ClusterState | None:
+    """The cluster of this state folder if every process is alive and the API server answers."""
+    state = _load_state(folder or state_dir())
+    if state is None or not all(_alive(pid) for pid in state.pids.values()):
+        return None
+    return state if _ready(state) else None
+
+
+def _start(folder: Path, name: str, command: list[str]) -> int:
+    log = (folder / "logs" / f"{name}.log").open("ab")
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=folder)
+    return process.pid
+
+
+def _wait(condition_name: str, check: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.25)
+    raise RuntimeError(f"timed out after {timeout:.0f}s waiting for {condition_name}")
+
+
+def _kubectl(paths: CachePaths, folder: Path, *args: str, stdin: str | None = None) -> str:
+    command = [str(paths.binary("kubectl")), "--kubeconfig", str(kubeconfig_path(folder)), *args]
+    result = subprocess.run(command, input=stdin, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise RuntimeError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
+    return result.stdout
+
+
+def fake_node(name: str, shape: NodeShape) -> dict[str, object]:
+    capacity = {"cpu": shape.cpu, "memory": shape.memory, "pods": str(shape.pods), GPU_RESOURCE: str(shape.gpus)}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {FAKE_NODE_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "labels": {"type": "kwok", "kubernetes.io/hostname": name, "kubernetes.io/os": "linux"},
+        },
+        "spec": {},
+        "status": {"allocatable": capacity, "capacity": capacity},
+    }
+
+
+def _commands(paths: CachePaths, folder: Path, state: ClusterState) -> dict[str, list[str]]:
+    kubeconfig = str(kubeconfig_path(folder))
+    key = str(folder / "service-account.key")
+    return {
+        "etcd": [
+            str(paths.binary("etcd")),
+            f"--data-dir={folder / 'etcd'}",
+            f"--listen-client-urls=http://127.0.0.1:{state.etcd_port}",
+            f"--advertise-client-urls=http://127.0.0.1:{state.etcd_port}",
+            f"--listen-peer-urls=http://127.0.0.1:{state.etcd_peer_port}",
+            f"--initial-advertise-peer-urls=http://127.0.0.1:{state.etcd_peer_port}",
+            f"--initial-cluster=default=http://127.0.0.1:{state.etcd_peer_port}",
+            "--unsafe-no-fsync",
+        ],
+        "kube-apiserver": [
+            str(paths.binary("kube-apiserver")),
+            f"--etcd-servers=http://127.0.0.1:{state.etcd_port}",
+            f"--cert-dir={folder / 'certs'}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={state.apiserver_port}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--authorization-mode=Node,RBAC",
+            f"--token-auth-file={folder / 'tokens.csv'}",
+            f"--service-account-key-file={key}",
+            f"--service-account-signing-key-file={key}",
+            "--service-account-issuer=https://kubernetes.default.svc",
+            "--enable-priority-and-fairness=false",
+        ],
+        "kube-controller-manager": [
+            str(paths.binary("kube-controller-manager")),
+            f"--kubeconfig={kubeconfig}",
+            "--leader-elect=false",
+            "--secure-port=0",
+            f"--service-account-private-key-file={key}",
+            f"--cluster-cidr={POD_CIDR}",
+            "--controllers=*",
+        ],
+        "kube-scheduler": [
+            str(paths.binary("kube-scheduler")),
+            f"--kubeconfig={kubeconfig}",
+            "--leader-elect=false",
+            "--secure-port=0",
+        ],
+        "kwok": [
+            str(paths.binary("kwok")),
+            f"--kubeconfig={kubeconfig}",
+            f"--manage-nodes-with-annotation-selector={FAKE_NODE_ANNOTATION}=fake",
+            "--cidr=10.244.0.0/16",
+            "--node-ip=10.0.0.1",
+            "--node-lease-duration-seconds=40",
+            *(f"--config={stage}" for stage in sorted(paths.kwok_stages.glob("*.yaml"))),
+        ],
+    }
+
+
+def _prepare(folder: Path) -> None:
+    (folder / "logs").mkdir(parents=True, exist_ok=True)
+    (folder / "tokens.csv").write_text(f"{ADMIN_TOKEN},disttrain-admin,disttrain-admin,system:masters\n")
+    key = folder / "service-account.key"
+    if not key.exists():
+        subprocess.run(["openssl", "genrsa", "-out", str(key), "2048"], check=True, capture_output=True)
+
+
+def up(shape: NodeShape | None = None, log: bool = True) -> Path:
+    """Start the cluster (or find it running) and return its kubeconfig path."""
+    folder = state_dir()
+    if running_state(folder) is not None:
+        return kubeconfig_path(folder)
+    down()
+    paths = ensure_binaries()
+    started = time.monotonic()
+    _prepare(folder)
+    ports = {"etcd_port": _free_port(), "etcd_peer_port": _free_port(), "apiserver_port": _free_port()}
+    state = ClusterState(**ports, pids={})
+    commands = _commands(paths, folder, state)
+    pids: dict[str, int] = {}
+    try:
+        pids["etcd"] = _start(folder, "etcd", commands["etcd"])
+        pids["kube-apiserver"] = _start(folder, "kube-apiserver", commands["kube-apiserver"])
+        state = ClusterState(**ports, pids=pids)
+        _save_state(folder, state)
+        _wait("kube-apiserver /readyz", lambda: _ready(state), 90)
+        _write_kubeconfig(folder, state)
+        for name in ("kube-controller-manager", "kube-scheduler", "kwok"):
+            pids[name] = _start(folder, name, commands[name])
+        state = ClusterState(**ports, pids=pids)
+        _save_state(folder, state)
+        _install(paths, folder, shape or NodeShape())
+    except Exception as error:
+        tails = _log_tails(folder)
+        down()
+        raise RuntimeError(f"the local cluster did not come up: {error}\n{tails}") from error
+    if log:
+        print(f"local cluster up in {time.monotonic() - started:.1f}s, logs in {folder / 'logs'}", file=sys.stderr)
+    return kubeconfig_path(folder)
+
+
+def _log_tails(folder: Path, lines: int = 15) -> str:
+    """The last lines of every component's log: what a failed start leaves to read once it is cleaned up."""
+    tails = []
+    for log in sorted((folder / "logs").glob("*.log")):
+        text = log.read_text(errors="replace").splitlines()[-lines:]
+        tails.append(f"--- {log.name}\n" + "\n".join(text))
+    return "\n".join(tails)
+
+
+def _save_state(folder: Path, state: ClusterState) -> None:
+    (folder / "state.json").write_text(json.dumps(asdict(state)) + "\n")
+
+
+def _install(paths: CachePaths, folder: Path, shape: NodeShape) -> None:
+    nodes = [fake_node(f"gpu-node-{index}", shape) for index in range(shape.count)]
+    _kubectl(paths, folder, "apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes}))
+    _kubectl(paths, folder, "apply", "-f", str(paths.kwok_storage_class))
+    _kubectl(paths, folder, "apply", "--server-side", "-f", "-", stdin=crd.render_crd())
+    _kubectl(paths, folder, "wait", "--for=condition=Established", "--timeout=60s", "crd/disttrainjobs.disttrain.io")
+    _wait("the default ServiceAccount", lambda: _has_default_service_account(paths, folder), 60)
+    _kubectl(paths, folder, "wait", "--for=condition=Ready", "--timeout=60s", "nodes", "--all")
+
+
+def _has_default_service_account(paths: CachePaths, folder: Path) -> bool:
+    try:
+        _kubectl(paths, folder, "get", "serviceaccount", "default", "-n", "default")
+    except RuntimeError:
+        return False
+    return True
+
+
+def down() -> None:
+    """Stop every process this state folder started and remove the folder."""
+    folder = state_dir()
+    state = _load_state(folder)
+    if state is not None:
+        for pid in reversed(list(state.pids.values())):
+            _stop(pid)
+    if folder.exists():
+        subprocess.run(["rm", "-rf", str(folder)], check=True)
+
+
+def _stop(pid: int, grace: float = 10) -> None:
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.1)
+        _reap(pid)
+    if _alive(pid):
+        os.killpg(pid, signal.SIGKILL)
+        _reap(pid)
+
+
+def _reap(pid: int) -> None:
+    """Collect the exit status of a child of this process, so it does not linger as a zombie."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)

@@ -1,0 +1,132 @@
+"""kopf glue: settings, the watched indexes and the triggers; all decisions live in `Reconciler`.
+
+Triggers: a job created, resumed (operator start) or its spec changed, and any change of a pod the
+operator labelled, which feeds back into the same reconcile of its job (level-triggered). kopf holds
+handlers back until every index has its initial listing, so a restarted operator sees every existing
+pod before it plans anything. No finalizer is needed: children are garbage-collected through their
+owner references.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable
+from typing import Any, cast
+
+import kopf
+
+from disttrain_operator.api.job import GROUP, PLURAL, VERSION
+from disttrain_operator.builders.naming import JOB_NAME_LABEL
+from disttrain_operator.builders.settings import BuildSettings
+from disttrain_operator.kube import Kube, TransientApiError, load_client
+from disttrain_operator.observed import ChildView, PodView, pod_view
+from disttrain_operator.reconciler import Body, Reconciler
+
+logger = logging.getLogger(__name__)
+
+RETRY_DELAY_SECONDS = 5
+OWNED = {JOB_NAME_LABEL: kopf.PRESENT}
+JobKey = tuple[str, str]
+
+
+@kopf.on.startup()
+def configure(*, settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=GROUP, key="last-handled-configuration"
+    )
+    settings.persistence.finalizer = f"{GROUP}/finalizer"
+    settings.posting.level = logging.WARNING
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    settings.watching.connect_timeout = 30
+    build_settings = BuildSettings(cluster_domain=os.environ.get("DISTTRAIN_CLUSTER_DOMAIN") or None)
+    memo.reconciler = Reconciler(Kube(load_client()), build_settings, _post_event)
+
+
+def _post_event(body: Body, *, type: str, reason: str, message: str) -> None:
+    kopf.event(cast(kopf.Body, body), type=type, reason=reason, message=message[:1024])
+
+
+def _job_body(body: kopf.Body) -> dict[str, Any]:
+    """The parts of a job the operator reads (no managedFields): what the jobs index keeps."""
+    metadata = body.metadata
+    return {
+        "apiVersion": body.get("apiVersion"),
+        "kind": body.get("kind"),
+        "metadata": {
+            "name": metadata.name,
+            "namespace": metadata.namespace,
+            "uid": metadata.uid,
+            "generation": metadata.get("generation"),
+            "labels": dict(metadata.labels),
+            "annotations": {},
+        },
+        "spec": dict(body.spec),
+        "status": dict(body.status),
+    }
+
+
+@kopf.index(GROUP, VERSION, PLURAL)
+def disttrain_jobs(*, namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[JobKey, dict[str, Any]]:
+    return {(namespace or "", name): _job_body(body)}
+
+
+@kopf.index("", "v1", "pods", labels=OWNED)
+def job_pods(*, namespace: str | None, labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict[JobKey, PodView] | None:
+    view = pod_view(dict(body))
+    return None if view is None else {(namespace or "", labels[JOB_NAME_LABEL]): view}
+
+
+@kopf.index("", "v1", "services", labels=OWNED)
+def job_services(*, namespace: str | None, name: str, labels: kopf.Labels, **_: Any) -> dict[JobKey, ChildView]:
+    return {(namespace or "", labels[JOB_NAME_LABEL]): ChildView("Service", name)}
+
+
+@kopf.index("", "v1", "persistentvolumeclaims", labels=OWNED)
+def job_claims(*, namespace: str | None, name: str, labels: kopf.Labels, **_: Any) -> dict[JobKey, ChildView]:
+    return {(namespace or "", labels[JOB_NAME_LABEL]): ChildView("PersistentVolumeClaim", name)}
+
+
+def _values(index: kopf.Index[JobKey, Any], key: JobKey) -> list[Any]:
+    store: Iterable[Any] = index.get(key, [])
+    return list(store)
+
+
+def _reconcile(memo: Any, body: dict[str, Any], indexes: dict[str, Any]) -> None:
+    """The job's reconcile with what the indexes hold of its children; kopf passes indexes by name."""
+    key = (body["metadata"]["namespace"], body["metadata"]["name"])
+    children = _values(indexes["job_services"], key) + _values(indexes["job_claims"], key)
+    reconciler: Reconciler = memo.reconciler
+    reconciler.reconcile(body, _values(indexes["job_pods"], key), children)
+
+
+@kopf.on.resume(GROUP, VERSION, PLURAL)
+@kopf.on.create(GROUP, VERSION, PLURAL)
+@kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
+def reconcile_job(*, body: kopf.Body, memo: Any, **indexes: Any) -> None:
+    try:
+        _reconcile(memo, _job_body(body), indexes)
+    except TransientApiError as error:
+        raise kopf.TemporaryError(str(error), delay=RETRY_DELAY_SECONDS) from error
+
+
+@kopf.on.event("", "v1", "pods", labels=OWNED)
+def pod_changed(*, namespace: str | None, labels: kopf.Labels, memo: Any, **indexes: Any) -> None:
+    """Feed a pod's change back into its job's reconcile."""
+    job_name = labels[JOB_NAME_LABEL]
+    jobs = _values(indexes["disttrain_jobs"], (namespace or "", job_name))
+    if not jobs:
+        return
+    try:
+        _reconcile(memo, jobs[0], indexes)
+    except TransientApiError as error:
+        logger.warning("reconcile of %s/%s after a pod change failed: %s", namespace, job_name, error)
+
+
+@kopf.on.event(GROUP, VERSION, PLURAL)
+def job_event(*, type: str, uid: str, memo: Any, **_: Any) -> None:
+    if type == "DELETED":
+        reconciler: Reconciler = memo.reconciler
+        reconciler.forget(uid)

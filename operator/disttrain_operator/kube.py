@@ -1,0 +1,99 @@
+"""The only module that talks to the API server for the operator's own writes.
+
+Requests go out as plain JSON through the kubernetes client's transport (its auth, TLS and
+kubeconfig handling), without its model classes: the builders already produce JSON, and validating
+every pod through the client's models costs time and refuses valid objects (integer quantities).
+
+Creates tolerate 409 (the object exists: a retry, a second event or a restarted operator), so every
+caller can simply ask again. Errors come back as two kinds: the object can never be accepted as
+built (the spec must change), or the request may pass later.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from kubernetes import client, config
+
+from disttrain_operator.api.job import GROUP, PLURAL, VERSION
+from disttrain_operator.builders.objects import Manifest
+
+HTTP_CONFLICT = 409
+_PERMANENT = {400, 422}
+_COLLECTIONS = {
+    "Pod": "/api/v1/namespaces/{namespace}/pods",
+    "Service": "/api/v1/namespaces/{namespace}/services",
+    "PersistentVolumeClaim": "/api/v1/namespaces/{namespace}/persistentvolumeclaims",
+}
+_JOB_STATUS = f"/apis/{GROUP}/{VERSION}/namespaces/{{namespace}}/{PLURAL}/{{name}}/status"
+
+
+class ChildRejectedError(Exception):
+    """The API server refuses the object as built from the spec: retrying cannot help."""
+
+
+class TransientApiError(Exception):
+    """The request failed in a way that may pass later (network, 5xx, quota, missing ServiceAccount)."""
+
+
+def load_client() -> client.ApiClient:
+    """In-cluster credentials when running in a pod, else the kubeconfig (`KUBECONFIG`)."""
+    try:
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
+    except config.ConfigException:
+        config.load_kube_config()  # type: ignore[no-untyped-call]
+    return client.ApiClient()
+
+
+class Kube:
+    def __init__(self, api_client: client.ApiClient) -> None:
+        self._api = api_client
+
+    def _request(
+        self, method: str, path: str, params: dict[str, str], body: Any, content_type: str = "application/json"
+    ) -> tuple[int, str]:
+        headers = {"Content-Type": content_type, "Accept": "application/json"}
+        try:
+            method, url, headers, payload, _ = self._api.param_serialize(
+                method=method,
+                resource_path=path,
+                path_params=params,
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
+            )
+            response = self._api.call_api(method, url, header_params=headers, body=payload)
+            response.read()  # type: ignore[no-untyped-call]
+        except Exception as error:  # connection refused, timeouts, TLS: all worth a retry
+            raise TransientApiError(f"{method} {path}: {error}") from error
+        return response.status, (response.data or b"").decode(errors="replace")
+
+    def create(self, manifest: Manifest) -> bool:
+        """Create the object; False if it already existed."""
+        path = _COLLECTIONS[manifest["kind"]]
+        status, text = self._request("POST", path, {"namespace": manifest["metadata"]["namespace"]}, manifest)
+        if status == HTTP_CONFLICT:
+            return False
+        if status in _PERMANENT:
+            raise ChildRejectedError(_message(status, text))
+        if status >= 300:
+            raise TransientApiError(_message(status, text))
+        return True
+
+    def patch_job_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        params = {"namespace": namespace, "name": name}
+        code, text = self._request(
+            "PATCH", _JOB_STATUS, params, {"status": status}, content_type="application/merge-patch+json"
+        )
+        if code >= 300:
+            raise TransientApiError(_message(code, text))
+
+
+def _message(status: int, text: str) -> str:
+    """The API server's own message from a Status body, else the raw text."""
+    try:
+        message = str(json.loads(text).get("message", text))
+    except (ValueError, AttributeError):
+        message = text
+    return f"{status}: {message[:500]}"

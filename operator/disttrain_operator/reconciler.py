@@ -1,0 +1,143 @@
+"""The one reconcile path: parse the job, plan, act through `Kube`, write the status if it changed.
+
+Every trigger (job created, resumed after an operator restart, spec changed, a child pod changed)
+calls `Reconciler.reconcile`, which is idempotent. Reconciles of one job are serialized; the last
+status written is remembered so that a trigger carrying a slightly older job body cannot roll the
+status back.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Collection, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import pydantic
+
+from disttrain_operator.api.job import DistTrainJob
+from disttrain_operator.api.status import ConditionType, DistTrainJobStatus, JobPhase
+from disttrain_operator.builders.objects import Manifest
+from disttrain_operator.builders.settings import BuildSettings
+from disttrain_operator.kube import ChildRejectedError, Kube, TransientApiError
+from disttrain_operator.observed import ChildView, PodView
+from disttrain_operator.planner import object_key, plan
+from disttrain_operator.status_aggregation import Verdict, aggregate, with_condition
+
+logger = logging.getLogger(__name__)
+
+Body = Mapping[str, Any]
+
+
+class EventSink(Protocol):
+    def __call__(self, body: Body, *, type: str, reason: str, message: str) -> None: ...
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+def dump_status(status: DistTrainJobStatus) -> dict[str, Any]:
+    return status.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class Reconciler:
+    def __init__(
+        self, kube: Kube, settings: BuildSettings, emit: EventSink, clock: Callable[[], datetime] = utcnow
+    ) -> None:
+        self._kube = kube
+        self._settings = settings
+        self._emit = emit
+        self._clock = clock
+        self._written: dict[str, dict[str, Any]] = {}
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+
+    def _lock(self, uid: str) -> threading.Lock:
+        with self._locks_guard:
+            return self._locks.setdefault(uid, threading.Lock())
+
+    def forget(self, uid: str) -> None:
+        """Drop what is remembered of a deleted job."""
+        with self._locks_guard:
+            self._locks.pop(uid, None)
+            self._written.pop(uid, None)
+
+    def reconcile(self, body: Body, pods: Sequence[PodView], children: Collection[ChildView]) -> None:
+        """Bring one job's children and status in line; raises TransientApiError when a retry is due."""
+        uid = str(body["metadata"]["uid"])
+        with self._lock(uid):
+            current = {**body, "status": self._written.get(uid, body.get("status") or {})}
+            try:
+                job = DistTrainJob.model_validate(current)
+            except pydantic.ValidationError as error:
+                self._reject_spec(body, current["status"], error)
+                return
+            retry: TransientApiError | None = None
+            rejected: Verdict | None = None
+            created: list[str] = []
+            for manifest in plan(job, pods, children, self._settings).create:
+                try:
+                    if self._kube.create(manifest):
+                        created.append(_describe(manifest))
+                except ChildRejectedError as error:
+                    rejected = Verdict("ChildRejected", f"{_describe(manifest)} was refused: {error}")
+                    self._emit(body, type="Warning", reason="CreateFailed", message=rejected.message)
+                    break
+                except TransientApiError as error:
+                    retry = error
+                    self._emit(body, type="Warning", reason="CreateFailed", message=f"{_describe(manifest)}: {error}")
+                    break
+            if created:
+                self._emit(body, type="Normal", reason="Created", message=f"created {', '.join(created)}")
+            now = self._clock()
+            status = aggregate(job, pods, created=retry is None and rejected is None, now=now)
+            if rejected is not None:
+                status = _failed(status, rejected, now, job.metadata.generation)
+            self._write_status(body, uid, status)
+            if retry is not None:
+                raise retry
+
+    def _write_status(self, body: Body, uid: str, status: DistTrainJobStatus) -> None:
+        new = dump_status(status)
+        previous: dict[str, Any] = self._written.get(uid) or dict(body.get("status") or {})
+        if new == previous:
+            return
+        metadata = body["metadata"]
+        self._kube.patch_job_status(metadata["namespace"], metadata["name"], new)
+        self._written[uid] = new
+        if new.get("phase") != previous.get("phase"):
+            logger.info("job %s/%s is %s", metadata["namespace"], metadata["name"], new.get("phase"))
+
+    def _reject_spec(self, body: Body, previous: Mapping[str, Any], error: pydantic.ValidationError) -> None:
+        """A spec the operator cannot act on: a Warning event and a Failed condition, never a crash."""
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors()[:5])
+        verdict = Verdict("InvalidSpec", f"the operator cannot act on this spec: {problems}")
+        self._emit(body, type="Warning", reason="InvalidSpec", message=verdict.message)
+        try:
+            status = DistTrainJobStatus.model_validate(previous)
+        except pydantic.ValidationError:
+            status = DistTrainJobStatus()
+        generation = body["metadata"].get("generation")
+        uid = str(body["metadata"]["uid"])
+        self._write_status(body, uid, _failed(status, verdict, self._clock(), generation))
+
+
+def _failed(status: DistTrainJobStatus, verdict: Verdict, now: datetime, generation: int | None) -> DistTrainJobStatus:
+    conditions = with_condition(
+        status.conditions, ConditionType.FAILED, holds=True, verdict=verdict, now=now, generation=generation
+    )
+    return status.model_copy(
+        update={
+            "conditions": conditions,
+            "phase": JobPhase.FAILED,
+            "completion_time": status.completion_time or now,
+            "observed_generation": generation,
+        }
+    )
+
+
+def _describe(manifest: Manifest) -> str:
+    key = object_key(manifest)
+    return f"{key.kind} {key.name}"

@@ -1,0 +1,208 @@
+"""Status from observed pods: a pure function, so every rule of it is a unit test.
+
+A finished job stays finished: once Succeeded or Failed, later pod changes (cleanup deleting PS
+pods, a garbage-collected worker) only update the counts, never the outcome.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from disttrain_operator.api.job import DistTrainJob
+from disttrain_operator.api.spec import ReplicaType, RestartPolicy, SuccessPolicy
+from disttrain_operator.api.status import (
+    Condition,
+    ConditionStatus,
+    ConditionType,
+    DistTrainJobStatus,
+    JobPhase,
+    ReplicaStatus,
+)
+from disttrain_operator.observed import PodPhase, PodView
+
+# Exit codes from 1 to 127 are permanent under restartPolicy ExitCode (the trainer's table).
+RETRYABLE_EXIT_CODE = 128
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Why a condition holds, for its reason and message."""
+
+    reason: str
+    message: str
+
+
+def with_condition(
+    conditions: Sequence[Condition],
+    kind: ConditionType,
+    *,
+    holds: bool,
+    verdict: Verdict,
+    now: datetime,
+    generation: int | None,
+) -> list[Condition]:
+    """The conditions with `kind` set; its transition time moves only when its status changes."""
+    status = ConditionStatus.TRUE if holds else ConditionStatus.FALSE
+    previous = next((condition for condition in conditions if condition.type is kind), None)
+    changed = previous is None or previous.status is not status
+    updated = Condition(
+        type=kind,
+        status=status,
+        reason=verdict.reason,
+        message=verdict.message,
+        last_transition_time=now if changed or previous is None else previous.last_transition_time,
+        observed_generation=generation,
+    )
+    others = [condition for condition in conditions if condition.type is not kind]
+    return sorted([*others, updated], key=lambda condition: list(ConditionType).index(condition.type))
+
+
+def condition_holds(status: DistTrainJobStatus, kind: ConditionType) -> bool:
+    return any(c.type is kind and c.status is ConditionStatus.TRUE for c in status.conditions)
+
+
+def is_finished(status: DistTrainJobStatus) -> bool:
+    return condition_holds(status, ConditionType.SUCCEEDED) or condition_holds(status, ConditionType.FAILED)
+
+
+def replica_statuses(job: DistTrainJob, pods: Sequence[PodView]) -> dict[ReplicaType, ReplicaStatus]:
+    result = {}
+    for replica_type in job.spec.replica_specs:
+        own = [pod for pod in pods if pod.replica_type is replica_type]
+        previous = job.status.replica_statuses.get(replica_type, ReplicaStatus())
+        result[replica_type] = ReplicaStatus(
+            active=sum(pod.active for pod in own),
+            ready=sum(pod.ready for pod in own),
+            succeeded=sum(pod.phase is PodPhase.SUCCEEDED for pod in own),
+            failed=sum(pod.phase is PodPhase.FAILED for pod in own),
+            restarts=previous.restarts,
+        )
+    return result
+
+
+def _pod(pods: Sequence[PodView], replica_type: ReplicaType, index: int) -> PodView | None:
+    return next((pod for pod in pods if pod.replica_type is replica_type and pod.index == index), None)
+
+
+def success(job: DistTrainJob, pods: Sequence[PodView]) -> Verdict | None:
+    """Default: the Chief succeeded, or worker 0 without a Chief. AllWorkers: the Chief and every Worker.
+
+    PS and Evaluator never count: parameter servers serve until stopped and an evaluator is a side-car.
+    """
+    spec = job.spec
+    required: list[tuple[ReplicaType, int]] = []
+    if spec.replicas(ReplicaType.CHIEF) > 0:
+        required.append((ReplicaType.CHIEF, 0))
+    if spec.success_policy is SuccessPolicy.ALL_WORKERS:
+        required += [(ReplicaType.WORKER, index) for index in range(spec.replicas(ReplicaType.WORKER))]
+    elif not required:
+        required.append((ReplicaType.WORKER, 0))
+    for replica_type, index in required:
+        pod = _pod(pods, replica_type, index)
+        if pod is None or pod.phase is not PodPhase.SUCCEEDED:
+            return None
+    names = ", ".join(f"{replica_type.task_type}-{index}" for replica_type, index in required)
+    return Verdict("JobSucceeded", f"{names} succeeded")
+
+
+def _is_permanent(job: DistTrainJob, pod: PodView) -> bool:
+    policy = job.spec.replica_specs[pod.replica_type].restart_policy
+    if policy is RestartPolicy.NEVER:
+        return True
+    code = pod.exit_code
+    return policy is RestartPolicy.EXIT_CODE and code is not None and 0 < code < RETRYABLE_EXIT_CODE
+
+
+def failure(job: DistTrainJob, pods: Sequence[PodView]) -> Verdict | None:
+    """A pod failed for good: restartPolicy Never, or a permanent exit code under ExitCode.
+
+    An Evaluator's failure never fails the job: it is reported in replicaStatuses instead.
+    """
+    for pod in pods:
+        if pod.phase is not PodPhase.FAILED or pod.replica_type is ReplicaType.EVALUATOR:
+            continue
+        if _is_permanent(job, pod):
+            code = "no exit code" if pod.exit_code is None else f"exit code {pod.exit_code}"
+            why = f" ({pod.reason})" if pod.reason else ""
+            policy = job.spec.replica_specs[pod.replica_type].restart_policy.value
+            return Verdict("ReplicaFailed", f"pod {pod.name} failed with {code}{why}; restartPolicy is {policy}")
+    return None
+
+
+def running(job: DistTrainJob, pods: Sequence[PodView]) -> bool:
+    """The Chief runs, or without a Chief every Worker runs."""
+    if job.spec.replicas(ReplicaType.CHIEF) > 0:
+        chief = _pod(pods, ReplicaType.CHIEF, 0)
+        return chief is not None and chief.phase is PodPhase.RUNNING and not chief.deleting
+    workers = [pod for pod in pods if pod.replica_type is ReplicaType.WORKER and pod.phase is PodPhase.RUNNING]
+    return len(workers) == job.spec.replicas(ReplicaType.WORKER) > 0
+
+
+def _phase(status: DistTrainJobStatus) -> JobPhase:
+    for kind, phase in (
+        (ConditionType.FAILED, JobPhase.FAILED),
+        (ConditionType.SUCCEEDED, JobPhase.SUCCEEDED),
+        (ConditionType.SUSPENDED, JobPhase.SUSPENDED),
+        (ConditionType.RESTARTING, JobPhase.RESTARTING),
+        (ConditionType.RUNNING, JobPhase.RUNNING),
+    ):
+        if condition_holds(status, kind):
+            return phase
+    return JobPhase.PENDING
+
+
+def aggregate(job: DistTrainJob, pods: Sequence[PodView], created: bool, now: datetime) -> DistTrainJobStatus:
+    """The job's next status from its observed pods; `created` says every child exists."""
+    previous = job.status
+    generation = job.metadata.generation
+    counts = replica_statuses(job, pods)
+    ready = sum(status.ready for status in counts.values())
+    base = previous.model_copy(
+        update={
+            "replica_statuses": counts,
+            "ready": f"{ready}/{job.spec.total_replicas}",
+            "observed_generation": generation,
+        }
+    )
+    if is_finished(previous):
+        return base
+
+    conditions = list(previous.conditions)
+    if created or condition_holds(previous, ConditionType.CREATED):
+        verdict = Verdict("ChildrenCreated", "the job's Service, volume and pods were created")
+        conditions = with_condition(
+            conditions, ConditionType.CREATED, holds=True, verdict=verdict, now=now, generation=generation
+        )
+
+    outcome = failure(job, pods)
+    kind = ConditionType.FAILED
+    if outcome is None:
+        outcome, kind = success(job, pods), ConditionType.SUCCEEDED
+    if outcome is not None:
+        conditions = with_condition(conditions, kind, holds=True, verdict=outcome, now=now, generation=generation)
+        finished = Verdict("JobFinished", f"the job {kind.value.lower()}")
+        conditions = with_condition(
+            conditions, ConditionType.RUNNING, holds=False, verdict=finished, now=now, generation=generation
+        )
+    elif running(job, pods):
+        verdict = Verdict(
+            "JobRunning", "the chief is running" if job.spec.replicas(ReplicaType.CHIEF) else "every worker is running"
+        )
+        conditions = with_condition(
+            conditions, ConditionType.RUNNING, holds=True, verdict=verdict, now=now, generation=generation
+        )
+    elif condition_holds(previous, ConditionType.RUNNING):
+        verdict = Verdict("PodsNotRunning", "waiting for the job's pods to run")
+        conditions = with_condition(
+            conditions, ConditionType.RUNNING, holds=False, verdict=verdict, now=now, generation=generation
+        )
+
+    status = base.model_copy(update={"conditions": conditions})
+    update: dict[str, object] = {"phase": _phase(status)}
+    if status.start_time is None and condition_holds(status, ConditionType.CREATED):
+        update["start_time"] = now
+    if outcome is not None:
+        update["completion_time"] = now
+    return status.model_copy(update=update)
