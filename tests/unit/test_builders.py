@@ -74,7 +74,7 @@ def test_parameter_server_objects() -> None:
     for item in objects[1:]:
         assert item["spec"]["hostname"] == item["metadata"]["name"]
         assert item["spec"]["subdomain"] == "census-ps"
-        assert item["metadata"]["namespace"] == "ml-team"
+        assert item["metadata"]["namespace"] == "default"
         volumes = item["spec"]["volumes"]
         assert volumes == [{"name": "disttrain-checkpoint", "persistentVolumeClaim": {"claimName": "team-checkpoints"}}]
 
