@@ -1,0 +1,152 @@
+"""Status from pods: every rule of the pure aggregation."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from disttrain_operator.api.job import DistTrainJob
+from disttrain_operator.api.spec import ReplicaType
+from disttrain_operator.api.status import ConditionStatus, ConditionType, JobPhase
+from disttrain_operator.observed import PodPhase, PodView
+from disttrain_operator.render import parse_job
+from disttrain_operator.status_aggregation import aggregate, condition_holds
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+T1 = T0 + timedelta(minutes=1)
+TEMPLATE = {"spec": {"containers": [{"name": "tensorflow", "image": "i"}]}}
+
+
+def _job(counts: dict[str, int], **spec: Any) -> DistTrainJob:
+    replica_specs = {kind: {"replicas": count, "template": TEMPLATE} for kind, count in counts.items()}
+    strategy = "ParameterServer" if "PS" in counts else "MultiWorkerMirrored"
+    manifest = {
+        "apiVersion": "disttrain.io/v1alpha1",
+        "kind": "DistTrainJob",
+        "metadata": {"name": "job", "generation": 3},
+        "spec": {"strategy": strategy, "replicaSpecs": replica_specs, **spec},
+    }
+    return parse_job(manifest)
+
+
+def _pod(kind: ReplicaType, index: int, phase: PodPhase, **fields: Any) -> PodView:
+    return PodView(name=f"job-{kind.task_type}-{index}", replica_type=kind, index=index, phase=phase, **fields)
+
+
+def _running(kind: ReplicaType, count: int) -> list[PodView]:
+    return [_pod(kind, index, PodPhase.RUNNING, ready=True) for index in range(count)]
+
+
+def _next(job: DistTrainJob, pods: list[PodView], now: datetime = T0, created: bool = True) -> DistTrainJob:
+    status = aggregate(job, pods, created=created, now=now)
+    return job.model_copy(update={"status": status})
+
+
+def test_pending_until_the_pods_run() -> None:
+    job = _next(_job({"Worker": 2}), [_pod(ReplicaType.WORKER, 0, PodPhase.PENDING)])
+    assert job.status.phase is JobPhase.PENDING
+    assert condition_holds(job.status, ConditionType.CREATED)
+    assert job.status.start_time == T0
+    assert job.status.ready == "0/2"
+    assert job.status.observed_generation == 3
+
+
+def test_running_needs_every_worker_without_a_chief() -> None:
+    job = _job({"Worker": 2})
+    assert _next(job, _running(ReplicaType.WORKER, 1)).status.phase is JobPhase.PENDING
+    running = _next(job, _running(ReplicaType.WORKER, 2))
+    assert running.status.phase is JobPhase.RUNNING
+    assert running.status.ready == "2/2"
+
+
+def test_running_follows_the_chief_when_there_is_one() -> None:
+    job = _job({"Chief": 1, "Worker": 2})
+    status = _next(job, _running(ReplicaType.CHIEF, 1)).status
+    assert status.phase is JobPhase.RUNNING
+
+
+def test_worker_zero_decides_success_without_a_chief() -> None:
+    job = _next(_job({"Worker": 2}), _running(ReplicaType.WORKER, 2))
+    done = _next(job, [_pod(ReplicaType.WORKER, 0, PodPhase.SUCCEEDED), *_running(ReplicaType.WORKER, 2)[1:]], T1)
+    assert done.status.phase is JobPhase.SUCCEEDED
+    assert done.status.completion_time == T1
+    running = next(c for c in done.status.conditions if c.type is ConditionType.RUNNING)
+    assert running.status is ConditionStatus.FALSE
+    assert done.status.replica_statuses[ReplicaType.WORKER].succeeded == 1
+
+
+def test_all_workers_policy_waits_for_every_worker() -> None:
+    job = _job({"Chief": 1, "Worker": 2}, successPolicy="AllWorkers")
+    pods = [_pod(ReplicaType.CHIEF, 0, PodPhase.SUCCEEDED), _pod(ReplicaType.WORKER, 0, PodPhase.SUCCEEDED)]
+    assert _next(job, [*pods, *_running(ReplicaType.WORKER, 2)[1:]]).status.phase is not JobPhase.SUCCEEDED
+    assert _next(job, [*pods, _pod(ReplicaType.WORKER, 1, PodPhase.SUCCEEDED)]).status.phase is JobPhase.SUCCEEDED
+
+
+def test_ps_and_evaluator_never_count_for_success() -> None:
+    job = _job({"Chief": 1, "Worker": 1, "PS": 1, "Evaluator": 1})
+    pods = [
+        _pod(ReplicaType.PS, 0, PodPhase.SUCCEEDED),
+        _pod(ReplicaType.EVALUATOR, 0, PodPhase.SUCCEEDED),
+        *_running(ReplicaType.CHIEF, 1),
+    ]
+    assert _next(job, pods).status.phase is JobPhase.RUNNING
+
+
+def test_worker_failure_with_never_fails_the_job() -> None:
+    job = _job({"Worker": 2})
+    pods = [_pod(ReplicaType.WORKER, 1, PodPhase.FAILED, exit_code=3, reason="Error"), *_running(ReplicaType.WORKER, 1)]
+    status = _next(job, pods).status
+    assert status.phase is JobPhase.FAILED
+    failed = next(c for c in status.conditions if c.type is ConditionType.FAILED)
+    assert failed.reason == "ReplicaFailed"
+    assert "job-worker-1 failed with exit code 3 (Error)" in failed.message
+
+
+def test_evaluator_failure_is_reported_not_fatal() -> None:
+    job = _job({"Chief": 1, "Evaluator": 1})
+    pods = [*_running(ReplicaType.CHIEF, 1), _pod(ReplicaType.EVALUATOR, 0, PodPhase.FAILED, exit_code=1)]
+    status = _next(job, pods).status
+    assert status.phase is JobPhase.RUNNING
+    assert status.replica_statuses[ReplicaType.EVALUATOR].failed == 1
+
+
+def test_exit_code_policy_fails_only_on_permanent_codes() -> None:
+    spec = {"replicas": 2, "restartPolicy": "ExitCode", "template": TEMPLATE}
+    job = parse_job(
+        {
+            "apiVersion": "disttrain.io/v1alpha1",
+            "kind": "DistTrainJob",
+            "metadata": {"name": "job"},
+            "spec": {"replicaSpecs": {"Worker": spec}},
+        }
+    )
+    retryable = [_pod(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=137)]
+    assert _next(job, retryable).status.phase is not JobPhase.FAILED
+    permanent = [_pod(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=2)]
+    assert _next(job, permanent).status.phase is JobPhase.FAILED
+
+
+def test_a_finished_job_stays_finished() -> None:
+    job = _next(_job({"Worker": 1}), [_pod(ReplicaType.WORKER, 0, PodPhase.SUCCEEDED)], T0)
+    later = _next(job, [], T1)
+    assert later.status.phase is JobPhase.SUCCEEDED
+    assert later.status.completion_time == T0
+    assert later.status.replica_statuses[ReplicaType.WORKER].succeeded == 0
+
+
+def test_transition_times_move_only_on_change() -> None:
+    job = _next(_job({"Worker": 1}), _running(ReplicaType.WORKER, 1), T0)
+    again = _next(job, _running(ReplicaType.WORKER, 1), T1)
+    assert again.status == job.status
+    stopped = _next(job, [_pod(ReplicaType.WORKER, 0, PodPhase.PENDING)], T1)
+    running = next(c for c in stopped.status.conditions if c.type is ConditionType.RUNNING)
+    created = next(c for c in stopped.status.conditions if c.type is ConditionType.CREATED)
+    assert (running.status, running.last_transition_time) == (ConditionStatus.FALSE, T1)
+    assert created.last_transition_time == T0
+
+
+def test_not_created_yet() -> None:
+    status = _next(_job({"Worker": 1}), [], created=False).status
+    assert status.conditions == []
+    assert status.start_time is None
+    assert status.phase is JobPhase.PENDING
