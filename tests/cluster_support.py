@@ -1,0 +1,144 @@
+"""Helpers for tests against the local control plane: kubectl, waiting, the operator process."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from disttrain_operator.devcluster.versions import cache_paths
+
+T = TypeVar("T")
+
+
+def wait_for(what: str, check: Callable[[], T | None], timeout: float = 30, interval: float = 0.2) -> T:
+    """Poll until `check` returns something truthy; fail naming what never happened."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    kubeconfig: Path
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
+
+    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+        command = [str(cache_paths().binary("kubectl")), *args]
+        result = subprocess.run(command, input=stdin, capture_output=True, text=True, env=self.env, check=False)
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed:\n{result.stderr}")
+        return result
+
+    def get(self, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
+        result = self.kubectl("get", kind, name, "-n", namespace, "-o", "json", check=False)
+        return json.loads(result.stdout) if result.returncode == 0 else None
+
+    def items(self, kind: str, namespace: str, selector: str | None = None) -> list[dict[str, Any]]:
+        args = ["get", kind, "-n", namespace, "-o", "json", *(["-l", selector] if selector else [])]
+        items: list[dict[str, Any]] = json.loads(self.kubectl(*args).stdout)["items"]
+        return items
+
+    def set_pod_status(self, namespace: str, name: str, phase: str, exit_code: int | None = None) -> None:
+        """Play the kubelet: end a pod with a phase and the tensorflow container's exit code."""
+        status: dict[str, Any] = {"phase": phase}
+        if exit_code is not None:
+            terminated = {"exitCode": exit_code, "reason": "Completed" if exit_code == 0 else "Error"}
+            status["containerStatuses"] = [
+                {
+                    "name": "tensorflow",
+                    "image": "disttrain/trainer:0.1.0",
+                    "imageID": "",
+                    "ready": False,
+                    "restartCount": 0,
+                    "state": {"terminated": terminated},
+                }
+            ]
+        patch = json.dumps({"status": status})
+        self.kubectl("patch", "pod", name, "-n", namespace, "--subresource=status", "--type=merge", "-p", patch)
+
+    def job(self, namespace: str, name: str) -> dict[str, Any]:
+        job = self.get("disttrainjob", name, namespace)
+        assert job is not None, f"job {namespace}/{name} is gone"
+        return job
+
+
+def condition(job: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    return next((c for c in job.get("status", {}).get("conditions", []) if c["type"] == kind), None)
+
+
+def holds(job: dict[str, Any], kind: str) -> bool:
+    found = condition(job, kind)
+    return found is not None and found["status"] == "True"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class OperatorProcess:
+    """`disttrain operator` as a real process: startable, stoppable and killable mid-job."""
+
+    def __init__(self, cluster: Cluster, log_path: Path) -> None:
+        self._cluster = cluster
+        self.log_path = log_path
+        self._process: subprocess.Popen[bytes] | None = None
+        self._port = _free_port()
+
+    def start(self) -> None:
+        command = [
+            sys.executable,
+            "-m",
+            "disttrain_operator.cli",
+            "operator",
+            "--all-namespaces",
+            "--standalone",
+            f"--liveness=http://127.0.0.1:{self._port}/healthz",
+        ]
+        log = self.log_path.open("ab")
+        self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=self._cluster.env)
+        wait_for("the operator's liveness endpoint", self._healthy, timeout=60)
+
+    def _healthy(self) -> bool:
+        assert self._process is not None
+        if self._process.poll() is not None:
+            raise AssertionError(f"the operator exited with {self._process.returncode}; see {self.log_path}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self._port}/healthz", timeout=1) as response:
+                return bool(response.status == 200)
+        except OSError:
+            return False
+
+    def stop(self, sig: signal.Signals = signal.SIGTERM) -> None:
+        if self._process is None:
+            return
+        self._process.send_signal(sig)
+        try:
+            self._process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        self._process = None
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")

@@ -1,0 +1,57 @@
+"""Fixtures for integration tests: the local control plane, the operator, a namespace per test."""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from cluster_support import Cluster, OperatorProcess, wait_for
+from disttrain_operator.devcluster import cluster as devcluster
+from disttrain_operator.devcluster.build import missing_binaries
+from disttrain_operator.devcluster.versions import cache_paths
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "integration" in item.path.parts:
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Cluster:
+    """The local cluster, started (or reused) once; left running for the next run, as `up` is idempotent."""
+    if missing_binaries(cache_paths()) and shutil.which("go") is None:
+        pytest.skip("the local control plane needs Go once to build its binaries, and none is on PATH")
+    return Cluster(devcluster.up())
+
+
+@pytest.fixture(scope="session")
+def operator(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+    process = OperatorProcess(cluster, tmp_path_factory.mktemp("operator") / "operator.log")
+    process.start()
+    yield process
+    process.stop()
+
+
+def _namespace(cluster: Cluster) -> Iterator[str]:
+    name = f"test-{uuid.uuid4().hex[:8]}"
+    cluster.kubectl("create", "namespace", name)
+    wait_for("the namespace's default ServiceAccount", lambda: cluster.get("serviceaccount", "default", name))
+    yield name
+    # Waiting keeps tests independent: the next one starts on a cluster whose GPUs are free again.
+    cluster.kubectl("delete", "namespace", name, "--wait=true", "--timeout=120s")
+
+
+@pytest.fixture
+def namespace(cluster: Cluster) -> Iterator[str]:
+    """A namespace of the test's own, deleted after it."""
+    yield from _namespace(cluster)
+
+
+@pytest.fixture(scope="module")
+def dry_run_namespace(cluster: Cluster) -> Iterator[str]:
+    """One namespace for a module whose tests only send server-side dry runs, which leave nothing behind."""
+    yield from _namespace(cluster)

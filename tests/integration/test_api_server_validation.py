@@ -1,0 +1,46 @@
+"""The real API server and `disttrain render` give the same verdict, with the CRD's messages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cluster_support import Cluster
+from disttrain_operator.validation import InvalidManifestError, validated
+from support import EXAMPLES, INVALID_CORPUS, ROOT, VALID_CORPUS, expected_message, load_one
+
+
+def test_crd_is_established_and_applies_client_side(cluster: Cluster) -> None:
+    crd = cluster.get("crd", "disttrainjobs.disttrain.io", "default")
+    assert crd is not None
+    established = [c for c in crd["status"]["conditions"] if c["type"] == "Established"]
+    assert established[0]["status"] == "True"
+    # A client-side apply stores the whole CRD in an annotation; it must fit.
+    cluster.kubectl("apply", "--dry-run=server", "-f", str(ROOT / "crds"))
+
+
+def test_every_example_applies(cluster: Cluster, namespace: str) -> None:
+    for example in EXAMPLES:
+        cluster.kubectl("apply", "-n", namespace, "-f", str(example))
+    names = cluster.kubectl("get", "dtj", "-n", namespace, "-o", "name").stdout.split()
+    assert len(names) == len(EXAMPLES)
+
+
+@pytest.mark.parametrize("path", VALID_CORPUS, ids=lambda path: path.stem)
+def test_valid_corpus_is_accepted_by_both(cluster: Cluster, dry_run_namespace: str, path: Path) -> None:
+    validated(load_one(path))
+    cluster.kubectl("apply", "--dry-run=server", "-n", dry_run_namespace, "-f", str(path))
+
+
+@pytest.mark.parametrize("path", INVALID_CORPUS, ids=lambda path: path.stem)
+def test_invalid_corpus_is_refused_by_both_with_the_same_message(
+    cluster: Cluster, dry_run_namespace: str, path: Path
+) -> None:
+    expected = expected_message(path)
+    with pytest.raises(InvalidManifestError) as raised:
+        validated(load_one(path))
+    assert expected in str(raised.value)
+    result = cluster.kubectl("apply", "--dry-run=server", "-n", dry_run_namespace, "-f", str(path), check=False)
+    assert result.returncode != 0, f"the API server accepted {path.name}"
+    assert expected in result.stderr, result.stderr

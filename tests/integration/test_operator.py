@@ -1,0 +1,230 @@
+"""The operator against the real control plane: children, scheduling, status, garbage collection."""
+
+from __future__ import annotations
+
+import json
+import signal
+from typing import Any
+
+from cluster_support import Cluster, OperatorProcess, condition, holds, wait_for
+from disttrain_operator import manifests
+from disttrain_operator.builders.settings import BuildSettings
+from disttrain_operator.render import render_objects
+from support import ROOT
+
+MWMS = ROOT / "examples" / "multi-worker-mirrored-gpu.yaml"
+PS = ROOT / "examples" / "parameter-server.yaml"
+GPU = "nvidia.com/gpu"
+
+
+def _contains(expected: Any, actual: Any, path: str = "") -> None:
+    """Everything render printed is in the live object.
+
+    The API server only adds: defaults, and admission's additions at the end of lists (the
+    ServiceAccount token volume and its mount).
+    """
+    if isinstance(expected, dict):
+        assert isinstance(actual, dict), path
+        for key, value in expected.items():
+            assert key in actual, f"{path}.{key} missing"
+            _contains(value, actual[key], f"{path}.{key}")
+    elif isinstance(expected, list):
+        assert isinstance(actual, list) and len(actual) >= len(expected), path
+        for index, (left, right) in enumerate(zip(expected, actual[: len(expected)], strict=True)):
+            _contains(left, right, f"{path}[{index}]")
+    elif isinstance(expected, int) and isinstance(actual, str):
+        assert str(expected) == actual, path  # quantities come back as strings
+    else:
+        assert expected == actual, f"{path}: {expected!r} != {actual!r}"
+
+
+def _apply(cluster: Cluster, namespace: str, text: str) -> None:
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=text)
+
+
+def _pods(cluster: Cluster, namespace: str, job: str) -> list[dict[str, Any]]:
+    return cluster.items("pods", namespace, f"disttrain.io/job-name={job}")
+
+
+def _wait_pods(
+    cluster: Cluster, namespace: str, job: str, count: int, phase: str | None = None
+) -> list[dict[str, Any]]:
+    def ready() -> list[dict[str, Any]] | None:
+        pods = _pods(cluster, namespace, job)
+        if len(pods) != count or (phase and any(pod["status"].get("phase") != phase for pod in pods)):
+            return None
+        return pods
+
+    return wait_for(f"{count} pods of {job}" + (f" {phase}" if phase else ""), ready, timeout=60)
+
+
+def _wait_condition(cluster: Cluster, namespace: str, job: str, kind: str) -> dict[str, Any]:
+    def reached() -> dict[str, Any] | None:
+        current = cluster.job(namespace, job)
+        return current if holds(current, kind) else None
+
+    return wait_for(f"{job} {kind}", reached, timeout=60)
+
+
+def _check_created_as_rendered(cluster: Cluster, namespace: str, example_text: str) -> None:
+    rendered = render_objects(example_text, BuildSettings(), namespace=namespace)
+    job_name = rendered[0]["metadata"]["name"]
+    job = cluster.job(namespace, job_name)
+    pods = [item for item in rendered if item["kind"] == "Pod"]
+    _wait_pods(cluster, namespace, job_name, len(pods), "Running")
+    for expected in rendered:
+        live = cluster.get(expected["kind"], expected["metadata"]["name"], namespace)
+        assert live is not None, f"{expected['kind']} {expected['metadata']['name']} was not created"
+        _contains(expected, live, expected["kind"])
+        (owner,) = live["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["uid"], owner["controller"]) == ("DistTrainJob", job["metadata"]["uid"], True)
+    names = {pod["metadata"]["name"] for pod in _pods(cluster, namespace, job_name)}
+    assert names == {pod["metadata"]["name"] for pod in pods}
+
+
+def test_multi_worker_job_creates_what_render_prints(
+    cluster: Cluster, operator: OperatorProcess, namespace: str
+) -> None:
+    _apply(cluster, namespace, MWMS.read_text())
+    _check_created_as_rendered(cluster, namespace, MWMS.read_text())
+    claim = cluster.get("pvc", "mnist-mwms-checkpoint", namespace)
+    assert claim is not None and claim["spec"]["resources"]["requests"]["storage"] == "10Gi"
+
+
+def test_parameter_server_job_creates_what_render_prints(
+    cluster: Cluster, operator: OperatorProcess, namespace: str
+) -> None:
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "team-checkpoints"},
+        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}},
+    }
+    _apply(cluster, namespace, manifests.dump_all([claim]))
+    _apply(cluster, namespace, PS.read_text())
+    _check_created_as_rendered(cluster, namespace, PS.read_text())
+
+
+def _free_gpus(cluster: Cluster) -> dict[str, int]:
+    """Allocatable GPUs per node less what running and pending pods already requested."""
+    free = {node["metadata"]["name"]: int(node["status"]["allocatable"][GPU]) for node in cluster.items("nodes", "")}
+    for pod in json.loads(cluster.kubectl("get", "pods", "-A", "-o", "json").stdout)["items"]:
+        node = pod["spec"].get("nodeName")
+        if node in free and pod["status"].get("phase") in ("Pending", "Running"):
+            for container in pod["spec"]["containers"]:
+                free[node] -= int(container.get("resources", {}).get("requests", {}).get(GPU, 0))
+    return free
+
+
+def test_pods_are_scheduled_by_their_gpu_requests(cluster: Cluster, operator: OperatorProcess, namespace: str) -> None:
+    """Pods of 8 GPUs each fit one per node with 8 free GPUs; one pod more waits as unschedulable."""
+    room = sum(count >= 8 for count in _free_gpus(cluster).values())
+    assert room >= 1, "no node has 8 free GPUs; stop the jobs left on the local cluster"
+    hungry = MWMS.read_text().replace("name: mnist-mwms", "name: gpu-hungry")
+    hungry = hungry.replace("replicas: 4", f"replicas: {room + 1}").replace("nvidia.com/gpu: 1 ", "nvidia.com/gpu: 8 ")
+    _apply(cluster, namespace, hungry)
+    _wait_pods(cluster, namespace, "gpu-hungry", room + 1)
+
+    def unschedulable() -> bool:
+        events = cluster.items("events", namespace)
+        return any(e["reason"] == "FailedScheduling" and GPU in e["message"] for e in events)
+
+    def placed() -> list[dict[str, Any]] | None:
+        pods = [pod for pod in _pods(cluster, namespace, "gpu-hungry") if pod["spec"].get("nodeName")]
+        return pods if len(pods) == room else None
+
+    wait_for("a FailedScheduling event naming nvidia.com/gpu", unschedulable)
+    scheduled = wait_for(f"{room} pods placed", placed)
+    assert len({pod["spec"]["nodeName"] for pod in scheduled}) == room
+
+
+def test_status_follows_the_pods_to_success(cluster: Cluster, operator: OperatorProcess, namespace: str) -> None:
+    _apply(cluster, namespace, MWMS.read_text())
+    _wait_pods(cluster, namespace, "mnist-mwms", 4, "Running")
+    running = _wait_condition(cluster, namespace, "mnist-mwms", "Running")
+    assert running["status"]["phase"] == "Running"
+    assert running["status"]["ready"] == "4/4"
+    assert running["status"]["replicaStatuses"]["Worker"]["active"] == 4
+    assert running["status"]["observedGeneration"] == running["metadata"]["generation"]
+    assert "startTime" in running["status"]
+
+    table = cluster.kubectl("get", "dtj", "-n", namespace).stdout.splitlines()
+    assert table[0].split() == ["NAME", "PHASE", "STRATEGY", "READY", "RESTARTS", "AGE"]
+    assert table[1].split()[:5] == ["mnist-mwms", "Running", "MultiWorkerMirrored", "4/4", "0"]
+
+    cluster.set_pod_status(namespace, "mnist-mwms-worker-0", "Succeeded", exit_code=0)
+    cluster.kubectl("wait", "--for=condition=Succeeded", "dtj/mnist-mwms", "-n", namespace, "--timeout=60s")
+    done = cluster.job(namespace, "mnist-mwms")
+    assert done["status"]["phase"] == "Succeeded"
+    assert "completionTime" in done["status"]
+    assert condition(done, "Running")["status"] == "False"  # type: ignore[index]
+
+
+def test_worker_failure_with_restart_policy_never_fails_the_job(
+    cluster: Cluster, operator: OperatorProcess, namespace: str
+) -> None:
+    text = MWMS.read_text().replace("restartPolicy: ExitCode", "restartPolicy: Never")
+    _apply(cluster, namespace, text)
+    _wait_pods(cluster, namespace, "mnist-mwms", 4, "Running")
+    cluster.set_pod_status(namespace, "mnist-mwms-worker-2", "Failed", exit_code=1)
+    failed = _wait_condition(cluster, namespace, "mnist-mwms", "Failed")
+    assert failed["status"]["phase"] == "Failed"
+    message = condition(failed, "Failed")["message"]  # type: ignore[index]
+    assert "mnist-mwms-worker-2 failed with exit code 1" in message
+
+
+def test_deleting_a_job_garbage_collects_its_children(
+    cluster: Cluster, operator: OperatorProcess, namespace: str
+) -> None:
+    _apply(cluster, namespace, MWMS.read_text())
+    _wait_pods(cluster, namespace, "mnist-mwms", 4)
+    wait_for("the Service", lambda: cluster.get("service", "mnist-mwms", namespace))
+    wait_for("the PVC", lambda: cluster.get("pvc", "mnist-mwms-checkpoint", namespace))
+    cluster.kubectl("delete", "dtj", "mnist-mwms", "-n", namespace, "--wait=true", "--timeout=60s")
+
+    def all_gone() -> bool:
+        return not (
+            _pods(cluster, namespace, "mnist-mwms")
+            or cluster.get("service", "mnist-mwms", namespace)
+            or cluster.get("pvc", "mnist-mwms-checkpoint", namespace)
+        )
+
+    wait_for("the garbage collector to remove pods, Service and PVC", all_gone, timeout=90)
+
+
+def test_operator_restart_mid_job_creates_no_duplicates_and_keeps_status(
+    cluster: Cluster, operator: OperatorProcess, namespace: str
+) -> None:
+    _apply(cluster, namespace, MWMS.read_text())
+    _wait_pods(cluster, namespace, "mnist-mwms", 4, "Running")
+    before = _wait_condition(cluster, namespace, "mnist-mwms", "Running")
+    uids = {pod["metadata"]["uid"] for pod in _pods(cluster, namespace, "mnist-mwms")}
+
+    operator.stop(signal.SIGKILL)
+    operator.start()
+
+    cluster.set_pod_status(namespace, "mnist-mwms-worker-0", "Succeeded", exit_code=0)
+    after = _wait_condition(cluster, namespace, "mnist-mwms", "Succeeded")
+    assert {pod["metadata"]["uid"] for pod in _pods(cluster, namespace, "mnist-mwms")} == uids
+    assert after["status"]["startTime"] == before["status"]["startTime"]
+    for kind in ("Created", "Running"):
+        was, now = condition(before, kind), condition(after, kind)
+        assert was is not None and now is not None
+        if kind == "Created":
+            assert now["lastTransitionTime"] == was["lastTransitionTime"]
+
+
+def test_a_pod_the_api_server_refuses_fails_the_job_with_a_warning(
+    cluster: Cluster, operator: OperatorProcess, namespace: str
+) -> None:
+    text = MWMS.read_text().replace("- name: tensorflow ", "- name: Not_A_DNS_Label ")
+    _apply(cluster, namespace, text)
+    failed = _wait_condition(cluster, namespace, "mnist-mwms", "Failed")
+    assert condition(failed, "Failed")["reason"] == "ChildRejected"  # type: ignore[index]
+
+    def warning() -> bool:
+        events = cluster.items("events", namespace)
+        return any(e["type"] == "Warning" and e["reason"] == "CreateFailed" for e in events)
+
+    wait_for("a CreateFailed Warning event", warning)
+    assert not _pods(cluster, namespace, "mnist-mwms")
