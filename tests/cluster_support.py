@@ -99,9 +99,10 @@ def _free_port() -> int:
 class OperatorProcess:
     """`disttrain operator` as a real process: startable, stoppable and killable mid-job."""
 
-    def __init__(self, cluster: Cluster, log_path: Path) -> None:
+    def __init__(self, cluster: Cluster, log_path: Path, scope: list[str] | None = None) -> None:
         self._cluster = cluster
         self.log_path = log_path
+        self._scope = scope or ["--all-namespaces"]
         self._process: subprocess.Popen[bytes] | None = None
         self._port = _free_port()
 
@@ -111,7 +112,7 @@ class OperatorProcess:
             "-m",
             "disttrain_operator.cli",
             "operator",
-            "--all-namespaces",
+            *self._scope,
             "--standalone",
             f"--liveness=http://127.0.0.1:{self._port}/healthz",
         ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -49,7 +50,11 @@ def _dev_cluster(args: argparse.Namespace) -> int:
     from disttrain_operator.devcluster import cluster  # noqa: PLC0415 - development tooling only
 
     if args.action == "up":
-        print(cluster.up())
+        try:
+            print(cluster.up())
+        except (RuntimeError, OSError, subprocess.CalledProcessError) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 1
     elif args.action == "down":
         cluster.down()
     else:

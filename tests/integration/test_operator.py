@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+from pathlib import Path
 from typing import Any
 
 from cluster_support import Cluster, OperatorProcess, condition, holds, wait_for
@@ -89,6 +90,18 @@ def test_multi_worker_job_creates_what_render_prints(
     _check_created_as_rendered(cluster, namespace, MWMS.read_text())
     claim = cluster.get("pvc", "mnist-mwms-checkpoint", namespace)
     assert claim is not None and claim["spec"]["resources"]["requests"]["storage"] == "10Gi"
+
+    job = cluster.job(namespace, "mnist-mwms")
+    assert not job["metadata"].get("finalizers")  # the garbage collector needs none
+    annotations = job["metadata"].get("annotations", {})
+    assert "disttrain.io/last-handled-configuration" in annotations
+    assert not [key for key in annotations if "kopf.zalando.org" in key]
+
+    def created_event() -> bool:
+        events = cluster.items("events", namespace)
+        return any(e["reason"] == "Created" and e["involvedObject"]["kind"] == "DistTrainJob" for e in events)
+
+    wait_for("a Created event on the job", created_event)
 
 
 def test_parameter_server_job_creates_what_render_prints(
@@ -228,3 +241,24 @@ def test_a_pod_the_api_server_refuses_fails_the_job_with_a_warning(
 
     wait_for("a CreateFailed Warning event", warning)
     assert not _pods(cluster, namespace, "mnist-mwms")
+
+
+def test_namespaced_operator_leaves_other_namespaces_alone(
+    cluster: Cluster, operator: OperatorProcess, namespace: str, tmp_path: Path
+) -> None:
+    other = f"{namespace}-other"
+    cluster.kubectl("create", "namespace", other)
+    operator.stop()
+    scoped = OperatorProcess(cluster, tmp_path / "scoped.log", ["--namespace", namespace])
+    try:
+        scoped.start()
+        _apply(cluster, other, MWMS.read_text())
+        _apply(cluster, namespace, MWMS.read_text())
+        _wait_pods(cluster, namespace, "mnist-mwms", 4)
+        assert not _pods(cluster, other, "mnist-mwms")
+        assert "status" not in cluster.job(other, "mnist-mwms")
+    finally:
+        scoped.stop()
+        operator.start()
+    _wait_pods(cluster, other, "mnist-mwms", 4)  # the cluster-wide operator picks it up
+    cluster.kubectl("delete", "namespace", other, "--wait=true", "--timeout=120s")

@@ -1,9 +1,11 @@
 """TF_CONFIG: the cluster spec and task each TensorFlow process reads through TFConfigClusterResolver.
 
-Where the evaluator appears follows what TensorFlow 2.21 does with it (measured, see docs/tf-config.md):
+Where the evaluator appears follows what TensorFlow 2.21 does with it (measured on these machines;
+`tests/tensorflow/` runs the shape below with real processes):
 - the training tasks (chief, worker, ps) get a cluster spec without the evaluator. A
   ParameterServerStrategy coordinator connects to every task of its cluster spec, so a listed
-  evaluator, which runs no TensorFlow server, makes the chief wait forever; MultiWorkerMirrored
+  evaluator, which runs no TensorFlow server, makes the chief wait forever (still waiting after
+  90 s, where the same cluster without it finished in seconds); MultiWorkerMirrored
   works either way, since it coordinates only `chief` and `worker`;
 - the evaluator gets the training cluster plus its own `evaluator` job, because TensorFlow reads
   `cluster_spec["evaluator"]` when the current task is the evaluator (`multi_worker_util`), and

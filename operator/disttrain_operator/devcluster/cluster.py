@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from disttrain_operator import crd
+from disttrain_operator.api import job as api
 from disttrain_operator.devcluster.build import ensure_binaries
 from disttrain_operator.devcluster.versions import CachePaths, cache_root
 
@@ -143,7 +144,7 @@ def _kubectl(paths: CachePaths, folder: Path, *args: str, stdin: str | None = No
     command = [str(paths.binary("kubectl")), "--kubeconfig", str(kubeconfig_path(folder)), *args]
     result = subprocess.run(command, input=stdin, capture_output=True, text=True, check=False)
     if result.returncode != 0:
-        raise RuntimeError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
+        raise RuntimeError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()[:1000]}")
     return result.stdout
 
 
@@ -277,9 +278,16 @@ def _install(paths: CachePaths, folder: Path, shape: NodeShape) -> None:
     _kubectl(paths, folder, "apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes}))
     _kubectl(paths, folder, "apply", "-f", str(paths.kwok_storage_class))
     _kubectl(paths, folder, "apply", "--server-side", "-f", "-", stdin=crd.render_crd())
-    _kubectl(paths, folder, "wait", "--for=condition=Established", "--timeout=60s", "crd/disttrainjobs.disttrain.io")
+    _wait("the CRD to be established", lambda: _crd_established(paths, folder), 60)
     _wait("the default ServiceAccount", lambda: _has_default_service_account(paths, folder), 60)
     _kubectl(paths, folder, "wait", "--for=condition=Ready", "--timeout=60s", "nodes", "--all")
+
+
+def _crd_established(paths: CachePaths, folder: Path) -> bool:
+    """Polled rather than `kubectl wait`, which fails on a CRD whose status has no conditions yet."""
+    crd = json.loads(_kubectl(paths, folder, "get", "crd", f"{api.PLURAL}.{api.GROUP}", "-o", "json"))
+    conditions = crd.get("status", {}).get("conditions") or []
+    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
 
 
 def _has_default_service_account(paths: CachePaths, folder: Path) -> bool:
