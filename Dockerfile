@@ -11,4 +11,4 @@ COPY --from=build /wheels /wheels
 RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels
 USER 65532:65532
 ENTRYPOINT ["disttrain"]
-CMD ["--help"]
+CMD ["operator", "--all-namespaces"]

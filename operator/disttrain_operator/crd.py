@@ -132,17 +132,25 @@ def render_crd() -> str:
     return _HEADER + body
 
 
+def generated_files() -> dict[str, str]:
+    """Every file of `crds/`: the CRD and a kustomization, so `deploy/` can include the folder."""
+    kustomization = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": [CRD_FILE]}
+    return {CRD_FILE: render_crd(), "kustomization.yaml": _HEADER + yaml.safe_dump(kustomization, sort_keys=False)}
+
+
 def write(folder: Path) -> Path:
-    path = folder / CRD_FILE
-    path.write_text(render_crd())
-    return path
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in generated_files().items():
+        (folder / name).write_text(text)
+    return folder / CRD_FILE
 
 
 def drift(folder: Path) -> str | None:
-    """A message when the committed CRD is not what the models generate, else None."""
-    path = folder / CRD_FILE
-    if not path.is_file():
-        return f"{path} is missing; run `disttrain crd generate`"
-    if path.read_text() != render_crd():
-        return f"{path} differs from the models; run `disttrain crd generate` and commit the result"
+    """A message when the committed files are not what the models generate, else None."""
+    for name, text in generated_files().items():
+        path = folder / name
+        if not path.is_file():
+            return f"{path} is missing; run `disttrain crd generate`"
+        if path.read_text() != text:
+            return f"{path} differs from the models; run `disttrain crd generate` and commit the result"
     return None

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster_support import Cluster
+from cluster_support import Cluster, wait_for
 from disttrain_operator.validation import InvalidManifestError, validated
 from support import EXAMPLES, INVALID_CORPUS, ROOT, VALID_CORPUS, expected_message, load_one
 
@@ -17,7 +17,21 @@ def test_crd_is_established_and_applies_client_side(cluster: Cluster) -> None:
     established = [c for c in crd["status"]["conditions"] if c["type"] == "Established"]
     assert established[0]["status"] == "True"
     # A client-side apply stores the whole CRD in an annotation; it must fit.
-    cluster.kubectl("apply", "--dry-run=server", "-f", str(ROOT / "crds"))
+    cluster.kubectl("apply", "--dry-run=server", "-k", str(ROOT / "crds"))
+
+
+def test_deploy_applies_and_its_pod_meets_restricted_pod_security(cluster: Cluster) -> None:
+    """The namespace enforces `restricted`: the operator pod exists only if it complies."""
+    try:
+        cluster.kubectl("apply", "--server-side", "-k", str(ROOT / "deploy"))
+        wait_for(
+            "the operator pod in disttrain-system",
+            lambda: cluster.items("pods", "disttrain-system", "app.kubernetes.io/name=disttrain-operator"),
+            timeout=60,
+        )
+    finally:
+        cluster.kubectl("delete", "namespace", "disttrain-system", "--ignore-not-found", "--wait=false")
+        cluster.kubectl("delete", "clusterrolebinding,clusterrole", "disttrain-operator", "--ignore-not-found")
 
 
 def test_every_example_applies(cluster: Cluster, namespace: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -160,6 +161,11 @@ def test_status_follows_the_pods_to_success(cluster: Cluster, operator: Operator
     assert running["status"]["replicaStatuses"]["Worker"]["active"] == 4
     assert running["status"]["observedGeneration"] == running["metadata"]["generation"]
     assert "startTime" in running["status"]
+
+    # Status is written only when it changes: a quiet job is not rewritten.
+    version = cluster.job(namespace, "mnist-mwms")["metadata"]["resourceVersion"]
+    time.sleep(3)
+    assert cluster.job(namespace, "mnist-mwms")["metadata"]["resourceVersion"] == version
 
     table = cluster.kubectl("get", "dtj", "-n", namespace).stdout.splitlines()
     assert table[0].split() == ["NAME", "PHASE", "STRATEGY", "READY", "RESTARTS", "AGE"]
