@@ -46,6 +46,27 @@ def _crd(args: argparse.Namespace) -> int:
     return 0
 
 
+def _local_run(args: argparse.Namespace) -> int:
+    from disttrain_operator import local_run, manifests  # noqa: PLC0415
+    from disttrain_operator.render import parse_job  # noqa: PLC0415
+    from disttrain_operator.validation import InvalidManifestError  # noqa: PLC0415
+
+    try:
+        documents = manifests.load_all(_read_input(args.file))
+        if len(documents) != 1:
+            raise RenderError(f"expected one DistTrainJob, found {len(documents)} documents")
+        job = parse_job(documents[0])
+    except (RenderError, InvalidManifestError, ValueError) as error:
+        print(f"error: {args.file}: {error}", file=sys.stderr)
+        return 1
+    workdir = Path(args.workdir) if args.workdir else Path.cwd() / f"disttrain-{job.metadata.name}"
+    try:
+        return local_run.run(job, workdir)
+    except (local_run.LocalRunError, OSError) as error:
+        print(f"error: {args.file}: {error}", file=sys.stderr)
+        return 1
+
+
 def _dev_cluster(args: argparse.Namespace) -> int:
     from disttrain_operator.devcluster import cluster  # noqa: PLC0415 - development tooling only
 
@@ -103,6 +124,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cluster_parser.add_argument("action", choices=["up", "down", "kubeconfig"])
     cluster_parser.set_defaults(handler=_dev_cluster)
+
+    local_parser = commands.add_parser("local", help="run a job on this machine, without Kubernetes")
+    local_commands = local_parser.add_subparsers(dest="local_command", required=True)
+    local_run_parser = local_commands.add_parser(
+        "run", help="run every replica as a local process with TF_CONFIG on localhost; exits with the job's outcome"
+    )
+    local_run_parser.add_argument("file", help="DistTrainJob manifest, or - for standard input")
+    local_run_parser.add_argument("--workdir", help="where checkpoints go (DIR/checkpoints); default ./disttrain-<job>")
+    local_run_parser.set_defaults(handler=_local_run)
 
     commands.add_parser(
         "operator",

@@ -1,0 +1,118 @@
+"""Real trainer processes for tests: started from a manifest the way `disttrain local run` starts them."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from disttrain_operator.local_run import LocalProcess, local_processes
+from disttrain_operator.render import parse_job
+
+
+def job_manifest(name: str, strategy: str, counts: dict[str, int], args: list[str]) -> dict[str, Any]:
+    container = {"name": "tensorflow", "image": "trainer", "command": ["disttrain-train"], "args": args}
+    template = {"spec": {"containers": [container]}}
+    return {
+        "apiVersion": "disttrain.io/v1alpha1",
+        "kind": "DistTrainJob",
+        "metadata": {"name": name},
+        "spec": {
+            "strategy": strategy,
+            "replicaSpecs": {kind: {"replicas": count, "template": template} for kind, count in counts.items()},
+        },
+    }
+
+
+def events(output: str, kind: str) -> list[dict[str, Any]]:
+    found = []
+    for line in output.splitlines():
+        if line.startswith("{"):
+            record = json.loads(line)
+            if record.get("event") == kind:
+                found.append(record)
+    return found
+
+
+@dataclass
+class Cluster:
+    """The replicas of one job as processes, each restartable with the same TF_CONFIG."""
+
+    workdir: Path
+    processes: dict[str, LocalProcess]
+    running: dict[str, subprocess.Popen[str]] = field(default_factory=dict)
+    logs: dict[str, list[Path]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, manifest: dict[str, Any], workdir: Path) -> Cluster:
+        plan = local_processes(parse_job(manifest), workdir)
+        (workdir / "checkpoints").mkdir(parents=True, exist_ok=True)
+        return cls(workdir, {process.label: process for process in plan})
+
+    def start(self, label: str) -> None:
+        process = self.processes[label]
+        log = self.workdir / f"{label}.{len(self.logs.get(label, []))}.log"
+        self.logs.setdefault(label, []).append(log)
+        env = {**os.environ, **process.env, "TF_CPP_MIN_LOG_LEVEL": "2"}
+        with log.open("w") as sink:
+            self.running[label] = subprocess.Popen(
+                process.argv, env=env, cwd=self.workdir, stdout=sink, stderr=subprocess.STDOUT, text=True
+            )
+
+    def kill(self, label: str, sig: signal.Signals = signal.SIGKILL) -> None:
+        self.running[label].send_signal(sig)
+        self.running[label].wait(timeout=60)
+
+    def wait(self, label: str, timeout: float = 300) -> int:
+        return self.running[label].wait(timeout=timeout)
+
+    def output(self, label: str) -> str:
+        return self.logs[label][-1].read_text(errors="replace")
+
+    def progress(self) -> dict[str, Any]:
+        try:
+            progress: dict[str, Any] = json.loads((self.workdir / "checkpoints" / "progress.json").read_text())
+        except (OSError, ValueError):
+            return {}
+        return progress
+
+    def wait_for_step(self, step: int, timeout: float = 180) -> int:
+        return wait_until(
+            f"step {step}", lambda: (self.progress().get("step", 0) >= step) and self.progress()["step"], timeout
+        )
+
+    def checkpoint_steps(self) -> list[int]:
+        folder = self.workdir / "checkpoints" / "ckpt"
+        return sorted(int(path.name.split("-")[1].split(".")[0]) for path in folder.glob("ckpt-*.index"))
+
+    def stop_all(self) -> None:
+        for child in self.running.values():
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+
+
+def wait_until(what: str, check: Callable[[], Any], timeout: float) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = check()
+        if result:
+            return result
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def run_trainer(
+    args: list[str], env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "disttrain_trainer.main", *args]
+    full_env = {key: value for key, value in os.environ.items() if key != "TF_CONFIG"}
+    full_env.update({"TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})})
+    return subprocess.run(command, env=full_env, capture_output=True, text=True, timeout=timeout, check=False)

@@ -1,0 +1,45 @@
+"""The trainer's exit codes: one table, read by the trainer and by the operator's ExitCode policy.
+
+| code | name            | meaning                                                        | retry? |
+|------|-----------------|----------------------------------------------------------------|--------|
+| 0    | SUCCESS         | training finished (or a PS/worker server was told to stop)     | -      |
+| 1    | INTERNAL_ERROR  | an unexpected error in the trainer or the user's code          | no     |
+| 2    | BAD_FLAGS       | a flag or environment value is missing or malformed            | no     |
+| 3    | BAD_TF_CONFIG   | TF_CONFIG is not valid JSON or does not describe this task     | no     |
+| 4    | DATA_NOT_FOUND  | the data path does not exist or holds no usable file           | no     |
+| 130  | PEER_LOST       | a peer of the cluster stopped answering (restart and resume)   | yes    |
+| 143  | TERMINATED      | SIGTERM: a checkpoint was written, restart and resume          | yes    |
+
+Codes 1-127 are permanent and >= 128 retryable, as the ExitCode restart policy reads them; a pod
+with no exit code (deleted, evicted, lost with its node) counts as retryable too. This module
+imports nothing heavy so that the operator can share it.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+RETRYABLE_FROM = 128
+
+
+class ExitCode(IntEnum):
+    SUCCESS = 0
+    INTERNAL_ERROR = 1
+    BAD_FLAGS = 2
+    BAD_TF_CONFIG = 3
+    DATA_NOT_FOUND = 4
+    PEER_LOST = 130
+    TERMINATED = 143
+
+
+def is_retryable(code: int | None) -> bool:
+    """A failure worth a restart: no exit code at all, or one of 128 and above."""
+    return code is None or code >= RETRYABLE_FROM
+
+
+class TrainerError(Exception):
+    """An error the trainer reports in one line and exits on with its code."""
+
+    def __init__(self, code: ExitCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code

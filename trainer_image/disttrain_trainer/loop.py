@@ -1,0 +1,238 @@
+"""Custom training loops (Keras 3 `fit` is broken under MultiWorkerMirrored and unsupported under
+ParameterServer), the servers of ps and worker tasks, and the side-car evaluator.
+
+Checkpoints: the chief writes to `<checkpoint dir>/ckpt`, other workers to private temporary folders
+(every MultiWorkerMirrored worker must save, only one copy matters); at start every role restores the
+chief's latest, model, optimizer and step together, and the input stream skips what was already
+trained on. So a run stopped and resumed any number of times trains exactly `epochs x steps` steps.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from disttrain_trainer import models
+from disttrain_trainer.config import TrainConfig
+from disttrain_trainer.data import DataSet, training_pipeline
+from disttrain_trainer.exit_codes import ExitCode, TrainerError
+from disttrain_trainer.reporting import Progress, log, read_progress, write_atomically
+from disttrain_trainer.strategies import local_devices
+
+STOP = threading.Event()  # set by SIGTERM: checkpoint at the next step boundary and exit retryable
+EVALUATION_INTERVAL_SECONDS = 5.0
+
+
+def shared_checkpoints(config: TrainConfig) -> Path:
+    return config.checkpoint_dir / "ckpt"
+
+
+def steps_per_epoch(config: TrainConfig, data: DataSet) -> int:
+    return config.steps_per_epoch or max(1, len(data.x_train) // config.global_batch_size)
+
+
+def accuracy(model: keras.Model, data: DataSet) -> float:
+    logits = model(data.x_test, training=False)
+    return float(np.mean(np.argmax(np.asarray(logits), axis=1) == data.y_test))
+
+
+def weights_digest(model: keras.Model) -> str:
+    """Equal on every worker of a synchronous run, which is how tests check the replicas agree."""
+    digest = hashlib.sha256()
+    for variable in model.weights:
+        digest.update(np.asarray(variable.numpy(), dtype=np.float32).tobytes())
+    return digest.hexdigest()[:16]
+
+
+def export(model: keras.Model, input_shape: tuple[int, ...], path: Path) -> None:
+    """A SavedModel with a `serving_default` signature taking a float batch, returning logits."""
+    module = tf.Module()
+    module.model = model
+    module.serve = tf.function(
+        lambda inputs: {"logits": model(inputs, training=False)},
+        input_signature=[tf.TensorSpec((None, *input_shape), tf.float32, name="inputs")],
+    )
+    if path.exists():
+        shutil.rmtree(path)
+    tf.saved_model.save(module, str(path), signatures={"serving_default": module.serve})
+
+
+def _loss(model: keras.Model, inputs: tf.Tensor, labels: tf.Tensor, global_batch_size: int) -> tf.Tensor:
+    per_example = keras.losses.sparse_categorical_crossentropy(labels, model(inputs, training=True), from_logits=True)
+    return tf.nn.compute_average_loss(per_example, global_batch_size=global_batch_size)
+
+
+def _step_fn(model: keras.Model, optimizer: keras.optimizers.Optimizer, global_batch_size: int) -> Callable[..., Any]:
+    def replica_step(inputs: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
+        with tf.GradientTape() as tape:
+            loss = _loss(model, inputs, labels, global_batch_size)
+        gradients = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(gradients, model.trainable_variables, strict=True))
+        return loss
+
+    return replica_step
+
+
+class _Run:
+    """Model, optimizer and checkpoint of one training process, restored from the chief's latest."""
+
+    def __init__(self, config: TrainConfig, strategy: tf.distribute.Strategy, data: DataSet, chief: bool) -> None:
+        self.config, self.data, self.chief = config, data, chief
+        devices = local_devices()[: config.model_parallel] if config.model_parallel > 1 else []
+        with strategy.scope():
+            self.model = models.build(config.model, data.input_shape, data.num_classes, devices)
+            self.optimizer = keras.optimizers.Adam(config.learning_rate)
+            self.optimizer.build(self.model.trainable_variables)
+        if devices:
+            log("placement", blocks=[block.weights[0].value.device for block in self.model.stages])
+        self.step = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer, step=self.step)
+        latest = tf.train.latest_checkpoint(str(shared_checkpoints(config)))
+        if latest:
+            self.checkpoint.restore(latest)
+            log("restored", checkpoint=latest, step=int(self.step.numpy()))
+        self._private = None if chief else Path(tempfile.mkdtemp(prefix="disttrain-ckpt-"))
+        directory = shared_checkpoints(config) if chief else self._private
+        self.manager = tf.train.CheckpointManager(self.checkpoint, str(directory), max_to_keep=3)
+        self.per_epoch = steps_per_epoch(config, data)
+        self.total = config.epochs * self.per_epoch
+        self.progress = Progress(config.checkpoint_dir, chief, config.global_batch_size)
+        self.writer = (
+            tf.summary.create_file_writer(str(config.tensorboard_dir)) if config.tensorboard_dir and chief else None
+        )
+
+    @property
+    def done(self) -> int:
+        return int(self.step.numpy())
+
+    def epoch(self, step: int) -> int:
+        return max(1, (step - 1) // self.per_epoch + 1)
+
+    def after_steps(self, step: int, loss: float, crossed_checkpoint: bool) -> None:
+        """Report, checkpoint, and honour SIGTERM; called at step boundaries."""
+        self.step.assign(step)
+        if step % self.config.log_every == 0 or step == self.total:
+            self.progress.report(step, self.epoch(step), loss)
+            if self.writer is not None:
+                with self.writer.as_default():
+                    tf.summary.scalar("loss", loss, step=step)
+        if STOP.is_set():
+            self.manager.save(checkpoint_number=step)
+            raise TrainerError(ExitCode.TERMINATED, f"terminated: checkpoint written at step {step}")
+        if crossed_checkpoint and step < self.total:
+            self.manager.save(checkpoint_number=step)
+
+    def finish(self, loss: float) -> None:
+        if self.manager.latest_checkpoint is None or not self.manager.latest_checkpoint.endswith(f"-{self.total}"):
+            self.manager.save(checkpoint_number=self.total)
+        score = accuracy(self.model, self.data)
+        target = self.config.export_dir if self.chief else Path(tempfile.mkdtemp(prefix="disttrain-export-"))
+        export(self.model, self.data.input_shape, target)
+        self.progress.report(self.total, self.config.epochs, loss, finished=True, accuracy=round(score, 4))
+        log("finished", steps=self.total, accuracy=score, weights=weights_digest(self.model), export=str(target))
+        if not self.chief:
+            shutil.rmtree(target, ignore_errors=True)
+            shutil.rmtree(self._private or "", ignore_errors=True)
+
+
+def run_synchronous(config: TrainConfig, strategy: tf.distribute.Strategy, data: DataSet, chief: bool) -> None:
+    """Mirrored, MultiWorkerMirrored, CentralStorage or the default strategy: every replica steps together."""
+    run = _Run(config, strategy, data, chief)
+    pipelines = max(1, config.role.training_workers) if strategy.extended._in_multi_worker_mode() else 1
+    local_replicas = max(1, strategy.num_replicas_in_sync // pipelines)
+    start = run.done
+    dataset_fn = training_pipeline(data, config.global_batch_size, config.seed, start * local_replicas)
+    iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
+    replica_step = _step_fn(run.model, run.optimizer, config.global_batch_size)
+
+    @tf.function
+    def train_step(batch: Any) -> tf.Tensor:
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(replica_step, args=batch), axis=None)
+
+    log(
+        "training",
+        strategy=type(strategy).__name__,
+        replicas=strategy.num_replicas_in_sync,
+        start=start,
+        total=run.total,
+    )
+    loss = float("nan")
+    for step in range(start + 1, run.total + 1):
+        loss = float(train_step(next(iterator)))
+        run.after_steps(step, loss, step % config.checkpoint_every == 0)
+    run.finish(loss)
+
+
+def run_coordinator(config: TrainConfig, strategy: tf.distribute.Strategy, data: DataSet) -> None:
+    """ParameterServer's chief: schedules each step on whichever worker is free; its exit ends the job.
+
+    A lost worker's steps are put back and run elsewhere; a lost PS fails the chief (retryable), and a
+    restarted chief attaches to the running servers and resumes from its checkpoint.
+    """
+    coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+    run = _Run(config, strategy, data, chief=True)
+    dataset_fn = training_pipeline(data, config.global_batch_size, config.seed, 0)
+    per_worker = coordinator.create_per_worker_dataset(lambda: strategy.distribute_datasets_from_function(dataset_fn))
+    iterator = iter(per_worker)
+    replica_step = _step_fn(run.model, run.optimizer, config.global_batch_size)
+
+    @tf.function
+    def train_step(iterator: Any) -> tf.Tensor:
+        inputs, labels = next(iterator)
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(replica_step, args=(inputs, labels)), axis=None)
+
+    done = run.done
+    log("training", strategy=type(strategy).__name__, workers=len(config.role.cluster.get("worker", [])), start=done)
+    loss = float("nan")
+    while done < run.total:
+        chunk = min(config.log_every, run.total - done)
+        results = [coordinator.schedule(train_step, args=(iterator,)) for _ in range(chunk)]
+        coordinator.join()
+        loss = float(results[-1].fetch())
+        crossed = (done + chunk) // config.checkpoint_every > done // config.checkpoint_every
+        done += chunk
+        run.after_steps(done, loss, crossed)
+    run.finish(loss)
+
+
+def serve(config: TrainConfig) -> None:
+    """A ps or worker task of ParameterServer: serve the coordinator until stopped (SIGTERM)."""
+    role = config.role
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    server = tf.distribute.Server(
+        resolver.cluster_spec(), job_name=role.task_type, task_index=role.index, protocol="grpc", start=True
+    )
+    log("serving", task=f"{role.task_type}:{role.index}")
+    server.join()
+
+
+def evaluate_alongside(config: TrainConfig, data: DataSet) -> None:
+    """The side-car evaluator: score each new checkpoint of the chief until training has finished."""
+    model = models.build(config.model, data.input_shape, data.num_classes)
+    checkpoint = tf.train.Checkpoint(model=model)
+    seen: str | None = None
+    while not STOP.is_set():
+        latest = tf.train.latest_checkpoint(str(shared_checkpoints(config)))
+        finished = (read_progress(config.checkpoint_dir) or {}).get("finished", False)
+        if latest and latest != seen:
+            checkpoint.restore(latest).expect_partial()
+            score = accuracy(model, data)
+            log("evaluation", checkpoint=latest, accuracy=score)
+            write_atomically(
+                config.checkpoint_dir / "evaluation.json", f'{{"checkpoint": "{latest}", "accuracy": {score}}}\n'
+            )
+            seen = latest
+        elif finished:
+            return
+        time.sleep(EVALUATION_INTERVAL_SECONDS)
+    raise TrainerError(ExitCode.TERMINATED, "terminated")

@@ -1,0 +1,82 @@
+"""`disttrain-train`: parse, pick the role and strategy, train; every outcome is an exit code of the table."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import traceback
+from collections.abc import Sequence
+from types import FrameType
+
+from disttrain_trainer import config as config_module
+from disttrain_trainer.exit_codes import ExitCode, TrainerError
+from disttrain_trainer.reporting import fail, log
+
+
+def _on_sigterm(serving: bool) -> None:
+    from disttrain_trainer.loop import STOP  # noqa: PLC0415 - TensorFlow loads only once flags are good
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if serving:  # a server holds no state of its own: stop at once
+            os._exit(ExitCode.TERMINATED)
+        STOP.set()
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def _train(config: config_module.TrainConfig) -> None:
+    import tensorflow as tf  # noqa: PLC0415
+
+    from disttrain_trainer import data, loop, strategies  # noqa: PLC0415
+
+    strategies.configure_devices(config)
+    role = config.role
+    serving = role.task_type == "ps" or (role.task_type == "worker" and role.has_ps)
+    _on_sigterm(serving)
+    if serving:
+        loop.serve(config)
+        return
+    dataset = data.load(config)
+    if role.task_type == "evaluator":
+        loop.evaluate_alongside(config, dataset)
+        return
+    name = strategies.strategy_name(config)
+    strategy = strategies.create(name, config)
+    log("started", task=f"{role.task_type}:{role.index}", strategy=name)
+    try:
+        if name == "parameter-server":
+            loop.run_coordinator(config, strategy, dataset)
+        else:
+            chief = strategy.extended.should_checkpoint if name == "multi-worker-mirrored" else True
+            loop.run_synchronous(config, strategy, dataset, chief)
+    except (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError) as error:
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise TrainerError(ExitCode.PEER_LOST, f"a peer was lost: {first_line}") from error
+    except tf.errors.DeadlineExceededError as error:
+        raise TrainerError(ExitCode.PEER_LOST, f"a peer did not answer in time: {error}") from error
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    try:
+        config = config_module.parse(argv)
+        _train(config)
+    except TrainerError as error:
+        fail(str(error))
+        return int(error.code)
+    except Exception:
+        traceback.print_exc()
+        return int(ExitCode.INTERNAL_ERROR)
+    return int(ExitCode.SUCCESS)
+
+
+def entry() -> None:
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # skip TensorFlow's slow, sometimes hanging, interpreter teardown
+
+
+if __name__ == "__main__":
+    entry()

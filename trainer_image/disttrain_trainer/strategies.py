@@ -1,0 +1,55 @@
+"""Which tf.distribute strategy a process uses: from TF_CONFIG unless a flag says otherwise."""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from disttrain_trainer.config import Role, TrainConfig
+from disttrain_trainer.exit_codes import ExitCode, TrainerError
+
+
+def configure_devices(config: TrainConfig) -> None:
+    """Split the CPU into logical devices (before TensorFlow starts): multi-device code on a CPU machine."""
+    if config.logical_cpus > 1:
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * config.logical_cpus)
+
+
+def local_devices() -> list[str]:
+    """The GPUs of this process, else its (logical) CPUs."""
+    gpus = tf.config.list_logical_devices("GPU")
+    return [device.name for device in (gpus or tf.config.list_logical_devices("CPU"))]
+
+
+def strategy_name(config: TrainConfig) -> str:
+    """`auto`: a ps job means ParameterServer, several training tasks MultiWorkerMirrored, several
+    local devices Mirrored, and otherwise the default (single-device) strategy."""
+    if config.strategy != "auto":
+        return config.strategy
+    role: Role = config.role
+    if role.has_ps:
+        return "parameter-server"
+    if role.training_workers > 1:
+        return "multi-worker-mirrored"
+    if len(local_devices()) > 1 and config.model_parallel == 1:
+        return "mirrored"
+    return "default"
+
+
+def create(name: str, config: TrainConfig) -> tf.distribute.Strategy:
+    if config.model_parallel > 1 and name != "default":
+        raise TrainerError(ExitCode.BAD_FLAGS, f"--model-parallel needs the default strategy, not {name}")
+    if name == "multi-worker-mirrored":
+        implementation = getattr(tf.distribute.experimental.CommunicationImplementation, config.collective)
+        options = tf.distribute.experimental.CommunicationOptions(implementation=implementation)
+        return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    if name == "mirrored":
+        return tf.distribute.MirroredStrategy(devices=local_devices())
+    if name == "central-storage":
+        return tf.distribute.experimental.CentralStorageStrategy(
+            compute_devices=local_devices(), parameter_device="/cpu:0"
+        )
+    if name == "parameter-server":
+        resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+        return tf.distribute.ParameterServerStrategy(resolver)
+    return tf.distribute.get_strategy()
