@@ -21,9 +21,7 @@ from disttrain_operator.api.status import (
     ReplicaStatus,
 )
 from disttrain_operator.observed import PodPhase, PodView
-
-# Exit codes from 1 to 127 are permanent under restartPolicy ExitCode (the trainer's table).
-RETRYABLE_EXIT_CODE = 128
+from disttrain_trainer.exit_codes import is_retryable
 
 
 @dataclass(frozen=True)
@@ -111,8 +109,7 @@ def _is_permanent(job: DistTrainJob, pod: PodView) -> bool:
     policy = job.spec.replica_specs[pod.replica_type].restart_policy
     if policy is RestartPolicy.NEVER:
         return True
-    code = pod.exit_code
-    return policy is RestartPolicy.EXIT_CODE and code is not None and 0 < code < RETRYABLE_EXIT_CODE
+    return policy is RestartPolicy.EXIT_CODE and not is_retryable(pod.exit_code)
 
 
 def failure(job: DistTrainJob, pods: Sequence[PodView]) -> Verdict | None:
