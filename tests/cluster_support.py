@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from disttrain_operator.devcluster.versions import cache_paths
+from disttrain_operator.ports import free_port
 
 T = TypeVar("T")
 
@@ -89,13 +89,6 @@ def holds(job: dict[str, Any], kind: str) -> bool:
     return found is not None and found["status"] == "True"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 class OperatorProcess:
     """`disttrain operator` as a real process: startable, stoppable and killable mid-job."""
 
@@ -104,7 +97,7 @@ class OperatorProcess:
         self.log_path = log_path
         self._scope = scope or ["--all-namespaces"]
         self._process: subprocess.Popen[bytes] | None = None
-        self._port = _free_port()
+        self._port = free_port()
 
     def start(self) -> None:
         command = [

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -27,6 +26,7 @@ from disttrain_operator.builders.objects import CHECKPOINT_DIR_ENV, pods, tensor
 from disttrain_operator.builders.settings import BuildSettings
 from disttrain_operator.builders.tfconfig import cluster_spec
 from disttrain_operator.observed import PodPhase, PodView
+from disttrain_operator.ports import free_port
 from disttrain_operator.status_aggregation import failure, success
 
 POLL_SECONDS = 0.2
@@ -46,13 +46,6 @@ class LocalProcess:
     env: dict[str, str]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def localize(tf_config: str, ports: Mapping[str, int]) -> str:
     """The same TF_CONFIG with every `host:port` of the cluster replaced by its loopback port."""
     config = json.loads(tf_config)
@@ -70,7 +63,7 @@ def local_processes(job: DistTrainJob, workdir: Path, ports: Mapping[str, int] |
     settings = BuildSettings()
     if ports is None:  # the evaluator's view of the cluster lists every task
         every = cluster_spec(job, ReplicaType.EVALUATOR, settings).values()
-        ports = {address: _free_port() for group in every for address in group}
+        ports = {address: free_port() for group in every for address in group}
     manifests = pods(job, settings)
     result = []
     for manifest in manifests:

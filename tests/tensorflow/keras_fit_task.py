@@ -35,6 +35,7 @@ def main() -> None:
     stop_after = int(sys.argv[4]) if len(sys.argv) > 4 else 0
     if mode == "patched":
         patch_keras_for_multi_worker()
+    keras.utils.set_random_seed(1)
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     data = digits(seed=1)
     dataset = tf.data.Dataset.from_tensor_slices((data.x_train, data.y_train)).batch(64)

@@ -4,26 +4,17 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
+from disttrain_operator.ports import free_port
+
 TASK = Path(__file__).with_name("keras_fit_task.py")
 
 
-def _ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    for sock in sockets:
-        sock.bind(("127.0.0.1", 0))
-    ports = [sock.getsockname()[1] for sock in sockets]
-    for sock in sockets:
-        sock.close()
-    return ports
-
-
 def _run_pair(*args: str) -> list[subprocess.CompletedProcess[str]]:
-    addresses = [f"127.0.0.1:{port}" for port in _ports(2)]
+    addresses = [f"127.0.0.1:{free_port()}" for _ in range(2)]
     children = []
     for index in range(2):
         tf_config = {"cluster": {"worker": addresses}, "task": {"type": "worker", "index": index}}
@@ -49,14 +40,14 @@ def test_unpatched_fit_fails_under_multi_worker(tmp_path: Path) -> None:
 
 def test_patched_fit_trains_identical_workers_and_resumes_from_the_backup(tmp_path: Path) -> None:
     backup = str(tmp_path / "backup")
-    interrupted = _run_pair(backup, "6", "patched", "2")
+    interrupted = _run_pair(backup, "10", "patched", "2")
     assert all("STOPPED after epoch 2" in result.stdout for result in interrupted), interrupted[0].stdout[-2000:]
     assert (tmp_path / "backup" / "latest.weights.h5").is_file()
 
-    resumed = _run_pair(backup, "6", "patched")
+    resumed = _run_pair(backup, "10", "patched")
     for result in resumed:
         assert result.returncode == 0, result.stdout[-3000:]
-        assert _line(result.stdout, "EPOCHS")[1:] == ["4", "FIRST", "2"]  # epochs 3 to 6 only
+        assert _line(result.stdout, "EPOCHS")[1:] == ["8", "FIRST", "2"]  # epochs 3 to 10 only
     digests = {_line(result.stdout, "DIGEST")[1] for result in resumed}
     assert len(digests) == 1
     assert float(_line(resumed[0].stdout, "DIGEST")[3]) >= 0.9

@@ -44,7 +44,7 @@ def test_local_run_of_the_example_trains_two_identical_workers_to_90_percent(tmp
 
 def test_multi_worker_killed_mid_run_resumes_at_the_saved_step(tmp_path: Path) -> None:
     epochs, every = 40, 20
-    args = ["--epochs", str(epochs), "--checkpoint-every", str(every), "--log-every", "5"]
+    args = ["--epochs", str(epochs), "--checkpoint-every", str(every), "--log-every", "5", "--collective", "RING"]
     cluster = Cluster.of(job_manifest("mwms", "MultiWorkerMirrored", {"Worker": 2}, args), tmp_path)
     total = epochs * DIGITS_STEPS_PER_EPOCH
     try:
@@ -121,8 +121,9 @@ def test_parameter_server_tolerates_a_worker_and_resumes_after_a_ps_loss(tmp_pat
 @pytest.mark.parametrize("strategy", ["mirrored", "central-storage"])
 def test_one_process_over_two_logical_devices(tmp_path: Path, strategy: str) -> None:
     args = ["--checkpoint-dir", str(tmp_path), "--epochs", "2", "--logical-cpus", "2", "--strategy", strategy]
-    result = run_trainer(args)
+    result = run_trainer([*args, "--tensorboard-dir", str(tmp_path / "tensorboard")])
     assert result.returncode == 0, result.stdout + result.stderr
+    assert list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
     (training,) = events(result.stdout, "training")
     assert training["replicas"] == 2
     assert events(result.stdout, "finished")[0]["steps"] == 2 * DIGITS_STEPS_PER_EPOCH

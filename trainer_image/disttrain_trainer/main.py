@@ -31,6 +31,7 @@ def _train(config: config_module.TrainConfig) -> None:
     from disttrain_trainer import data, loop, strategies  # noqa: PLC0415
 
     strategies.configure_devices(config)
+    tf.keras.utils.set_random_seed(config.seed)  # the same initial weights and data order on every run
     role = config.role
     serving = role.task_type == "ps" or (role.task_type == "worker" and role.has_ps)
     _on_sigterm(serving)

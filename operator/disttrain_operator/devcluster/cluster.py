@@ -11,7 +11,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from disttrain_operator import crd
 from disttrain_operator.api import job as api
 from disttrain_operator.devcluster.build import ensure_binaries
 from disttrain_operator.devcluster.versions import CachePaths, cache_root
+from disttrain_operator.ports import free_port
 
 ADMIN_TOKEN = "disttrain-dev-admin"
 FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
@@ -59,13 +59,6 @@ class NodeShape:
     memory: str = "512Gi"
     gpus: int = 8
     pods: int = 110
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _alive(pid: int) -> bool:
@@ -235,7 +228,7 @@ def up(shape: NodeShape | None = None, log: bool = True) -> Path:
     paths = ensure_binaries()
     started = time.monotonic()
     _prepare(folder)
-    ports = {"etcd_port": _free_port(), "etcd_peer_port": _free_port(), "apiserver_port": _free_port()}
+    ports = {"etcd_port": free_port(), "etcd_peer_port": free_port(), "apiserver_port": free_port()}
     state = ClusterState(**ports, pids={})
     commands = _commands(paths, folder, state)
     pids: dict[str, int] = {}
