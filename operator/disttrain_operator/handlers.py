@@ -9,6 +9,7 @@ owner references.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import os
 from collections.abc import Iterable
@@ -22,6 +23,7 @@ from disttrain_operator.builders.settings import BuildSettings
 from disttrain_operator.kube import Kube, TransientApiError, load_client
 from disttrain_operator.observed import ChildView, PodView, pod_view
 from disttrain_operator.reconciler import Body, Reconciler
+from disttrain_operator.wakeups import Wakeups
 
 logger = logging.getLogger(__name__)
 
@@ -42,11 +44,32 @@ def configure(*, settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     settings.watching.client_timeout = 330
     settings.watching.connect_timeout = 30
     build_settings = BuildSettings(cluster_domain=os.environ.get("DISTTRAIN_CLUSTER_DOMAIN") or None)
-    memo.reconciler = Reconciler(Kube(load_client()), build_settings, _post_event)
+    # kopf gives each object a shallow copy of this memo: a shared dict carries kopf's live indexes and
+    # a handler's context (which holds kopf's event queue) to the wake-up thread.
+    memo.shared = {}
+    memo.wakeups = Wakeups(lambda key: _wake_job(memo, key))
+    memo.wakeups.start()
+    memo.reconciler = Reconciler(Kube(load_client()), build_settings, _post_event, wake=memo.wakeups.schedule)
+
+
+@kopf.on.cleanup()
+def stop(*, memo: Any, **_: Any) -> None:
+    memo.wakeups.stop()
+
+
+def _wake_job(memo: Any, key: JobKey) -> None:
+    """A deadline or TTL came due with nothing else happening: reconcile the job from the indexes."""
+    indexes, context = memo.shared.get("indexes"), memo.shared.get("context")
+    jobs = _values(indexes["disttrain_jobs"], key) if indexes else []
+    if jobs and context is not None:
+        context.run(_reconcile, memo, jobs[0], indexes)
 
 
 def _post_event(body: Body, *, type: str, reason: str, message: str) -> None:
-    kopf.event(cast(kopf.Body, body), type=type, reason=reason, message=message[:1024])
+    try:
+        kopf.event(cast(kopf.Body, body), type=type, reason=reason, message=message[:1024])
+    except LookupError:  # outside kopf's handler context: log rather than lose the reconcile
+        logger.warning("event %s for %s not posted: %s", reason, body["metadata"]["name"], message)
 
 
 def _job_body(body: kopf.Body) -> dict[str, Any]:
@@ -96,6 +119,9 @@ def _values(index: kopf.Index[JobKey, Any], key: JobKey) -> list[Any]:
 
 def _reconcile(memo: Any, body: dict[str, Any], indexes: dict[str, Any]) -> None:
     """The job's reconcile with what the indexes hold of its children; kopf passes indexes by name."""
+    if "context" not in memo.shared:
+        memo.shared["context"] = contextvars.copy_context()
+    memo.shared["indexes"] = indexes
     key = (body["metadata"]["namespace"], body["metadata"]["name"])
     children = _values(indexes["job_services"], key) + _values(indexes["job_claims"], key)
     reconciler: Reconciler = memo.reconciler

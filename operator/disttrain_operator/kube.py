@@ -26,7 +26,10 @@ _COLLECTIONS = {
     "Service": "/api/v1/namespaces/{namespace}/services",
     "PersistentVolumeClaim": "/api/v1/namespaces/{namespace}/persistentvolumeclaims",
 }
-_JOB_STATUS = f"/apis/{GROUP}/{VERSION}/namespaces/{{namespace}}/{PLURAL}/{{name}}/status"
+_JOB = f"/apis/{GROUP}/{VERSION}/namespaces/{{namespace}}/{PLURAL}/{{name}}"
+_JOB_STATUS = f"{_JOB}/status"
+_POD = "/api/v1/namespaces/{namespace}/pods/{name}"
+HTTP_NOT_FOUND = 404
 
 
 class ChildRejectedError(Exception):
@@ -80,6 +83,22 @@ class Kube:
         if status >= 300:
             raise TransientApiError(_message(status, text))
         return True
+
+    def _delete(self, path: str, namespace: str, name: str) -> bool:
+        """Delete; False if it was already gone. Children go with the job through the garbage collector."""
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+        status, text = self._request("DELETE", path, {"namespace": namespace, "name": name}, body)
+        if status == HTTP_NOT_FOUND:
+            return False
+        if status >= 300:
+            raise TransientApiError(_message(status, text))
+        return True
+
+    def delete_pod(self, namespace: str, name: str) -> bool:
+        return self._delete(_POD, namespace, name)
+
+    def delete_job(self, namespace: str, name: str) -> bool:
+        return self._delete(_JOB, namespace, name)
 
     def patch_job_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         params = {"namespace": namespace, "name": name}

@@ -1,36 +1,147 @@
-"""What to do next for a job, from what exists: a pure function of the job and its observed children.
+"""What to do next for a job, from what exists: a pure function of the job, its observed pods and time.
 
 Deterministic names make the plan safe to repeat: acting on a stale view only ever asks to create an
-object that already exists, which the API server answers with 409.
+object that already exists (409) or to delete one already going. Restarts already acted on are passed
+in (`handled`), so a failed pod is counted once however often the plan is computed.
+
+Restarts: every pod runs with restartPolicy Never and the operator decides. A failed Chief, Worker or
+PS restarts the whole job under restartScope Job (MultiWorkerMirrored peers cannot survive a lost
+peer) and only the failed pod under Replica, except that a lost PS takes the Chief with it (the
+coordinator fails without its variables). An Evaluator restarts alone. Each restart decision counts
+once against backoffLimit; past it the job fails with BackoffLimitExceeded.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
 from disttrain_operator.api.job import DistTrainJob
+from disttrain_operator.api.spec import CleanPodPolicy, ReplicaType, RestartPolicy, RestartScope
 from disttrain_operator.builders.objects import Manifest, desired_objects
 from disttrain_operator.builders.settings import BuildSettings
-from disttrain_operator.observed import ChildView, PodView
-from disttrain_operator.status_aggregation import is_finished
+from disttrain_operator.observed import ChildView, PodPhase, PodView
+from disttrain_operator.status_aggregation import Verdict, is_finished
+from disttrain_trainer.exit_codes import is_retryable
+
+
+@dataclass(frozen=True)
+class Restart:
+    """One restart decision: the pods to replace, the failures behind it, and why."""
+
+    pods: tuple[str, ...]
+    failed: tuple[PodView, ...]
+    message: str
 
 
 @dataclass(frozen=True)
 class Plan:
     create: list[Manifest] = field(default_factory=list)
+    delete: list[str] = field(default_factory=list)
+    restart: Restart | None = None
+    fail: Verdict | None = None
+    delete_job: bool = False
+    wake_at: datetime | None = None
 
 
 def object_key(manifest: Manifest) -> ChildView:
     return ChildView(str(manifest["kind"]), str(manifest["metadata"]["name"]))
 
 
-def plan(job: DistTrainJob, pods: Sequence[PodView], children: Collection[ChildView], settings: BuildSettings) -> Plan:
-    """Create whatever the job owns and is missing; a finished job gets nothing new.
+def may_restart(policy: RestartPolicy, exit_code: int | None) -> bool:
+    """Never: no. OnFailure and Always: yes. ExitCode: only retryable codes (>= 128, or none at all)."""
+    if policy is RestartPolicy.EXIT_CODE:
+        return is_retryable(exit_code)
+    return policy in (RestartPolicy.ON_FAILURE, RestartPolicy.ALWAYS)
 
-    A pod still terminating counts as present: its replacement waits until it is gone.
-    """
-    if is_finished(job.status):
-        return Plan()
+
+def _describe(pod: PodView) -> str:
+    code = "no exit code" if pod.exit_code is None else f"exit code {pod.exit_code}"
+    return f"{pod.name} failed with {code}" + (f" ({pod.reason})" if pod.reason else "")
+
+
+def restart_for(job: DistTrainJob, pods: Sequence[PodView], handled: Collection[str]) -> Restart | None:
+    """The restart the failed pods call for, or None when nothing new failed or nothing may restart."""
+    failed = [
+        pod
+        for pod in pods
+        if pod.phase is PodPhase.FAILED
+        and not pod.deleting
+        and pod.uid not in handled
+        and may_restart(job.spec.replica_specs[pod.replica_type].restart_policy, pod.exit_code)
+    ]
+    if not failed:
+        return None
+    training = [pod for pod in failed if pod.replica_type is not ReplicaType.EVALUATOR]
+    alive = [pod for pod in pods if not pod.deleting]
+    if training and job.spec.effective_restart_scope is RestartScope.JOB:
+        victims = [pod.name for pod in alive if pod.replica_type is not ReplicaType.EVALUATOR]
+        victims += [pod.name for pod in failed if pod.replica_type is ReplicaType.EVALUATOR]
+        scope = "the whole job restarts"
+    else:
+        victims = [pod.name for pod in failed]
+        if any(pod.replica_type is ReplicaType.PS for pod in failed):
+            victims += [pod.name for pod in alive if pod.replica_type is ReplicaType.CHIEF]
+            scope = "the PS and the Chief restart"
+        else:
+            scope = "the failed pods restart"
+    message = f"{'; '.join(_describe(pod) for pod in failed)}: {scope}"
+    return Restart(tuple(dict.fromkeys(victims)), tuple(failed), message)
+
+
+def cleanup(job: DistTrainJob, pods: Sequence[PodView]) -> list[str]:
+    """Pods to stop once the job finished: Running (default) stops what still runs, All everything."""
+    policy = job.spec.run_policy.clean_pod_policy
+    if policy is CleanPodPolicy.NONE:
+        return []
+    return [pod.name for pod in pods if not pod.deleting and (policy is CleanPodPolicy.ALL or pod.active)]
+
+
+def _missing(
+    job: DistTrainJob, pods: Sequence[PodView], children: Collection[ChildView], settings: BuildSettings
+) -> list[Manifest]:
+    """What the job owns and lacks, except pods of indexes that already succeeded (never run twice)."""
     existing = {*children, *(ChildView("Pod", pod.name) for pod in pods)}
-    return Plan(create=[item for item in desired_objects(job, settings) if object_key(item) not in existing])
+    done = {
+        f"{job.metadata.name}-{replica_type.task_type}-{index}"
+        for replica_type, status in job.status.replica_statuses.items()
+        for index in status.succeeded_indexes
+    }
+    return [
+        item
+        for item in desired_objects(job, settings)
+        if object_key(item) not in existing and not (item["kind"] == "Pod" and item["metadata"]["name"] in done)
+    ]
+
+
+def _after(start: datetime | None, seconds: int | None) -> datetime | None:
+    return None if start is None or seconds is None else start + timedelta(seconds=seconds)
+
+
+def plan(
+    job: DistTrainJob,
+    pods: Sequence[PodView],
+    children: Collection[ChildView],
+    settings: BuildSettings,
+    *,
+    now: datetime,
+    handled: Collection[str] = (),
+) -> Plan:
+    """The next actions for a job whose status was just aggregated from the same pods."""
+    run_policy = job.spec.run_policy
+    if is_finished(job.status):
+        expiry = _after(job.status.completion_time, run_policy.ttl_seconds_after_finished)
+        expired = expiry is not None and now >= expiry
+        return Plan(delete=cleanup(job, pods), delete_job=expired, wake_at=None if expired else expiry)
+
+    restart = restart_for(job, pods, handled)
+    if restart is not None and job.status.restart_count >= run_policy.backoff_limit:
+        message = f"{restart.message}, but backoffLimit {run_policy.backoff_limit} is reached"
+        return Plan(fail=Verdict("BackoffLimitExceeded", message))
+    return Plan(
+        create=_missing(job, pods, children, settings),
+        delete=sorted(restart.pods) if restart else [],
+        restart=restart,
+        wake_at=_after(job.status.start_time, run_policy.active_deadline_seconds),
+    )

@@ -23,7 +23,7 @@ from disttrain_operator.builders.settings import BuildSettings
 from disttrain_operator.kube import ChildRejectedError, Kube, TransientApiError
 from disttrain_operator.observed import ChildView, PodView
 from disttrain_operator.planner import object_key, plan
-from disttrain_operator.status_aggregation import Verdict, aggregate, with_condition
+from disttrain_operator.status_aggregation import Verdict, aggregate, record_restart, with_condition
 
 logger = logging.getLogger(__name__)
 
@@ -44,13 +44,20 @@ def dump_status(status: DistTrainJobStatus) -> dict[str, Any]:
 
 class Reconciler:
     def __init__(
-        self, kube: Kube, settings: BuildSettings, emit: EventSink, clock: Callable[[], datetime] = utcnow
+        self,
+        kube: Kube,
+        settings: BuildSettings,
+        emit: EventSink,
+        clock: Callable[[], datetime] = utcnow,
+        wake: Callable[[tuple[str, str], datetime], None] | None = None,
     ) -> None:
+        self._wake = wake
         self._kube = kube
         self._settings = settings
         self._emit = emit
         self._clock = clock
         self._written: dict[str, dict[str, Any]] = {}
+        self._handled: dict[str, set[str]] = {}  # per job: failed pods already restarted
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
 
@@ -63,6 +70,7 @@ class Reconciler:
         with self._locks_guard:
             self._locks.pop(uid, None)
             self._written.pop(uid, None)
+            self._handled.pop(uid, None)
 
     def reconcile(self, body: Body, pods: Sequence[PodView], children: Collection[ChildView]) -> None:
         """Bring one job's children and status in line; raises TransientApiError when a retry is due."""
@@ -74,30 +82,68 @@ class Reconciler:
             except pydantic.ValidationError as error:
                 self._reject_spec(body, current["status"], error)
                 return
-            retry: TransientApiError | None = None
-            rejected: Verdict | None = None
-            created: list[str] = []
-            for manifest in plan(job, pods, children, self._settings).create:
-                try:
-                    if self._kube.create(manifest):
-                        created.append(_describe(manifest))
-                except ChildRejectedError as error:
-                    rejected = Verdict("ChildRejected", f"{_describe(manifest)} was refused: {error}")
-                    self._emit(body, type="Warning", reason="CreateFailed", message=rejected.message)
-                    break
-                except TransientApiError as error:
-                    retry = error
-                    self._emit(body, type="Warning", reason="CreateFailed", message=f"{_describe(manifest)}: {error}")
-                    break
-            if created:
-                self._emit(body, type="Normal", reason="Created", message=f"created {', '.join(created)}")
-            now = self._clock()
-            status = aggregate(job, pods, created=retry is None and rejected is None, now=now)
-            if rejected is not None:
-                status = _failed(status, rejected, now, job.metadata.generation)
-            self._write_status(body, uid, status)
-            if retry is not None:
-                raise retry
+            self._reconcile(body, uid, job, pods, children)
+
+    def _reconcile(
+        self, body: Body, uid: str, job: DistTrainJob, pods: Sequence[PodView], children: Collection[ChildView]
+    ) -> None:
+        now, generation = self._clock(), job.metadata.generation
+        status = aggregate(job, pods, created=False, now=now)
+        handled = self._handled.setdefault(uid, set())
+        next_plan = plan(_with(job, status), pods, children, self._settings, now=now, handled=handled)
+        if next_plan.fail is not None:  # backoffLimit: fail now, and plan the cleanup that follows
+            status = _failed(status, next_plan.fail, now, generation)
+            next_plan = plan(_with(job, status), pods, children, self._settings, now=now, handled=handled)
+        if next_plan.delete_job:
+            self._delete_job(body, uid)
+            return
+        retry: TransientApiError | None = None
+        for name in next_plan.delete:
+            try:
+                self._kube.delete_pod(job.metadata.namespace, name)
+            except TransientApiError as error:
+                retry = error
+        if next_plan.restart is not None and retry is None:
+            handled.update(str(pod.uid) for pod in next_plan.restart.failed)
+            status = record_restart(status, next_plan.restart.failed, next_plan.restart.message, now, generation)
+        created_all, rejected, retry = self._create(body, next_plan.create, retry)
+        staying = [pod for pod in pods if pod.name not in next_plan.delete]
+        status = aggregate(_with(job, status), staying, created=created_all, now=now)
+        if rejected is not None:
+            status = _failed(status, rejected, now, generation)
+        self._write_status(body, uid, status)
+        if next_plan.wake_at is not None and self._wake is not None:
+            self._wake((job.metadata.namespace, job.metadata.name), next_plan.wake_at)
+        if retry is not None:
+            raise retry
+
+    def _create(
+        self, body: Body, manifests: Sequence[Manifest], retry: TransientApiError | None
+    ) -> tuple[bool, Verdict | None, TransientApiError | None]:
+        """Create in order; stop at the first refusal. Returns (all exist, refusal, error worth a retry)."""
+        created: list[str] = []
+        rejected: Verdict | None = None
+        for manifest in manifests:
+            try:
+                if self._kube.create(manifest):
+                    created.append(_describe(manifest))
+            except ChildRejectedError as error:
+                rejected = Verdict("ChildRejected", f"{_describe(manifest)} was refused: {error}")
+                self._emit(body, type="Warning", reason="CreateFailed", message=rejected.message)
+                break
+            except TransientApiError as error:
+                retry = error
+                self._emit(body, type="Warning", reason="CreateFailed", message=f"{_describe(manifest)}: {error}")
+                break
+        if created:
+            self._emit(body, type="Normal", reason="Created", message=f"created {', '.join(created)}")
+        return retry is None and rejected is None, rejected, retry
+
+    def _delete_job(self, body: Body, uid: str) -> None:
+        metadata = body["metadata"]
+        self._emit(body, type="Normal", reason="TTLExpired", message="ttlSecondsAfterFinished passed: deleting the job")
+        self._kube.delete_job(metadata["namespace"], metadata["name"])
+        self.forget(uid)
 
     def _write_status(self, body: Body, uid: str, status: DistTrainJobStatus) -> None:
         new = dump_status(status)
@@ -107,6 +153,9 @@ class Reconciler:
         metadata = body["metadata"]
         self._kube.patch_job_status(metadata["namespace"], metadata["name"], new)
         self._written[uid] = new
+        for condition in _newly_true(previous, new):
+            kind = "Warning" if condition["type"] in _WARNING_CONDITIONS else "Normal"
+            self._emit(body, type=kind, reason=condition["reason"], message=condition.get("message", ""))
         if new.get("phase") != previous.get("phase"):
             logger.info("job %s/%s is %s", metadata["namespace"], metadata["name"], new.get("phase"))
 
@@ -114,7 +163,6 @@ class Reconciler:
         """A spec the operator cannot act on: a Warning event and a Failed condition, never a crash."""
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors()[:5])
         verdict = Verdict("InvalidSpec", f"the operator cannot act on this spec: {problems}")
-        self._emit(body, type="Warning", reason="InvalidSpec", message=verdict.message)
         try:
             status = DistTrainJobStatus.model_validate(previous)
         except pydantic.ValidationError:
@@ -136,6 +184,23 @@ def _failed(status: DistTrainJobStatus, verdict: Verdict, now: datetime, generat
             "observed_generation": generation,
         }
     )
+
+
+_WARNING_CONDITIONS = {ConditionType.FAILED.value, ConditionType.RESTARTING.value}
+
+
+def _newly_true(previous: Mapping[str, Any], new: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Conditions that became True (or changed reason while True): each is an Event users can search for."""
+    before = {c["type"]: (c["status"], c.get("reason")) for c in previous.get("conditions", [])}
+    return [
+        condition
+        for condition in new.get("conditions", [])
+        if condition["status"] == "True" and before.get(condition["type"]) != ("True", condition.get("reason"))
+    ]
+
+
+def _with(job: DistTrainJob, status: DistTrainJobStatus) -> DistTrainJob:
+    return job.model_copy(update={"status": status})
 
 
 def _describe(manifest: Manifest) -> str:

@@ -70,12 +70,14 @@ def replica_statuses(job: DistTrainJob, pods: Sequence[PodView]) -> dict[Replica
     for replica_type in job.spec.replica_specs:
         own = [pod for pod in pods if pod.replica_type is replica_type]
         previous = job.status.replica_statuses.get(replica_type, ReplicaStatus())
+        succeeded = {pod.index for pod in own if pod.phase is PodPhase.SUCCEEDED}
         result[replica_type] = ReplicaStatus(
             active=sum(pod.active for pod in own),
             ready=sum(pod.ready for pod in own),
             succeeded=sum(pod.phase is PodPhase.SUCCEEDED for pod in own),
             failed=sum(pod.phase is PodPhase.FAILED for pod in own),
             restarts=previous.restarts,
+            succeeded_indexes=sorted(succeeded.union(previous.succeeded_indexes)),
         )
     return result
 
@@ -137,6 +139,40 @@ def running(job: DistTrainJob, pods: Sequence[PodView]) -> bool:
     return len(workers) == job.spec.replicas(ReplicaType.WORKER) > 0
 
 
+def deadline_exceeded(job: DistTrainJob, now: datetime) -> Verdict | None:
+    """activeDeadlineSeconds counts from startTime; the operator wakes itself for it (see planner)."""
+    seconds, start = job.spec.run_policy.active_deadline_seconds, job.status.start_time
+    if seconds is None or start is None or (now - start).total_seconds() < seconds:
+        return None
+    return Verdict("DeadlineExceeded", f"the job ran longer than activeDeadlineSeconds ({seconds}s)")
+
+
+def record_restart(
+    status: DistTrainJobStatus, failed: Sequence[PodView], message: str, now: datetime, generation: int | None
+) -> DistTrainJobStatus:
+    """One restart decision: restartCount + 1, each failed pod's type + 1, and the Restarting condition."""
+    counts = dict(status.replica_statuses)
+    for pod in failed:
+        current = counts.get(pod.replica_type, ReplicaStatus())
+        counts[pod.replica_type] = current.model_copy(update={"restarts": current.restarts + 1})
+    verdict = Verdict("Restarting", message)
+    conditions = with_condition(
+        status.conditions, ConditionType.RESTARTING, holds=True, verdict=verdict, now=now, generation=generation
+    )
+    stopped = Verdict("Restarting", "pods are being replaced")
+    conditions = with_condition(
+        conditions, ConditionType.RUNNING, holds=False, verdict=stopped, now=now, generation=generation
+    )
+    return status.model_copy(
+        update={
+            "restart_count": status.restart_count + 1,
+            "replica_statuses": counts,
+            "conditions": conditions,
+            "phase": JobPhase.RESTARTING,
+        }
+    )
+
+
 def _phase(status: DistTrainJobStatus) -> JobPhase:
     for kind, phase in (
         (ConditionType.FAILED, JobPhase.FAILED),
@@ -173,7 +209,7 @@ def aggregate(job: DistTrainJob, pods: Sequence[PodView], created: bool, now: da
             conditions, ConditionType.CREATED, holds=True, verdict=verdict, now=now, generation=generation
         )
 
-    outcome = failure(job, pods)
+    outcome = failure(job, pods) or deadline_exceeded(job, now)
     kind = ConditionType.FAILED
     if outcome is None:
         outcome, kind = success(job, pods), ConditionType.SUCCEEDED
@@ -190,6 +226,11 @@ def aggregate(job: DistTrainJob, pods: Sequence[PodView], created: bool, now: da
         conditions = with_condition(
             conditions, ConditionType.RUNNING, holds=True, verdict=verdict, now=now, generation=generation
         )
+        if condition_holds(previous, ConditionType.RESTARTING):
+            recovered = Verdict("Recovered", "the restarted pods are running again")
+            conditions = with_condition(
+                conditions, ConditionType.RESTARTING, holds=False, verdict=recovered, now=now, generation=generation
+            )
     elif condition_holds(previous, ConditionType.RUNNING):
         verdict = Verdict("PodsNotRunning", "waiting for the job's pods to run")
         conditions = with_condition(

@@ -138,11 +138,10 @@ def test_resources_are_carried_untouched() -> None:
     assert pod(job, ReplicaType.WORKER, 1, DEFAULT)["spec"]["containers"][0]["resources"] == resources
 
 
-def test_restart_policies_map_to_pods() -> None:
-    policies = {"Never": "Never", "ExitCode": "Never", "OnFailure": "OnFailure", "Always": "Always"}
-    for policy, pod_policy in policies.items():
+def test_pods_never_restart_in_place_the_operator_decides() -> None:
+    for policy in ("Never", "ExitCode", "OnFailure", "Always"):
         job = _job({"replicaSpecs": {"Worker": {**_replica(2), "restartPolicy": policy}}})
-        assert pod(job, ReplicaType.WORKER, 0, DEFAULT)["spec"]["restartPolicy"] == pod_policy
+        assert pod(job, ReplicaType.WORKER, 0, DEFAULT)["spec"]["restartPolicy"] == "Never"
 
 
 def test_owner_references_once_the_job_has_a_uid() -> None:

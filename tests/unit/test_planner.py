@@ -1,52 +1,143 @@
-"""The planner creates what is missing, and nothing for a finished job."""
+"""The planner: what to create, which pods to restart or clean up, when to wake, when to give up."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
+from disttrain_operator.api.job import DistTrainJob
 from disttrain_operator.api.spec import ReplicaType
+from disttrain_operator.api.status import ReplicaStatus
 from disttrain_operator.builders.settings import BuildSettings
 from disttrain_operator.observed import ChildView, PodPhase, PodView
-from disttrain_operator.planner import object_key, plan
+from disttrain_operator.planner import Plan, object_key, plan
 from disttrain_operator.render import parse_job
 from disttrain_operator.status_aggregation import aggregate
 from support import ROOT, load_one
 
-JOB = parse_job(load_one(ROOT / "examples" / "multi-worker-mirrored-gpu.yaml"))
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 SETTINGS = BuildSettings()
+TEMPLATE = {"spec": {"containers": [{"name": "tensorflow", "image": "i"}]}}
+MWMS = parse_job(load_one(ROOT / "examples" / "multi-worker-mirrored-gpu.yaml"))
+CHILDREN = [ChildView("Service", "mnist-mwms"), ChildView("PersistentVolumeClaim", "mnist-mwms-checkpoint")]
 
 
-def _names(pods: list[PodView], children: list[ChildView]) -> list[str]:
-    return [object_key(item).name for item in plan(JOB, pods, children, SETTINGS).create]
+def _job(counts: dict[str, int], policy: str = "ExitCode", **run_policy: Any) -> DistTrainJob:
+    strategy = "ParameterServer" if "PS" in counts else "MultiWorkerMirrored"
+    specs = {kind: {"replicas": n, "restartPolicy": policy, "template": TEMPLATE} for kind, n in counts.items()}
+    manifest = {
+        "apiVersion": "disttrain.io/v1alpha1",
+        "kind": "DistTrainJob",
+        "metadata": {"name": "job"},
+        "spec": {"strategy": strategy, "replicaSpecs": specs, "runPolicy": run_policy},
+    }
+    return parse_job(manifest)
 
 
-def _worker(index: int, phase: PodPhase = PodPhase.RUNNING, deleting: bool = False) -> PodView:
+def _pod(kind: ReplicaType, index: int, phase: PodPhase = PodPhase.RUNNING, **fields: Any) -> PodView:
+    name = f"job-{kind.task_type}-{index}"
+    return PodView(name, kind, index, phase, uid=f"uid-{name}-{fields.pop('generation', 0)}", **fields)
+
+
+def _plan(job: DistTrainJob, pods: list[PodView], now: datetime = NOW, **kwargs: Any) -> Plan:
+    """Plan after aggregating the status from the same pods, as the reconciler does."""
+    status = aggregate(job, pods, created=True, now=now)
+    return plan(
+        job.model_copy(update={"status": status}), pods, kwargs.pop("children", []), SETTINGS, now=now, **kwargs
+    )
+
+
+def _mwms_worker(index: int, phase: PodPhase = PodPhase.RUNNING, deleting: bool = False) -> PodView:
     return PodView(f"mnist-mwms-worker-{index}", ReplicaType.WORKER, index, phase, deleting=deleting)
 
 
 def test_everything_for_a_new_job() -> None:
-    assert _names([], []) == [
-        "mnist-mwms",
-        "mnist-mwms-checkpoint",
-        "mnist-mwms-worker-0",
-        "mnist-mwms-worker-1",
-        "mnist-mwms-worker-2",
-        "mnist-mwms-worker-3",
+    names = [object_key(item).name for item in plan(MWMS, [], [], SETTINGS, now=NOW).create]
+    assert names == ["mnist-mwms", "mnist-mwms-checkpoint", *(f"mnist-mwms-worker-{i}" for i in range(4))]
+
+
+def test_only_what_is_missing_and_terminating_pods_wait() -> None:
+    pods = [_mwms_worker(0), _mwms_worker(2, deleting=True)]
+    names = [object_key(item).name for item in plan(MWMS, pods, CHILDREN, SETTINGS, now=NOW).create]
+    assert names == ["mnist-mwms-worker-1", "mnist-mwms-worker-3"]
+
+
+def test_multi_worker_failure_restarts_the_whole_job() -> None:
+    job = _job({"Worker": 3})
+    pods = [
+        _pod(ReplicaType.WORKER, 0),
+        _pod(ReplicaType.WORKER, 1, PodPhase.FAILED, exit_code=130),
+        _pod(ReplicaType.WORKER, 2),
     ]
+    result = _plan(job, pods)
+    assert result.restart is not None
+    assert result.delete == ["job-worker-0", "job-worker-1", "job-worker-2"]
+    assert "job-worker-1 failed with exit code 130: the whole job restarts" in result.restart.message
 
 
-def test_only_what_is_missing() -> None:
-    children = [ChildView("Service", "mnist-mwms"), ChildView("PersistentVolumeClaim", "mnist-mwms-checkpoint")]
-    assert _names([_worker(0), _worker(2)], children) == ["mnist-mwms-worker-1", "mnist-mwms-worker-3"]
+def test_a_restart_is_decided_once() -> None:
+    job = _job({"Worker": 2})
+    pods = [_pod(ReplicaType.WORKER, 0), _pod(ReplicaType.WORKER, 1, PodPhase.FAILED, exit_code=130)]
+    assert _plan(job, pods, handled={"uid-job-worker-1-0"}).restart is None
 
 
-def test_terminating_pod_is_not_replaced_yet() -> None:
-    children = [ChildView("Service", "mnist-mwms"), ChildView("PersistentVolumeClaim", "mnist-mwms-checkpoint")]
-    pods = [_worker(0, deleting=True), _worker(1), _worker(2), _worker(3)]
-    assert _names(pods, children) == []
+def test_parameter_server_worker_restarts_alone_and_a_ps_takes_the_chief() -> None:
+    job = _job({"Chief": 1, "Worker": 2, "PS": 1})
+    running = [_pod(ReplicaType.CHIEF, 0), _pod(ReplicaType.WORKER, 0), _pod(ReplicaType.PS, 0)]
+    worker = _plan(job, [*running, _pod(ReplicaType.WORKER, 1, PodPhase.FAILED, exit_code=137)])
+    assert worker.delete == ["job-worker-1"]
+    ps = _plan(
+        job, [running[0], running[1], _pod(ReplicaType.PS, 0, PodPhase.FAILED, exit_code=None, reason="Evicted")]
+    )
+    assert ps.delete == ["job-chief-0", "job-ps-0"]
 
 
-def test_nothing_for_a_finished_job() -> None:
-    done = aggregate(JOB, [_worker(0, PodPhase.SUCCEEDED)], created=True, now=datetime(2026, 1, 1, tzinfo=UTC))
-    finished = JOB.model_copy(update={"status": done})
-    assert plan(finished, [], [], SETTINGS).create == []
+def test_evaluator_restarts_alone_even_under_job_scope() -> None:
+    job = _job({"Chief": 1, "Worker": 2, "Evaluator": 1}, policy="OnFailure")
+    pods = [_pod(ReplicaType.CHIEF, 0), _pod(ReplicaType.EVALUATOR, 0, PodPhase.FAILED, exit_code=1)]
+    assert _plan(job, pods).delete == ["job-evaluator-0"]
+
+
+def test_permanent_exit_codes_and_never_do_not_restart() -> None:
+    permanent = [_pod(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=3)]
+    assert _plan(_job({"Worker": 1}), permanent).restart is None
+    never = [_pod(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=137)]
+    assert _plan(_job({"Worker": 1}, policy="Never"), never).restart is None
+
+
+def test_backoff_limit_fails_the_job() -> None:
+    job = _job({"Worker": 2}, backoffLimit=1)
+    job = job.model_copy(update={"status": job.status.model_copy(update={"restart_count": 1})})
+    result = _plan(job, [_pod(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=143), _pod(ReplicaType.WORKER, 1)])
+    assert result.fail is not None and result.fail.reason == "BackoffLimitExceeded"
+    assert result.delete == [] and result.create == []
+
+
+def test_cleanup_after_success_follows_clean_pod_policy() -> None:
+    pods = [
+        _pod(ReplicaType.CHIEF, 0, PodPhase.SUCCEEDED),
+        _pod(ReplicaType.PS, 0),
+        _pod(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=143),
+    ]
+    counts = {"Chief": 1, "Worker": 1, "PS": 1}
+    assert _plan(_job(counts), pods).delete == ["job-ps-0"]
+    assert _plan(_job(counts, cleanPodPolicy="All"), pods).delete == ["job-chief-0", "job-ps-0", "job-worker-0"]
+    assert _plan(_job(counts, cleanPodPolicy="None"), pods).delete == []
+
+
+def test_succeeded_indexes_are_never_created_again() -> None:
+    job = _job({"Chief": 1, "Worker": 2})
+    done = {ReplicaType.WORKER: ReplicaStatus(succeeded_indexes=[1])}
+    job = job.model_copy(update={"status": job.status.model_copy(update={"replica_statuses": done})})
+    result = plan(job, [_pod(ReplicaType.CHIEF, 0)], [ChildView("Service", "job")], SETTINGS, now=NOW)
+    assert [object_key(item).name for item in result.create] == ["job-worker-0"]
+
+
+def test_deadline_wake_up_and_ttl() -> None:
+    job = _job({"Worker": 1}, activeDeadlineSeconds=60, ttlSecondsAfterFinished=30)
+    running = _plan(job, [_pod(ReplicaType.WORKER, 0)])
+    assert running.wake_at == NOW + timedelta(seconds=60)
+    finished = aggregate(job, [_pod(ReplicaType.WORKER, 0, PodPhase.SUCCEEDED)], created=True, now=NOW)
+    done = job.model_copy(update={"status": finished})
+    assert plan(done, [], [], SETTINGS, now=NOW + timedelta(seconds=10)).wake_at == NOW + timedelta(seconds=30)
+    assert plan(done, [], [], SETTINGS, now=NOW + timedelta(seconds=30)).delete_job

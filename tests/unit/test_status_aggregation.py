@@ -10,7 +10,7 @@ from disttrain_operator.api.spec import ReplicaType
 from disttrain_operator.api.status import ConditionStatus, ConditionType, JobPhase
 from disttrain_operator.observed import PodPhase, PodView
 from disttrain_operator.render import parse_job
-from disttrain_operator.status_aggregation import aggregate, condition_holds
+from disttrain_operator.status_aggregation import aggregate, condition_holds, record_restart
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 T1 = T0 + timedelta(minutes=1)
@@ -150,3 +150,33 @@ def test_not_created_yet() -> None:
     assert status.conditions == []
     assert status.start_time is None
     assert status.phase is JobPhase.PENDING
+
+
+def test_a_restart_is_counted_and_shown_until_the_pods_run_again() -> None:
+    job = _next(_job({"Worker": 2}), _running(ReplicaType.WORKER, 2), T0)
+    failed = [_pod(ReplicaType.WORKER, 1, PodPhase.FAILED, exit_code=130)]
+    status = record_restart(job.status, failed, "worker-1 failed: the whole job restarts", T1, 3)
+    assert (status.restart_count, status.replica_statuses[ReplicaType.WORKER].restarts) == (1, 1)
+    assert status.phase is JobPhase.RESTARTING
+    restarting = job.model_copy(update={"status": status})
+    assert _next(restarting, [_pod(ReplicaType.WORKER, 0, PodPhase.PENDING)], T1).status.phase is JobPhase.RESTARTING
+    recovered = _next(restarting, _running(ReplicaType.WORKER, 2), T1 + timedelta(minutes=1))
+    assert recovered.status.phase is JobPhase.RUNNING
+    restart_condition = next(c for c in recovered.status.conditions if c.type is ConditionType.RESTARTING)
+    assert (restart_condition.status, restart_condition.reason) == (ConditionStatus.FALSE, "Recovered")
+    assert recovered.status.restart_count == 1
+
+
+def test_deadline_fails_a_running_job() -> None:
+    job = _next(_job({"Worker": 1}, runPolicy={"activeDeadlineSeconds": 60}), _running(ReplicaType.WORKER, 1), T0)
+    assert _next(job, _running(ReplicaType.WORKER, 1), T0 + timedelta(seconds=59)).status.phase is JobPhase.RUNNING
+    late = _next(job, _running(ReplicaType.WORKER, 1), T0 + timedelta(seconds=60)).status
+    assert late.phase is JobPhase.FAILED
+    assert next(c for c in late.conditions if c.type is ConditionType.FAILED).reason == "DeadlineExceeded"
+
+
+def test_succeeded_indexes_are_remembered_when_pods_disappear() -> None:
+    job = _job({"Chief": 1, "Worker": 2}, successPolicy="AllWorkers")
+    first = _next(job, [*_running(ReplicaType.CHIEF, 1), _pod(ReplicaType.WORKER, 1, PodPhase.SUCCEEDED)])
+    later = _next(first, _running(ReplicaType.CHIEF, 1), T1)
+    assert later.status.replica_statuses[ReplicaType.WORKER].succeeded_indexes == [1]

@@ -51,6 +51,9 @@ class ReplicaStatus(ApiModel):
     succeeded: int = Field(0, ge=0)
     failed: int = Field(0, ge=0)
     restarts: int = Field(0, ge=0, description="Restarts of this replica type counted against backoffLimit.")
+    succeeded_indexes: list[int] = Field(
+        default_factory=list, description="Indexes that succeeded: their pods are never created again."
+    )
 
 
 class Progress(ApiModel):

@@ -10,7 +10,7 @@ import copy
 from typing import Any
 
 from disttrain_operator.api.job import API_VERSION, KIND, DistTrainJob
-from disttrain_operator.api.spec import ReplicaType, RestartPolicy
+from disttrain_operator.api.spec import ReplicaType
 from disttrain_operator.builders import naming
 from disttrain_operator.builders.settings import BuildSettings
 from disttrain_operator.builders.tfconfig import tf_config_json
@@ -20,14 +20,9 @@ Manifest = dict[str, Any]
 TF_CONTAINER = "tensorflow"
 CHECKPOINT_DIR_ENV = "DISTTRAIN_CHECKPOINT_DIR"
 
-# The kubelet restarts in place only where that is all a policy needs; Never and ExitCode leave the
-# decision to the operator, which reads the exit code and restarts per restartScope.
-_POD_RESTART_POLICY = {
-    RestartPolicy.NEVER: "Never",
-    RestartPolicy.EXIT_CODE: "Never",
-    RestartPolicy.ON_FAILURE: "OnFailure",
-    RestartPolicy.ALWAYS: "Always",
-}
+# Pods never restart in place: the operator decides every restart (per restartPolicy, exit code and
+# restartScope), replaces the pod with the same name and TF_CONFIG, and counts it against backoffLimit.
+POD_RESTART_POLICY = "Never"
 
 
 def owner_references(job: DistTrainJob) -> list[Manifest]:
@@ -130,7 +125,7 @@ def pod(job: DistTrainJob, replica_type: ReplicaType, index: int, settings: Buil
 
     pod_spec["hostname"] = name
     pod_spec["subdomain"] = naming.service_name(job.metadata.name)
-    pod_spec["restartPolicy"] = _POD_RESTART_POLICY[replica.restart_policy]
+    pod_spec["restartPolicy"] = POD_RESTART_POLICY
 
     env: list[Manifest] = []
     tf_config = tf_config_json(job, replica_type, index, settings)

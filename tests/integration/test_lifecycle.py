@@ -1,0 +1,151 @@
+"""Job lifecycle on the real control plane: restarts, backoff, success cleanup, deadline, TTL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cluster_support import Cluster, OperatorProcess, condition, holds, wait_for
+from disttrain_operator import manifests
+from support import ROOT
+
+MWMS = (ROOT / "examples" / "multi-worker-mirrored-gpu.yaml").read_text()
+PS = (ROOT / "examples" / "parameter-server.yaml").read_text()
+
+
+def _apply(cluster: Cluster, namespace: str, text: str) -> None:
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=text)
+
+
+def _pods(cluster: Cluster, namespace: str, job: str) -> dict[str, dict[str, Any]]:
+    items = cluster.items("pods", namespace, f"disttrain.io/job-name={job}")
+    return {pod["metadata"]["name"]: pod for pod in items}
+
+
+def _running(cluster: Cluster, namespace: str, job: str, count: int) -> dict[str, dict[str, Any]]:
+    def check() -> dict[str, dict[str, Any]] | None:
+        pods = _pods(cluster, namespace, job)
+        live = [
+            p
+            for p in pods.values()
+            if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+        ]
+        return pods if len(pods) == count and len(live) == count else None
+
+    return wait_for(f"{count} running pods of {job}", check, timeout=90)
+
+
+def _job_where(cluster: Cluster, namespace: str, job: str, what: str, test: Any) -> dict[str, Any]:
+    def check() -> dict[str, Any] | None:
+        current = cluster.job(namespace, job)
+        return current if test(current) else None
+
+    return wait_for(f"{job}: {what}", check, timeout=90)
+
+
+def _event(cluster: Cluster, namespace: str, reason: str) -> bool:
+    return any(event["reason"] == reason for event in cluster.items("events", namespace))
+
+
+def test_a_failed_worker_restarts_the_whole_job_with_the_same_names(
+    cluster: Cluster, operator: OperatorProcess, namespace: str
+) -> None:
+    _apply(cluster, namespace, MWMS)
+    before = _running(cluster, namespace, "mnist-mwms", 4)
+    cluster.set_pod_status(namespace, "mnist-mwms-worker-2", "Failed", exit_code=130)
+
+    restarted = _job_where(
+        cluster, namespace, "mnist-mwms", "restartCount 1", lambda j: j["status"].get("restartCount") == 1
+    )
+    assert "mnist-mwms-worker-2 failed with exit code 130" in condition(restarted, "Restarting")["message"]  # type: ignore[index]
+
+    def all_replaced() -> dict[str, dict[str, Any]] | None:
+        pods = _running(cluster, namespace, "mnist-mwms", 4)
+        fresh = all(pods[name]["metadata"]["uid"] != before[name]["metadata"]["uid"] for name in before)
+        return pods if fresh else None
+
+    after = wait_for("every worker replaced", all_replaced, timeout=90)
+    assert set(after) == set(before)
+    for name, pod in after.items():
+        assert pod["spec"]["containers"][0]["env"] == before[name]["spec"]["containers"][0]["env"]  # same TF_CONFIG
+    recovered = _job_where(
+        cluster, namespace, "mnist-mwms", "Running again", lambda j: j["status"]["phase"] == "Running"
+    )
+    assert recovered["status"]["replicaStatuses"]["Worker"]["restarts"] == 1
+    assert condition(recovered, "Restarting")["status"] == "False"  # type: ignore[index]
+    assert _event(cluster, namespace, "Restarting")
+
+
+def test_backoff_limit_fails_the_job_and_cleans_up(cluster: Cluster, operator: OperatorProcess, namespace: str) -> None:
+    _apply(cluster, namespace, MWMS.replace("backoffLimit: 3", "backoffLimit: 1"))
+    _running(cluster, namespace, "mnist-mwms", 4)
+    cluster.set_pod_status(namespace, "mnist-mwms-worker-1", "Failed", exit_code=143)
+    _job_where(cluster, namespace, "mnist-mwms", "restartCount 1", lambda j: j["status"].get("restartCount") == 1)
+    _running(cluster, namespace, "mnist-mwms", 4)
+    _job_where(cluster, namespace, "mnist-mwms", "Running again", lambda j: j["status"]["phase"] == "Running")
+    cluster.set_pod_status(namespace, "mnist-mwms-worker-3", "Failed", exit_code=143)
+
+    failed = _job_where(cluster, namespace, "mnist-mwms", "Failed", lambda j: holds(j, "Failed"))
+    assert condition(failed, "Failed")["reason"] == "BackoffLimitExceeded"  # type: ignore[index]
+    assert failed["status"]["restartCount"] == 1
+    wait_for(
+        "running pods stopped (cleanPodPolicy Running)",
+        lambda: all(p["status"].get("phase") != "Running" for p in _pods(cluster, namespace, "mnist-mwms").values()),
+        timeout=90,
+    )
+    assert _event(cluster, namespace, "BackoffLimitExceeded")
+
+
+def test_success_stops_ps_and_evaluator_and_stays_succeeded(
+    cluster: Cluster, operator: OperatorProcess, namespace: str
+) -> None:
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "team-checkpoints"},
+        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}},
+    }
+    _apply(cluster, namespace, manifests.dump_all([claim]))
+    _apply(cluster, namespace, PS)
+    _running(cluster, namespace, "census-ps", 6)
+    cluster.set_pod_status(namespace, "census-ps-evaluator-0", "Failed", exit_code=1)
+    _job_where(cluster, namespace, "census-ps", "evaluator restarted", lambda j: j["status"].get("restartCount") == 1)
+    assert not holds(cluster.job(namespace, "census-ps"), "Failed")  # an evaluator never fails the job
+
+    _running(cluster, namespace, "census-ps", 6)
+    cluster.set_pod_status(namespace, "census-ps-chief-0", "Succeeded", exit_code=0)
+    _job_where(cluster, namespace, "census-ps", "Succeeded", lambda j: holds(j, "Succeeded"))
+
+    def only_the_chief_left() -> dict[str, dict[str, Any]] | None:
+        pods = _pods(cluster, namespace, "census-ps")
+        return pods if set(pods) == {"census-ps-chief-0"} else None
+
+    left = wait_for("PS, workers and evaluator stopped", only_the_chief_left, timeout=90)
+    assert left["census-ps-chief-0"]["status"]["phase"] == "Succeeded"  # finished pods stay for their logs
+    final = cluster.job(namespace, "census-ps")
+    assert final["status"]["phase"] == "Succeeded" and not holds(final, "Failed")
+
+
+def test_deadline_is_enforced_when_nothing_else_happens(
+    cluster: Cluster, operator: OperatorProcess, namespace: str
+) -> None:
+    _apply(
+        cluster, namespace, MWMS.replace("    backoffLimit: 3\n", "    backoffLimit: 3\n    activeDeadlineSeconds: 8\n")
+    )
+    _running(cluster, namespace, "mnist-mwms", 4)
+    failed = _job_where(cluster, namespace, "mnist-mwms", "DeadlineExceeded", lambda j: holds(j, "Failed"))
+    assert condition(failed, "Failed")["reason"] == "DeadlineExceeded"  # type: ignore[index]
+    assert _event(cluster, namespace, "DeadlineExceeded")
+
+
+def test_ttl_deletes_the_finished_job_and_its_children(
+    cluster: Cluster, operator: OperatorProcess, namespace: str
+) -> None:
+    _apply(
+        cluster,
+        namespace,
+        MWMS.replace("    backoffLimit: 3\n", "    backoffLimit: 3\n    ttlSecondsAfterFinished: 3\n"),
+    )
+    _running(cluster, namespace, "mnist-mwms", 4)
+    cluster.set_pod_status(namespace, "mnist-mwms-worker-0", "Succeeded", exit_code=0)
+    wait_for("the job to be deleted", lambda: cluster.get("dtj", "mnist-mwms", namespace) is None, timeout=90)
+    wait_for("its pods to be collected", lambda: not _pods(cluster, namespace, "mnist-mwms"), timeout=90)
