@@ -135,6 +135,9 @@ def plan(
         expired = expiry is not None and now >= expiry
         return Plan(delete=cleanup(job, pods), delete_job=expired, wake_at=None if expired else expiry)
 
+    if run_policy.suspend:  # no pods at all; the Service and the volume stay for the resume
+        owned = [item for item in _missing(job, pods, children, settings) if item["kind"] != "Pod"]
+        return Plan(create=owned, delete=[pod.name for pod in pods if not pod.deleting])
     restart = restart_for(job, pods, handled)
     if restart is not None and job.status.restart_count >= run_policy.backoff_limit:
         message = f"{restart.message}, but backoffLimit {run_policy.backoff_limit} is reached"

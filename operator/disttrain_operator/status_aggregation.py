@@ -186,6 +186,20 @@ def _phase(status: DistTrainJobStatus) -> JobPhase:
     return JobPhase.PENDING
 
 
+def _suspended(status: DistTrainJobStatus, now: datetime, generation: int | None) -> DistTrainJobStatus:
+    """Kueue (or a user) suspended the job: no pods, the volume kept, and time stops counting."""
+    verdict = Verdict("JobSuspended", "runPolicy.suspend is true: the pods are deleted, the volume is kept")
+    conditions = with_condition(
+        status.conditions, ConditionType.SUSPENDED, holds=True, verdict=verdict, now=now, generation=generation
+    )
+    if condition_holds(status, ConditionType.RUNNING):
+        stopped = Verdict("JobSuspended", "the job is suspended")
+        conditions = with_condition(
+            conditions, ConditionType.RUNNING, holds=False, verdict=stopped, now=now, generation=generation
+        )
+    return status.model_copy(update={"conditions": conditions, "phase": JobPhase.SUSPENDED})
+
+
 def aggregate(job: DistTrainJob, pods: Sequence[PodView], created: bool, now: datetime) -> DistTrainJobStatus:
     """The job's next status from its observed pods; `created` says every child exists."""
     previous = job.status
@@ -203,6 +217,14 @@ def aggregate(job: DistTrainJob, pods: Sequence[PodView], created: bool, now: da
         return base
 
     conditions = list(previous.conditions)
+    if job.spec.run_policy.suspend:
+        return _suspended(base, now, generation)
+    if condition_holds(previous, ConditionType.SUSPENDED):
+        resumed = Verdict("JobResumed", "runPolicy.suspend is false: the pods are created again")
+        conditions = with_condition(
+            conditions, ConditionType.SUSPENDED, holds=False, verdict=resumed, now=now, generation=generation
+        )
+        base = base.model_copy(update={"start_time": now})  # deadlines count from the resume
     if created or condition_holds(previous, ConditionType.CREATED):
         verdict = Verdict("ChildrenCreated", "the job's Service, volume and pods were created")
         conditions = with_condition(

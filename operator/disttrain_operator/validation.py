@@ -3,8 +3,8 @@
 Order as in the API server: nulls of non-nullable fields are pruned, defaults applied, the schema
 checked (types, required fields, enums, bounds, patterns, unknown fields as with kubectl's strict
 field validation), and only on a well-formed object the CEL rules are evaluated, with `self` bound
-to the node each rule sits on. The rules are the CRD's own text, so `render` and the API server give
-one verdict.
+to the node each rule sits on (transition rules, which need the old object, apply to updates only).
+The rules are the CRD's own text, so `render` and the API server give one verdict.
 """
 
 from __future__ import annotations
@@ -157,6 +157,8 @@ def _program(rule: str) -> cel.Program:
 
 def _evaluate_rules(schema: Schema, value: Any, path: str, errors: list[Violation]) -> None:
     for rule in schema.get(VALIDATIONS_KEY, []):
+        if "oldSelf" in rule["rule"]:
+            continue  # a transition rule: only updates have an old object, as in the API server
         try:
             holds = _program(rule["rule"]).execute({"self": value})
         except Exception as error:  # a rule that cannot evaluate rejects, as in the API server

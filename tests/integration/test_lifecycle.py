@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import time
 from typing import Any
 
 from cluster_support import Cluster, OperatorProcess, condition, holds, wait_for
@@ -149,3 +151,55 @@ def test_ttl_deletes_the_finished_job_and_its_children(
     cluster.set_pod_status(namespace, "mnist-mwms-worker-0", "Succeeded", exit_code=0)
     wait_for("the job to be deleted", lambda: cluster.get("dtj", "mnist-mwms", namespace) is None, timeout=90)
     wait_for("its pods to be collected", lambda: not _pods(cluster, namespace, "mnist-mwms"), timeout=90)
+
+
+def test_what_shapes_the_cluster_cannot_change_but_run_policy_can(
+    cluster: Cluster, operator: OperatorProcess, namespace: str
+) -> None:
+    _apply(cluster, namespace, MWMS)
+
+    def patch(change: dict[str, Any]) -> Any:
+        text = json.dumps({"spec": change})
+        return cluster.kubectl("patch", "dtj", "mnist-mwms", "-n", namespace, "--type=merge", "-p", text, check=False)
+
+    refusals = {
+        "strategy cannot change": {"strategy": "Mirrored", "replicaSpecs": {"Worker": {"replicas": 1}}},
+        "port cannot change": {"port": 3333},
+        "checkpoint cannot change": {"checkpoint": {"size": "20Gi"}},
+        "replica types and counts cannot change": {"replicaSpecs": {"Worker": {"replicas": 8}}},
+    }
+    for message, change in refusals.items():
+        result = patch(change)
+        assert result.returncode != 0 and message in result.stderr, result.stderr
+    assert patch({"runPolicy": {"backoffLimit": 9, "activeDeadlineSeconds": 3600}}).returncode == 0
+    assert cluster.job(namespace, "mnist-mwms")["spec"]["runPolicy"]["backoffLimit"] == 9
+
+
+def test_suspend_and_resume_as_kueue_drives_them(cluster: Cluster, operator: OperatorProcess, namespace: str) -> None:
+    """Created suspended (Kueue's webhook does that), admitted with a node selector, preempted, resumed."""
+    _apply(cluster, namespace, MWMS.replace("    backoffLimit: 3\n", "    backoffLimit: 3\n    suspend: true\n"))
+    suspended = _job_where(cluster, namespace, "mnist-mwms", "Suspended", lambda j: holds(j, "Suspended"))
+    assert suspended["status"]["phase"] == "Suspended" and "startTime" not in suspended["status"]
+    wait_for("the volume", lambda: cluster.get("pvc", "mnist-mwms-checkpoint", namespace))
+    assert not _pods(cluster, namespace, "mnist-mwms")
+
+    def patch(spec: dict[str, Any]) -> None:
+        cluster.kubectl("patch", "dtj", "mnist-mwms", "-n", namespace, "--type=merge", "-p", json.dumps({"spec": spec}))
+
+    admitted = {"Worker": {"template": {"spec": {"nodeSelector": {"kubernetes.io/os": "linux"}}}}}
+    patch({"replicaSpecs": admitted, "runPolicy": {"suspend": False}})
+    pods = _running(cluster, namespace, "mnist-mwms", 4)
+    assert all(pod["spec"]["nodeSelector"] == {"kubernetes.io/os": "linux"} for pod in pods.values())
+    first = _job_where(cluster, namespace, "mnist-mwms", "Running", lambda j: j["status"]["phase"] == "Running")
+
+    patch({"runPolicy": {"suspend": True}})
+    _job_where(cluster, namespace, "mnist-mwms", "Suspended again", lambda j: j["status"]["phase"] == "Suspended")
+    wait_for("pods deleted", lambda: not _pods(cluster, namespace, "mnist-mwms"), timeout=90)
+    assert cluster.get("pvc", "mnist-mwms-checkpoint", namespace) is not None
+
+    time.sleep(1.1)  # startTime has one-second resolution
+    patch({"runPolicy": {"suspend": False}})
+    _running(cluster, namespace, "mnist-mwms", 4)
+    resumed = _job_where(cluster, namespace, "mnist-mwms", "Running", lambda j: j["status"]["phase"] == "Running")
+    assert resumed["status"]["startTime"] > first["status"]["startTime"]
+    assert condition(resumed, "Suspended")["reason"] == "JobResumed"  # type: ignore[index]

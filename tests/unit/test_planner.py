@@ -141,3 +141,11 @@ def test_deadline_wake_up_and_ttl() -> None:
     done = job.model_copy(update={"status": finished})
     assert plan(done, [], [], SETTINGS, now=NOW + timedelta(seconds=10)).wake_at == NOW + timedelta(seconds=30)
     assert plan(done, [], [], SETTINGS, now=NOW + timedelta(seconds=30)).delete_job
+
+
+def test_a_suspended_job_has_no_pods_but_keeps_its_volume() -> None:
+    job = _job({"Worker": 2}, suspend=True)
+    job = job.model_copy(update={"spec": job.spec.model_copy(update={"checkpoint": MWMS.spec.checkpoint})})
+    result = _plan(job, [_pod(ReplicaType.WORKER, 0), _pod(ReplicaType.WORKER, 1, deleting=True)])
+    assert result.delete == ["job-worker-0"]
+    assert [item["kind"] for item in result.create] == ["Service", "PersistentVolumeClaim"]

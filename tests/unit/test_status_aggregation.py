@@ -180,3 +180,25 @@ def test_succeeded_indexes_are_remembered_when_pods_disappear() -> None:
     first = _next(job, [*_running(ReplicaType.CHIEF, 1), _pod(ReplicaType.WORKER, 1, PodPhase.SUCCEEDED)])
     later = _next(first, _running(ReplicaType.CHIEF, 1), T1)
     assert later.status.replica_statuses[ReplicaType.WORKER].succeeded_indexes == [1]
+
+
+def test_suspend_and_resume() -> None:
+    running = _next(_job({"Worker": 1}), _running(ReplicaType.WORKER, 1), T0)
+    suspended_spec = running.spec.model_copy(
+        update={"run_policy": running.spec.run_policy.model_copy(update={"suspend": True})}
+    )
+    suspended = _next(running.model_copy(update={"spec": suspended_spec}), [], T1)
+    assert suspended.status.phase is JobPhase.SUSPENDED
+    later = T1 + timedelta(minutes=5)
+    resumed = _next(suspended.model_copy(update={"spec": running.spec}), [], later)
+    assert resumed.status.phase is JobPhase.PENDING
+    assert resumed.status.start_time == later
+    condition = next(c for c in resumed.status.conditions if c.type is ConditionType.SUSPENDED)
+    assert (condition.status, condition.reason) == (ConditionStatus.FALSE, "JobResumed")
+
+
+def test_a_job_created_suspended_is_not_created_yet() -> None:
+    status = _next(_job({"Worker": 1}, runPolicy={"suspend": True}), [], created=True).status
+    assert status.phase is JobPhase.SUSPENDED
+    assert not condition_holds(status, ConditionType.CREATED)
+    assert status.start_time is None

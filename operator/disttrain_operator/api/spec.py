@@ -174,7 +174,26 @@ def _replicas(replica_type: ReplicaType) -> str:
     return f"('{name}' in self.replicaSpecs ? self.replicaSpecs['{name}'].replicas : 0)"
 
 
+# Transition rules (they see `oldSelf`, so the API server checks them on updates only). What shapes
+# the cluster cannot change under running pods; runPolicy and successPolicy can, and templates may
+# change too, reaching the pods created after the change (restarts, resume after suspend).
+IMMUTABLE_RULES = (
+    Rule("self.strategy == oldSelf.strategy", "strategy cannot change after the job is created"),
+    Rule("self.port == oldSelf.port", "port cannot change after the job is created"),
+    Rule(
+        "has(self.checkpoint) == has(oldSelf.checkpoint)"
+        " && (!has(self.checkpoint) || self.checkpoint == oldSelf.checkpoint)",
+        "checkpoint cannot change after the job is created",
+    ),
+    Rule(
+        "size(self.replicaSpecs) == size(oldSelf.replicaSpecs) && self.replicaSpecs.all(t, t in oldSelf.replicaSpecs"
+        " && self.replicaSpecs[t].replicas == oldSelf.replicaSpecs[t].replicas)",
+        "replica types and counts cannot change after the job is created",
+    ),
+)
+
 _SPEC_RULES = schema_rules(
+    *IMMUTABLE_RULES,
     Rule(
         f"self.replicaSpecs.all(t, t in {_KNOWN_TYPES})",
         "replicaSpecs keys must be Chief, Worker, PS or Evaluator",

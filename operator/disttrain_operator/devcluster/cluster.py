@@ -223,6 +223,7 @@ def up(shape: NodeShape | None = None, log: bool = True) -> Path:
     """Start the cluster (or find it running) and return its kubeconfig path."""
     folder = state_dir()
     if running_state(folder) is not None:
+        _install_crd(ensure_binaries(), folder)  # a running cluster gets the CRD of this checkout
         return kubeconfig_path(folder)
     down()
     paths = ensure_binaries()
@@ -270,10 +271,14 @@ def _install(paths: CachePaths, folder: Path, shape: NodeShape) -> None:
     nodes = [fake_node(f"gpu-node-{index}", shape) for index in range(shape.count)]
     _kubectl(paths, folder, "apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes}))
     _kubectl(paths, folder, "apply", "-f", str(paths.kwok_storage_class))
-    _kubectl(paths, folder, "apply", "--server-side", "-f", "-", stdin=crd.render_crd())
-    _wait("the CRD to be established", lambda: _crd_established(paths, folder), 60)
+    _install_crd(paths, folder)
     _wait("the default ServiceAccount", lambda: _has_default_service_account(paths, folder), 60)
     _kubectl(paths, folder, "wait", "--for=condition=Ready", "--timeout=60s", "nodes", "--all")
+
+
+def _install_crd(paths: CachePaths, folder: Path) -> None:
+    _kubectl(paths, folder, "apply", "--server-side", "--force-conflicts", "-f", "-", stdin=crd.render_crd())
+    _wait("the CRD to be established", lambda: _crd_established(paths, folder), 60)
 
 
 def _crd_established(paths: CachePaths, folder: Path) -> bool:
