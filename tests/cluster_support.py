@@ -98,6 +98,7 @@ class OperatorProcess:
         self._scope = scope or ["--all-namespaces"]
         self._process: subprocess.Popen[bytes] | None = None
         self._port = free_port()
+        self.metrics_url = f"http://127.0.0.1:{free_port()}/metrics"
 
     def start(self) -> None:
         command = [
@@ -110,7 +111,9 @@ class OperatorProcess:
             f"--liveness=http://127.0.0.1:{self._port}/healthz",
         ]
         log = self.log_path.open("ab")
-        self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=self._cluster.env)
+        metrics_port = self.metrics_url.rsplit(":", 1)[1].split("/")[0]
+        env = {**self._cluster.env, "DISTTRAIN_METRICS_PORT": metrics_port}
+        self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
         wait_for("the operator's liveness endpoint", self._healthy, timeout=60)
 
     def _healthy(self) -> bool:

@@ -17,6 +17,7 @@ from typing import Any, cast
 
 import kopf
 
+from disttrain_operator import metrics
 from disttrain_operator.api.job import GROUP, PLURAL, VERSION
 from disttrain_operator.builders.naming import JOB_NAME_LABEL
 from disttrain_operator.builders.settings import BuildSettings
@@ -49,6 +50,7 @@ def configure(*, settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     memo.shared = {}
     memo.wakeups = Wakeups(lambda key: _wake_job(memo, key))
     memo.wakeups.start()
+    logger.info("metrics on port %d", metrics.serve())
     memo.reconciler = Reconciler(Kube(load_client()), build_settings, _post_event, wake=memo.wakeups.schedule)
 
 

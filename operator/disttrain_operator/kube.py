@@ -16,10 +16,12 @@ from typing import Any
 
 from kubernetes import client, config
 
+from disttrain_operator import metrics
 from disttrain_operator.api.job import GROUP, PLURAL, VERSION
 from disttrain_operator.builders.objects import Manifest
 
 HTTP_CONFLICT = 409
+HTTP_NOT_FOUND = 404
 _PERMANENT = {400, 422}
 _COLLECTIONS = {
     "Pod": "/api/v1/namespaces/{namespace}/pods",
@@ -29,7 +31,6 @@ _COLLECTIONS = {
 _JOB = f"/apis/{GROUP}/{VERSION}/namespaces/{{namespace}}/{PLURAL}/{{name}}"
 _JOB_STATUS = f"{_JOB}/status"
 _POD = "/api/v1/namespaces/{namespace}/pods/{name}"
-HTTP_NOT_FOUND = 404
 
 
 class ChildRejectedError(Exception):
@@ -69,7 +70,10 @@ class Kube:
             response = self._api.call_api(method, url, header_params=headers, body=payload)
             response.read()  # type: ignore[no-untyped-call]
         except Exception as error:  # connection refused, timeouts, TLS: all worth a retry
+            metrics.API_ERRORS.labels(method).inc()
             raise TransientApiError(f"{method} {path}: {error}") from error
+        if response.status >= 300 and response.status not in (HTTP_CONFLICT, HTTP_NOT_FOUND):
+            metrics.API_ERRORS.labels(method).inc()
         return response.status, (response.data or b"").decode(errors="replace")
 
     def create(self, manifest: Manifest) -> bool:

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 import pydantic
 
+from disttrain_operator import metrics
 from disttrain_operator.api.job import DistTrainJob
 from disttrain_operator.api.status import ConditionType, DistTrainJobStatus, JobPhase
 from disttrain_operator.builders.objects import Manifest
@@ -58,6 +59,7 @@ class Reconciler:
         self._clock = clock
         self._written: dict[str, dict[str, Any]] = {}
         self._handled: dict[str, set[str]] = {}  # per job: failed pods already restarted
+        self._phases: dict[str, tuple[str, str]] = {}  # per job: namespace and phase, for the active gauge
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
 
@@ -71,6 +73,8 @@ class Reconciler:
             self._locks.pop(uid, None)
             self._written.pop(uid, None)
             self._handled.pop(uid, None)
+            self._phases.pop(uid, None)
+        metrics.set_active(self._phases)
 
     def reconcile(self, body: Body, pods: Sequence[PodView], children: Collection[ChildView]) -> None:
         """Bring one job's children and status in line; raises TransientApiError when a retry is due."""
@@ -82,7 +86,8 @@ class Reconciler:
             except pydantic.ValidationError as error:
                 self._reject_spec(body, current["status"], error)
                 return
-            self._reconcile(body, uid, job, pods, children)
+            with metrics.RECONCILE_SECONDS.time():
+                self._reconcile(body, uid, job, pods, children)
 
     def _reconcile(
         self, body: Body, uid: str, job: DistTrainJob, pods: Sequence[PodView], children: Collection[ChildView]
@@ -156,6 +161,9 @@ class Reconciler:
         for condition in _newly_true(previous, new):
             kind = "Warning" if condition["type"] in _WARNING_CONDITIONS else "Normal"
             self._emit(body, type=kind, reason=condition["reason"], message=condition.get("message", ""))
+            metrics.count_transition(metadata["namespace"], condition["type"], condition["reason"])
+        self._phases[uid] = (metadata["namespace"], str(new.get("phase", "")))
+        metrics.set_active(self._phases)
         if new.get("phase") != previous.get("phase"):
             logger.info("job %s/%s is %s", metadata["namespace"], metadata["name"], new.get("phase"))
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.request
 from typing import Any
 
 from cluster_support import Cluster, OperatorProcess, condition, holds, wait_for
@@ -203,3 +204,21 @@ def test_suspend_and_resume_as_kueue_drives_them(cluster: Cluster, operator: Ope
     resumed = _job_where(cluster, namespace, "mnist-mwms", "Running", lambda j: j["status"]["phase"] == "Running")
     assert resumed["status"]["startTime"] > first["status"]["startTime"]
     assert condition(resumed, "Suspended")["reason"] == "JobResumed"  # type: ignore[index]
+
+
+def test_metrics_count_jobs_by_namespace(cluster: Cluster, operator: OperatorProcess, namespace: str) -> None:
+    _apply(cluster, namespace, MWMS)
+    _running(cluster, namespace, "mnist-mwms", 4)
+    cluster.set_pod_status(namespace, "mnist-mwms-worker-0", "Succeeded", exit_code=0)
+    _job_where(cluster, namespace, "mnist-mwms", "Succeeded", lambda j: holds(j, "Succeeded"))
+
+    def scrape() -> str | None:
+        with urllib.request.urlopen(operator.metrics_url, timeout=5) as response:
+            text: str = response.read().decode()
+        return text if f'disttrain_jobs_succeeded_total{{namespace="{namespace}"}} 1.0' in text else None
+
+    text = wait_for("the success counted", scrape, timeout=30)
+    assert f'disttrain_jobs_created_total{{namespace="{namespace}"}} 1.0' in text
+    assert f'disttrain_jobs_active{{namespace="{namespace}"}} 0.0' in text
+    assert "disttrain_reconcile_duration_seconds_count" in text
+    assert "# TYPE disttrain_api_errors_total counter" in text

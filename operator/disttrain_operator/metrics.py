@@ -1,0 +1,49 @@
+"""Prometheus metrics of the operator, served on /metrics (port $DISTTRAIN_METRICS_PORT, default 9090)."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter as Tally
+
+from prometheus_client import Counter, Gauge, Histogram, start_http_server
+
+DEFAULT_PORT = 9090
+
+JOBS_CREATED = Counter("disttrain_jobs_created_total", "Jobs whose children were created.", ["namespace"])
+JOBS_SUCCEEDED = Counter("disttrain_jobs_succeeded_total", "Jobs that succeeded.", ["namespace"])
+JOBS_FAILED = Counter("disttrain_jobs_failed_total", "Jobs that failed, by reason.", ["namespace", "reason"])
+JOBS_RESTARTED = Counter("disttrain_jobs_restarted_total", "Restarts of jobs or their pods.", ["namespace"])
+JOBS_ACTIVE = Gauge("disttrain_jobs_active", "Jobs neither succeeded nor failed.", ["namespace"])
+RECONCILE_SECONDS = Histogram(
+    "disttrain_reconcile_duration_seconds",
+    "Time of one reconcile of one job, API calls included.",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+API_ERRORS = Counter("disttrain_api_errors_total", "Failed API requests of the operator, by operation.", ["operation"])
+
+_TRANSITIONS = {
+    "Created": lambda namespace, reason: JOBS_CREATED.labels(namespace).inc(),
+    "Succeeded": lambda namespace, reason: JOBS_SUCCEEDED.labels(namespace).inc(),
+    "Failed": lambda namespace, reason: JOBS_FAILED.labels(namespace, reason).inc(),
+    "Restarting": lambda namespace, reason: JOBS_RESTARTED.labels(namespace).inc(),
+}
+
+
+def count_transition(namespace: str, condition_type: str, reason: str) -> None:
+    """A condition that became True: the job counters follow from it."""
+    record = _TRANSITIONS.get(condition_type)
+    if record is not None:
+        record(namespace, reason)
+
+
+def set_active(phases: dict[str, tuple[str, str]]) -> None:
+    """Active jobs per namespace, from every known job's (namespace, phase)."""
+    active = Tally(namespace for namespace, phase in phases.values() if phase not in ("Succeeded", "Failed"))
+    for namespace in {namespace for namespace, _ in phases.values()} | set(active):
+        JOBS_ACTIVE.labels(namespace).set(active.get(namespace, 0))
+
+
+def serve() -> int:
+    port = int(os.environ.get("DISTTRAIN_METRICS_PORT", DEFAULT_PORT))
+    start_http_server(port)
+    return port
