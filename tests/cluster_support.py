@@ -112,7 +112,8 @@ class OperatorProcess:
         ]
         log = self.log_path.open("ab")
         metrics_port = self.metrics_url.rsplit(":", 1)[1].split("/")[0]
-        env = {**self._cluster.env, "DISTTRAIN_METRICS_PORT": metrics_port}
+        # A pod is "stuck terminating" after 3 s here, so the lost-node test needs no long wait.
+        env = {**self._cluster.env, "DISTTRAIN_METRICS_PORT": metrics_port, "DISTTRAIN_STUCK_POD_SECONDS": "3"}
         self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
         wait_for("the operator's liveness endpoint", self._healthy, timeout=60)
 

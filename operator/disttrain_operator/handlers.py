@@ -13,6 +13,7 @@ import contextvars
 import logging
 import os
 from collections.abc import Iterable
+from datetime import timedelta
 from typing import Any, cast
 
 import kopf
@@ -23,6 +24,7 @@ from disttrain_operator.builders.naming import JOB_NAME_LABEL
 from disttrain_operator.builders.settings import BuildSettings
 from disttrain_operator.kube import Kube, TransientApiError, load_client
 from disttrain_operator.observed import ChildView, PodView, pod_view
+from disttrain_operator.planner import STUCK_TERMINATING
 from disttrain_operator.reconciler import Body, Reconciler
 from disttrain_operator.wakeups import Wakeups
 
@@ -51,7 +53,14 @@ def configure(*, settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     memo.wakeups = Wakeups(lambda key: _wake_job(memo, key))
     memo.wakeups.start()
     logger.info("metrics on port %d", metrics.serve())
-    memo.reconciler = Reconciler(Kube(load_client()), build_settings, _post_event, wake=memo.wakeups.schedule)
+    stuck = os.environ.get("DISTTRAIN_STUCK_POD_SECONDS")
+    memo.reconciler = Reconciler(
+        Kube(load_client()),
+        build_settings,
+        _post_event,
+        wake=memo.wakeups.schedule,
+        stuck_after=timedelta(seconds=float(stuck)) if stuck else STUCK_TERMINATING,
+    )
 
 
 @kopf.on.cleanup()

@@ -88,9 +88,11 @@ class Kube:
             raise TransientApiError(_message(status, text))
         return True
 
-    def _delete(self, path: str, namespace: str, name: str) -> bool:
+    def _delete(self, path: str, namespace: str, name: str, grace_seconds: int | None = None) -> bool:
         """Delete; False if it was already gone. Children go with the job through the garbage collector."""
-        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+        body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+        if grace_seconds is not None:
+            body["gracePeriodSeconds"] = grace_seconds
         status, text = self._request("DELETE", path, {"namespace": namespace, "name": name}, body)
         if status == HTTP_NOT_FOUND:
             return False
@@ -98,8 +100,9 @@ class Kube:
             raise TransientApiError(_message(status, text))
         return True
 
-    def delete_pod(self, namespace: str, name: str) -> bool:
-        return self._delete(_POD, namespace, name)
+    def delete_pod(self, namespace: str, name: str, force: bool = False) -> bool:
+        """`force` removes the pod without its kubelet's confirmation (a node that stopped reporting)."""
+        return self._delete(_POD, namespace, name, grace_seconds=0 if force else None)
 
     def delete_job(self, namespace: str, name: str) -> bool:
         return self._delete(_JOB, namespace, name)

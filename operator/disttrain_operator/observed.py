@@ -8,6 +8,7 @@ code plain typed input.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
@@ -35,6 +36,7 @@ class PodView:
     reason: str | None = None
     restarts: int = 0
     uid: str | None = None
+    deletion_time: datetime | None = None
 
     @property
     def active(self) -> bool:
@@ -62,6 +64,15 @@ def _terminated_state(status: dict[str, Any], container_name: str | None) -> dic
     return None
 
 
+def _timestamp(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
 def pod_view(body: dict[str, Any], tensorflow_container: str = "tensorflow") -> PodView | None:
     """The view of a pod the operator made; None for a pod whose labels are not ours."""
     metadata = body.get("metadata") or {}
@@ -87,6 +98,7 @@ def pod_view(body: dict[str, Any], tensorflow_container: str = "tensorflow") -> 
         phase=phase,
         ready=ready and phase is PodPhase.RUNNING,
         deleting=metadata.get("deletionTimestamp") is not None,
+        deletion_time=_timestamp(metadata.get("deletionTimestamp")),
         exit_code=terminated.get("exitCode") if terminated else None,
         reason=(terminated or {}).get("reason") or status.get("reason"),
         restarts=sum(int(entry.get("restartCount", 0)) for entry in container_statuses),

@@ -35,10 +35,16 @@ class Restart:
     message: str
 
 
+# A pod still terminating this long after its deletion time is on a node that stopped reporting: no
+# kubelet will ever confirm it, so it is removed by force and replaced instead of blocking the job.
+STUCK_TERMINATING = timedelta(seconds=30)
+
+
 @dataclass(frozen=True)
 class Plan:
     create: list[Manifest] = field(default_factory=list)
     delete: list[str] = field(default_factory=list)
+    force_delete: list[str] = field(default_factory=list)
     restart: Restart | None = None
     fail: Verdict | None = None
     delete_job: bool = False
@@ -127,6 +133,7 @@ def plan(
     *,
     now: datetime,
     handled: Collection[str] = (),
+    stuck_after: timedelta = STUCK_TERMINATING,
 ) -> Plan:
     """The next actions for a job whose status was just aggregated from the same pods."""
     run_policy = job.spec.run_policy
@@ -135,16 +142,31 @@ def plan(
         expired = expiry is not None and now >= expiry
         return Plan(delete=cleanup(job, pods), delete_job=expired, wake_at=None if expired else expiry)
 
+    stuck, unstuck_at = _stuck(pods, now, stuck_after)
     if run_policy.suspend:  # no pods at all; the Service and the volume stay for the resume
         owned = [item for item in _missing(job, pods, children, settings) if item["kind"] != "Pod"]
-        return Plan(create=owned, delete=[pod.name for pod in pods if not pod.deleting])
+        return Plan(create=owned, delete=[pod.name for pod in pods if not pod.deleting], force_delete=stuck)
     restart = restart_for(job, pods, handled)
     if restart is not None and job.status.restart_count >= run_policy.backoff_limit:
         message = f"{restart.message}, but backoffLimit {run_policy.backoff_limit} is reached"
         return Plan(fail=Verdict("BackoffLimitExceeded", message))
+    deadline = _after(job.status.start_time, run_policy.active_deadline_seconds)
     return Plan(
         create=_missing(job, pods, children, settings),
         delete=sorted(restart.pods) if restart else [],
+        force_delete=stuck,
         restart=restart,
-        wake_at=_after(job.status.start_time, run_policy.active_deadline_seconds),
+        wake_at=min((at for at in (deadline, unstuck_at) if at is not None), default=None),
     )
+
+
+def _stuck(pods: Sequence[PodView], now: datetime, stuck_after: timedelta) -> tuple[list[str], datetime | None]:
+    """Pods terminating for longer than `stuck_after` past their deletion time, and when the next one will be."""
+    stuck: list[tuple[str, datetime]] = []
+    pending: list[tuple[str, datetime]] = []
+    for pod in pods:
+        if pod.deletion_time is None:
+            continue
+        due = pod.deletion_time + stuck_after
+        (stuck if now >= due else pending).append((pod.name, due))
+    return [name for name, _ in stuck], min((due for _, due in pending), default=None)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 import pydantic
@@ -23,7 +23,7 @@ from disttrain_operator.builders.objects import Manifest
 from disttrain_operator.builders.settings import BuildSettings
 from disttrain_operator.kube import ChildRejectedError, Kube, TransientApiError
 from disttrain_operator.observed import ChildView, PodView
-from disttrain_operator.planner import object_key, plan
+from disttrain_operator.planner import STUCK_TERMINATING, Plan, object_key, plan
 from disttrain_operator.status_aggregation import Verdict, aggregate, record_restart, with_condition
 
 logger = logging.getLogger(__name__)
@@ -49,10 +49,13 @@ class Reconciler:
         kube: Kube,
         settings: BuildSettings,
         emit: EventSink,
+        *,
         clock: Callable[[], datetime] = utcnow,
         wake: Callable[[tuple[str, str], datetime], None] | None = None,
+        stuck_after: timedelta = STUCK_TERMINATING,
     ) -> None:
         self._wake = wake
+        self._stuck_after = stuck_after
         self._kube = kube
         self._settings = settings
         self._emit = emit
@@ -95,10 +98,22 @@ class Reconciler:
         now, generation = self._clock(), job.metadata.generation
         status = aggregate(job, pods, created=False, now=now)
         handled = self._handled.setdefault(uid, set())
-        next_plan = plan(_with(job, status), pods, children, self._settings, now=now, handled=handled)
+
+        def plan_for(status: DistTrainJobStatus) -> Plan:
+            return plan(
+                _with(job, status),
+                pods,
+                children,
+                self._settings,
+                now=now,
+                handled=handled,
+                stuck_after=self._stuck_after,
+            )
+
+        next_plan = plan_for(status)
         if next_plan.fail is not None:  # backoffLimit: fail now, and plan the cleanup that follows
             status = _failed(status, next_plan.fail, now, generation)
-            next_plan = plan(_with(job, status), pods, children, self._settings, now=now, handled=handled)
+            next_plan = plan_for(status)
         if next_plan.delete_job:
             self._delete_job(body, uid)
             return
@@ -106,6 +121,12 @@ class Reconciler:
         for name in next_plan.delete:
             try:
                 self._kube.delete_pod(job.metadata.namespace, name)
+            except TransientApiError as error:
+                retry = error
+        for name in next_plan.force_delete:
+            self._emit(body, type="Warning", reason="PodStuckTerminating", message=f"{name}: removed by force")
+            try:
+                self._kube.delete_pod(job.metadata.namespace, name, force=True)
             except TransientApiError as error:
                 retry = error
         if next_plan.restart is not None and retry is None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from cluster_support import Cluster, OperatorProcess, condition, holds, wait_for
 from disttrain_operator import manifests
+from disttrain_operator.devcluster.cluster import UNATTENDED_ANNOTATION
 from support import ROOT
 
 MWMS = (ROOT / "examples" / "multi-worker-mirrored-gpu.yaml").read_text()
@@ -222,3 +223,19 @@ def test_metrics_count_jobs_by_namespace(cluster: Cluster, operator: OperatorPro
     assert f'disttrain_jobs_active{{namespace="{namespace}"}} 0.0' in text
     assert "disttrain_reconcile_duration_seconds_count" in text
     assert "# TYPE disttrain_api_errors_total counter" in text
+
+
+def test_a_pod_stuck_on_a_lost_node_is_replaced(cluster: Cluster, operator: OperatorProcess, namespace: str) -> None:
+    """A pod whose kubelet stopped answering stays Terminating; the operator removes it by force and replaces it."""
+    _apply(cluster, namespace, MWMS)
+    victim = _running(cluster, namespace, "mnist-mwms", 4)["mnist-mwms-worker-1"]
+    cluster.kubectl("annotate", "pod", "mnist-mwms-worker-1", "-n", namespace, UNATTENDED_ANNOTATION)
+    cluster.kubectl("delete", "pod", "mnist-mwms-worker-1", "-n", namespace, "--grace-period=1", "--wait=false")
+
+    def replaced() -> dict[str, Any] | None:
+        pod = _pods(cluster, namespace, "mnist-mwms").get("mnist-mwms-worker-1")
+        fresh = pod is not None and pod["metadata"]["uid"] != victim["metadata"]["uid"]
+        return pod if fresh and pod["status"].get("phase") == "Running" else None
+
+    wait_for("a replacement of the stuck pod", replaced, timeout=90)
+    assert _event(cluster, namespace, "PodStuckTerminating")

@@ -149,3 +149,12 @@ def test_a_suspended_job_has_no_pods_but_keeps_its_volume() -> None:
     result = _plan(job, [_pod(ReplicaType.WORKER, 0), _pod(ReplicaType.WORKER, 1, deleting=True)])
     assert result.delete == ["job-worker-0"]
     assert [item["kind"] for item in result.create] == ["Service", "PersistentVolumeClaim"]
+
+
+def test_pods_stuck_terminating_are_removed_by_force_after_a_bounded_wait() -> None:
+    job = _job({"Worker": 2})
+    gone = _pod(ReplicaType.WORKER, 1, deleting=True, deletion_time=NOW - timedelta(seconds=31))
+    going = _pod(ReplicaType.WORKER, 0, deleting=True, deletion_time=NOW - timedelta(seconds=10))
+    result = _plan(job, [going, gone])
+    assert result.force_delete == ["job-worker-1"]
+    assert result.wake_at == NOW + timedelta(seconds=20)

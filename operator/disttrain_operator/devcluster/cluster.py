@@ -206,13 +206,30 @@ def _commands(paths: CachePaths, folder: Path, state: ClusterState) -> dict[str,
             "--cidr=10.244.0.0/16",
             "--node-ip=10.0.0.1",
             "--node-lease-duration-seconds=40",
+            f"--config={folder / 'kwok.yaml'}",
             *(f"--config={stage}" for stage in sorted(paths.kwok_stages.glob("*.yaml"))),
         ],
     }
 
 
+# Pods annotated so are left alone by kwok, as by a kubelet that stopped answering: tests use it to
+# leave a pod Terminating, as on a lost node.
+UNATTENDED_ANNOTATION = "kwok.x-k8s.io/status=custom"
+KWOK_CONFIGURATION = f"""apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokConfiguration
+options:
+  disregardStatusWithAnnotationSelector: {UNATTENDED_ANNOTATION}
+  # kwok does not default the options of a configuration file: its defaults, spelled out
+  podPlayStageParallelism: 4
+  nodePlayStageParallelism: 4
+  nodeLeaseParallelism: 4
+  podsOnNodeSyncParallelism: 1
+"""
+
+
 def _prepare(folder: Path) -> None:
     (folder / "logs").mkdir(parents=True, exist_ok=True)
+    (folder / "kwok.yaml").write_text(KWOK_CONFIGURATION)
     (folder / "tokens.csv").write_text(f"{ADMIN_TOKEN},disttrain-admin,disttrain-admin,system:masters\n")
     key = folder / "service-account.key"
     if not key.exists():
