@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from disttrain_operator import crd
+from disttrain_operator.builders.gang import GangScheduler
 from disttrain_operator.builders.settings import BuildSettings
 from disttrain_operator.render import RenderError, render
 
@@ -23,7 +24,7 @@ def _read_input(source: str) -> str:
 
 
 def _render(args: argparse.Namespace) -> int:
-    settings = BuildSettings(cluster_domain=args.cluster_domain)
+    settings = BuildSettings(cluster_domain=args.cluster_domain, gang_scheduler=GangScheduler(args.gang_scheduler))
     try:
         sys.stdout.write(render(_read_input(args.file), settings, namespace=args.namespace))
     except (RenderError, UnicodeDecodeError) as error:
@@ -112,6 +113,12 @@ def build_parser() -> argparse.ArgumentParser:
     render_parser.add_argument("file", help="manifest file, or - for standard input")
     render_parser.add_argument("--namespace", help="namespace for manifests that name none (default: default)")
     render_parser.add_argument("--cluster-domain", help="append this domain to TF_CONFIG addresses")
+    render_parser.add_argument(
+        "--gang-scheduler",
+        choices=[scheduler.value for scheduler in GangScheduler],
+        default=GangScheduler.SCHEDULER_PLUGINS.value,
+        help="whose PodGroup a job with a schedulingPolicy gets (default: scheduler-plugins)",
+    )
     render_parser.set_defaults(handler=_render)
 
     crd_parser = commands.add_parser("crd", help="generate the CRD from the models, or check it did not drift")

@@ -20,6 +20,7 @@ import kopf
 
 from disttrain_operator import metrics
 from disttrain_operator.api.job import GROUP, PLURAL, VERSION
+from disttrain_operator.builders.gang import GangScheduler
 from disttrain_operator.builders.naming import JOB_NAME_LABEL
 from disttrain_operator.builders.settings import BuildSettings
 from disttrain_operator.kube import Kube, TransientApiError, load_client
@@ -46,7 +47,10 @@ def configure(*, settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.watching.connect_timeout = 30
-    build_settings = BuildSettings(cluster_domain=os.environ.get("DISTTRAIN_CLUSTER_DOMAIN") or None)
+    build_settings = BuildSettings(
+        cluster_domain=os.environ.get("DISTTRAIN_CLUSTER_DOMAIN") or None,
+        gang_scheduler=GangScheduler(os.environ.get("DISTTRAIN_GANG_SCHEDULER", GangScheduler.SCHEDULER_PLUGINS)),
+    )
     # kopf gives each object a shallow copy of this memo: a shared dict carries kopf's live indexes and
     # a handler's context (which holds kopf's event queue) to the wake-up thread.
     memo.shared = {}

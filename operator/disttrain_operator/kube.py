@@ -27,7 +27,7 @@ _COLLECTIONS = {
     "Pod": "/api/v1/namespaces/{namespace}/pods",
     "Service": "/api/v1/namespaces/{namespace}/services",
     "PersistentVolumeClaim": "/api/v1/namespaces/{namespace}/persistentvolumeclaims",
-}
+}  # and PodGroups, whose group and version depend on the gang scheduler
 _JOB = f"/apis/{GROUP}/{VERSION}/namespaces/{{namespace}}/{PLURAL}/{{name}}"
 _JOB_STATUS = f"{_JOB}/status"
 _POD = "/api/v1/namespaces/{namespace}/pods/{name}"
@@ -78,7 +78,9 @@ class Kube:
 
     def create(self, manifest: Manifest) -> bool:
         """Create the object; False if it already existed."""
-        path = _COLLECTIONS[manifest["kind"]]
+        path = (
+            _COLLECTIONS.get(manifest["kind"]) or f"/apis/{manifest['apiVersion']}/namespaces/{{namespace}}/podgroups"
+        )
         status, text = self._request("POST", path, {"namespace": manifest["metadata"]["namespace"]}, manifest)
         if status == HTTP_CONFLICT:
             return False
@@ -114,6 +116,12 @@ class Kube:
         )
         if code >= 300:
             raise TransientApiError(_message(code, text))
+
+
+def _collection(manifest: Manifest) -> str:
+    if manifest["kind"] == "PodGroup":
+        return f"/apis/{manifest['apiVersion']}/namespaces/{{namespace}}/podgroups"
+    return _COLLECTIONS[manifest["kind"]]
 
 
 def _message(status: int, text: str) -> str:

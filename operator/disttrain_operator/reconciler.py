@@ -63,6 +63,7 @@ class Reconciler:
         self._written: dict[str, dict[str, Any]] = {}
         self._handled: dict[str, set[str]] = {}  # per job: failed pods already restarted
         self._phases: dict[str, tuple[str, str]] = {}  # per job: namespace and phase, for the active gauge
+        self._unwatched: dict[str, set[ChildView]] = {}  # per job: children known to exist that no index watches
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
 
@@ -77,6 +78,7 @@ class Reconciler:
             self._written.pop(uid, None)
             self._handled.pop(uid, None)
             self._phases.pop(uid, None)
+            self._unwatched.pop(uid, None)
         metrics.set_active(self._phases)
 
     def reconcile(self, body: Body, pods: Sequence[PodView], children: Collection[ChildView]) -> None:
@@ -96,6 +98,8 @@ class Reconciler:
         self, body: Body, uid: str, job: DistTrainJob, pods: Sequence[PodView], children: Collection[ChildView]
     ) -> None:
         now, generation = self._clock(), job.metadata.generation
+        unwatched = self._unwatched.setdefault(uid, set())
+        children = [*children, *unwatched]
         status = aggregate(job, pods, created=False, now=now)
         handled = self._handled.setdefault(uid, set())
 
@@ -132,7 +136,7 @@ class Reconciler:
         if next_plan.restart is not None and retry is None:
             handled.update(str(pod.uid) for pod in next_plan.restart.failed)
             status = record_restart(status, next_plan.restart.failed, next_plan.restart.message, now, generation)
-        created_all, rejected, retry = self._create(body, next_plan.create, retry)
+        created_all, rejected, retry = self._create(body, next_plan.create, retry, unwatched)
         staying = [pod for pod in pods if pod.name not in next_plan.delete]
         status = aggregate(_with(job, status), staying, created=created_all, now=now)
         if rejected is not None:
@@ -144,15 +148,20 @@ class Reconciler:
             raise retry
 
     def _create(
-        self, body: Body, manifests: Sequence[Manifest], retry: TransientApiError | None
+        self, body: Body, manifests: Sequence[Manifest], retry: TransientApiError | None, unwatched: set[ChildView]
     ) -> tuple[bool, Verdict | None, TransientApiError | None]:
-        """Create in order; stop at the first refusal. Returns (all exist, refusal, error worth a retry)."""
+        """Create in order; stop at the first refusal. Returns (all exist, refusal, error worth a retry).
+
+        PodGroups are not watched (their CRD may be absent): once created they are remembered in `unwatched`.
+        """
         created: list[str] = []
         rejected: Verdict | None = None
         for manifest in manifests:
             try:
                 if self._kube.create(manifest):
                     created.append(_describe(manifest))
+                if manifest["kind"] == "PodGroup":
+                    unwatched.add(object_key(manifest))
             except ChildRejectedError as error:
                 rejected = Verdict("ChildRejected", f"{_describe(manifest)} was refused: {error}")
                 self._emit(body, type="Warning", reason="CreateFailed", message=rejected.message)

@@ -239,3 +239,29 @@ def test_a_pod_stuck_on_a_lost_node_is_replaced(cluster: Cluster, operator: Oper
 
     wait_for("a replacement of the stuck pod", replaced, timeout=90)
     assert _event(cluster, namespace, "PodStuckTerminating")
+
+
+def test_gang_scheduling_makes_one_pod_group_never_recreated_after_the_end(
+    cluster: Cluster, operator: OperatorProcess, namespace: str
+) -> None:
+    cluster.kubectl("apply", "--server-side", "-f", str(ROOT / "tests" / "integration" / "crds" / "podgroups.yaml"))
+    cluster.kubectl("wait", "--for=condition=Established", "crd/podgroups.scheduling.x-k8s.io", "--timeout=60s")
+    policy = "    schedulingPolicy: {minAvailable: 3, queue: research, scheduleTimeoutSeconds: 120}\n"
+    _apply(cluster, namespace, MWMS.replace("    backoffLimit: 3\n", "    backoffLimit: 3\n" + policy))
+    group = wait_for("the PodGroup", lambda: cluster.get("podgroups.scheduling.x-k8s.io", "mnist-mwms", namespace))
+    assert group["spec"]["minMember"] == 3
+    assert group["spec"]["minResources"]["nvidia.com/gpu"] == "4"
+    assert group["spec"]["scheduleTimeoutSeconds"] == 120
+    assert group["metadata"]["ownerReferences"][0]["kind"] == "DistTrainJob"
+    pods = wait_for("4 pods", lambda: (p := _pods(cluster, namespace, "mnist-mwms")) and len(p) == 4 and p)
+    for pod in pods.values():
+        assert pod["spec"]["schedulerName"] == "scheduler-plugins-scheduler"
+        assert pod["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "mnist-mwms"
+
+    cluster.set_pod_status(namespace, "mnist-mwms-worker-0", "Succeeded", exit_code=0)
+    _job_where(cluster, namespace, "mnist-mwms", "Succeeded", lambda j: holds(j, "Succeeded"))
+    cluster.kubectl("delete", "podgroups.scheduling.x-k8s.io", "mnist-mwms", "-n", namespace)
+    patch = json.dumps({"spec": {"runPolicy": {"backoffLimit": 4}}})  # a change to react to
+    cluster.kubectl("patch", "dtj", "mnist-mwms", "-n", namespace, "--type=merge", "-p", patch)
+    time.sleep(3)
+    assert cluster.get("podgroups.scheduling.x-k8s.io", "mnist-mwms", namespace) is None

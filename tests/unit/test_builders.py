@@ -10,6 +10,7 @@ import pytest
 
 from disttrain_operator.api.job import DistTrainJob
 from disttrain_operator.api.spec import ReplicaType
+from disttrain_operator.builders.gang import GangScheduler
 from disttrain_operator.builders.objects import Manifest, desired_objects, pod, tensorflow_container
 from disttrain_operator.builders.settings import BuildSettings
 from disttrain_operator.render import parse_job, render
@@ -194,3 +195,32 @@ def test_builders_do_not_mutate_the_job() -> None:
     before = job.model_dump()
     desired_objects(job, DEFAULT)
     assert job.model_dump() == before
+
+
+def test_pod_group_for_each_gang_scheduler() -> None:
+    spec = {
+        "replicaSpecs": {
+            "Worker": _replica(3, resources={"limits": {"nvidia.com/gpu": 2}, "requests": {"cpu": "500m"}})
+        },
+        "runPolicy": {"schedulingPolicy": {"queue": "research", "priorityClass": "high"}},
+    }
+    job = _job(spec)
+    plugins = [item for item in desired_objects(job, DEFAULT) if item["kind"] == "PodGroup"]
+    assert plugins[0]["apiVersion"] == "scheduling.x-k8s.io/v1alpha1"
+    assert plugins[0]["spec"] == {
+        "minMember": 3,
+        "minResources": {"cpu": "1500m", "nvidia.com/gpu": "6"},
+        "priorityClassName": "high",
+    }
+    volcano_settings = BuildSettings(gang_scheduler=GangScheduler.VOLCANO)
+    (volcano,) = [item for item in desired_objects(job, volcano_settings) if item["kind"] == "PodGroup"]
+    assert (volcano["apiVersion"], volcano["spec"]["queue"]) == ("scheduling.volcano.sh/v1beta1", "research")
+    member = pod(job, ReplicaType.WORKER, 0, volcano_settings)
+    assert member["spec"]["schedulerName"] == "volcano"
+    assert member["spec"]["priorityClassName"] == "high"
+    assert member["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "demo"
+    assert not [
+        item
+        for item in desired_objects(_job({"replicaSpecs": {"Worker": _replica(1)}}), DEFAULT)
+        if item["kind"] == "PodGroup"
+    ]

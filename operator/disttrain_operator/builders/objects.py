@@ -12,6 +12,7 @@ from typing import Any
 from disttrain_operator.api.job import API_VERSION, KIND, DistTrainJob
 from disttrain_operator.api.spec import ReplicaType
 from disttrain_operator.builders import naming
+from disttrain_operator.builders.gang import pod_group, pod_membership
 from disttrain_operator.builders.settings import BuildSettings
 from disttrain_operator.builders.tfconfig import tf_config_json
 
@@ -123,6 +124,14 @@ def pod(job: DistTrainJob, replica_type: ReplicaType, index: int, settings: Buil
     name = naming.pod_name(job.metadata.name, replica_type, index)
     labels = {**template_metadata.get("labels", {}), **naming.replica_labels(job.metadata.name, replica_type, index)}
 
+    membership = pod_membership(job, settings.gang_scheduler)
+    if membership is not None:
+        pod_spec["schedulerName"], gang_labels, gang_annotations = membership
+        labels.update(gang_labels)
+        template_metadata["annotations"] = {**(template_metadata.get("annotations") or {}), **gang_annotations}
+        priority = job.spec.run_policy.scheduling_policy and job.spec.run_policy.scheduling_policy.priority_class
+        if priority:
+            pod_spec["priorityClassName"] = priority
     pod_spec["hostname"] = name
     pod_spec["subdomain"] = naming.service_name(job.metadata.name)
     pod_spec["restartPolicy"] = POD_RESTART_POLICY
@@ -159,7 +168,15 @@ def pods(job: DistTrainJob, settings: BuildSettings) -> list[Manifest]:
     ]
 
 
+def gang(job: DistTrainJob, settings: BuildSettings) -> Manifest | None:
+    group = pod_group(job, settings.gang_scheduler)
+    if group is None:
+        return None
+    group["metadata"] = _metadata(job, group["metadata"]["name"], naming.job_labels(job.metadata.name))
+    return group
+
+
 def desired_objects(job: DistTrainJob, settings: BuildSettings) -> list[Manifest]:
-    """Everything the job owns, in creation order: Service, PVC, then pods by type and index."""
-    claim = checkpoint_claim(job)
-    return [service(job), *([claim] if claim else []), *pods(job, settings)]
+    """Everything the job owns, in creation order: Service, PVC, PodGroup, then pods by type and index."""
+    owned = [service(job), checkpoint_claim(job), gang(job, settings)]
+    return [item for item in owned if item is not None] + pods(job, settings)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from disttrain_operator.builders.gang import GangScheduler
+
 
 @dataclass(frozen=True)
 class BuildSettings:
@@ -14,3 +16,4 @@ class BuildSettings:
     """
 
     cluster_domain: str | None = None
+    gang_scheduler: GangScheduler = GangScheduler.SCHEDULER_PLUGINS
