@@ -74,6 +74,25 @@ class Cluster:
         patch = json.dumps({"status": status})
         self.kubectl("patch", "pod", name, "-n", namespace, "--subresource=status", "--type=merge", "-p", patch)
 
+    def apply(self, namespace: str, text: str) -> None:
+        self.kubectl("apply", "-n", namespace, "-f", "-", stdin=text)
+
+    def create_claim(self, namespace: str, name: str) -> None:
+        """An existing PVC, as a job's `checkpoint.claimName` expects (the parameter server example's)."""
+        claim = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name},
+            "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}},
+        }
+        self.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(claim))
+
+    def job_pods(self, namespace: str, job: str) -> dict[str, dict[str, Any]]:
+        return {pod["metadata"]["name"]: pod for pod in self.items("pods", namespace, f"disttrain.io/job-name={job}")}
+
+    def has_event(self, namespace: str, reason: str) -> bool:
+        return any(event["reason"] == reason for event in self.items("events", namespace))
+
     def job(self, namespace: str, name: str) -> dict[str, Any]:
         job = self.get("disttrainjob", name, namespace)
         assert job is not None, f"job {namespace}/{name} is gone"

@@ -8,7 +8,6 @@ import urllib.request
 from typing import Any
 
 from cluster_support import Cluster, OperatorProcess, condition, holds, wait_for
-from disttrain_operator import manifests
 from disttrain_operator.devcluster.cluster import UNATTENDED_ANNOTATION
 from support import ROOT
 
@@ -16,18 +15,9 @@ MWMS = (ROOT / "examples" / "multi-worker-mirrored-gpu.yaml").read_text()
 PS = (ROOT / "examples" / "parameter-server.yaml").read_text()
 
 
-def _apply(cluster: Cluster, namespace: str, text: str) -> None:
-    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=text)
-
-
-def _pods(cluster: Cluster, namespace: str, job: str) -> dict[str, dict[str, Any]]:
-    items = cluster.items("pods", namespace, f"disttrain.io/job-name={job}")
-    return {pod["metadata"]["name"]: pod for pod in items}
-
-
 def _running(cluster: Cluster, namespace: str, job: str, count: int) -> dict[str, dict[str, Any]]:
     def check() -> dict[str, dict[str, Any]] | None:
-        pods = _pods(cluster, namespace, job)
+        pods = cluster.job_pods(namespace, job)
         live = [
             p
             for p in pods.values()
@@ -46,14 +36,10 @@ def _job_where(cluster: Cluster, namespace: str, job: str, what: str, test: Any)
     return wait_for(f"{job}: {what}", check, timeout=90)
 
 
-def _event(cluster: Cluster, namespace: str, reason: str) -> bool:
-    return any(event["reason"] == reason for event in cluster.items("events", namespace))
-
-
 def test_a_failed_worker_restarts_the_whole_job_with_the_same_names(
     cluster: Cluster, operator: OperatorProcess, namespace: str
 ) -> None:
-    _apply(cluster, namespace, MWMS)
+    cluster.apply(namespace, MWMS)
     before = _running(cluster, namespace, "mnist-mwms", 4)
     cluster.set_pod_status(namespace, "mnist-mwms-worker-2", "Failed", exit_code=130)
 
@@ -76,11 +62,11 @@ def test_a_failed_worker_restarts_the_whole_job_with_the_same_names(
     )
     assert recovered["status"]["replicaStatuses"]["Worker"]["restarts"] == 1
     assert condition(recovered, "Restarting")["status"] == "False"  # type: ignore[index]
-    assert _event(cluster, namespace, "Restarting")
+    assert cluster.has_event(namespace, "Restarting")
 
 
 def test_backoff_limit_fails_the_job_and_cleans_up(cluster: Cluster, operator: OperatorProcess, namespace: str) -> None:
-    _apply(cluster, namespace, MWMS.replace("backoffLimit: 3", "backoffLimit: 1"))
+    cluster.apply(namespace, MWMS.replace("backoffLimit: 3", "backoffLimit: 1"))
     _running(cluster, namespace, "mnist-mwms", 4)
     cluster.set_pod_status(namespace, "mnist-mwms-worker-1", "Failed", exit_code=143)
     _job_where(cluster, namespace, "mnist-mwms", "restartCount 1", lambda j: j["status"].get("restartCount") == 1)
@@ -93,23 +79,17 @@ def test_backoff_limit_fails_the_job_and_cleans_up(cluster: Cluster, operator: O
     assert failed["status"]["restartCount"] == 1
     wait_for(
         "running pods stopped (cleanPodPolicy Running)",
-        lambda: all(p["status"].get("phase") != "Running" for p in _pods(cluster, namespace, "mnist-mwms").values()),
+        lambda: all(p["status"].get("phase") != "Running" for p in cluster.job_pods(namespace, "mnist-mwms").values()),
         timeout=90,
     )
-    assert _event(cluster, namespace, "BackoffLimitExceeded")
+    assert cluster.has_event(namespace, "BackoffLimitExceeded")
 
 
 def test_success_stops_ps_and_evaluator_and_stays_succeeded(
     cluster: Cluster, operator: OperatorProcess, namespace: str
 ) -> None:
-    claim = {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": {"name": "team-checkpoints"},
-        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}},
-    }
-    _apply(cluster, namespace, manifests.dump_all([claim]))
-    _apply(cluster, namespace, PS)
+    cluster.create_claim(namespace, "team-checkpoints")
+    cluster.apply(namespace, PS)
     _running(cluster, namespace, "census-ps", 6)
     cluster.set_pod_status(namespace, "census-ps-evaluator-0", "Failed", exit_code=1)
     _job_where(cluster, namespace, "census-ps", "evaluator restarted", lambda j: j["status"].get("restartCount") == 1)
@@ -120,7 +100,7 @@ def test_success_stops_ps_and_evaluator_and_stays_succeeded(
     _job_where(cluster, namespace, "census-ps", "Succeeded", lambda j: holds(j, "Succeeded"))
 
     def only_the_chief_left() -> dict[str, dict[str, Any]] | None:
-        pods = _pods(cluster, namespace, "census-ps")
+        pods = cluster.job_pods(namespace, "census-ps")
         return pods if set(pods) == {"census-ps-chief-0"} else None
 
     left = wait_for("PS, workers and evaluator stopped", only_the_chief_left, timeout=90)
@@ -132,33 +112,32 @@ def test_success_stops_ps_and_evaluator_and_stays_succeeded(
 def test_deadline_is_enforced_when_nothing_else_happens(
     cluster: Cluster, operator: OperatorProcess, namespace: str
 ) -> None:
-    _apply(
-        cluster, namespace, MWMS.replace("    backoffLimit: 3\n", "    backoffLimit: 3\n    activeDeadlineSeconds: 8\n")
+    cluster.apply(
+        namespace, MWMS.replace("    backoffLimit: 3\n", "    backoffLimit: 3\n    activeDeadlineSeconds: 8\n")
     )
     _running(cluster, namespace, "mnist-mwms", 4)
     failed = _job_where(cluster, namespace, "mnist-mwms", "DeadlineExceeded", lambda j: holds(j, "Failed"))
     assert condition(failed, "Failed")["reason"] == "DeadlineExceeded"  # type: ignore[index]
-    assert _event(cluster, namespace, "DeadlineExceeded")
+    assert cluster.has_event(namespace, "DeadlineExceeded")
 
 
 def test_ttl_deletes_the_finished_job_and_its_children(
     cluster: Cluster, operator: OperatorProcess, namespace: str
 ) -> None:
-    _apply(
-        cluster,
+    cluster.apply(
         namespace,
         MWMS.replace("    backoffLimit: 3\n", "    backoffLimit: 3\n    ttlSecondsAfterFinished: 3\n"),
     )
     _running(cluster, namespace, "mnist-mwms", 4)
     cluster.set_pod_status(namespace, "mnist-mwms-worker-0", "Succeeded", exit_code=0)
     wait_for("the job to be deleted", lambda: cluster.get("dtj", "mnist-mwms", namespace) is None, timeout=90)
-    wait_for("its pods to be collected", lambda: not _pods(cluster, namespace, "mnist-mwms"), timeout=90)
+    wait_for("its pods to be collected", lambda: not cluster.job_pods(namespace, "mnist-mwms"), timeout=90)
 
 
 def test_what_shapes_the_cluster_cannot_change_but_run_policy_can(
     cluster: Cluster, operator: OperatorProcess, namespace: str
 ) -> None:
-    _apply(cluster, namespace, MWMS)
+    cluster.apply(namespace, MWMS)
 
     def patch(change: dict[str, Any]) -> Any:
         text = json.dumps({"spec": change})
@@ -179,11 +158,11 @@ def test_what_shapes_the_cluster_cannot_change_but_run_policy_can(
 
 def test_suspend_and_resume_as_kueue_drives_them(cluster: Cluster, operator: OperatorProcess, namespace: str) -> None:
     """Created suspended (Kueue's webhook does that), admitted with a node selector, preempted, resumed."""
-    _apply(cluster, namespace, MWMS.replace("    backoffLimit: 3\n", "    backoffLimit: 3\n    suspend: true\n"))
+    cluster.apply(namespace, MWMS.replace("    backoffLimit: 3\n", "    backoffLimit: 3\n    suspend: true\n"))
     suspended = _job_where(cluster, namespace, "mnist-mwms", "Suspended", lambda j: holds(j, "Suspended"))
     assert suspended["status"]["phase"] == "Suspended" and "startTime" not in suspended["status"]
     wait_for("the volume", lambda: cluster.get("pvc", "mnist-mwms-checkpoint", namespace))
-    assert not _pods(cluster, namespace, "mnist-mwms")
+    assert not cluster.job_pods(namespace, "mnist-mwms")
 
     def patch(spec: dict[str, Any]) -> None:
         cluster.kubectl("patch", "dtj", "mnist-mwms", "-n", namespace, "--type=merge", "-p", json.dumps({"spec": spec}))
@@ -196,7 +175,7 @@ def test_suspend_and_resume_as_kueue_drives_them(cluster: Cluster, operator: Ope
 
     patch({"runPolicy": {"suspend": True}})
     _job_where(cluster, namespace, "mnist-mwms", "Suspended again", lambda j: j["status"]["phase"] == "Suspended")
-    wait_for("pods deleted", lambda: not _pods(cluster, namespace, "mnist-mwms"), timeout=90)
+    wait_for("pods deleted", lambda: not cluster.job_pods(namespace, "mnist-mwms"), timeout=90)
     assert cluster.get("pvc", "mnist-mwms-checkpoint", namespace) is not None
 
     time.sleep(1.1)  # startTime has one-second resolution
@@ -208,7 +187,7 @@ def test_suspend_and_resume_as_kueue_drives_them(cluster: Cluster, operator: Ope
 
 
 def test_metrics_count_jobs_by_namespace(cluster: Cluster, operator: OperatorProcess, namespace: str) -> None:
-    _apply(cluster, namespace, MWMS)
+    cluster.apply(namespace, MWMS)
     _running(cluster, namespace, "mnist-mwms", 4)
     cluster.set_pod_status(namespace, "mnist-mwms-worker-0", "Succeeded", exit_code=0)
     _job_where(cluster, namespace, "mnist-mwms", "Succeeded", lambda j: holds(j, "Succeeded"))
@@ -227,18 +206,18 @@ def test_metrics_count_jobs_by_namespace(cluster: Cluster, operator: OperatorPro
 
 def test_a_pod_stuck_on_a_lost_node_is_replaced(cluster: Cluster, operator: OperatorProcess, namespace: str) -> None:
     """A pod whose kubelet stopped answering stays Terminating; the operator removes it by force and replaces it."""
-    _apply(cluster, namespace, MWMS)
+    cluster.apply(namespace, MWMS)
     victim = _running(cluster, namespace, "mnist-mwms", 4)["mnist-mwms-worker-1"]
     cluster.kubectl("annotate", "pod", "mnist-mwms-worker-1", "-n", namespace, UNATTENDED_ANNOTATION)
     cluster.kubectl("delete", "pod", "mnist-mwms-worker-1", "-n", namespace, "--grace-period=1", "--wait=false")
 
     def replaced() -> dict[str, Any] | None:
-        pod = _pods(cluster, namespace, "mnist-mwms").get("mnist-mwms-worker-1")
+        pod = cluster.job_pods(namespace, "mnist-mwms").get("mnist-mwms-worker-1")
         fresh = pod is not None and pod["metadata"]["uid"] != victim["metadata"]["uid"]
         return pod if fresh and pod["status"].get("phase") == "Running" else None
 
     wait_for("a replacement of the stuck pod", replaced, timeout=90)
-    assert _event(cluster, namespace, "PodStuckTerminating")
+    assert cluster.has_event(namespace, "PodStuckTerminating")
 
 
 def test_gang_scheduling_makes_one_pod_group_never_recreated_after_the_end(
@@ -247,13 +226,13 @@ def test_gang_scheduling_makes_one_pod_group_never_recreated_after_the_end(
     cluster.kubectl("apply", "--server-side", "-f", str(ROOT / "tests" / "integration" / "crds" / "podgroups.yaml"))
     cluster.kubectl("wait", "--for=condition=Established", "crd/podgroups.scheduling.x-k8s.io", "--timeout=60s")
     policy = "    schedulingPolicy: {minAvailable: 3, queue: research, scheduleTimeoutSeconds: 120}\n"
-    _apply(cluster, namespace, MWMS.replace("    backoffLimit: 3\n", "    backoffLimit: 3\n" + policy))
+    cluster.apply(namespace, MWMS.replace("    backoffLimit: 3\n", "    backoffLimit: 3\n" + policy))
     group = wait_for("the PodGroup", lambda: cluster.get("podgroups.scheduling.x-k8s.io", "mnist-mwms", namespace))
     assert group["spec"]["minMember"] == 3
     assert group["spec"]["minResources"]["nvidia.com/gpu"] == "4"
     assert group["spec"]["scheduleTimeoutSeconds"] == 120
     assert group["metadata"]["ownerReferences"][0]["kind"] == "DistTrainJob"
-    pods = wait_for("4 pods", lambda: (p := _pods(cluster, namespace, "mnist-mwms")) and len(p) == 4 and p)
+    pods = wait_for("4 pods", lambda: (p := cluster.job_pods(namespace, "mnist-mwms")) and len(p) == 4 and p)
     for pod in pods.values():
         assert pod["spec"]["schedulerName"] == "scheduler-plugins-scheduler"
         assert pod["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "mnist-mwms"

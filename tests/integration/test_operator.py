@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from cluster_support import Cluster, OperatorProcess, condition, holds, wait_for
-from disttrain_operator import manifests
 from disttrain_operator.builders.settings import BuildSettings
 from disttrain_operator.render import render_objects
 from support import ROOT
@@ -40,12 +39,8 @@ def _contains(expected: Any, actual: Any, path: str = "") -> None:
         assert expected == actual, f"{path}: {expected!r} != {actual!r}"
 
 
-def _apply(cluster: Cluster, namespace: str, text: str) -> None:
-    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=text)
-
-
 def _pods(cluster: Cluster, namespace: str, job: str) -> list[dict[str, Any]]:
-    return cluster.items("pods", namespace, f"disttrain.io/job-name={job}")
+    return list(cluster.job_pods(namespace, job).values())
 
 
 def _wait_pods(
@@ -87,7 +82,7 @@ def _check_created_as_rendered(cluster: Cluster, namespace: str, example_text: s
 def test_multi_worker_job_creates_what_render_prints(
     cluster: Cluster, operator: OperatorProcess, namespace: str
 ) -> None:
-    _apply(cluster, namespace, MWMS.read_text())
+    cluster.apply(namespace, MWMS.read_text())
     _check_created_as_rendered(cluster, namespace, MWMS.read_text())
     claim = cluster.get("pvc", "mnist-mwms-checkpoint", namespace)
     assert claim is not None and claim["spec"]["resources"]["requests"]["storage"] == "10Gi"
@@ -108,14 +103,8 @@ def test_multi_worker_job_creates_what_render_prints(
 def test_parameter_server_job_creates_what_render_prints(
     cluster: Cluster, operator: OperatorProcess, namespace: str
 ) -> None:
-    claim = {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": {"name": "team-checkpoints"},
-        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}},
-    }
-    _apply(cluster, namespace, manifests.dump_all([claim]))
-    _apply(cluster, namespace, PS.read_text())
+    cluster.create_claim(namespace, "team-checkpoints")
+    cluster.apply(namespace, PS.read_text())
     _check_created_as_rendered(cluster, namespace, PS.read_text())
 
 
@@ -136,7 +125,7 @@ def test_pods_are_scheduled_by_their_gpu_requests(cluster: Cluster, operator: Op
     assert room >= 1, "no node has 8 free GPUs; stop the jobs left on the local cluster"
     hungry = MWMS.read_text().replace("name: mnist-mwms", "name: gpu-hungry")
     hungry = hungry.replace("replicas: 4", f"replicas: {room + 1}").replace("nvidia.com/gpu: 1 ", "nvidia.com/gpu: 8 ")
-    _apply(cluster, namespace, hungry)
+    cluster.apply(namespace, hungry)
     _wait_pods(cluster, namespace, "gpu-hungry", room + 1)
 
     def unschedulable() -> bool:
@@ -153,7 +142,7 @@ def test_pods_are_scheduled_by_their_gpu_requests(cluster: Cluster, operator: Op
 
 
 def test_status_follows_the_pods_to_success(cluster: Cluster, operator: OperatorProcess, namespace: str) -> None:
-    _apply(cluster, namespace, MWMS.read_text())
+    cluster.apply(namespace, MWMS.read_text())
     _wait_pods(cluster, namespace, "mnist-mwms", 4, "Running")
     running = _wait_condition(cluster, namespace, "mnist-mwms", "Running")
     assert running["status"]["phase"] == "Running"
@@ -183,7 +172,7 @@ def test_worker_failure_with_restart_policy_never_fails_the_job(
     cluster: Cluster, operator: OperatorProcess, namespace: str
 ) -> None:
     text = MWMS.read_text().replace("restartPolicy: ExitCode", "restartPolicy: Never")
-    _apply(cluster, namespace, text)
+    cluster.apply(namespace, text)
     _wait_pods(cluster, namespace, "mnist-mwms", 4, "Running")
     cluster.set_pod_status(namespace, "mnist-mwms-worker-2", "Failed", exit_code=1)
     failed = _wait_condition(cluster, namespace, "mnist-mwms", "Failed")
@@ -195,7 +184,7 @@ def test_worker_failure_with_restart_policy_never_fails_the_job(
 def test_deleting_a_job_garbage_collects_its_children(
     cluster: Cluster, operator: OperatorProcess, namespace: str
 ) -> None:
-    _apply(cluster, namespace, MWMS.read_text())
+    cluster.apply(namespace, MWMS.read_text())
     _wait_pods(cluster, namespace, "mnist-mwms", 4)
     wait_for("the Service", lambda: cluster.get("service", "mnist-mwms", namespace))
     wait_for("the PVC", lambda: cluster.get("pvc", "mnist-mwms-checkpoint", namespace))
@@ -214,7 +203,7 @@ def test_deleting_a_job_garbage_collects_its_children(
 def test_operator_restart_mid_job_creates_no_duplicates_and_keeps_status(
     cluster: Cluster, operator: OperatorProcess, namespace: str
 ) -> None:
-    _apply(cluster, namespace, MWMS.read_text())
+    cluster.apply(namespace, MWMS.read_text())
     _wait_pods(cluster, namespace, "mnist-mwms", 4, "Running")
     before = _wait_condition(cluster, namespace, "mnist-mwms", "Running")
     uids = {pod["metadata"]["uid"] for pod in _pods(cluster, namespace, "mnist-mwms")}
@@ -239,7 +228,7 @@ def test_a_pod_the_api_server_refuses_fails_the_job_with_a_warning(
     cluster: Cluster, operator: OperatorProcess, namespace: str
 ) -> None:
     text = MWMS.read_text().replace("- name: tensorflow ", "- name: Not_A_DNS_Label ")
-    _apply(cluster, namespace, text)
+    cluster.apply(namespace, text)
     failed = _wait_condition(cluster, namespace, "mnist-mwms", "Failed")
     assert condition(failed, "Failed")["reason"] == "ChildRejected"  # type: ignore[index]
 
@@ -260,8 +249,8 @@ def test_namespaced_operator_leaves_other_namespaces_alone(
     scoped = OperatorProcess(cluster, tmp_path / "scoped.log", ["--namespace", namespace])
     try:
         scoped.start()
-        _apply(cluster, other, MWMS.read_text())
-        _apply(cluster, namespace, MWMS.read_text())
+        cluster.apply(other, MWMS.read_text())
+        cluster.apply(namespace, MWMS.read_text())
         _wait_pods(cluster, namespace, "mnist-mwms", 4)
         assert not _pods(cluster, other, "mnist-mwms")
         assert "status" not in cluster.job(other, "mnist-mwms")
