@@ -184,3 +184,22 @@ def test_files_dataset_from_npz(tmp_path: Path) -> None:
     result = run_trainer([*args, "--global-batch-size", "32"])
     assert result.returncode == 0, result.stdout + result.stderr
     assert events(result.stdout, "finished")[0]["steps"] == int(256 * 0.8) // 32
+
+
+def test_files_dataset_from_tfrecords(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    data = tmp_path / "data"
+    data.mkdir()
+    with tf.io.TFRecordWriter(str(data / "part-0.tfrecord")) as writer:
+        for _ in range(160):
+            features = {
+                "x": tf.train.Feature(float_list=tf.train.FloatList(value=rng.standard_normal(8).tolist())),
+                "y": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(rng.integers(0, 2))])),
+            }
+            writer.write(tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString())
+    args = ["--checkpoint-dir", str(tmp_path / "ck"), "--dataset", "files", "--data-path", str(data)]
+    result = run_trainer(
+        [*args, "--input-shape", "8", "--num-classes", "2", "--epochs", "1", "--global-batch-size", "32"]
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert events(result.stdout, "finished")[0]["steps"] == int(160 * 0.8) // 32
