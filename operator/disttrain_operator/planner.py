@@ -18,12 +18,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from disttrain_operator.api.job import DistTrainJob
-from disttrain_operator.api.spec import CleanPodPolicy, ReplicaType, RestartPolicy, RestartScope
+from disttrain_operator.api.spec import CleanPodPolicy, ReplicaType, RestartScope
 from disttrain_operator.builders.objects import Manifest, desired_objects
 from disttrain_operator.builders.settings import BuildSettings
 from disttrain_operator.observed import ChildView, PodPhase, PodView
-from disttrain_operator.status_aggregation import Verdict, is_finished
-from disttrain_trainer.exit_codes import is_retryable
+from disttrain_operator.status_aggregation import Verdict, describe_failure, is_finished, may_restart
 
 
 @dataclass(frozen=True)
@@ -55,18 +54,6 @@ def object_key(manifest: Manifest) -> ChildView:
     return ChildView(str(manifest["kind"]), str(manifest["metadata"]["name"]))
 
 
-def may_restart(policy: RestartPolicy, exit_code: int | None) -> bool:
-    """Never: no. OnFailure and Always: yes. ExitCode: only retryable codes (>= 128, or none at all)."""
-    if policy is RestartPolicy.EXIT_CODE:
-        return is_retryable(exit_code)
-    return policy in (RestartPolicy.ON_FAILURE, RestartPolicy.ALWAYS)
-
-
-def _describe(pod: PodView) -> str:
-    code = "no exit code" if pod.exit_code is None else f"exit code {pod.exit_code}"
-    return f"{pod.name} failed with {code}" + (f" ({pod.reason})" if pod.reason else "")
-
-
 def restart_for(job: DistTrainJob, pods: Sequence[PodView], handled: Collection[str]) -> Restart | None:
     """The restart the failed pods call for, or None when nothing new failed or nothing may restart."""
     failed = [
@@ -92,7 +79,7 @@ def restart_for(job: DistTrainJob, pods: Sequence[PodView], handled: Collection[
             scope = "the PS and the Chief restart"
         else:
             scope = "the failed pods restart"
-    message = f"{'; '.join(_describe(pod) for pod in failed)}: {scope}"
+    message = f"{'; '.join(describe_failure(pod) for pod in failed)}: {scope}"
     return Restart(tuple(dict.fromkeys(victims)), tuple(failed), message)
 
 

@@ -107,11 +107,16 @@ def success(job: DistTrainJob, pods: Sequence[PodView]) -> Verdict | None:
     return Verdict("JobSucceeded", f"{names} succeeded")
 
 
-def _is_permanent(job: DistTrainJob, pod: PodView) -> bool:
-    policy = job.spec.replica_specs[pod.replica_type].restart_policy
-    if policy is RestartPolicy.NEVER:
-        return True
-    return policy is RestartPolicy.EXIT_CODE and not is_retryable(pod.exit_code)
+def may_restart(policy: RestartPolicy, exit_code: int | None) -> bool:
+    """Never: no. OnFailure and Always: yes. ExitCode: only retryable codes (>= 128, or none at all)."""
+    if policy is RestartPolicy.EXIT_CODE:
+        return is_retryable(exit_code)
+    return policy in (RestartPolicy.ON_FAILURE, RestartPolicy.ALWAYS)
+
+
+def describe_failure(pod: PodView) -> str:
+    code = "no exit code" if pod.exit_code is None else f"exit code {pod.exit_code}"
+    return f"{pod.name} failed with {code}" + (f" ({pod.reason})" if pod.reason else "")
 
 
 def failure(job: DistTrainJob, pods: Sequence[PodView]) -> Verdict | None:
@@ -122,11 +127,10 @@ def failure(job: DistTrainJob, pods: Sequence[PodView]) -> Verdict | None:
     for pod in pods:
         if pod.phase is not PodPhase.FAILED or pod.replica_type is ReplicaType.EVALUATOR:
             continue
-        if _is_permanent(job, pod):
-            code = "no exit code" if pod.exit_code is None else f"exit code {pod.exit_code}"
-            why = f" ({pod.reason})" if pod.reason else ""
-            policy = job.spec.replica_specs[pod.replica_type].restart_policy.value
-            return Verdict("ReplicaFailed", f"pod {pod.name} failed with {code}{why}; restartPolicy is {policy}")
+        policy = job.spec.replica_specs[pod.replica_type].restart_policy
+        if not may_restart(policy, pod.exit_code):
+            message = f"pod {describe_failure(pod)}; restartPolicy is {policy.value}"
+            return Verdict("ReplicaFailed", message)
     return None
 
 
