@@ -56,11 +56,15 @@ class Cluster:
         items: list[dict[str, Any]] = json.loads(self.kubectl(*args).stdout)["items"]
         return items
 
-    def set_pod_status(self, namespace: str, name: str, phase: str, exit_code: int | None = None) -> None:
-        """Play the kubelet: end a pod with a phase and the tensorflow container's exit code."""
+    def set_pod_status(
+        self, namespace: str, name: str, phase: str, exit_code: int | None = None, message: str | None = None
+    ) -> None:
+        """Play the kubelet: end a pod with a phase, the tensorflow container's exit code and termination message."""
         status: dict[str, Any] = {"phase": phase}
         if exit_code is not None:
-            terminated = {"exitCode": exit_code, "reason": "Completed" if exit_code == 0 else "Error"}
+            terminated: dict[str, Any] = {"exitCode": exit_code, "reason": "Completed" if exit_code == 0 else "Error"}
+            if message is not None:
+                terminated["message"] = message
             status["containerStatuses"] = [
                 {
                     "name": "tensorflow",
@@ -71,6 +75,9 @@ class Cluster:
                     "state": {"terminated": terminated},
                 }
             ]
+        self.patch_pod_status(namespace, name, status)
+
+    def patch_pod_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         patch = json.dumps({"status": status})
         self.kubectl("patch", "pod", name, "-n", namespace, "--subresource=status", "--type=merge", "-p", patch)
 
@@ -131,8 +138,13 @@ class OperatorProcess:
         ]
         log = self.log_path.open("ab")
         metrics_port = self.metrics_url.rsplit(":", 1)[1].split("/")[0]
-        # A pod is "stuck terminating" after 3 s here, so the lost-node test needs no long wait.
-        env = {**self._cluster.env, "DISTTRAIN_METRICS_PORT": metrics_port, "DISTTRAIN_STUCK_POD_SECONDS": "3"}
+        # A pod is "stuck terminating" after 3 s here and progress is polled every second, so tests wait little.
+        env = {
+            **self._cluster.env,
+            "DISTTRAIN_METRICS_PORT": metrics_port,
+            "DISTTRAIN_STUCK_POD_SECONDS": "3",
+            "DISTTRAIN_PROGRESS_SECONDS": "1",
+        }
         self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
         wait_for("the operator's liveness endpoint", self._healthy, timeout=60)
 

@@ -56,11 +56,11 @@ class Cluster:
         (workdir / "checkpoints").mkdir(parents=True, exist_ok=True)
         return cls(workdir, {process.label: process for process in plan})
 
-    def start(self, label: str) -> None:
+    def start(self, label: str, extra_env: dict[str, str] | None = None) -> None:
         process = self.processes[label]
         log = self.workdir / f"{label}.{len(self.logs.get(label, []))}.log"
         self.logs.setdefault(label, []).append(log)
-        env = {**os.environ, **process.env, "TF_CPP_MIN_LOG_LEVEL": "2"}
+        env = {**os.environ, **process.env, "TF_CPP_MIN_LOG_LEVEL": "2", **(extra_env or {})}
         with log.open("w") as sink:
             self.running[label] = subprocess.Popen(
                 process.argv, env=env, cwd=self.workdir, stdout=sink, stderr=subprocess.STDOUT, text=True

@@ -31,7 +31,9 @@ PRINTER_COLUMNS = [
     {"name": "Strategy", "type": "string", "jsonPath": ".spec.strategy"},
     {"name": "Ready", "type": "string", "jsonPath": ".status.ready"},
     {"name": "Restarts", "type": "integer", "jsonPath": ".status.restartCount"},
-    {"name": "Step", "type": "integer", "jsonPath": ".status.progress.step", "priority": 1},
+    {"name": "Step", "type": "integer", "jsonPath": ".status.progress.step"},
+    {"name": "Epoch", "type": "integer", "jsonPath": ".status.progress.epoch", "priority": 1},
+    {"name": "Loss", "type": "number", "jsonPath": ".status.progress.loss", "priority": 1},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]
 

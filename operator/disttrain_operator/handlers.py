@@ -1,7 +1,8 @@
 """kopf glue: settings, the watched indexes and the triggers; all decisions live in `Reconciler`.
 
 Triggers: a job created, resumed (operator start) or its spec changed, and any change of a pod the
-operator labelled, which feeds back into the same reconcile of its job (level-triggered). kopf holds
+operator labelled, which feeds back into the same reconcile of its job (level-triggered); also a
+deadline or TTL coming due (`Wakeups`) and a new progress report from a trainer (`ProgressPoller`). kopf holds
 handlers back until every index has its initial listing, so a restarted operator sees every existing
 pod before it plans anything. No finalizer is needed: children are garbage-collected through their
 owner references.
@@ -12,26 +13,31 @@ from __future__ import annotations
 import contextvars
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import timedelta
 from typing import Any, cast
 
 import kopf
+import pydantic
 
 from disttrain_operator import metrics
 from disttrain_operator.api.job import GROUP, PLURAL, VERSION
+from disttrain_operator.api.spec import DistTrainJobSpec
+from disttrain_operator.api.status import JobPhase
 from disttrain_operator.builders.gang import GangScheduler
 from disttrain_operator.builders.naming import JOB_NAME_LABEL
 from disttrain_operator.builders.settings import BuildSettings
 from disttrain_operator.kube import Kube, TransientApiError, load_client
 from disttrain_operator.observed import ChildView, PodView, pod_view
 from disttrain_operator.planner import STUCK_TERMINATING
+from disttrain_operator.progress_poller import ProgressPoller, progress_url
 from disttrain_operator.reconciler import Body, Reconciler
 from disttrain_operator.wakeups import Wakeups
 
 logger = logging.getLogger(__name__)
 
 RETRY_DELAY_SECONDS = 5
+PROGRESS_POLL_SECONDS = 10.0
 OWNED = {JOB_NAME_LABEL: kopf.PRESENT}
 JobKey = tuple[str, str]
 
@@ -56,6 +62,12 @@ def configure(*, settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     memo.shared = {}
     memo.wakeups = Wakeups(lambda key: _wake_job(memo, key))
     memo.wakeups.start()
+    memo.progress = ProgressPoller(
+        lambda: _progress_targets(memo),
+        lambda key: _wake_job(memo, key),
+        interval=float(os.environ.get("DISTTRAIN_PROGRESS_SECONDS") or PROGRESS_POLL_SECONDS),
+    )
+    memo.progress.start()
     logger.info("metrics on port %d", metrics.serve())
     stuck = os.environ.get("DISTTRAIN_STUCK_POD_SECONDS")
     memo.reconciler = Reconciler(
@@ -70,10 +82,29 @@ def configure(*, settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
 @kopf.on.cleanup()
 def stop(*, memo: Any, **_: Any) -> None:
     memo.wakeups.stop()
+    memo.progress.stop()
+
+
+def _progress_targets(memo: Any) -> Iterator[tuple[JobKey, str]]:
+    """Each running job's progress URL, from what the indexes hold."""
+    indexes = memo.shared.get("indexes")
+    if not indexes:
+        return
+    for key, jobs in list(indexes["disttrain_jobs"].items()):
+        body = next(iter(jobs), None)
+        if body is None or body["status"].get("phase") != JobPhase.RUNNING:
+            continue
+        try:
+            spec = DistTrainJobSpec.model_validate(body["spec"])
+        except pydantic.ValidationError:
+            continue
+        url = progress_url(spec, _values(indexes["job_pods"], key))
+        if url is not None:
+            yield key, url
 
 
 def _wake_job(memo: Any, key: JobKey) -> None:
-    """A deadline or TTL came due with nothing else happening: reconcile the job from the indexes."""
+    """A deadline, TTL or progress report with nothing else happening: reconcile the job from the indexes."""
     indexes, context = memo.shared.get("indexes"), memo.shared.get("context")
     jobs = _values(indexes["disttrain_jobs"], key) if indexes else []
     if jobs and context is not None:
@@ -140,7 +171,8 @@ def _reconcile(memo: Any, body: dict[str, Any], indexes: dict[str, Any]) -> None
     key = (body["metadata"]["namespace"], body["metadata"]["name"])
     children = _values(indexes["job_services"], key) + _values(indexes["job_claims"], key)
     reconciler: Reconciler = memo.reconciler
-    reconciler.reconcile(body, _values(indexes["job_pods"], key), children)
+    poller: ProgressPoller = memo.progress
+    reconciler.reconcile(body, _values(indexes["job_pods"], key), children, reported=poller.latest(key))
 
 
 @kopf.on.resume(GROUP, VERSION, PLURAL)
@@ -167,7 +199,9 @@ def pod_changed(*, namespace: str | None, labels: kopf.Labels, memo: Any, **inde
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
-def job_event(*, type: str, uid: str, memo: Any, **_: Any) -> None:
+def job_event(*, type: str, uid: str, namespace: str | None, name: str, memo: Any, **_: Any) -> None:
     if type == "DELETED":
         reconciler: Reconciler = memo.reconciler
         reconciler.forget(uid)
+        poller: ProgressPoller = memo.progress
+        poller.forget((namespace or "", name))

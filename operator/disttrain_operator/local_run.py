@@ -1,9 +1,11 @@
 """`disttrain local run`: every replica of a manifest as a local process, for debugging before submitting.
 
 The processes get what their pods would get (command, args, env, TF_CONFIG from the same builders)
-with TF_CONFIG addresses mapped to localhost ports and the checkpoint volume mapped to
-`<workdir>/checkpoints`. Images are not pulled: commands run in this environment. The outcome follows
-the operator's rules (the Chief, else worker 0, decides; PS and Evaluator never count).
+with TF_CONFIG addresses mapped to localhost ports, the checkpoint volume mapped to
+`<workdir>/checkpoints` and termination messages to `<workdir>/<task>.termination-message`. Progress
+is in `<workdir>/checkpoints/progress.json`, not served over HTTP. Images are not pulled: commands
+run in this environment. The outcome follows the operator's rules (the Chief, else worker 0,
+decides; PS and Evaluator never count).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from disttrain_operator.builders.tfconfig import cluster_spec
 from disttrain_operator.observed import PodPhase, PodView
 from disttrain_operator.ports import free_port
 from disttrain_operator.status_aggregation import failure, success
+from disttrain_trainer.progress_contract import PROGRESS_PORT_ENV, TERMINATION_MESSAGE_ENV
 
 POLL_SECONDS = 0.2
 GRACE_SECONDS = 10.0
@@ -85,6 +88,8 @@ def local_processes(job: DistTrainJob, workdir: Path, ports: Mapping[str, int] |
         if "TF_CONFIG" in env:
             env["TF_CONFIG"] = localize(env["TF_CONFIG"], ports)
         env[CHECKPOINT_DIR_ENV] = str(workdir / "checkpoints")
+        env[TERMINATION_MESSAGE_ENV] = str(workdir / f"{label}.termination-message")
+        env.pop(PROGRESS_PORT_ENV, None)
         result.append(LocalProcess(label, replica_type, index, argv, env))
     return result
 

@@ -13,7 +13,9 @@ from enum import StrEnum
 from typing import Any
 
 from disttrain_operator.api.spec import ReplicaType
+from disttrain_operator.api.status import Progress
 from disttrain_operator.builders import naming
+from disttrain_operator.progress import parse_progress
 
 
 class PodPhase(StrEnum):
@@ -37,6 +39,8 @@ class PodView:
     restarts: int = 0
     uid: str | None = None
     deletion_time: datetime | None = None
+    pod_ip: str | None = None
+    final_progress: Progress | None = None  # the trainer's last report, from the termination message
 
     @property
     def active(self) -> bool:
@@ -89,7 +93,9 @@ def pod_view(body: dict[str, Any], tensorflow_container: str = "tensorflow") -> 
         phase = PodPhase.UNKNOWN
     conditions = status.get("conditions") or []
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-    terminated = _terminated_state(status, tensorflow_container) if phase is PodPhase.FAILED else None
+    ended = phase in (PodPhase.SUCCEEDED, PodPhase.FAILED)
+    terminated = _terminated_state(status, tensorflow_container) if ended else None
+    failed = (terminated or {}) if phase is PodPhase.FAILED else {}
     container_statuses = status.get("containerStatuses") or []
     return PodView(
         name=str(metadata.get("name", "")),
@@ -99,8 +105,10 @@ def pod_view(body: dict[str, Any], tensorflow_container: str = "tensorflow") -> 
         ready=ready and phase is PodPhase.RUNNING,
         deleting=metadata.get("deletionTimestamp") is not None,
         deletion_time=_timestamp(metadata.get("deletionTimestamp")),
-        exit_code=terminated.get("exitCode") if terminated else None,
-        reason=(terminated or {}).get("reason") or status.get("reason"),
+        exit_code=failed.get("exitCode"),
+        reason=failed.get("reason") or status.get("reason"),
         restarts=sum(int(entry.get("restartCount", 0)) for entry in container_statuses),
         uid=metadata.get("uid"),
+        pod_ip=status.get("podIP") or None,
+        final_progress=parse_progress((terminated or {}).get("message")),
     )

@@ -18,7 +18,7 @@ import pydantic
 
 from disttrain_operator import metrics
 from disttrain_operator.api.job import DistTrainJob
-from disttrain_operator.api.status import ConditionType, DistTrainJobStatus, JobPhase
+from disttrain_operator.api.status import ConditionType, DistTrainJobStatus, JobPhase, Progress
 from disttrain_operator.builders.objects import Manifest
 from disttrain_operator.builders.settings import BuildSettings
 from disttrain_operator.kube import ChildRejectedError, Kube, TransientApiError
@@ -81,8 +81,17 @@ class Reconciler:
             self._unwatched.pop(uid, None)
         metrics.set_active(self._phases)
 
-    def reconcile(self, body: Body, pods: Sequence[PodView], children: Collection[ChildView]) -> None:
-        """Bring one job's children and status in line; raises TransientApiError when a retry is due."""
+    def reconcile(
+        self,
+        body: Body,
+        pods: Sequence[PodView],
+        children: Collection[ChildView],
+        reported: Progress | None = None,
+    ) -> None:
+        """Bring one job's children and status in line; raises TransientApiError when a retry is due.
+
+        `reported` is the trainer's progress as last polled, if any.
+        """
         uid = str(body["metadata"]["uid"])
         with self._lock(uid):
             current = {**body, "status": self._written.get(uid, body.get("status") or {})}
@@ -92,15 +101,22 @@ class Reconciler:
                 self._reject_spec(body, current["status"], error)
                 return
             with metrics.RECONCILE_SECONDS.time():
-                self._reconcile(body, uid, job, pods, children)
+                self._reconcile(body, uid, job, pods, children, reported=reported)
 
     def _reconcile(
-        self, body: Body, uid: str, job: DistTrainJob, pods: Sequence[PodView], children: Collection[ChildView]
+        self,
+        body: Body,
+        uid: str,
+        job: DistTrainJob,
+        pods: Sequence[PodView],
+        children: Collection[ChildView],
+        *,
+        reported: Progress | None,
     ) -> None:
         now, generation = self._clock(), job.metadata.generation
         unwatched = self._unwatched.setdefault(uid, set())
         children = [*children, *unwatched]
-        status = aggregate(job, pods, created=False, now=now)
+        status = aggregate(job, pods, created=False, now=now, reported=reported)
         handled = self._handled.setdefault(uid, set())
 
         def plan_for(status: DistTrainJobStatus) -> Plan:
@@ -138,7 +154,7 @@ class Reconciler:
             status = record_restart(status, next_plan.restart.failed, next_plan.restart.message, now, generation)
         created_all, rejected, retry = self._create(body, next_plan.create, retry, unwatched)
         staying = [pod for pod in pods if pod.name not in next_plan.delete]
-        status = aggregate(_with(job, status), staying, created=created_all, now=now)
+        status = aggregate(_with(job, status), staying, created=created_all, now=now, reported=reported)
         if rejected is not None:
             status = _failed(status, rejected, now, generation)
         self._write_status(body, uid, status)

@@ -18,9 +18,11 @@ from disttrain_operator.api.status import (
     ConditionType,
     DistTrainJobStatus,
     JobPhase,
+    Progress,
     ReplicaStatus,
 )
 from disttrain_operator.observed import PodPhase, PodView
+from disttrain_operator.progress import newest, reporting_task
 from disttrain_trainer.exit_codes import is_retryable
 
 
@@ -92,13 +94,10 @@ def success(job: DistTrainJob, pods: Sequence[PodView]) -> Verdict | None:
     PS and Evaluator never count: parameter servers serve until stopped and an evaluator is a side-car.
     """
     spec = job.spec
-    required: list[tuple[ReplicaType, int]] = []
-    if spec.replicas(ReplicaType.CHIEF) > 0:
-        required.append((ReplicaType.CHIEF, 0))
+    required = [reporting_task(spec)]
     if spec.success_policy is SuccessPolicy.ALL_WORKERS:
+        required = [(ReplicaType.CHIEF, 0)] if spec.replicas(ReplicaType.CHIEF) else []
         required += [(ReplicaType.WORKER, index) for index in range(spec.replicas(ReplicaType.WORKER))]
-    elif not required:
-        required.append((ReplicaType.WORKER, 0))
     for replica_type, index in required:
         pod = _pod(pods, replica_type, index)
         if pod is None or pod.phase is not PodPhase.SUCCEEDED:
@@ -204,17 +203,24 @@ def _suspended(status: DistTrainJobStatus, now: datetime, generation: int | None
     return status.model_copy(update={"conditions": conditions, "phase": JobPhase.SUSPENDED})
 
 
-def aggregate(job: DistTrainJob, pods: Sequence[PodView], created: bool, now: datetime) -> DistTrainJobStatus:
-    """The job's next status from its observed pods; `created` says every child exists."""
+def aggregate(
+    job: DistTrainJob, pods: Sequence[PodView], created: bool, now: datetime, reported: Progress | None = None
+) -> DistTrainJobStatus:
+    """The job's next status from its observed pods; `created` says every child exists.
+
+    `reported` is the progress the operator last polled from the running trainer, if any.
+    """
     previous = job.status
     generation = job.metadata.generation
     counts = replica_statuses(job, pods)
     ready = sum(status.ready for status in counts.values())
+    reporter = _pod(pods, *reporting_task(job.spec))
     base = previous.model_copy(
         update={
             "replica_statuses": counts,
             "ready": f"{ready}/{job.spec.total_replicas}",
             "observed_generation": generation,
+            "progress": newest(previous.progress, reporter.final_progress if reporter else None, reported),
         }
     )
     if is_finished(previous):

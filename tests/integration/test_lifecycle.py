@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from cluster_support import Cluster, OperatorProcess, condition, holds, wait_for
@@ -244,3 +246,61 @@ def test_gang_scheduling_makes_one_pod_group_never_recreated_after_the_end(
     cluster.kubectl("patch", "dtj", "mnist-mwms", "-n", namespace, "--type=merge", "-p", patch)
     time.sleep(3)
     assert cluster.get("podgroups.scheduling.x-k8s.io", "mnist-mwms", namespace) is None
+
+
+class _TrainerProgress:
+    """Stands in for the reporting trainer's progress endpoint, at an address a pod status can name."""
+
+    def __init__(self) -> None:
+        self.record: dict[str, Any] = {}
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                body = json.dumps(owner.record).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = int(self.server.server_address[1])
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+def test_trainer_progress_reaches_status_and_kubectl_get(
+    cluster: Cluster, operator: OperatorProcess, namespace: str
+) -> None:
+    """Polled from the reporting pod while it runs, then the final report from its termination message."""
+    trainer = _TrainerProgress()
+    trainer.record = {"step": 120, "totalSteps": 300, "epoch": 2, "loss": 0.31, "updateTime": "2026-01-01T00:00:00Z"}
+    try:
+        cluster.apply(namespace, MWMS.replace("spec:\n", f"spec:\n  progressPort: {trainer.port}\n", 1))
+        _running(cluster, namespace, "mnist-mwms", 4)
+        # Worker 0 reports (there is no chief); its address becomes this machine, where the stand-in listens.
+        cluster.kubectl("annotate", "pod", "mnist-mwms-worker-0", "-n", namespace, UNATTENDED_ANNOTATION)
+        address = {"podIP": "127.0.0.1", "podIPs": [{"ip": "127.0.0.1"}]}
+        cluster.patch_pod_status(namespace, "mnist-mwms-worker-0", address)
+        polled = _job_where(
+            cluster, namespace, "mnist-mwms", "progress step 120", lambda j: j["status"].get("progress", {}).get("step")
+        )
+        assert polled["status"]["progress"] == {
+            "step": 120,
+            "totalSteps": 300,
+            "epoch": 2,
+            "loss": 0.31,
+            "updateTime": "2026-01-01T00:00:00Z",
+        }
+        table = cluster.kubectl("get", "dtj", "mnist-mwms", "-n", namespace, "-o", "wide").stdout.splitlines()
+        columns = dict(zip(table[0].split(), table[1].split(), strict=True))
+        assert (columns["STEP"], columns["EPOCH"], columns["LOSS"]) == ("120", "2", "0.31")
+
+        final = {"step": 300, "totalSteps": 300, "epoch": 5, "loss": 0.12, "updateTime": "2026-01-01T00:10:00Z"}
+        cluster.set_pod_status(namespace, "mnist-mwms-worker-0", "Succeeded", exit_code=0, message=json.dumps(final))
+        done = _job_where(cluster, namespace, "mnist-mwms", "Succeeded", lambda j: holds(j, "Succeeded"))
+        assert done["status"]["progress"]["step"] == 300
+    finally:
+        trainer.server.shutdown()

@@ -13,7 +13,11 @@ import pytest
 import tensorflow as tf
 from trainer_support import Cluster, events, job_manifest, run_trainer
 
+from disttrain_operator.ports import free_port
+from disttrain_operator.progress import parse_progress
+from disttrain_operator.progress_poller import fetch_progress
 from disttrain_trainer.exit_codes import ExitCode
+from disttrain_trainer.progress_contract import PROGRESS_PORT_ENV
 from support import ROOT
 
 DIGITS_STEPS_PER_EPOCH = 1437 // 64  # the training split of the bundled digits at the default batch
@@ -73,20 +77,29 @@ def test_multi_worker_killed_mid_run_resumes_at_the_saved_step(tmp_path: Path) -
 
 
 def test_sigterm_checkpoints_exits_retryable_and_the_rerun_finishes_exactly(tmp_path: Path) -> None:
+    """Also the progress contract: served while training, left as termination message at each exit."""
     args = ["--epochs", "60", "--checkpoint-every", "1000", "--log-every", "5"]
     cluster = Cluster.of(job_manifest("single", "MultiWorkerMirrored", {"Worker": 1}, args), tmp_path)
     total = 60 * DIGITS_STEPS_PER_EPOCH
+    port = free_port()
+    message = tmp_path / "worker-0.termination-message"
     try:
-        cluster.start("worker-0")
+        cluster.start("worker-0", {PROGRESS_PORT_ENV: str(port)})
         cluster.wait_for_step(50)
+        served = fetch_progress(f"http://127.0.0.1:{port}/progress")
+        assert served is not None and served.step is not None and served.step >= 50 and served.total_steps == total
         cluster.kill("worker-0", signal.SIGTERM)
         assert cluster.running["worker-0"].returncode == ExitCode.TERMINATED
         saved = cluster.checkpoint_steps()[-1]
         assert saved >= 50  # written on SIGTERM, not at a periodic boundary (every 1000 steps)
+        last_report = parse_progress(message.read_text())
+        assert last_report is not None and last_report.step is not None and 50 <= last_report.step <= saved
         cluster.start("worker-0")
         assert cluster.wait("worker-0") == 0, cluster.output("worker-0")
         assert events(cluster.output("worker-0"), "restored")[0]["step"] == saved
         assert events(cluster.output("worker-0"), "finished")[0]["steps"] == total
+        final = parse_progress(message.read_text())
+        assert final is not None and final.step == total
     finally:
         cluster.stop_all()
 

@@ -122,14 +122,17 @@ def test_tensorflow_container_is_chosen_by_name() -> None:
     sidecar, tensorflow = built["spec"]["containers"]
     assert "env" not in sidecar and "ports" not in sidecar
     names = [entry["name"] for entry in tensorflow["env"]]
-    assert names == ["A", "TF_CONFIG"]
-    assert tensorflow["ports"] == [{"name": "tf-port", "containerPort": 2222, "protocol": "TCP"}]
+    assert names == ["A", "TF_CONFIG", "DISTTRAIN_PROGRESS_PORT", "DISTTRAIN_TERMINATION_MESSAGE_PATH"]
+    assert [port["name"] for port in tensorflow["ports"]] == ["tf-port", "progress"]
 
 
 def test_first_container_without_a_tensorflow_one_and_user_port_kept() -> None:
     job = _job({"replicaSpecs": {"Worker": _replica(2, name="main", ports=[{"name": "grpc", "containerPort": 2222}])}})
     container = pod(job, ReplicaType.WORKER, 0, DEFAULT)["spec"]["containers"][0]
-    assert container["ports"] == [{"name": "grpc", "containerPort": 2222}]
+    assert container["ports"] == [
+        {"name": "grpc", "containerPort": 2222},
+        {"name": "progress", "containerPort": 9471, "protocol": "TCP"},
+    ]
     assert any(entry["name"] == "TF_CONFIG" for entry in container["env"])
 
 

@@ -63,4 +63,4 @@ def test_names_and_printer_columns() -> None:
     assert version["name"] == "v1alpha1"
     assert version["subresources"] == {"status": {}}
     columns = [column["name"] for column in version["additionalPrinterColumns"] if not column.get("priority")]
-    assert columns == ["Phase", "Strategy", "Ready", "Restarts", "Age"]
+    assert columns == ["Phase", "Strategy", "Ready", "Restarts", "Step", "Age"]

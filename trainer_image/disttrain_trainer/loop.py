@@ -106,7 +106,7 @@ class _Run:
         self.manager = tf.train.CheckpointManager(self.checkpoint, str(directory), max_to_keep=3)
         self.per_epoch = steps_per_epoch(config, data)
         self.total = config.epochs * self.per_epoch
-        self.progress = Progress(config.checkpoint_dir, chief, config.global_batch_size)
+        self.progress = Progress(config.checkpoint_dir, chief, config.global_batch_size, self.total)
         self.writer = (
             tf.summary.create_file_writer(str(config.tensorboard_dir)) if config.tensorboard_dir and chief else None
         )

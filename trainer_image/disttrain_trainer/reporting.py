@@ -1,14 +1,28 @@
-"""What training tells the world: JSON log lines on stdout and, from the chief, progress.json."""
+"""What training tells the world: JSON log lines on stdout and, from the chief, its progress.
+
+The chief's progress goes to progress.json beside the checkpoints, to an HTTP endpoint and to the
+termination message, as `progress_contract` describes for the operator.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import sys
+import threading
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from disttrain_trainer.progress_contract import (
+    PROGRESS_PATH,
+    PROGRESS_PORT_ENV,
+    TERMINATION_MESSAGE_ENV,
+    TERMINATION_MESSAGE_LIMIT,
+)
 
 PROGRESS_FILE = "progress.json"
 
@@ -30,14 +44,66 @@ def write_atomically(path: Path, text: str) -> None:
     temporary.replace(path)
 
 
-class Progress:
-    """Throughput is measured between reports; only the chief writes the file."""
+class ProgressServer:
+    """Serves the latest progress record at GET /progress, for the operator to poll; 204 before the first."""
 
-    def __init__(self, checkpoint_dir: Path, writes_file: bool, global_batch_size: int) -> None:
+    def __init__(self, port: int) -> None:
+        self._record = b""
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                body = server.latest
+                if self.path.split("?")[0] != PROGRESS_PATH:
+                    self.send_response(404)
+                    body = b""
+                else:
+                    self.send_response(200 if body else 204)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                """Polls are not worth a log line each."""
+
+        self._http = ThreadingHTTPServer(("", port), Handler)
+        self._http.daemon_threads = True
+        self.port = int(self._http.server_address[1])
+        threading.Thread(target=self._http.serve_forever, name="progress-server", daemon=True).start()
+
+    @property
+    def latest(self) -> bytes:
+        return self._record
+
+    def publish(self, text: str) -> None:
+        self._record = text.encode()
+
+    def close(self) -> None:
+        self._http.shutdown()
+        self._http.server_close()
+
+
+class Progress:
+    """Throughput is measured between reports; only the chief publishes (file, HTTP, termination message)."""
+
+    def __init__(
+        self,
+        checkpoint_dir: Path,
+        publishes: bool,
+        global_batch_size: int,
+        total_steps: int,
+        environ: Mapping[str, str] = os.environ,
+    ) -> None:
         self._path = checkpoint_dir / PROGRESS_FILE
-        self._writes_file = writes_file
+        self._publishes = publishes
         self._batch = global_batch_size
+        self._total = total_steps
         self._since = (time.monotonic(), 0)
+        port = environ.get(PROGRESS_PORT_ENV) if publishes else None
+        self.server = _progress_server(port) if port else None
+        message_path = environ.get(TERMINATION_MESSAGE_ENV) if publishes else None
+        self._termination_message = Path(message_path) if message_path else None
 
     def report(self, step: int, epoch: int, loss: float, finished: bool = False, **extra: Any) -> None:
         now, (then, last_step) = time.monotonic(), self._since
@@ -45,6 +111,7 @@ class Progress:
         self._since = (now, step)
         record = {
             "step": step,
+            "totalSteps": self._total,
             "epoch": epoch,
             "loss": round(loss, 6),
             "examplesPerSecond": round(rate, 2),
@@ -53,8 +120,31 @@ class Progress:
             **extra,
         }
         log("progress", **record)
-        if self._writes_file:
-            write_atomically(self._path, json.dumps(record, indent=1) + "\n")
+        if not self._publishes:
+            return
+        text = json.dumps(record)
+        write_atomically(self._path, text + "\n")
+        if self.server is not None:
+            self.server.publish(text)
+        if self._termination_message is not None:
+            _write_termination_message(self._termination_message, text)
+
+
+def _progress_server(port: str) -> ProgressServer | None:
+    """A bad or taken port costs the operator its live view, never the training."""
+    try:
+        return ProgressServer(int(port))
+    except (OSError, ValueError, OverflowError) as error:
+        log("warning", message=f"progress not served on port {port}: {error}")
+        return None
+
+
+def _write_termination_message(path: Path, text: str) -> None:
+    """Overwritten in place (the kubelet reads the file it mounted, so no rename); never fails training."""
+    try:
+        path.write_text(text[:TERMINATION_MESSAGE_LIMIT])
+    except OSError as error:
+        log("warning", message=f"termination message not written: {error}")
 
 
 def read_progress(checkpoint_dir: Path) -> dict[str, Any] | None:

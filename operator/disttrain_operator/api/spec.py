@@ -12,6 +12,7 @@ from pydantic.alias_generators import to_camel
 
 from disttrain_operator.api.rules import Rule, schema_rules
 from disttrain_operator.api.vendor_schema import SCHEMA_FILE
+from disttrain_trainer.progress_contract import DEFAULT_PROGRESS_PORT
 
 
 class ApiModel(BaseModel):
@@ -194,6 +195,7 @@ IMMUTABLE_RULES = (
 
 _SPEC_RULES = schema_rules(
     *IMMUTABLE_RULES,
+    Rule("self.progressPort != self.port", "progressPort must differ from port"),
     Rule(
         f"self.replicaSpecs.all(t, t in {_KNOWN_TYPES})",
         "replicaSpecs keys must be Chief, Worker, PS or Evaluator",
@@ -248,6 +250,12 @@ class DistTrainJobSpec(ApiModel):
     )
     checkpoint: Checkpoint | None = Field(None, description="A volume for checkpoints, shared by every pod.")
     port: int = Field(2222, ge=1, le=65535, description="Port of the TensorFlow servers.")
+    progress_port: int = Field(
+        DEFAULT_PROGRESS_PORT,
+        ge=1,
+        le=65535,
+        description="Port where the chief (worker 0 without one) serves its progress for the operator to read.",
+    )
 
     def replicas(self, replica_type: ReplicaType) -> int:
         spec = self.replica_specs.get(replica_type)

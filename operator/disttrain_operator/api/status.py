@@ -57,13 +57,14 @@ class ReplicaStatus(ApiModel):
 
 
 class Progress(ApiModel):
-    """What the trainer reports in progress.json."""
+    """The trainer's latest progress report (see disttrain_trainer.progress_contract)."""
 
     step: int | None = Field(None, ge=0)
+    total_steps: int | None = Field(None, ge=0)
     epoch: int | None = Field(None, ge=0)
     loss: float | None = None
     examples_per_second: float | None = Field(None, ge=0)
-    update_time: datetime | None = None
+    update_time: datetime | None = Field(None, description="When the trainer made the report.")
 
 
 class DistTrainJobStatus(ApiModel):

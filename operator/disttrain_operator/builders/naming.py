@@ -13,6 +13,7 @@ JOB_NAME_LABEL = f"{GROUP}/job-name"
 REPLICA_TYPE_LABEL = f"{GROUP}/replica-type"
 REPLICA_INDEX_LABEL = f"{GROUP}/replica-index"
 TF_PORT_NAME = "tf-port"
+PROGRESS_PORT_NAME = "progress"
 CHECKPOINT_VOLUME = "disttrain-checkpoint"
 
 

@@ -15,6 +15,11 @@ from disttrain_operator.builders import naming
 from disttrain_operator.builders.gang import pod_group, pod_membership
 from disttrain_operator.builders.settings import BuildSettings
 from disttrain_operator.builders.tfconfig import tf_config_json
+from disttrain_trainer.progress_contract import (
+    DEFAULT_TERMINATION_MESSAGE_PATH,
+    PROGRESS_PORT_ENV,
+    TERMINATION_MESSAGE_ENV,
+)
 
 Manifest = dict[str, Any]
 
@@ -101,11 +106,21 @@ def _replace_named(entries: list[Manifest], additions: list[Manifest]) -> list[M
     return [entry for entry in entries if entry.get("name") not in names] + additions
 
 
-def _with_port(ports: list[Manifest], port: int) -> list[Manifest]:
-    ports = [entry for entry in ports if entry.get("name") != naming.TF_PORT_NAME]
+def _with_port(ports: list[Manifest], name: str, port: int) -> list[Manifest]:
+    """The port under our name, unless the template already declares that number."""
+    ports = [entry for entry in ports if entry.get("name") != name]
     if any(entry.get("containerPort") == port for entry in ports):
         return ports
-    return [*ports, {"name": naming.TF_PORT_NAME, "containerPort": port, "protocol": "TCP"}]
+    return [*ports, {"name": name, "containerPort": port, "protocol": "TCP"}]
+
+
+def _progress_env(job: DistTrainJob, container: Manifest) -> list[Manifest]:
+    """Where the trainer publishes progress: a port the operator polls and the termination message."""
+    message_path = container.get("terminationMessagePath") or DEFAULT_TERMINATION_MESSAGE_PATH
+    return [
+        {"name": PROGRESS_PORT_ENV, "value": str(job.spec.progress_port)},
+        {"name": TERMINATION_MESSAGE_ENV, "value": message_path},
+    ]
 
 
 def _checkpoint_volume(job: DistTrainJob) -> Manifest | None:
@@ -148,9 +163,10 @@ def pod(job: DistTrainJob, replica_type: ReplicaType, index: int, settings: Buil
         pod_spec["volumes"] = _replace_named(pod_spec.get("volumes", []), [volume])
         mount = {"name": naming.CHECKPOINT_VOLUME, "mountPath": mount_path}
         container["volumeMounts"] = _replace_named(container.get("volumeMounts", []), [mount])
-    if env:
-        container["env"] = _replace_named(container.get("env", []), env)
-    container["ports"] = _with_port(container.get("ports", []), job.spec.port)
+    env += _progress_env(job, container)
+    container["env"] = _replace_named(container.get("env", []), env)
+    container["ports"] = _with_port(container.get("ports", []), naming.TF_PORT_NAME, job.spec.port)
+    container["ports"] = _with_port(container["ports"], naming.PROGRESS_PORT_NAME, job.spec.progress_port)
 
     return {
         "apiVersion": "v1",

@@ -1,0 +1,132 @@
+"""Trainer progress as the operator reads it: parsing, ordering, where to poll, and into status."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+from test_status_aggregation import T0, _job, _pod, _running
+
+from disttrain_operator.api.spec import ReplicaType
+from disttrain_operator.api.status import Progress
+from disttrain_operator.observed import PodPhase, pod_view
+from disttrain_operator.progress import newest, parse_progress, reporting_task
+from disttrain_operator.progress_poller import ProgressPoller, progress_url
+from disttrain_operator.status_aggregation import aggregate
+
+
+def _report(step: int, at: datetime | None) -> Progress:
+    return Progress(step=step, update_time=at)
+
+
+def test_a_trainer_record_is_parsed_and_its_extra_fields_ignored() -> None:
+    text = json.dumps(
+        {
+            "step": 120,
+            "totalSteps": 300,
+            "epoch": 2,
+            "loss": 0.25,
+            "examplesPerSecond": 4100.5,
+            "updateTime": "2026-01-01T00:00:00Z",
+            "finished": False,
+            "accuracy": 0.9,
+        }
+    )
+    assert parse_progress(text) == Progress(
+        step=120, total_steps=300, epoch=2, loss=0.25, examples_per_second=4100.5, update_time=T0
+    )
+
+
+def test_anything_else_is_no_report() -> None:
+    for text in (None, "", "Error: out of memory", "[1, 2]", '{"epoch": 1}', '{"step": -1}', '{"step": "x"}'):
+        assert parse_progress(text) is None, text
+
+
+def test_a_time_without_zone_is_read_as_utc() -> None:
+    progress = parse_progress('{"step": 1, "updateTime": "2026-01-01T00:00:00"}')
+    assert progress is not None and progress.update_time == T0
+
+
+def test_the_newest_report_wins_even_with_a_lower_step_after_a_resume() -> None:
+    before_restart = _report(120, T0)
+    resumed = _report(100, T0 + timedelta(seconds=30))
+    assert newest(before_restart, resumed) == resumed
+    assert newest(resumed, None, before_restart) == resumed
+    assert newest(None, None) is None
+    assert newest(_report(5, None), _report(7, None)) == _report(7, None)
+    assert newest(_report(9, None), _report(1, T0)) == _report(1, T0)
+
+
+def test_the_chief_reports_or_worker_zero_without_one() -> None:
+    assert reporting_task(_job({"Chief": 1, "Worker": 2}).spec) == (ReplicaType.CHIEF, 0)
+    assert reporting_task(_job({"Worker": 2}).spec) == (ReplicaType.WORKER, 0)
+
+
+def test_progress_is_polled_only_from_a_running_reporting_pod_with_an_address() -> None:
+    spec = _job({"Chief": 1, "Worker": 2}, progressPort=9000).spec
+    chief = _pod(ReplicaType.CHIEF, 0, PodPhase.RUNNING, pod_ip="10.0.0.7")
+    assert progress_url(spec, [chief]) == "http://10.0.0.7:9000/progress"
+    assert progress_url(spec, [_pod(ReplicaType.CHIEF, 0, PodPhase.RUNNING, pod_ip="fd00::7")]) == (
+        "http://[fd00::7]:9000/progress"
+    )
+    assert progress_url(spec, [_pod(ReplicaType.CHIEF, 0, PodPhase.PENDING, pod_ip="10.0.0.7")]) is None
+    assert progress_url(spec, [_pod(ReplicaType.CHIEF, 0, PodPhase.RUNNING)]) is None
+    assert progress_url(spec, [_pod(ReplicaType.WORKER, 0, PodPhase.RUNNING, pod_ip="10.0.0.8")]) is None
+
+
+def test_the_termination_message_of_an_ended_pod_is_its_final_report() -> None:
+    message = '{"step": 300, "updateTime": "2026-01-01T00:00:00Z", "finished": true}'
+    body = {
+        "metadata": {
+            "name": "j-chief-0",
+            "labels": {"disttrain.io/replica-type": "chief", "disttrain.io/replica-index": "0"},
+        },
+        "status": {
+            "phase": "Succeeded",
+            "podIP": "10.0.0.7",
+            "containerStatuses": [{"name": "tensorflow", "state": {"terminated": {"exitCode": 0, "message": message}}}],
+        },
+    }
+    view = pod_view(body)
+    assert view is not None
+    assert view.final_progress == _report(300, T0)
+    assert (view.exit_code, view.pod_ip) == (None, "10.0.0.7")
+
+
+def test_status_takes_the_polled_report_then_the_final_one_and_keeps_it_across_restarts() -> None:
+    job = _job({"Chief": 1, "Worker": 1})
+    polled = _report(50, T0)
+    running = aggregate(job, _running(ReplicaType.CHIEF, 1) + _running(ReplicaType.WORKER, 1), True, T0, polled)
+    assert running.progress == polled
+    job = job.model_copy(update={"status": running})
+    restarting = aggregate(job, [], created=True, now=T0)
+    assert restarting.progress == polled
+    final = _report(300, T0 + timedelta(minutes=5))
+    ended = [_pod(ReplicaType.CHIEF, 0, PodPhase.SUCCEEDED, final_progress=final)]
+    assert aggregate(job, ended, created=True, now=T0, reported=polled).progress == final
+
+
+def test_the_poller_passes_on_only_new_reports() -> None:
+    reports = {"http://a/progress": _report(1, T0), "http://b/progress": None}
+    passed_on: list[tuple[str, str]] = []
+    targets = [(("ns", "a"), "http://a/progress"), (("ns", "b"), "http://b/progress")]
+    poller = ProgressPoller(lambda: targets, passed_on.append, interval=60, fetch=reports.get)
+    assert poller.poll_once() == [("ns", "a")]
+    assert poller.poll_once() == []
+    reports["http://a/progress"] = _report(2, datetime(2026, 1, 1, 0, 1, tzinfo=UTC))
+    assert poller.poll_once() == [("ns", "a")]
+    assert passed_on == [("ns", "a"), ("ns", "a")]
+    assert poller.latest(("ns", "a")) == reports["http://a/progress"]
+    poller.forget(("ns", "a"))
+    assert poller.latest(("ns", "a")) is None
+    poller.stop()
+
+
+def test_a_failing_callback_does_not_stop_the_poll() -> None:
+    def broken(key: tuple[str, str]) -> None:
+        raise RuntimeError(key)
+
+    targets = [(("ns", "a"), "a"), (("ns", "b"), "b")]
+    poller = ProgressPoller(lambda: targets, broken, interval=60, fetch=lambda url: _report(len(url), T0))
+    assert poller.poll_once() == [("ns", "a"), ("ns", "b")]
+    poller.stop()
