@@ -28,6 +28,7 @@ from disttrain_operator.builders.gang import GangScheduler
 from disttrain_operator.builders.naming import JOB_NAME_LABEL
 from disttrain_operator.builders.settings import BuildSettings
 from disttrain_operator.kube import Kube, TransientApiError, load_client
+from disttrain_operator.kueue import WorkloadView, workload_view
 from disttrain_operator.observed import ChildView, PodView, pod_view
 from disttrain_operator.planner import STUCK_TERMINATING
 from disttrain_operator.progress_poller import ProgressPoller, progress_url
@@ -148,6 +149,14 @@ def job_pods(*, namespace: str | None, labels: kopf.Labels, body: kopf.Body, **_
     return None if view is None else {(namespace or "", labels[JOB_NAME_LABEL]): view}
 
 
+@kopf.index("kueue.x-k8s.io", "v1beta2", "workloads", labels=OWNED)
+def job_workloads(
+    *, namespace: str | None, labels: kopf.Labels, body: kopf.Body, **_: Any
+) -> dict[JobKey, WorkloadView]:
+    """Kueue's Workloads of queued jobs; kopf leaves this index empty where Kueue is not installed."""
+    return {(namespace or "", labels[JOB_NAME_LABEL]): workload_view(body)}
+
+
 @kopf.index("", "v1", "services", labels=OWNED)
 def job_services(*, namespace: str | None, name: str, labels: kopf.Labels, **_: Any) -> dict[JobKey, ChildView]:
     return {(namespace or "", labels[JOB_NAME_LABEL]): ChildView("Service", name)}
@@ -172,7 +181,14 @@ def _reconcile(memo: Any, body: dict[str, Any], indexes: dict[str, Any]) -> None
     children = _values(indexes["job_services"], key) + _values(indexes["job_claims"], key)
     reconciler: Reconciler = memo.reconciler
     poller: ProgressPoller = memo.progress
-    reconciler.reconcile(body, _values(indexes["job_pods"], key), children, reported=poller.latest(key))
+    workloads = _values(indexes["job_workloads"], key)
+    reconciler.reconcile(
+        body,
+        _values(indexes["job_pods"], key),
+        children,
+        reported=poller.latest(key),
+        workload=workloads[0] if workloads else None,
+    )
 
 
 @kopf.on.resume(GROUP, VERSION, PLURAL)
@@ -186,8 +202,9 @@ def reconcile_job(*, body: kopf.Body, memo: Any, **indexes: Any) -> None:
 
 
 @kopf.on.event("", "v1", "pods", labels=OWNED)
-def pod_changed(*, namespace: str | None, labels: kopf.Labels, memo: Any, **indexes: Any) -> None:
-    """Feed a pod's change back into its job's reconcile."""
+@kopf.on.event("kueue.x-k8s.io", "v1beta2", "workloads", labels=OWNED)
+def child_changed(*, namespace: str | None, labels: kopf.Labels, memo: Any, **indexes: Any) -> None:
+    """Feed a pod's or Workload's change back into its job's reconcile."""
     job_name = labels[JOB_NAME_LABEL]
     jobs = _values(indexes["disttrain_jobs"], (namespace or "", job_name))
     if not jobs:
@@ -195,7 +212,7 @@ def pod_changed(*, namespace: str | None, labels: kopf.Labels, memo: Any, **inde
     try:
         _reconcile(memo, jobs[0], indexes)
     except TransientApiError as error:
-        logger.warning("reconcile of %s/%s after a pod change failed: %s", namespace, job_name, error)
+        logger.warning("reconcile of %s/%s after a child changed failed: %s", namespace, job_name, error)
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)

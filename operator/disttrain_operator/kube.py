@@ -23,11 +23,8 @@ from disttrain_operator.builders.objects import Manifest
 HTTP_CONFLICT = 409
 HTTP_NOT_FOUND = 404
 _PERMANENT = {400, 422}
-_COLLECTIONS = {
-    "Pod": "/api/v1/namespaces/{namespace}/pods",
-    "Service": "/api/v1/namespaces/{namespace}/services",
-    "PersistentVolumeClaim": "/api/v1/namespaces/{namespace}/persistentvolumeclaims",
-}  # and PodGroups, whose group and version depend on the gang scheduler
+_CORE_PLURALS = {"Pod": "pods", "Service": "services", "PersistentVolumeClaim": "persistentvolumeclaims"}
+_CUSTOM_PLURALS = {"PodGroup": "podgroups", "Workload": "workloads"}  # their group/version come with the manifest
 _JOB = f"/apis/{GROUP}/{VERSION}/namespaces/{{namespace}}/{PLURAL}/{{name}}"
 _JOB_STATUS = f"{_JOB}/status"
 _POD = "/api/v1/namespaces/{namespace}/pods/{name}"
@@ -55,7 +52,14 @@ class Kube:
         self._api = api_client
 
     def _request(
-        self, method: str, path: str, params: dict[str, str], body: Any, content_type: str = "application/json"
+        self,
+        method: str,
+        path: str,
+        params: dict[str, str],
+        body: Any,
+        *,
+        content_type: str = "application/json",
+        query: dict[str, str] | None = None,
     ) -> tuple[int, str]:
         headers = {"Content-Type": content_type, "Accept": "application/json"}
         try:
@@ -63,6 +67,7 @@ class Kube:
                 method=method,
                 resource_path=path,
                 path_params=params,
+                query_params=list((query or {}).items()),
                 header_params=headers,
                 body=body,
                 auth_settings=["BearerToken"],
@@ -78,9 +83,7 @@ class Kube:
 
     def create(self, manifest: Manifest) -> bool:
         """Create the object; False if it already existed."""
-        path = (
-            _COLLECTIONS.get(manifest["kind"]) or f"/apis/{manifest['apiVersion']}/namespaces/{{namespace}}/podgroups"
-        )
+        path = _collection(manifest)
         status, text = self._request("POST", path, {"namespace": manifest["metadata"]["namespace"]}, manifest)
         if status == HTTP_CONFLICT:
             return False
@@ -109,19 +112,51 @@ class Kube:
     def delete_job(self, namespace: str, name: str) -> bool:
         return self._delete(_JOB, namespace, name)
 
-    def patch_job_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
-        params = {"namespace": namespace, "name": name}
-        code, text = self._request(
-            "PATCH", _JOB_STATUS, params, {"status": status}, content_type="application/merge-patch+json"
-        )
+    def _patch(
+        self, path: str, params: dict[str, str], body: Any, content_type: str, query: dict[str, str] | None = None
+    ) -> None:
+        code, text = self._request("PATCH", path, params, body, content_type=content_type, query=query)
         if code >= 300:
             raise TransientApiError(_message(code, text))
 
+    def patch_job_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        params = {"namespace": namespace, "name": name}
+        self._patch(_JOB_STATUS, params, {"status": status}, "application/merge-patch+json")
+
+    def patch_job(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        """A JSON merge patch of the job itself (Kueue's suspend and pod set changes)."""
+        self._patch(_JOB, {"namespace": namespace, "name": name}, patch, "application/merge-patch+json")
+
+    def apply_status_condition(self, manifest: Manifest, condition: dict[str, Any], field_manager: str) -> None:
+        """Server-side apply of one condition to an object's status: other owners' conditions stay."""
+        metadata = manifest["metadata"]
+        path = f"{_collection(manifest)}/{{name}}/status"
+        body = {
+            "apiVersion": manifest["apiVersion"],
+            "kind": manifest["kind"],
+            "metadata": {"name": metadata["name"], "namespace": metadata["namespace"]},
+            "status": {"conditions": [condition]},
+        }
+        params = {"namespace": metadata["namespace"], "name": metadata["name"]}
+        query = {"fieldManager": field_manager, "force": "true"}
+        self._patch(path, params, body, "application/apply-patch+yaml", query=query)
+
+    def get_cluster_object(self, api_version: str, plural: str, name: str) -> dict[str, Any] | None:
+        """A cluster-scoped object (a Kueue ResourceFlavor); None when it does not exist."""
+        code, text = self._request("GET", f"/apis/{api_version}/{plural}/{{name}}", {"name": name}, None)
+        if code == HTTP_NOT_FOUND:
+            return None
+        if code >= 300:
+            raise TransientApiError(_message(code, text))
+        found: dict[str, Any] = json.loads(text)
+        return found
+
 
 def _collection(manifest: Manifest) -> str:
-    if manifest["kind"] == "PodGroup":
-        return f"/apis/{manifest['apiVersion']}/namespaces/{{namespace}}/podgroups"
-    return _COLLECTIONS[manifest["kind"]]
+    kind = manifest["kind"]
+    if kind in _CORE_PLURALS:
+        return f"/api/v1/namespaces/{{namespace}}/{_CORE_PLURALS[kind]}"
+    return f"/apis/{manifest['apiVersion']}/namespaces/{{namespace}}/{_CUSTOM_PLURALS[kind]}"
 
 
 def _message(status: int, text: str) -> str:

@@ -22,6 +22,17 @@ from disttrain_operator.api.status import ConditionType, DistTrainJobStatus, Job
 from disttrain_operator.builders.objects import Manifest
 from disttrain_operator.builders.settings import BuildSettings
 from disttrain_operator.kube import ChildRejectedError, Kube, TransientApiError
+from disttrain_operator.kueue import (
+    MANAGER,
+    RESOURCE_FLAVOR_API_VERSION,
+    PodSetInfo,
+    WorkloadView,
+    finished_condition,
+    flavor_info,
+    kueue_step,
+    merge_patch,
+    workload_reference,
+)
 from disttrain_operator.observed import ChildView, PodView
 from disttrain_operator.planner import STUCK_TERMINATING, Plan, object_key, plan
 from disttrain_operator.status_aggregation import Verdict, aggregate, record_restart, with_condition
@@ -87,10 +98,11 @@ class Reconciler:
         pods: Sequence[PodView],
         children: Collection[ChildView],
         reported: Progress | None = None,
+        workload: WorkloadView | None = None,
     ) -> None:
         """Bring one job's children and status in line; raises TransientApiError when a retry is due.
 
-        `reported` is the trainer's progress as last polled, if any.
+        `reported` is the trainer's progress as last polled, and `workload` the job's Kueue Workload, if any.
         """
         uid = str(body["metadata"]["uid"])
         with self._lock(uid):
@@ -101,6 +113,7 @@ class Reconciler:
                 self._reject_spec(body, current["status"], error)
                 return
             with metrics.RECONCILE_SECONDS.time():
+                job = self._follow_kueue(body, job, workload)
                 self._reconcile(body, uid, job, pods, children, reported=reported)
 
     def _reconcile(
@@ -162,6 +175,31 @@ class Reconciler:
             self._wake((job.metadata.namespace, job.metadata.name), next_plan.wake_at)
         if retry is not None:
             raise retry
+
+    def _follow_kueue(self, body: Body, job: DistTrainJob, workload: WorkloadView | None) -> DistTrainJob:
+        """Kueue's contract for a queued job; returns the job as it is after any change made to it."""
+        step = kueue_step(job, workload, self._flavor)
+        if step.create is not None:
+            try:
+                self._kube.create(step.create)
+            except ChildRejectedError as error:
+                self._emit(body, type="Warning", reason="CreateFailed", message=f"Workload was refused: {error}")
+                return job
+        if step.finish is not None:
+            condition = finished_condition(step.finish, self._clock().strftime("%Y-%m-%dT%H:%M:%SZ"))
+            self._kube.apply_status_condition(workload_reference(job), condition, MANAGER)
+        if step.event is not None:
+            self._emit(body, type="Normal", reason=step.event.reason, message=step.event.message)
+        if step.job_patch is None:
+            return job
+        metadata = job.metadata
+        self._kube.patch_job(metadata.namespace, metadata.name, step.job_patch)
+        patched = merge_patch(job.model_dump(mode="json", by_alias=True, exclude_none=True), step.job_patch)
+        return DistTrainJob.model_validate(patched)
+
+    def _flavor(self, name: str) -> PodSetInfo:
+        flavor = self._kube.get_cluster_object(RESOURCE_FLAVOR_API_VERSION, "resourceflavors", name)
+        return flavor_info(flavor) if flavor is not None else PodSetInfo()
 
     def _create(
         self, body: Body, manifests: Sequence[Manifest], retry: TransientApiError | None, unwatched: set[ChildView]

@@ -304,3 +304,89 @@ def test_trainer_progress_reaches_status_and_kubectl_get(
         assert done["status"]["progress"]["step"] == 300
     finally:
         trainer.server.shutdown()
+
+
+def _kueue_status(cluster: Cluster, namespace: str, name: str, admitted: bool) -> None:
+    """Play Kueue's scheduler: admit the Workload to flavor gpu-a, or evict it as a preemption does."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+    def condition(kind: str, holds: bool, reason: str) -> dict[str, str]:
+        status = "True" if holds else "False"
+        return {"type": kind, "status": status, "reason": reason, "message": reason, "lastTransitionTime": now}
+
+    assignment = {"name": "worker", "count": 4, "flavors": {"nvidia.com/gpu": "gpu-a"}}
+    status: dict[str, Any] = {
+        "admission": {"clusterQueue": "cluster-gpus", "podSetAssignments": [assignment]} if admitted else None,
+        "conditions": [
+            condition("QuotaReserved", admitted, "QuotaReserved" if admitted else "Pending"),
+            condition("Admitted", admitted, "Admitted" if admitted else "NoReservation"),
+            condition("Evicted", not admitted, "Preempted" if not admitted else "QuotaReserved"),
+        ],
+    }
+    patch = json.dumps({"status": status})
+    cluster.kubectl(
+        "patch", "workloads.kueue.x-k8s.io", name, "-n", namespace, "--subresource=status", "--type=merge", "-p", patch
+    )
+
+
+def test_kueue_queues_admits_evicts_and_releases_a_job(
+    cluster: Cluster, operator: OperatorProcess, namespace: str
+) -> None:
+    """The job side of Kueue's contract for an external framework, with the test as Kueue."""
+    cluster.kubectl("apply", "--server-side", "-f", str(ROOT / "tests" / "integration" / "crds" / "kueue.yaml"))
+    cluster.kubectl("wait", "--for=condition=Established", "crd/workloads.kueue.x-k8s.io", "--timeout=60s")
+    flavor = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ResourceFlavor",
+        "metadata": {"name": "gpu-a"},
+        "spec": {
+            "nodeLabels": {"type": "kwok"},
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        },
+    }
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(flavor))
+    queued = MWMS.replace(
+        "  name: mnist-mwms\n", "  name: mnist-mwms\n  labels:\n    kueue.x-k8s.io/queue-name: team-a\n"
+    )
+    cluster.apply(namespace, queued)
+
+    workload = wait_for(
+        "the Workload", lambda: cluster.get("workloads.kueue.x-k8s.io", "disttrainjob-mnist-mwms", namespace)
+    )
+    assert workload["spec"]["queueName"] == "team-a"
+    assert [(s["name"], s["count"]) for s in workload["spec"]["podSets"]] == [("worker", 4)]
+    assert workload["metadata"]["ownerReferences"][0]["kind"] == "DistTrainJob"
+    held = _job_where(cluster, namespace, "mnist-mwms", "Suspended", lambda j: j["status"].get("phase") == "Suspended")
+    assert held["spec"]["runPolicy"]["suspend"] is True
+    assert cluster.job_pods(namespace, "mnist-mwms") == {}
+    assert cluster.has_event(namespace, "Queued")
+
+    _kueue_status(cluster, namespace, "disttrainjob-mnist-mwms", admitted=True)
+    pods = _running(cluster, namespace, "mnist-mwms", 4)
+    for pod in pods.values():
+        assert pod["spec"]["nodeSelector"] == {"type": "kwok"}
+        assert flavor["spec"]["tolerations"][0] in pod["spec"]["tolerations"]  # type: ignore[index]
+    assert cluster.has_event(namespace, "Admitted")
+
+    _kueue_status(cluster, namespace, "disttrainjob-mnist-mwms", admitted=False)
+    evicted = _job_where(
+        cluster, namespace, "mnist-mwms", "suspended again", lambda j: j["status"].get("phase") == "Suspended"
+    )
+    template = evicted["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]
+    assert "nodeSelector" not in template and not template.get("tolerations")  # restored from the Workload
+    wait_for("the pods gone", lambda: not cluster.job_pods(namespace, "mnist-mwms"), timeout=60)
+    assert cluster.has_event(namespace, "Evicted")
+
+    _kueue_status(cluster, namespace, "disttrainjob-mnist-mwms", admitted=True)
+    _running(cluster, namespace, "mnist-mwms", 4)
+    cluster.set_pod_status(namespace, "mnist-mwms-worker-0", "Succeeded", exit_code=0)
+    _job_where(cluster, namespace, "mnist-mwms", "Succeeded", lambda j: holds(j, "Succeeded"))
+
+    def finished() -> dict[str, Any] | None:
+        current = cluster.get("workloads.kueue.x-k8s.io", "disttrainjob-mnist-mwms", namespace) or {}
+        kinds = {c["type"]: c for c in current.get("status", {}).get("conditions", [])}
+        return kinds if kinds.get("Finished", {}).get("status") == "True" else None
+
+    conditions = wait_for("the Workload Finished", finished, timeout=60)
+    assert conditions["Finished"]["reason"] == "JobSucceeded"
+    assert conditions["Admitted"]["status"] == "True"  # Kueue's own conditions are kept
