@@ -31,6 +31,7 @@ FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 GPU_RESOURCE = "nvidia.com/gpu"
 SERVICE_CIDR = "10.96.0.0/16"
 POD_CIDR = "10.244.0.0/16"
+FAKE_POD_CIDR = "127.244.0.1/16"  # kwok's pods: loopback, see the kwok arguments
 
 
 def state_dir() -> Path:
@@ -203,8 +204,10 @@ def _commands(paths: CachePaths, folder: Path, state: ClusterState) -> dict[str,
             str(paths.binary("kwok")),
             f"--kubeconfig={kubeconfig}",
             f"--manage-nodes-with-annotation-selector={FAKE_NODE_ANNOTATION}=fake",
-            "--cidr=10.244.0.0/16",
-            "--node-ip=10.0.0.1",
+            # Fake pods and nodes get loopback addresses: whatever connects to them (the operator's
+            # progress poll) stays on this machine instead of leaving through its default route.
+            f"--cidr={FAKE_POD_CIDR}",
+            "--node-ip=127.0.0.1",
             "--node-lease-duration-seconds=40",
             f"--config={folder / 'kwok.yaml'}",
             *(f"--config={stage}" for stage in sorted(paths.kwok_stages.glob("*.yaml"))),
