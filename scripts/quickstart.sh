@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# Sets up disttrain on a fresh machine and runs the MultiWorkerMirrored example end to end:
-# installs the package, brings up the local control plane (built once from Go modules, then cached),
-# starts the operator, applies the example and follows it to Succeeded.
+# Sets up disttrain on a fresh machine and trains for real through Kubernetes, with no Docker:
+# installs the package with the trainer, brings up the local control plane (built once from Go
+# modules, then cached) with its process node, starts the operator, applies the MultiWorkerMirrored
+# digits example to the namespace `local` (whose pods run as processes on this machine), waits for
+# Succeeded, and shows the progress, the checkpoints and the exported model.
 #
-# The local cluster's nodes are kwok's fake GPU nodes: pods are scheduled and reported Running, but
-# no container runs. This script plays the trainer's part by marking worker 0 Succeeded.
+# Needs root for the process node (a network namespace per pod). Stop everything with
+# `disttrain dev-cluster down`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-python3 -m pip install --quiet -e .
-kubeconfig=$(disttrain dev-cluster up | tail -n 1)
+python3 -m pip install --quiet -e '.[trainer]'
+kubeconfig=$(disttrain dev-cluster up --process-node | tail -n 1)
 export KUBECONFIG=$kubeconfig
 kubectl_bin=$(python3 -c 'from disttrain_operator.devcluster.versions import cache_paths; print(cache_paths().binary("kubectl"))')
 kubectl() { "$kubectl_bin" "$@"; }
@@ -23,15 +25,15 @@ for _ in $(seq 1 60); do
   sleep 1
 done
 
-kubectl create namespace quickstart --dry-run=client -o yaml | kubectl apply -f - >/dev/null
-kubectl delete dtj mnist-mwms -n quickstart --ignore-not-found --wait=true >/dev/null
-kubectl apply -n quickstart -f examples/multi-worker-mirrored-gpu.yaml
-kubectl wait -n quickstart --for=condition=Running dtj/mnist-mwms --timeout=120s
-kubectl get dtj,pods -n quickstart -o wide
+kubectl delete dtj digits-mwms -n local --ignore-not-found --wait=true >/dev/null
+kubectl apply -n local -f examples/local-multi-worker-digits.yaml
+kubectl wait -n local --for=condition=Running dtj/digits-mwms --timeout=180s
+kubectl get pods -n local -o wide
+kubectl wait -n local --for=condition=Succeeded dtj/digits-mwms --timeout=600s
+kubectl get dtj -n local -o wide
 
-echo "worker 0 finishes (as the trainer would):"
-kubectl patch pod mnist-mwms-worker-0 -n quickstart --subresource=status --type=merge \
-  -p '{"status":{"phase":"Succeeded","containerStatuses":[{"name":"tensorflow","image":"disttrain/trainer:0.1.0","imageID":"","ready":false,"restartCount":0,"state":{"terminated":{"exitCode":0,"reason":"Completed"}}}]}}'
-kubectl wait -n quickstart --for=condition=Succeeded dtj/mnist-mwms --timeout=120s
-kubectl get dtj -n quickstart
-echo "operator log: $log; KUBECONFIG=$KUBECONFIG; stop the cluster with: disttrain dev-cluster down"
+state=$(dirname "$kubeconfig")/process-node
+volume=$(kubectl get pvc digits-mwms-checkpoint -n local -o jsonpath='{.spec.volumeName}')
+echo "checkpoints and exported model, in the job's volume on this machine ($state/volumes/$volume):"
+ls "$state/volumes/$volume" "$state/volumes/$volume/export"
+echo "pod logs: $state/pods/; operator log: $log; KUBECONFIG=$KUBECONFIG"

@@ -73,7 +73,7 @@ def _dev_cluster(args: argparse.Namespace) -> int:
 
     if args.action == "up":
         try:
-            print(cluster.up())
+            print(cluster.up(process_node=args.process_node))
         except (RuntimeError, OSError, subprocess.CalledProcessError) as error:
             print(f"error: {error}", file=sys.stderr)
             return 1
@@ -130,6 +130,11 @@ def build_parser() -> argparse.ArgumentParser:
         "dev-cluster", help="a local control plane with fake GPU nodes, built from Go modules (development, CI)"
     )
     cluster_parser.add_argument("action", choices=["up", "down", "kubeconfig"])
+    cluster_parser.add_argument(
+        "--process-node",
+        action="store_true",
+        help="with up: add a node whose pods run as real processes (needs root), and the namespace `local` for it",
+    )
     cluster_parser.set_defaults(handler=_dev_cluster)
 
     local_parser = commands.add_parser("local", help="run a job on this machine, without Kubernetes")

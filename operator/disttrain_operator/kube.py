@@ -12,6 +12,7 @@ built (the spec must change), or the request may pass later.
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes import client, config
@@ -84,7 +85,7 @@ class Kube:
     def create(self, manifest: Manifest) -> bool:
         """Create the object; False if it already existed."""
         path = _collection(manifest)
-        status, text = self._request("POST", path, {"namespace": manifest["metadata"]["namespace"]}, manifest)
+        status, text = self._request("POST", path, {"namespace": manifest["metadata"].get("namespace", "")}, manifest)
         if status == HTTP_CONFLICT:
             return False
         if status in _PERMANENT:
@@ -141,9 +142,53 @@ class Kube:
         query = {"fieldManager": field_manager, "force": "true"}
         self._patch(path, params, body, "application/apply-patch+yaml", query=query)
 
+    # For the dev cluster's process node, which plays a kubelet's part.
+
+    def list_items(self, path: str, query: dict[str, str]) -> list[dict[str, Any]]:
+        code, text = self._request("GET", path, {}, None, query=query)
+        if code >= 300:
+            raise TransientApiError(_message(code, text))
+        items: list[dict[str, Any]] = json.loads(text).get("items") or []
+        return items
+
+    def patch_status(self, path: str, status: dict[str, Any]) -> bool:
+        """Merge-patch an object's status; False when the object is gone."""
+        code, text = self._request("PATCH", path, {}, {"status": status}, content_type="application/merge-patch+json")
+        if code == HTTP_NOT_FOUND:
+            return False
+        if code >= 300:
+            raise TransientApiError(_message(code, text))
+        return True
+
+    def confirm_pod_deletion(self, namespace: str, name: str, uid: str) -> None:
+        """Remove a pod for good once its processes ended (a kubelet's last word on it); gone is fine."""
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0, "preconditions": {"uid": uid}}
+        code, text = self._request("DELETE", _POD, {"namespace": namespace, "name": name}, body)
+        if code >= 300 and code not in (HTTP_NOT_FOUND, HTTP_CONFLICT):  # 409: a newer pod took the name
+            raise TransientApiError(_message(code, text))
+
+    def renew_lease(self, node: str, seconds: int) -> None:
+        """The node's heartbeat in kube-node-lease, created on first use."""
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        spec = {"holderIdentity": node, "leaseDurationSeconds": seconds, "renewTime": now}
+        path = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{name}"
+        code, text = self._request(
+            "PATCH", path, {"name": node}, {"spec": spec}, content_type="application/merge-patch+json"
+        )
+        if code == HTTP_NOT_FOUND:
+            lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": node}, "spec": spec}
+            collection = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
+            code, text = self._request("POST", collection, {}, lease)
+        if code >= 300 and code != HTTP_CONFLICT:
+            raise TransientApiError(_message(code, text))
+
     def get_cluster_object(self, api_version: str, plural: str, name: str) -> dict[str, Any] | None:
         """A cluster-scoped object (a Kueue ResourceFlavor); None when it does not exist."""
-        code, text = self._request("GET", f"/apis/{api_version}/{plural}/{{name}}", {"name": name}, None)
+        return self.read(f"/apis/{api_version}/{plural}/{{name}}", {"name": name})
+
+    def read(self, path: str, params: dict[str, str]) -> dict[str, Any] | None:
+        """GET one object; None when it does not exist."""
+        code, text = self._request("GET", path, params, None)
         if code == HTTP_NOT_FOUND:
             return None
         if code >= 300:
@@ -154,6 +199,8 @@ class Kube:
 
 def _collection(manifest: Manifest) -> str:
     kind = manifest["kind"]
+    if kind == "Node":
+        return "/api/v1/nodes"
     if kind in _CORE_PLURALS:
         return f"/api/v1/namespaces/{{namespace}}/{_CORE_PLURALS[kind]}"
     return f"/apis/{manifest['apiVersion']}/namespaces/{{namespace}}/{_CUSTOM_PLURALS[kind]}"

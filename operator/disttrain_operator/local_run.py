@@ -27,6 +27,7 @@ from disttrain_operator.api.spec import ReplicaType
 from disttrain_operator.builders.objects import CHECKPOINT_DIR_ENV, pods, tensorflow_container
 from disttrain_operator.builders.settings import BuildSettings
 from disttrain_operator.builders.tfconfig import cluster_spec
+from disttrain_operator.containers import UnsupportedContainerError, command_line, environment
 from disttrain_operator.observed import PodPhase, PodView
 from disttrain_operator.ports import free_port
 from disttrain_operator.status_aggregation import failure, success
@@ -74,17 +75,12 @@ def local_processes(job: DistTrainJob, workdir: Path, ports: Mapping[str, int] |
         replica_type = ReplicaType.from_task_type(labels["disttrain.io/replica-type"])
         index = int(labels["disttrain.io/replica-index"])
         container = tensorflow_container(manifest["spec"]["containers"])
-        argv = [*container.get("command", []), *container.get("args", [])]
         label = f"{replica_type.task_type}-{index}"
-        if not container.get("command"):
-            raise LocalRunError(f"{label}: the container has no command; a local run cannot use the image's entrypoint")
-        env: dict[str, str] = {}
-        for entry in container.get("env", []):
-            if "value" not in entry:
-                raise LocalRunError(
-                    f"{label}: env {entry['name']} comes from a reference, which a local run cannot read"
-                )
-            env[entry["name"]] = str(entry["value"])
+        try:
+            argv = list(command_line(container))
+            env = environment(container, {})
+        except UnsupportedContainerError as error:
+            raise LocalRunError(f"{label}: {error}") from error
         if "TF_CONFIG" in env:
             env["TF_CONFIG"] = localize(env["TF_CONFIG"], ports)
         env[CHECKPOINT_DIR_ENV] = str(workdir / "checkpoints")

@@ -54,13 +54,22 @@ def object_key(manifest: Manifest) -> ChildView:
     return ChildView(str(manifest["kind"]), str(manifest["metadata"]["name"]))
 
 
+def _lost(pod: PodView) -> bool:
+    """Failed, or deleted while unfinished by someone else than the operator (a user, an eviction, a lost node)."""
+    if pod.deleting:
+        return pod.phase is not PodPhase.SUCCEEDED
+    return pod.phase is PodPhase.FAILED
+
+
 def restart_for(job: DistTrainJob, pods: Sequence[PodView], handled: Collection[str]) -> Restart | None:
-    """The restart the failed pods call for, or None when nothing new failed or nothing may restart."""
+    """The restart the failed pods call for, or None when nothing new failed or nothing may restart.
+
+    `handled` holds the uids of pods the operator already acted on: restarted, or deleted itself.
+    """
     failed = [
         pod
         for pod in pods
-        if pod.phase is PodPhase.FAILED
-        and not pod.deleting
+        if _lost(pod)
         and pod.uid not in handled
         and may_restart(job.spec.replica_specs[pod.replica_type].restart_policy, pod.exit_code)
     ]

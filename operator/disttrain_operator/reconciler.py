@@ -72,7 +72,7 @@ class Reconciler:
         self._emit = emit
         self._clock = clock
         self._written: dict[str, dict[str, Any]] = {}
-        self._handled: dict[str, set[str]] = {}  # per job: failed pods already restarted
+        self._handled: dict[str, set[str]] = {}  # per job: pods already restarted, or deleted by the operator
         self._phases: dict[str, tuple[str, str]] = {}  # per job: namespace and phase, for the active gauge
         self._unwatched: dict[str, set[ChildView]] = {}  # per job: children known to exist that no index watches
         self._locks: dict[str, threading.Lock] = {}
@@ -151,6 +151,8 @@ class Reconciler:
             self._delete_job(body, uid)
             return
         retry: TransientApiError | None = None
+        by_name = {pod.name: pod for pod in pods}
+        handled.update(str(by_name[name].uid) for name in next_plan.delete)  # ours: not a loss to restart for
         for name in next_plan.delete:
             try:
                 self._kube.delete_pod(job.metadata.namespace, name)

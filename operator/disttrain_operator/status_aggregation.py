@@ -114,6 +114,8 @@ def may_restart(policy: RestartPolicy, exit_code: int | None) -> bool:
 
 
 def describe_failure(pod: PodView) -> str:
+    if pod.deleting and pod.phase is not PodPhase.FAILED:
+        return f"{pod.name} was deleted while {pod.phase.value.lower()}"
     code = "no exit code" if pod.exit_code is None else f"exit code {pod.exit_code}"
     return f"{pod.name} failed with {code}" + (f" ({pod.reason})" if pod.reason else "")
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import uuid
 from collections.abc import Iterator
@@ -55,3 +57,22 @@ def namespace(cluster: Cluster) -> Iterator[str]:
 def dry_run_namespace(cluster: Cluster) -> Iterator[str]:
     """One namespace for a module whose tests only send server-side dry runs, which leave nothing behind."""
     yield from _namespace(cluster)
+
+
+@pytest.fixture(scope="session")
+def process_cluster(cluster: Cluster) -> Cluster:
+    """The local cluster with its process node, whose pods run as real processes (root only)."""
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        pytest.skip("the process node needs root and iproute2 (a network namespace per pod)")
+    devcluster.up(process_node=True)
+    return cluster
+
+
+@pytest.fixture
+def process_namespace(process_cluster: Cluster) -> Iterator[str]:
+    """A namespace of the test's own whose pods run on the process node."""
+    name = f"proc-{uuid.uuid4().hex[:8]}"
+    process_cluster.kubectl("apply", "-f", "-", stdin=json.dumps(devcluster.process_namespace(name)))
+    wait_for("the namespace's default ServiceAccount", lambda: process_cluster.get("serviceaccount", "default", name))
+    yield name
+    process_cluster.kubectl("delete", "namespace", name, "--wait=true", "--timeout=120s")

@@ -158,3 +158,15 @@ def test_pods_stuck_terminating_are_removed_by_force_after_a_bounded_wait() -> N
     result = _plan(job, [going, gone])
     assert result.force_delete == ["job-worker-1"]
     assert result.wake_at == NOW + timedelta(seconds=20)
+
+
+def test_a_pod_deleted_by_someone_else_is_a_retryable_loss_and_ours_are_not() -> None:
+    job = _job({"Worker": 2})
+    deleted = _pod(ReplicaType.WORKER, 1, deleting=True)
+    result = _plan(job, [_pod(ReplicaType.WORKER, 0), deleted])
+    assert result.restart is not None
+    assert result.restart.message == "job-worker-1 was deleted while running: the whole job restarts"
+    assert result.delete == ["job-worker-0"]
+    assert _plan(job, [_pod(ReplicaType.WORKER, 0), deleted], handled={deleted.uid}).restart is None
+    never = _job({"Worker": 2}, policy="Never")
+    assert _plan(never, [_pod(ReplicaType.WORKER, 0), deleted]).restart is None  # recreated, as TFJob does

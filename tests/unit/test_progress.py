@@ -38,8 +38,9 @@ def test_a_trainer_record_is_parsed_and_its_extra_fields_ignored() -> None:
 
 
 def test_anything_else_is_no_report() -> None:
-    for text in (None, "", "Error: out of memory", "[1, 2]", '{"epoch": 1}', '{"step": -1}', '{"step": "x"}'):
-        assert parse_progress(text) is None, text
+    texts = (None, "", "Error: out of memory", "[1, 2]", '{"epoch": 1}', '{"step": -1}', '{"step": "x"}')
+    for text in (*texts, '{"step": 1, "loss": NaN}', '{"step": 1, "examplesPerSecond": Infinity}'):
+        assert parse_progress(text) is None, text  # NaN is not JSON: the API server would refuse the status
 
 
 def test_a_time_without_zone_is_read_as_utc() -> None:

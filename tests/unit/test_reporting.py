@@ -48,3 +48,10 @@ def test_an_unwritable_termination_message_does_not_stop_training(tmp_path: Path
     environ = {TERMINATION_MESSAGE_ENV: str(tmp_path / "missing" / "termination-log")}
     Progress(tmp_path, True, 64, total_steps=10, environ=environ).report(1, 1, 0.5)
     assert (tmp_path / "progress.json").exists()
+
+
+def test_a_run_with_no_step_reports_no_loss(tmp_path: Path) -> None:
+    progress = Progress(tmp_path, True, 64, total_steps=10, environ={})
+    progress.report(10, 1, float("nan"), finished=True)
+    record = json.loads((tmp_path / "progress.json").read_text())
+    assert record["loss"] is None and parse_progress(json.dumps(record)) is not None

@@ -66,6 +66,7 @@ class TrainConfig:
     logical_cpus: int
     seed: int
     log_every: int
+    peer_wait_seconds: float
     role: Role
 
 
@@ -138,6 +139,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--logical-cpus", type=int, default=0, help="split the CPU into N logical devices")
     parser.add_argument("--seed", type=int, default=1234)
     parser.add_argument("--log-every", type=_positive, default=10, help="steps between progress reports")
+    parser.add_argument(
+        "--peer-wait-seconds",
+        type=_positive,
+        default=180,
+        help="how long a ParameterServer chief waits for the PS and worker servers to accept connections",
+    )
     return parser
 
 
@@ -172,5 +179,6 @@ def parse(argv: Sequence[str] | None = None, environ: dict[str, str] | None = No
         logical_cpus=args.logical_cpus,
         seed=args.seed,
         log_every=args.log_every,
+        peer_wait_seconds=args.peer_wait_seconds,
         role=role,
     )

@@ -212,8 +212,9 @@ def serve(config: TrainConfig) -> None:
     server = tf.distribute.Server(
         resolver.cluster_spec(), job_name=role.task_type, task_index=role.index, protocol="grpc", start=True
     )
-    log("serving", task=f"{role.task_type}:{role.index}")
-    server.join()
+    log("serving", task=f"{role.task_type}:{role.index}", target=server.target)
+    while True:  # not server.join(), which blocks in C++ where Python's SIGTERM handler never runs
+        time.sleep(1)
 
 
 def evaluate_alongside(config: TrainConfig, data: DataSet) -> None:

@@ -28,7 +28,7 @@ def _on_sigterm(serving: bool) -> None:
 def _train(config: config_module.TrainConfig) -> None:
     import tensorflow as tf  # noqa: PLC0415
 
-    from disttrain_trainer import data, loop, strategies  # noqa: PLC0415
+    from disttrain_trainer import data, loop, peers, strategies  # noqa: PLC0415
 
     strategies.configure_devices(config)
     tf.keras.utils.set_random_seed(config.seed)  # the same initial weights and data order on every run
@@ -43,6 +43,9 @@ def _train(config: config_module.TrainConfig) -> None:
         loop.evaluate_alongside(config, dataset)
         return
     name = strategies.strategy_name(config)
+    if name == "parameter-server":
+        servers = [address for kind in ("ps", "worker") for address in role.cluster.get(kind, [])]
+        peers.wait_for_peers(servers, config.peer_wait_seconds)
     strategy = strategies.create(name, config)
     log("started", task=f"{role.task_type}:{role.index}", strategy=name)
     try:

@@ -7,6 +7,7 @@ termination message, as `progress_contract` describes for the operator.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import threading
@@ -113,7 +114,7 @@ class Progress:
             "step": step,
             "totalSteps": self._total,
             "epoch": epoch,
-            "loss": round(loss, 6),
+            "loss": round(loss, 6) if math.isfinite(loss) else None,  # no step run yet: no loss
             "examplesPerSecond": round(rate, 2),
             "updateTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "finished": finished,

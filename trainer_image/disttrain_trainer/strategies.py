@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
+
 import tensorflow as tf
 
 from disttrain_trainer.config import Role, TrainConfig
 from disttrain_trainer.exit_codes import ExitCode, TrainerError
+
+TRANSIENT_PS_FAILURES = 50
 
 
 def configure_devices(config: TrainConfig) -> None:
@@ -50,6 +54,13 @@ def create(name: str, config: TrainConfig) -> tf.distribute.Strategy:
             compute_devices=local_devices(), parameter_device="/cpu:0"
         )
     if name == "parameter-server":
+        # While a replaced worker's server starts, the PS relays "connection refused" to the coordinator,
+        # which then takes the worker's loss for a PS failure and gives up after 3 such reports (TF's
+        # default). Tolerate more of them: a PS that is really gone still fails the chief within seconds.
+        # A step cut short by a lost worker can also surface as an UnknownError "Graph execution error":
+        # TF treats it as the worker failure it is only when asked to.
+        os.environ.setdefault("TF_COORDINATOR_IGNORE_TRANSIENT_PS_FAILURES", str(TRANSIENT_PS_FAILURES))
+        os.environ.setdefault("TF_PS_HANDLE_UNKNOWN_ERROR", "1")
         resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
         return tf.distribute.ParameterServerStrategy(resolver)
     return tf.distribute.get_strategy()

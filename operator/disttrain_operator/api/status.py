@@ -62,8 +62,8 @@ class Progress(ApiModel):
     step: int | None = Field(None, ge=0)
     total_steps: int | None = Field(None, ge=0)
     epoch: int | None = Field(None, ge=0)
-    loss: float | None = None
-    examples_per_second: float | None = Field(None, ge=0)
+    loss: float | None = Field(None, allow_inf_nan=False)
+    examples_per_second: float | None = Field(None, ge=0, allow_inf_nan=False)
     update_time: datetime | None = Field(None, description="When the trainer made the report.")
 
 

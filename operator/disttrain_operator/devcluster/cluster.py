@@ -17,7 +17,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from disttrain_operator import crd
@@ -119,9 +119,11 @@ def running_state(folder: Path | None = None) -> ClusterState | None:
     return state if _ready(state) else None
 
 
-def _start(folder: Path, name: str, command: list[str]) -> int:
+def _start(folder: Path, name: str, command: list[str], env: dict[str, str] | None = None) -> int:
     log = (folder / "logs" / f"{name}.log").open("ab")
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=folder)
+    process = subprocess.Popen(
+        command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=folder, env=env
+    )
     return process.pid
 
 
@@ -184,6 +186,8 @@ def _commands(paths: CachePaths, folder: Path, state: ClusterState) -> dict[str,
             f"--service-account-signing-key-file={key}",
             "--service-account-issuer=https://kubernetes.default.svc",
             "--enable-priority-and-fairness=false",
+            # Namespaces annotated for the process node send their pods there (see process_namespace).
+            "--enable-admission-plugins=PodNodeSelector,PodTolerationRestriction",
         ],
         "kube-controller-manager": [
             str(paths.binary("kube-controller-manager")),
@@ -239,11 +243,18 @@ def _prepare(folder: Path) -> None:
         subprocess.run(["openssl", "genrsa", "-out", str(key), "2048"], check=True, capture_output=True)
 
 
-def up(shape: NodeShape | None = None, log: bool = True) -> Path:
-    """Start the cluster (or find it running) and return its kubeconfig path."""
+def up(shape: NodeShape | None = None, log: bool = True, process_node: bool = False) -> Path:
+    """Start the cluster (or find it running) and return its kubeconfig path.
+
+    `process_node` adds the node whose pods run as real processes (`process_node`), and the
+    namespace `local`, whose pods go there.
+    """
     folder = state_dir()
-    if running_state(folder) is not None:
+    running = running_state(folder)
+    if running is not None:
         _install_crd(ensure_binaries(), folder)  # a running cluster gets the CRD of this checkout
+        if process_node and PROCESS_NODE not in running.pids:
+            _start_process_node(ensure_binaries(), folder, running)
         return kubeconfig_path(folder)
     down()
     paths = ensure_binaries()
@@ -265,6 +276,8 @@ def up(shape: NodeShape | None = None, log: bool = True) -> Path:
         state = ClusterState(**ports, pids=pids)
         _save_state(folder, state)
         _install(paths, folder, shape or NodeShape())
+        if process_node:
+            _start_process_node(paths, folder, state)
     except Exception as error:
         tails = _log_tails(folder)
         down()
@@ -272,6 +285,57 @@ def up(shape: NodeShape | None = None, log: bool = True) -> Path:
     if log:
         print(f"local cluster up in {time.monotonic() - started:.1f}s, logs in {folder / 'logs'}", file=sys.stderr)
     return kubeconfig_path(folder)
+
+
+PROCESS_NODE = "process-node"
+LOCAL_NAMESPACE = "local"
+
+
+def process_namespace(name: str) -> dict[str, object]:
+    """A namespace whose pods all run on the process node: the API server adds the selector and toleration."""
+    from disttrain_operator.devcluster.process_node import NODE_KIND, NODE_KIND_LABEL  # noqa: PLC0415
+
+    toleration = {"key": NODE_KIND_LABEL, "operator": "Equal", "value": NODE_KIND, "effect": "NoSchedule"}
+    annotations = {
+        "scheduler.alpha.kubernetes.io/node-selector": f"{NODE_KIND_LABEL}={NODE_KIND}",
+        "scheduler.alpha.kubernetes.io/defaultTolerations": json.dumps([toleration]),
+    }
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "annotations": annotations}}
+
+
+def _start_process_node(paths: CachePaths, folder: Path, state: ClusterState) -> ClusterState:
+    from disttrain_operator.devcluster.process_node import NODE_NAME  # noqa: PLC0415
+
+    command = [sys.executable, "-m", "disttrain_operator.devcluster.process_node", f"--state={folder / PROCESS_NODE}"]
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig_path(folder))}
+    state = replace(state, pids={**state.pids, PROCESS_NODE: _start(folder, PROCESS_NODE, command, env)})
+    _save_state(folder, state)
+    _wait("the process node", lambda: _node_ready(paths, folder, NODE_NAME), 60)
+    _kubectl(paths, folder, "apply", "-f", "-", stdin=json.dumps(process_namespace(LOCAL_NAMESPACE)))
+    return state
+
+
+def _node_ready(paths: CachePaths, folder: Path, name: str) -> bool:
+    try:
+        node = json.loads(_kubectl(paths, folder, "get", "node", name, "-o", "json"))
+    except RuntimeError:
+        return False
+    conditions = node.get("status", {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def restart_component(name: str, pause: float = 0) -> None:
+    """Stop one component of the running cluster and start it again with the same arguments (fault tests)."""
+    folder = state_dir()
+    state = _load_state(folder)
+    if state is None:
+        raise RuntimeError("no local cluster is running")
+    _stop(state.pids[name])
+    time.sleep(pause)
+    state.pids[name] = _start(folder, name, _commands(ensure_binaries(), folder, state)[name])
+    _save_state(folder, state)
+    if name == "kube-apiserver":
+        _wait("kube-apiserver /readyz", lambda: _ready(state), 90)
 
 
 def _log_tails(folder: Path, lines: int = 15) -> str:

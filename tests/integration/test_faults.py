@@ -1,0 +1,166 @@
+"""Fault injection through the real operator, API server and process node, with real TensorFlow.
+
+Every scenario breaks something mid-training and must still end Succeeded with exactly the step
+count of an uninterrupted run: nothing lost, nothing repeated past the last checkpoint.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from trainer_support import events, job_manifest
+
+from cluster_support import Cluster, OperatorProcess, holds, wait_for
+from disttrain_operator.devcluster import cluster as devcluster
+
+pytestmark = [
+    pytest.mark.tensorflow,
+    pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="needs the trainer extra"),
+]
+
+STEPS_PER_EPOCH = 1437 // 64  # the bundled digits' training split at the default batch
+JOB = "faulty"
+
+
+def _submit(cluster: Cluster, namespace: str, strategy: str, counts: dict[str, int], epochs: int) -> int:
+    """A job that checkpoints every 50 steps; returns its total step count."""
+    args = ["--model", "mlp", "--dataset", "digits", "--epochs", str(epochs), "--checkpoint-every", "50"]
+    manifest = job_manifest(JOB, strategy, counts, [*args, "--log-every", "5"])
+    for spec in manifest["spec"]["replicaSpecs"].values():
+        spec["restartPolicy"] = "ExitCode"
+        spec["template"]["spec"]["automountServiceAccountToken"] = False
+    manifest["spec"]["runPolicy"] = {"backoffLimit": 4}
+    manifest["spec"]["checkpoint"] = {"size": "1Gi"}
+    cluster.apply(namespace, json.dumps(manifest))
+    return epochs * STEPS_PER_EPOCH
+
+
+def _job(cluster: Cluster, namespace: str) -> dict[str, Any]:
+    return cluster.job(namespace, JOB)
+
+
+def _at_step(cluster: Cluster, namespace: str, step: int) -> dict[str, Any]:
+    """The job once its status reports at least `step` (the operator polls the chief every second here)."""
+
+    def check() -> dict[str, Any] | None:
+        job = _job(cluster, namespace)
+        return job if job.get("status", {}).get("progress", {}).get("step", 0) >= step else None
+
+    return wait_for(f"step {step}", check, timeout=240, interval=0.5)
+
+
+def _succeeded(cluster: Cluster, namespace: str, total: int) -> dict[str, Any]:
+    def check() -> dict[str, Any] | None:
+        job = _job(cluster, namespace)
+        return job if holds(job, "Succeeded") else None
+
+    job = wait_for("Succeeded", check, timeout=300)
+    assert job["status"]["progress"]["step"] == total
+    assert job["status"]["progress"]["totalSteps"] == total
+    return job
+
+
+def _pod_folder(cluster: Cluster, namespace: str, pod: str) -> Path:
+    uid = cluster.get("pod", pod, namespace)["metadata"]["uid"]  # type: ignore[index]
+    return devcluster.state_dir() / devcluster.PROCESS_NODE / "pods" / f"{namespace}_{pod}_{uid}"
+
+
+def _kill(cluster: Cluster, namespace: str, pod: str) -> None:
+    """The container's process dies at once, as on an OOM kill or a crash (exit 137)."""
+    pid = int((_pod_folder(cluster, namespace, pod) / "tensorflow.pid").read_text())
+    os.killpg(pid, signal.SIGKILL)
+
+
+def _chief_log(cluster: Cluster, namespace: str, pod: str) -> str:
+    return (_pod_folder(cluster, namespace, pod) / "tensorflow.log").read_text(errors="replace")
+
+
+def _uids(cluster: Cluster, namespace: str) -> dict[str, str]:
+    return {name: pod["metadata"]["uid"] for name, pod in cluster.job_pods(namespace, JOB).items()}
+
+
+def test_a_killed_multi_worker_restarts_the_job_and_resumes(
+    process_cluster: Cluster, operator: OperatorProcess, process_namespace: str
+) -> None:
+    total = _submit(process_cluster, process_namespace, "MultiWorkerMirrored", {"Worker": 2}, epochs=60)
+    _at_step(process_cluster, process_namespace, 200)
+    _kill(process_cluster, process_namespace, f"{JOB}-worker-1")
+
+    done = _succeeded(process_cluster, process_namespace, total)
+    assert done["status"]["restartCount"] == 1
+    log = _chief_log(process_cluster, process_namespace, f"{JOB}-worker-0")
+    restored = events(log, "restored")
+    assert restored and restored[-1]["step"] >= 200 - 50  # resumed from a checkpoint, not from zero
+    assert events(log, "finished")[-1]["steps"] == total
+
+
+def test_parameter_server_tolerates_a_worker_and_restarts_after_a_ps_loss(
+    process_cluster: Cluster, operator: OperatorProcess, process_namespace: str
+) -> None:
+    counts = {"Chief": 1, "Worker": 2, "PS": 1}
+    total = _submit(process_cluster, process_namespace, "ParameterServer", counts, epochs=12)
+    _at_step(process_cluster, process_namespace, 40)
+    chief_uid = _uids(process_cluster, process_namespace)[f"{JOB}-chief-0"]
+    _kill(process_cluster, process_namespace, f"{JOB}-worker-0")
+    wait_for("worker 0 replaced", lambda: _job(process_cluster, process_namespace)["status"].get("restartCount") == 1)
+    _at_step(process_cluster, process_namespace, 120)
+    assert _uids(process_cluster, process_namespace)[f"{JOB}-chief-0"] == chief_uid  # the coordinator carried on
+
+    _kill(process_cluster, process_namespace, f"{JOB}-ps-0")
+    done = _succeeded(process_cluster, process_namespace, total)
+    restarts = {kind: replica["restarts"] for kind, replica in done["status"]["replicaStatuses"].items()}
+    # The chief may notice the lost PS (exit 130) before the operator sees the PS pod fail: then it
+    # restarts once on its own, and once more with the PS.
+    assert restarts["PS"] == 1 and restarts["Worker"] == 1 and restarts["Chief"] <= 1, restarts
+    log = _chief_log(process_cluster, process_namespace, f"{JOB}-chief-0")
+    assert events(log, "restored")[-1]["step"] > 0
+    assert events(log, "finished")[-1]["steps"] == total
+
+
+def _restart_operator(operator: OperatorProcess) -> None:
+    operator.stop(signal.SIGKILL)
+    time.sleep(2)
+    operator.start()
+
+
+def _restart_api_server(operator: OperatorProcess) -> None:
+    devcluster.restart_component("kube-apiserver", pause=5)
+
+
+@pytest.mark.parametrize("disruption", [_restart_operator, _restart_api_server], ids=["operator", "api-server"])
+def test_the_control_plane_going_away_mid_job_costs_nothing(
+    process_cluster: Cluster,
+    operator: OperatorProcess,
+    process_namespace: str,
+    disruption: Callable[[OperatorProcess], None],
+) -> None:
+    """The operator killed and restarted, or the API server restarted: no duplicate pod, no restart."""
+    total = _submit(process_cluster, process_namespace, "MultiWorkerMirrored", {"Worker": 2}, epochs=80)
+    _at_step(process_cluster, process_namespace, 100)
+    before = _uids(process_cluster, process_namespace)
+    disruption(operator)
+
+    done = _succeeded(process_cluster, process_namespace, total)
+    assert _uids(process_cluster, process_namespace) == before  # the same two pods, never recreated
+    assert done["status"].get("restartCount", 0) == 0
+
+
+def test_a_pod_deleted_by_hand_is_retried(
+    process_cluster: Cluster, operator: OperatorProcess, process_namespace: str
+) -> None:
+    total = _submit(process_cluster, process_namespace, "MultiWorkerMirrored", {"Worker": 2}, epochs=60)
+    _at_step(process_cluster, process_namespace, 200)
+    process_cluster.kubectl("delete", "pod", f"{JOB}-worker-1", "-n", process_namespace, "--wait=false")
+
+    done = _succeeded(process_cluster, process_namespace, total)
+    assert done["status"]["restartCount"] == 1
+    log = _chief_log(process_cluster, process_namespace, f"{JOB}-worker-0")
+    assert events(log, "restored")[-1]["step"] >= 200 - 50

@@ -1,0 +1,89 @@
+"""The process node: pods of the local cluster running as real processes, reported as a kubelet would."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from cluster_support import Cluster, wait_for
+
+
+def _pod(name: str, script: str, restart_policy: str = "Never", **spec: Any) -> str:
+    container = {"name": "main", "image": "none", "command": ["sh", "-c", script]}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {"restartPolicy": restart_policy, "containers": [container], **spec},
+    }
+    return json.dumps(pod)
+
+
+def _ended(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
+    def check() -> dict[str, Any] | None:
+        pod = cluster.get("pod", name, namespace)
+        return pod if pod and pod["status"].get("phase") in ("Succeeded", "Failed") else None
+
+    return wait_for(f"pod {name} to end", check, timeout=60)
+
+
+def test_a_pod_runs_in_its_own_network_and_reports_its_exit(cluster: Cluster, process_namespace: str) -> None:
+    headless = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "peers"}}
+    headless["spec"] = {"clusterIP": "None", "selector": {"app": "peers"}, "ports": [{"port": 2222}]}
+    cluster.apply(process_namespace, json.dumps(headless))
+    peer = json.loads(_pod("b", "sleep 30", hostname="b", subdomain="peers"))
+    cluster.apply(process_namespace, json.dumps(peer))
+    script = (
+        f"getent hosts b.peers.{process_namespace}.svc || exit 7; "
+        "ip -4 -o addr show eth0 | grep -q 10.250. || exit 8; "
+        'echo "{\\"step\\": 5}" > "$DISTTRAIN_TERMINATION_MESSAGE_PATH"; exit 3'
+    )
+    pod = json.loads(_pod("a", script, hostname="a", subdomain="peers"))
+    pod["spec"]["containers"][0]["env"] = [
+        {"name": "DISTTRAIN_TERMINATION_MESSAGE_PATH", "value": "/dev/termination-log"}
+    ]
+    wait_for("pod b to run", lambda: (cluster.get("pod", "b", process_namespace) or {}).get("status", {}).get("podIP"))
+    cluster.apply(process_namespace, json.dumps(pod))
+
+    ended = _ended(cluster, process_namespace, "a")
+    terminated = ended["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert (ended["status"]["phase"], terminated["exitCode"]) == ("Failed", 3), terminated
+    assert terminated["message"].strip() == '{"step": 5}'
+    assert ended["status"]["podIP"].startswith("10.250.")
+    assert ended["spec"]["nodeName"] == "process-node-0"
+
+
+def test_deleting_a_pod_stops_its_process_with_sigterm_first(cluster: Cluster, process_namespace: str) -> None:
+    marker = Path("/tmp") / f"disttrain-sigterm-{process_namespace}"
+    script = f"trap 'echo stopped > {marker}; exit 0' TERM; while true; do sleep 0.1; done"
+    cluster.apply(process_namespace, _pod("sleeper", script))
+    wait_for(
+        "the pod to run",
+        lambda: (cluster.get("pod", "sleeper", process_namespace) or {}).get("status", {}).get("phase") == "Running",
+    )
+    started = time.monotonic()
+    cluster.kubectl("delete", "pod", "sleeper", "-n", process_namespace, "--grace-period=20", "--wait=true")
+    assert time.monotonic() - started < 15  # the process ended on SIGTERM, well before the grace period
+    assert marker.read_text().strip() == "stopped"
+    marker.unlink()
+
+
+def test_on_failure_restarts_in_place_and_counts(cluster: Cluster, process_namespace: str) -> None:
+    script = "if [ -e /scratch/once ]; then exit 0; fi; touch /scratch/once; exit 1"
+    pod = json.loads(_pod("flaky", script, restart_policy="OnFailure", volumes=[{"name": "s", "emptyDir": {}}]))
+    pod["spec"]["containers"][0]["volumeMounts"] = [{"name": "s", "mountPath": "/scratch"}]
+    cluster.apply(process_namespace, json.dumps(pod))
+    ended = _ended(cluster, process_namespace, "flaky")
+    assert ended["status"]["phase"] == "Succeeded"
+    assert ended["status"]["containerStatuses"][0]["restartCount"] == 1
+
+
+def test_a_pod_without_a_command_fails_with_a_reason(cluster: Cluster, process_namespace: str) -> None:
+    pod = json.loads(_pod("image-only", "true"))
+    del pod["spec"]["containers"][0]["command"]
+    cluster.apply(process_namespace, json.dumps(pod))
+    ended = _ended(cluster, process_namespace, "image-only")
+    assert ended["status"]["reason"] == "UnsupportedPod"
+    assert "run commands, not images" in ended["status"]["message"]
