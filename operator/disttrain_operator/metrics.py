@@ -14,6 +14,7 @@ JOBS_SUCCEEDED = Counter("disttrain_jobs_succeeded_total", "Jobs that succeeded.
 JOBS_FAILED = Counter("disttrain_jobs_failed_total", "Jobs that failed, by reason.", ["namespace", "reason"])
 JOBS_RESTARTED = Counter("disttrain_jobs_restarted_total", "Restarts of jobs or their pods.", ["namespace"])
 JOBS_ACTIVE = Gauge("disttrain_jobs_active", "Jobs neither succeeded nor failed.", ["namespace"])
+JOBS_BY_PHASE = Gauge("disttrain_jobs", "Jobs the operator knows, by phase.", ["namespace", "phase"])
 RECONCILE_SECONDS = Histogram(
     "disttrain_reconcile_duration_seconds",
     "Time of one reconcile of one job, API calls included.",
@@ -36,11 +37,18 @@ def count_transition(namespace: str, condition_type: str, reason: str) -> None:
         record(namespace, reason)
 
 
+_seen: set[tuple[str, str]] = set()  # (namespace, phase) series set so far, zeroed when they empty
+
+
 def set_active(phases: dict[str, tuple[str, str]]) -> None:
-    """Active jobs per namespace, from every known job's (namespace, phase)."""
+    """Active jobs and jobs by phase per namespace, from every known job's (namespace, phase)."""
     active = Tally(namespace for namespace, phase in phases.values() if phase not in ("Succeeded", "Failed"))
     for namespace in {namespace for namespace, _ in phases.values()} | set(active):
         JOBS_ACTIVE.labels(namespace).set(active.get(namespace, 0))
+    by_phase = Tally(phases.values())
+    _seen.update(by_phase)
+    for namespace, phase in _seen:
+        JOBS_BY_PHASE.labels(namespace, phase).set(by_phase.get((namespace, phase), 0))
 
 
 def serve() -> int:

@@ -202,6 +202,8 @@ def test_metrics_count_jobs_by_namespace(cluster: Cluster, operator: OperatorPro
     text = wait_for("the success counted", scrape, timeout=30)
     assert f'disttrain_jobs_created_total{{namespace="{namespace}"}} 1.0' in text
     assert f'disttrain_jobs_active{{namespace="{namespace}"}} 0.0' in text
+    assert f'disttrain_jobs{{namespace="{namespace}",phase="Succeeded"}} 1.0' in text
+    assert f'disttrain_jobs{{namespace="{namespace}",phase="Running"}} 0.0' in text
     assert "disttrain_reconcile_duration_seconds_count" in text
     assert "# TYPE disttrain_api_errors_total counter" in text
 

@@ -110,7 +110,8 @@ def test_parameter_server_job_creates_what_render_prints(
 
 def _free_gpus(cluster: Cluster) -> dict[str, int]:
     """Allocatable GPUs per node less what running and pending pods already requested."""
-    free = {node["metadata"]["name"]: int(node["status"]["allocatable"][GPU]) for node in cluster.items("nodes", "")}
+    nodes = cluster.items("nodes", "")
+    free = {node["metadata"]["name"]: int(node["status"]["allocatable"].get(GPU, 0)) for node in nodes}
     for pod in json.loads(cluster.kubectl("get", "pods", "-A", "-o", "json").stdout)["items"]:
         node = pod["spec"].get("nodeName")
         if node in free and pod["status"].get("phase") in ("Pending", "Running"):
