@@ -146,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     local_run_parser.add_argument("--workdir", help="where checkpoints go (DIR/checkpoints); default ./disttrain-<job>")
     local_run_parser.set_defaults(handler=_local_run)
 
+    commands.add_parser("jobs", help="list, describe and read the logs of jobs (also `kubectl disttrain`)")
     commands.add_parser(
         "operator",
         help="run the operator; further arguments go to `kopf run` (e.g. --namespace NS, --all-namespaces, --verbose)",
@@ -157,6 +158,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["operator"]:
         return run_operator(argv[1:])
+    if argv[:1] == ["jobs"]:
+        from disttrain_operator import admin  # noqa: PLC0415
+
+        return admin.run(argv[1:])
     args = build_parser().parse_args(argv)
     handler: Callable[[argparse.Namespace], int] = args.handler
     return handler(args)

@@ -182,6 +182,13 @@ class Kube:
         if code >= 300 and code != HTTP_CONFLICT:
             raise TransientApiError(_message(code, text))
 
+    def pod_log(self, namespace: str, name: str, tail: int | None = None) -> str:
+        query = {"tailLines": str(tail)} if tail is not None else {}
+        code, text = self._request("GET", f"{_POD}/log", {"namespace": namespace, "name": name}, None, query=query)
+        if code >= 300:
+            raise TransientApiError(_message(code, text))
+        return text
+
     def get_cluster_object(self, api_version: str, plural: str, name: str) -> dict[str, Any] | None:
         """A cluster-scoped object (a Kueue ResourceFlavor); None when it does not exist."""
         return self.read(f"/apis/{api_version}/{plural}/{{name}}", {"name": name})

@@ -73,6 +73,7 @@ class Reconciler:
         self._clock = clock
         self._written: dict[str, dict[str, Any]] = {}
         self._handled: dict[str, set[str]] = {}  # per job: pods already restarted, or deleted by the operator
+        self._forced: dict[str, set[str]] = {}  # per job: pods removed by force (one Event each)
         self._phases: dict[str, tuple[str, str]] = {}  # per job: namespace and phase, for the active gauge
         self._unwatched: dict[str, set[ChildView]] = {}  # per job: children known to exist that no index watches
         self._locks: dict[str, threading.Lock] = {}
@@ -88,6 +89,7 @@ class Reconciler:
             self._locks.pop(uid, None)
             self._written.pop(uid, None)
             self._handled.pop(uid, None)
+            self._forced.pop(uid, None)
             self._phases.pop(uid, None)
             self._unwatched.pop(uid, None)
         metrics.set_active(self._phases)
@@ -158,12 +160,17 @@ class Reconciler:
                 self._kube.delete_pod(job.metadata.namespace, name)
             except TransientApiError as error:
                 retry = error
+        forced = self._forced.setdefault(uid, set())
         for name in next_plan.force_delete:
-            self._emit(body, type="Warning", reason="PodStuckTerminating", message=f"{name}: removed by force")
+            if by_name[name].uid in forced:  # removed by force already: the pod is on its way out
+                continue
             try:
                 self._kube.delete_pod(job.metadata.namespace, name, force=True)
             except TransientApiError as error:
                 retry = error
+                continue
+            forced.add(str(by_name[name].uid))
+            self._emit(body, type="Warning", reason="PodStuckTerminating", message=f"{name}: removed by force")
         if next_plan.restart is not None and retry is None:
             handled.update(str(pod.uid) for pod in next_plan.restart.failed)
             status = record_restart(status, next_plan.restart.failed, next_plan.restart.message, now, generation)

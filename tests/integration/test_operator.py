@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from cluster_support import Cluster, OperatorProcess, condition, holds, wait_for
 from disttrain_operator.builders.settings import BuildSettings
+from disttrain_operator.devcluster.versions import cache_paths
 from disttrain_operator.render import render_objects
 from support import ROOT
 
@@ -260,3 +263,23 @@ def test_namespaced_operator_leaves_other_namespaces_alone(
         operator.start()
     _wait_pods(cluster, other, "mnist-mwms", 4)  # the cluster-wide operator picks it up
     cluster.kubectl("delete", "namespace", other, "--wait=true", "--timeout=120s")
+
+
+def test_the_admin_cli_lists_and_describes_jobs(cluster: Cluster, operator: OperatorProcess, namespace: str) -> None:
+    """`disttrain jobs` and `kubectl disttrain` (the same program, found by kubectl as a plugin)."""
+    cluster.apply(namespace, MWMS.read_text())
+    _wait_condition(cluster, namespace, "mnist-mwms", "Running")
+    env = {**cluster.env, "PATH": f"{Path(sys.executable).parent}:{cluster.env.get('PATH', '')}"}
+
+    def run(*args: str) -> str:
+        result = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60, check=False)
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    listed = run(sys.executable, "-m", "disttrain_operator.cli", "jobs", "list", "-A").splitlines()
+    row = next(line for line in listed if namespace in line)
+    assert row.split()[1:4] == ["mnist-mwms", "Running", "Worker"] and "Worker 4/4" in row
+    described = run(sys.executable, "-m", "disttrain_operator.cli", "jobs", "describe", "mnist-mwms", "-n", namespace)
+    assert "JobRunning" in described and "mnist-mwms-worker-3" in described and "Created" in described
+    kubectl = str(cache_paths().binary("kubectl"))  # finds kubectl-disttrain, a console script beside this Python
+    assert "mnist-mwms" in run(kubectl, "disttrain", "list", "-n", namespace)

@@ -13,6 +13,7 @@ from disttrain_operator.builders.settings import BuildSettings
 from disttrain_operator.builders.tfconfig import tf_config
 from disttrain_operator.render import parse_job
 from disttrain_operator.validation import InvalidManifestError
+from disttrain_trainer.progress_contract import DEFAULT_PROGRESS_PORT
 
 NAMES = st.from_regex(r"\A[a-z]([-a-z0-9]{0,60}[a-z0-9])?\Z", fullmatch=True)
 NAMESPACES = st.from_regex(r"\A[a-z]([-a-z0-9]{0,20}[a-z0-9])?\Z", fullmatch=True)
@@ -42,7 +43,7 @@ def job_manifests(draw: st.DrawFn) -> dict[str, Any]:
         "spec": {
             "strategy": strategy,
             "replicaSpecs": {kind: {"replicas": count, "template": TEMPLATE} for kind, count in counts.items()},
-            "port": draw(st.integers(1, 65535)),
+            "port": draw(st.integers(1, 65535).filter(lambda port: port != DEFAULT_PROGRESS_PORT)),
         },
     }
 
