@@ -14,8 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import yaml
+
 from disttrain_operator.devcluster.versions import cache_paths
 from disttrain_operator.ports import free_port
+from support import ROOT
 
 T = TypeVar("T")
 
@@ -115,11 +118,44 @@ def holds(job: dict[str, Any], kind: str) -> bool:
     return found is not None and found["status"] == "True"
 
 
+OPERATOR_TEST_NAMESPACE = "disttrain-operator-under-test"
+
+
+def operator_kubeconfig(cluster: Cluster, folder: Path) -> Path:
+    """Credentials of the operator's own ServiceAccount with deploy/rbac.yaml's rules, not an admin's.
+
+    The ServiceAccount, ClusterRole and binding are deploy/'s, renamed so that tests installing
+    deploy/ itself leave them alone.
+    """
+    cluster.kubectl("create", "namespace", OPERATOR_TEST_NAMESPACE, check=False)
+    documents = [doc for doc in yaml.safe_load_all((ROOT / "deploy" / "rbac.yaml").read_text()) if doc]
+    for document in documents:
+        if document["kind"] == "ServiceAccount":
+            document["metadata"]["namespace"] = OPERATOR_TEST_NAMESPACE
+        else:
+            document["metadata"]["name"] = OPERATOR_TEST_NAMESPACE
+        if document["kind"] == "ClusterRoleBinding":
+            document["roleRef"]["name"] = OPERATOR_TEST_NAMESPACE
+            document["subjects"][0]["namespace"] = OPERATOR_TEST_NAMESPACE
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": documents}))
+    token = cluster.kubectl(
+        "create", "token", "disttrain-operator", "-n", OPERATOR_TEST_NAMESPACE, "--duration=24h"
+    ).stdout.strip()
+    config = json.loads(cluster.kubeconfig.read_text())
+    config["users"] = [{"name": "admin", "user": {"token": token}}]
+    path = folder / "operator.kubeconfig"
+    path.write_text(json.dumps(config))
+    return path
+
+
 class OperatorProcess:
     """`disttrain operator` as a real process: startable, stoppable and killable mid-job."""
 
-    def __init__(self, cluster: Cluster, log_path: Path, scope: list[str] | None = None) -> None:
+    def __init__(
+        self, cluster: Cluster, log_path: Path, scope: list[str] | None = None, kubeconfig: Path | None = None
+    ) -> None:
         self._cluster = cluster
+        self._kubeconfig = kubeconfig
         self.log_path = log_path
         self._scope = scope or ["--all-namespaces"]
         self._process: subprocess.Popen[bytes] | None = None
@@ -141,6 +177,7 @@ class OperatorProcess:
         # A pod is "stuck terminating" after 3 s here and progress is polled every second, so tests wait little.
         env = {
             **self._cluster.env,
+            **({"KUBECONFIG": str(self._kubeconfig)} if self._kubeconfig else {}),
             "DISTTRAIN_METRICS_PORT": metrics_port,
             "DISTTRAIN_STUCK_POD_SECONDS": "3",
             "DISTTRAIN_PROGRESS_SECONDS": "1",
@@ -171,3 +208,10 @@ class OperatorProcess:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+    def identity(self) -> str:
+        """The user the operator's credentials authenticate as."""
+        kubeconfig = str(self._kubeconfig or self._cluster.kubeconfig)
+        command = [str(cache_paths().binary("kubectl")), "--kubeconfig", kubeconfig, "auth", "whoami", "-o", "json"]
+        answer = subprocess.run(command, capture_output=True, text=True, check=True)
+        return str(json.loads(answer.stdout)["status"]["userInfo"]["username"])

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from cluster_support import Cluster, OperatorProcess, wait_for
+from cluster_support import Cluster, OperatorProcess, operator_kubeconfig, wait_for
 from disttrain_operator.devcluster import cluster as devcluster
 from disttrain_operator.devcluster.build import missing_binaries
 from disttrain_operator.devcluster.versions import cache_paths
@@ -32,15 +32,22 @@ def cluster() -> Cluster:
 
 @pytest.fixture(scope="session")
 def operator(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
-    process = OperatorProcess(cluster, tmp_path_factory.mktemp("operator") / "operator.log")
+    """The operator with its own ServiceAccount's token and deploy/'s RBAC: every test proves those rules."""
+    folder = tmp_path_factory.mktemp("operator")
+    process = OperatorProcess(cluster, folder / "operator.log", kubeconfig=operator_kubeconfig(cluster, folder))
     process.start()
     yield process
     process.stop()
 
 
+RESTRICTED = "pod-security.kubernetes.io/enforce=restricted"
+
+
 def _namespace(cluster: Cluster) -> Iterator[str]:
+    """A namespace where the API server enforces the `restricted` Pod Security Standard on every pod."""
     name = f"test-{uuid.uuid4().hex[:8]}"
     cluster.kubectl("create", "namespace", name)
+    cluster.kubectl("label", "namespace", name, RESTRICTED)
     wait_for("the namespace's default ServiceAccount", lambda: cluster.get("serviceaccount", "default", name))
     yield name
     # Waiting keeps tests independent: the next one starts on a cluster whose GPUs are free again.

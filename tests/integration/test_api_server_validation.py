@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster_support import Cluster, wait_for
+from cluster_support import OPERATOR_TEST_NAMESPACE, Cluster, OperatorProcess, wait_for
 from disttrain_operator.validation import InvalidManifestError, validated
 from support import EXAMPLES, INVALID_CORPUS, ROOT, VALID_CORPUS, expected_message, load_one
 
@@ -58,3 +58,39 @@ def test_invalid_corpus_is_refused_by_both_with_the_same_message(
     result = cluster.kubectl("apply", "--dry-run=server", "-n", dry_run_namespace, "-f", str(path), check=False)
     assert result.returncode != 0, f"the API server accepted {path.name}"
     assert expected in result.stderr, result.stderr
+
+
+def _can(cluster: Cluster, service_account: str, *request: str) -> bool:
+    answer = cluster.kubectl("auth", "can-i", *request, f"--as=system:serviceaccount:{service_account}", check=False)
+    return answer.stdout.strip() == "yes"
+
+
+def test_single_namespace_mode_keeps_the_operator_in_its_namespace(cluster: Cluster) -> None:
+    """deploy/namespaced/: a Role in `disttrain`; no Secrets anywhere, nothing in other namespaces."""
+    account = "disttrain:disttrain-operator"
+    try:
+        cluster.kubectl("apply", "--server-side", "-k", str(ROOT / "deploy" / "namespaced"))
+        wait_for(
+            "the operator pod in disttrain",
+            lambda: cluster.items("pods", "disttrain", "app.kubernetes.io/name=disttrain-operator"),
+            timeout=60,
+        )
+        assert _can(cluster, account, "create", "pods", "-n", "disttrain")
+        assert _can(cluster, account, "patch", "disttrainjobs.disttrain.io/status", "-n", "disttrain")
+        assert not _can(cluster, account, "get", "secrets", "-n", "disttrain")
+        assert not _can(cluster, account, "create", "pods", "-n", "default")
+        assert not _can(cluster, account, "list", "disttrainjobs.disttrain.io", "--all-namespaces")
+    finally:
+        cluster.kubectl("delete", "namespace", "disttrain", "--ignore-not-found", "--wait=false")
+        cluster.kubectl(
+            "delete", "clusterrolebinding,clusterrole", "disttrain-operator-namespaced", "--ignore-not-found"
+        )
+
+
+def test_the_operator_under_test_runs_with_deploys_rules_only(cluster: Cluster, operator: OperatorProcess) -> None:
+    """The suite's operator holds its own ServiceAccount's token: it may run jobs, never read Secrets."""
+    account = f"{OPERATOR_TEST_NAMESPACE}:disttrain-operator"
+    assert _can(cluster, account, "create", "pods", "-n", "default")
+    assert not _can(cluster, account, "get", "secrets", "-n", "default")
+    assert not _can(cluster, account, "create", "deployments.apps", "-n", "default")
+    assert operator.identity() == f"system:serviceaccount:{account}"
