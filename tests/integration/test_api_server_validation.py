@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -94,3 +97,55 @@ def test_the_operator_under_test_runs_with_deploys_rules_only(cluster: Cluster, 
     assert not _can(cluster, account, "get", "secrets", "-n", "default")
     assert not _can(cluster, account, "create", "deployments.apps", "-n", "default")
     assert operator.identity() == f"system:serviceaccount:{account}"
+
+
+def _grant(cluster: Cluster, namespace: str, user: str, *rules: dict[str, Any]) -> None:
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": user}, "rules": rules}
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": user},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": user},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+    }
+    cluster.kubectl(
+        "apply",
+        "-n",
+        namespace,
+        "-f",
+        "-",
+        stdin=json.dumps({"kind": "List", "apiVersion": "v1", "items": [role, binding]}),
+    )
+
+
+def test_a_job_cannot_get_its_submitter_pods_they_may_not_create(cluster: Cluster, namespace: str) -> None:
+    """deploy/admission: impersonated users (`kubectl --as`) against the API server's own checks."""
+    cluster.kubectl("apply", "--server-side", "-f", str(ROOT / "deploy" / "admission" / "policy.yaml"))
+    jobs = {"apiGroups": ["disttrain.io"], "resources": ["disttrainjobs"], "verbs": ["create"]}
+    pods = {"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]}
+    tokens = {
+        "apiGroups": [""],
+        "resources": ["serviceaccounts/token"],
+        "verbs": ["create"],
+        "resourceNames": ["trainer"],
+    }
+    _grant(cluster, namespace, "alice", jobs)
+    _grant(cluster, namespace, "bob", jobs, pods)
+    _grant(cluster, namespace, "dave", jobs, pods, tokens)
+    plain = (ROOT / "examples" / "multi-worker-mirrored-gpu.yaml").read_text()
+    as_trainer = plain.replace("automountServiceAccountToken: false", "serviceAccountName: trainer")
+
+    def submit(user: str, manifest: str) -> subprocess.CompletedProcess[str]:
+        return cluster.kubectl(
+            "create", "--dry-run=server", "-n", namespace, f"--as={user}", "-f", "-", stdin=manifest, check=False
+        )
+
+    def refused(user: str, manifest: str) -> str | None:
+        answer = submit(user, manifest)
+        return answer.stderr if answer.returncode != 0 and "denied request" in answer.stderr else None
+
+    message = wait_for("the policy to refuse alice", lambda: refused("alice", plain), timeout=30)
+    assert f"alice may not create pods in namespace {namespace}" in message
+    assert submit("bob", plain).returncode == 0
+    assert "may not create tokens" in (refused("bob", as_trainer) or "")
+    assert submit("dave", as_trainer).returncode == 0
