@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from cluster_support import OPERATOR_TEST_NAMESPACE, Cluster, OperatorProcess, wait_for
+from disttrain_operator.render import parse_job
 from disttrain_operator.validation import InvalidManifestError, validated
 from support import EXAMPLES, INVALID_CORPUS, ROOT, VALID_CORPUS, expected_message, load_one
 
@@ -37,11 +38,17 @@ def test_deploy_applies_and_its_pod_meets_restricted_pod_security(cluster: Clust
         cluster.kubectl("delete", "clusterrolebinding,clusterrole", "disttrain-operator", "--ignore-not-found")
 
 
-def test_every_example_applies(cluster: Cluster, namespace: str) -> None:
+def test_every_example_applies_and_its_pods_pass_restricted_pod_security(
+    cluster: Cluster, operator: OperatorProcess, namespace: str
+) -> None:
+    """The test namespace enforces `restricted`: the operator gets every example's pods past it."""
     for example in EXAMPLES:
         cluster.kubectl("apply", "-n", namespace, "-f", str(example))
     names = cluster.kubectl("get", "dtj", "-n", namespace, "-o", "name").stdout.split()
     assert len(names) == len(EXAMPLES)
+    expected = sum(parse_job(load_one(example)).spec.total_replicas for example in EXAMPLES)
+    wait_for(f"{expected} pods", lambda: len(cluster.items("pods", namespace)) == expected, timeout=60)
+    assert not cluster.has_event(namespace, "CreateFailed")
 
 
 @pytest.mark.parametrize("path", VALID_CORPUS, ids=lambda path: path.stem)

@@ -99,6 +99,8 @@ class ProcessNode:
         self._finished: set[str] = set()  # uids of pods whose end was reported
         self._free = [str(address) for address in pod_network.NETWORK.hosts()][1:]  # the first is the bridge's
         self._last_heartbeat = 0.0
+        self._hosts = ""  # the current hosts file, and the namespaces that have it
+        self._hosts_in: set[str] = set()
         self._environment = {
             "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
             "LANG": os.environ.get("LANG", "C.UTF-8"),
@@ -287,11 +289,15 @@ class ProcessNode:
             self._free.insert(0, run.address)
 
     def _refresh_hosts(self) -> None:
+        """Give every pod the current hosts file: all of them when it changed, else only new namespaces."""
         networked = [run for run in self._runs.values() if run.network is not None]
         text = hosts_file((run.address, host_names(run.body)) for run in networked)
+        if text != self._hosts:
+            self._hosts, self._hosts_in = text, set()
         for run in networked:
-            assert run.network is not None
-            pod_network.write_hosts(run.network, text)
+            if run.network is not None and run.network not in self._hosts_in:
+                pod_network.write_hosts(run.network, text)
+                self._hosts_in.add(run.network)
 
     def _report_run(self, run: PodRun) -> None:
         states = [container.state for container in run.containers]
