@@ -7,6 +7,7 @@ code plain typed input.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -45,6 +46,11 @@ class PodView:
     @property
     def active(self) -> bool:
         return self.phase in (PodPhase.PENDING, PodPhase.RUNNING) and not self.deleting
+
+
+def find_pod(pods: Sequence[PodView], replica_type: ReplicaType, index: int) -> PodView | None:
+    """The pod of one task, if it exists."""
+    return next((pod for pod in pods if pod.replica_type is replica_type and pod.index == index), None)
 
 
 @dataclass(frozen=True)

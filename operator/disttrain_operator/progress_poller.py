@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from disttrain_operator.api.spec import DistTrainJobSpec
 from disttrain_operator.api.status import Progress
-from disttrain_operator.observed import PodPhase, PodView
+from disttrain_operator.observed import PodPhase, PodView, find_pod
 from disttrain_operator.progress import parse_progress, reporting_task
 from disttrain_trainer.progress_contract import PROGRESS_PATH
 
@@ -28,8 +28,7 @@ MAX_RESPONSE_BYTES = 65536
 
 def progress_url(spec: DistTrainJobSpec, pods: Sequence[PodView]) -> str | None:
     """Where the running job's progress is served; None while its reporting pod is not running with an IP."""
-    replica_type, index = reporting_task(spec)
-    pod = next((pod for pod in pods if pod.replica_type is replica_type and pod.index == index), None)
+    pod = find_pod(pods, *reporting_task(spec))
     if pod is None or pod.phase is not PodPhase.RUNNING or pod.deleting or not pod.pod_ip:
         return None
     host = f"[{pod.pod_ip}]" if ":" in pod.pod_ip else pod.pod_ip

@@ -21,7 +21,7 @@ from disttrain_operator.api.status import (
     Progress,
     ReplicaStatus,
 )
-from disttrain_operator.observed import PodPhase, PodView
+from disttrain_operator.observed import PodPhase, PodView, find_pod
 from disttrain_operator.progress import newest, reporting_task
 from disttrain_trainer.exit_codes import is_retryable
 
@@ -84,10 +84,6 @@ def replica_statuses(job: DistTrainJob, pods: Sequence[PodView]) -> dict[Replica
     return result
 
 
-def _pod(pods: Sequence[PodView], replica_type: ReplicaType, index: int) -> PodView | None:
-    return next((pod for pod in pods if pod.replica_type is replica_type and pod.index == index), None)
-
-
 def success(job: DistTrainJob, pods: Sequence[PodView]) -> Verdict | None:
     """Default: the Chief succeeded, or worker 0 without a Chief. AllWorkers: the Chief and every Worker.
 
@@ -99,7 +95,7 @@ def success(job: DistTrainJob, pods: Sequence[PodView]) -> Verdict | None:
         required = [(ReplicaType.CHIEF, 0)] if spec.replicas(ReplicaType.CHIEF) else []
         required += [(ReplicaType.WORKER, index) for index in range(spec.replicas(ReplicaType.WORKER))]
     for replica_type, index in required:
-        pod = _pod(pods, replica_type, index)
+        pod = find_pod(pods, replica_type, index)
         if pod is None or pod.phase is not PodPhase.SUCCEEDED:
             return None
     names = ", ".join(f"{replica_type.task_type}-{index}" for replica_type, index in required)
@@ -138,7 +134,7 @@ def failure(job: DistTrainJob, pods: Sequence[PodView]) -> Verdict | None:
 def running(job: DistTrainJob, pods: Sequence[PodView]) -> bool:
     """The Chief runs, or without a Chief every Worker runs."""
     if job.spec.replicas(ReplicaType.CHIEF) > 0:
-        chief = _pod(pods, ReplicaType.CHIEF, 0)
+        chief = find_pod(pods, ReplicaType.CHIEF, 0)
         return chief is not None and chief.phase is PodPhase.RUNNING and not chief.deleting
     workers = [pod for pod in pods if pod.replica_type is ReplicaType.WORKER and pod.phase is PodPhase.RUNNING]
     return len(workers) == job.spec.replicas(ReplicaType.WORKER) > 0
@@ -216,7 +212,7 @@ def aggregate(
     generation = job.metadata.generation
     counts = replica_statuses(job, pods)
     ready = sum(status.ready for status in counts.values())
-    reporter = _pod(pods, *reporting_task(job.spec))
+    reporter = find_pod(pods, *reporting_task(job.spec))
     base = previous.model_copy(
         update={
             "replica_statuses": counts,
