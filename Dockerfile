@@ -1,14 +1,20 @@
 # The operator image: `docker build -t disttrain/operator:0.1.0 .`
-FROM python:3.11.11-slim-bookworm AS build
+# Every Python package comes from constraints.txt (the versions the tests passed with); the final
+# stage installs the built wheels offline and keeps neither pip nor any build tool.
+ARG PYTHON_IMAGE=python:3.11.11-slim-bookworm
+
+FROM ${PYTHON_IMAGE} AS build
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY operator ./operator
 COPY trainer_image ./trainer_image
-RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+RUN pip wheel --no-cache-dir --constraint constraints.txt --wheel-dir /wheels .
 
-FROM python:3.11.11-slim-bookworm
+FROM ${PYTHON_IMAGE}
 COPY --from=build /wheels /wheels
-RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels
+RUN pip install --no-cache-dir --no-index --find-links /wheels disttrain \
+    && rm -rf /wheels \
+    && pip uninstall --yes pip setuptools wheel
 USER 65532:65532
 ENTRYPOINT ["disttrain"]
-CMD ["operator", "--all-namespaces"]
+CMD ["operator", "--all-namespaces", "--leader-elect"]

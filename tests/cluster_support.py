@@ -124,18 +124,20 @@ OPERATOR_TEST_NAMESPACE = "disttrain-operator-under-test"
 def operator_kubeconfig(cluster: Cluster, folder: Path) -> Path:
     """Credentials of the operator's own ServiceAccount with deploy/rbac.yaml's rules, not an admin's.
 
-    The ServiceAccount, ClusterRole and binding are deploy/'s, renamed so that tests installing
-    deploy/ itself leave them alone.
+    The cluster-wide objects are deploy/'s, renamed, and the namespaced ones (the ServiceAccount and
+    the leader-election Role) move to the test's own namespace, so that tests installing deploy/
+    itself leave them alone.
     """
     cluster.kubectl("create", "namespace", OPERATOR_TEST_NAMESPACE, check=False)
     documents = [doc for doc in yaml.safe_load_all((ROOT / "deploy" / "rbac.yaml").read_text()) if doc]
     for document in documents:
-        if document["kind"] == "ServiceAccount":
+        if document["kind"] in {"ServiceAccount", "Role", "RoleBinding"}:
             document["metadata"]["namespace"] = OPERATOR_TEST_NAMESPACE
         else:
             document["metadata"]["name"] = OPERATOR_TEST_NAMESPACE
         if document["kind"] == "ClusterRoleBinding":
             document["roleRef"]["name"] = OPERATOR_TEST_NAMESPACE
+        if document["kind"].endswith("RoleBinding"):
             document["subjects"][0]["namespace"] = OPERATOR_TEST_NAMESPACE
     cluster.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": documents}))
     token = cluster.kubectl(
@@ -152,12 +154,21 @@ class OperatorProcess:
     """`disttrain operator` as a real process: startable, stoppable and killable mid-job."""
 
     def __init__(
-        self, cluster: Cluster, log_path: Path, scope: list[str] | None = None, kubeconfig: Path | None = None
+        self,
+        cluster: Cluster,
+        log_path: Path,
+        scope: list[str] | None = None,
+        kubeconfig: Path | None = None,
+        *,
+        leader_election: list[str] | None = None,
+        pod_name: str = "operator",
     ) -> None:
         self._cluster = cluster
         self._kubeconfig = kubeconfig
         self.log_path = log_path
         self._scope = scope or ["--all-namespaces"]
+        self._leader_election = leader_election or []
+        self.pod_name = pod_name
         self._process: subprocess.Popen[bytes] | None = None
         self._port = free_port()
         self.metrics_url = f"http://127.0.0.1:{free_port()}/metrics"
@@ -169,6 +180,7 @@ class OperatorProcess:
             "disttrain_operator.cli",
             "operator",
             *self._scope,
+            *self._leader_election,
             "--standalone",
             f"--liveness=http://127.0.0.1:{self._port}/healthz",
         ]
@@ -181,6 +193,8 @@ class OperatorProcess:
             "DISTTRAIN_METRICS_PORT": metrics_port,
             "DISTTRAIN_STUCK_POD_SECONDS": "3",
             "DISTTRAIN_PROGRESS_SECONDS": "1",
+            "POD_NAME": self.pod_name,
+            "POD_NAMESPACE": OPERATOR_TEST_NAMESPACE,
         }
         self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
         wait_for("the operator's liveness endpoint", self._healthy, timeout=60)
@@ -194,6 +208,10 @@ class OperatorProcess:
                 return bool(response.status == 200)
         except OSError:
             return False
+
+    def running(self) -> bool:
+        """The process is up and its liveness endpoint answers."""
+        return self._process is not None and self._healthy()
 
     def stop(self, sig: signal.Signals = signal.SIGTERM) -> None:
         if self._process is None:

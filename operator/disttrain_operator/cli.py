@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from disttrain_operator import crd
 from disttrain_operator.builders.gang import GangScheduler
 from disttrain_operator.builders.settings import BuildSettings
 from disttrain_operator.render import RenderError, render
+
+if TYPE_CHECKING:
+    from disttrain_operator.leader_election import LeaderElector
 
 
 def _read_input(source: str) -> str:
@@ -88,19 +93,60 @@ def _dev_cluster(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_operator(kopf_args: Sequence[str]) -> int:
-    """`kopf run` with the operator's module; standalone, cluster-wide and a liveness probe unless told otherwise."""
+def _leader_election_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="disttrain operator", add_help=False)
+    parser.add_argument("--liveness", default="http://0.0.0.0:8080/healthz", help="kopf's liveness endpoint")
+    parser.add_argument("--leader-elect", action="store_true", help="act only while holding the Lease")
+    parser.add_argument("--lease-namespace", help="default: POD_NAMESPACE, else the ServiceAccount's namespace")
+    parser.add_argument("--lease-seconds", type=float, default=15.0)
+    parser.add_argument("--renew-seconds", type=float, default=10.0)
+    parser.add_argument("--retry-seconds", type=float, default=2.0)
+    return parser
+
+
+def run_operator(operator_args: Sequence[str]) -> int:
+    """`kopf run` with the operator's module; standalone, cluster-wide and a liveness probe unless told otherwise.
+
+    With `--leader-elect`, several replicas may run: each waits (answering its liveness probe) until
+    it holds the Lease, and only then starts kopf, so exactly one acts.
+    """
     import kopf.cli  # noqa: PLC0415 - only the operator pays for importing kopf
 
-    args = list(kopf_args)
+    parser = _leader_election_parser()
+    election, args = parser.parse_known_args(operator_args)
     if not any(arg.startswith(("--namespace", "-n", "--all-namespaces", "-A")) for arg in args):
         args.append("--all-namespaces")
     if not any(arg.startswith(("--peering", "--standalone")) for arg in args):
         args.append("--standalone")
-    if not any(arg.startswith("--liveness") for arg in args):
-        args.append("--liveness=http://0.0.0.0:8080/healthz")
-    kopf.cli.main(["run", "--module", "disttrain_operator.handlers", *args], standalone_mode=False)
+    args.append(f"--liveness={election.liveness}")
+    elector = _lead(election, parser) if election.leader_elect else None
+    try:
+        kopf.cli.main(["run", "--module", "disttrain_operator.handlers", *args], standalone_mode=False)
+    finally:
+        if elector is not None:
+            elector.release()
     return 0
+
+
+def _lead(election: argparse.Namespace, parser: argparse.ArgumentParser) -> LeaderElector:
+    """Wait for the Lease, answering the liveness probe meanwhile; kopf takes the probe's port over after."""
+    from disttrain_operator import leader_election  # noqa: PLC0415
+    from disttrain_operator.kube import Kube, load_client  # noqa: PLC0415
+
+    try:
+        timing = leader_election.Timing(election.lease_seconds, election.renew_seconds, election.retry_seconds)
+    except ValueError as error:
+        parser.error(str(error))
+    elector = leader_election.LeaderElector(
+        Kube(load_client()),
+        election.lease_namespace or leader_election.default_namespace(),
+        leader_election.default_identity(),
+        timing=timing,
+        on_lost=lambda: os._exit(1),  # stop acting at once; the Deployment starts a fresh candidate
+    )
+    with leader_election.standby(election.liveness):
+        elector.acquire()
+    return elector
 
 
 def build_parser() -> argparse.ArgumentParser:

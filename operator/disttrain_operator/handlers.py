@@ -1,11 +1,14 @@
 """kopf glue: settings, the watched indexes and the triggers; all decisions live in `Reconciler`.
 
-Triggers: a job created, resumed (operator start) or its spec changed, and any change of a pod the
-operator labelled, which feeds back into the same reconcile of its job (level-triggered); also a
-deadline or TTL coming due (`Wakeups`) and a new progress report from a trainer (`ProgressPoller`). kopf holds
-handlers back until every index has its initial listing, so a restarted operator sees every existing
-pod before it plans anything. No finalizer is needed: children are garbage-collected through their
-owner references.
+Triggers: every event of a job (its creation, any change, and each job once at operator start),
+and any change of a pod or Workload the operator labelled, which feeds back into the same
+reconcile of its job (level-triggered); also a deadline, TTL or retry coming due (`Wakeups`) and a
+new progress report from a trainer (`ProgressPoller`). kopf holds handlers back until every index
+has its initial listing, so a restarted operator sees every existing pod before it plans anything.
+
+Only event handlers are used, so kopf keeps no state on the job: no finalizer (children go with
+their owner through the garbage collector) and no copy of the spec in an annotation, which a
+large spec would push past the API server's 256 KiB limit on annotations.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import contextvars
 import logging
 import os
 from collections.abc import Iterable, Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 import kopf
@@ -45,11 +48,6 @@ JobKey = tuple[str, str]
 
 @kopf.on.startup()
 def configure(*, settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=GROUP, key="last-handled-configuration"
-    )
-    settings.persistence.finalizer = f"{GROUP}/finalizer"
     settings.posting.level = logging.WARNING
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
@@ -105,11 +103,11 @@ def _progress_targets(memo: Any) -> Iterator[tuple[JobKey, str]]:
 
 
 def _wake_job(memo: Any, key: JobKey) -> None:
-    """A deadline, TTL or progress report with nothing else happening: reconcile the job from the indexes."""
+    """A deadline, TTL, retry or progress report with nothing else happening: reconcile the job from the indexes."""
     indexes, context = memo.shared.get("indexes"), memo.shared.get("context")
     jobs = _values(indexes["disttrain_jobs"], key) if indexes else []
     if jobs and context is not None:
-        context.run(_reconcile, memo, jobs[0], indexes)
+        context.run(_reconcile_or_retry, memo, jobs[0], indexes)
 
 
 def _post_event(body: Body, *, type: str, reason: str, message: str) -> None:
@@ -191,34 +189,36 @@ def _reconcile(memo: Any, body: dict[str, Any], indexes: dict[str, Any]) -> None
     )
 
 
-@kopf.on.resume(GROUP, VERSION, PLURAL)
-@kopf.on.create(GROUP, VERSION, PLURAL)
-@kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
-def reconcile_job(*, body: kopf.Body, memo: Any, **indexes: Any) -> None:
+def _reconcile_or_retry(memo: Any, body: dict[str, Any], indexes: dict[str, Any]) -> None:
+    """Reconcile; when the API server could not take every write, try again in a few seconds."""
     try:
-        _reconcile(memo, _job_body(body), indexes)
+        _reconcile(memo, body, indexes)
     except TransientApiError as error:
-        raise kopf.TemporaryError(str(error), delay=RETRY_DELAY_SECONDS) from error
+        key = (body["metadata"]["namespace"], body["metadata"]["name"])
+        logger.warning("reconcile of %s/%s failed, retrying in %d s: %s", *key, RETRY_DELAY_SECONDS, error)
+        wakeups: Wakeups = memo.wakeups
+        wakeups.schedule(key, datetime.now(UTC) + timedelta(seconds=RETRY_DELAY_SECONDS))
+
+
+@kopf.on.event(GROUP, VERSION, PLURAL)
+def job_event(
+    *, type: str | None, uid: str, namespace: str | None, name: str, body: kopf.Body, memo: Any, **indexes: Any
+) -> None:
+    if type == "DELETED":
+        reconciler: Reconciler = memo.reconciler
+        reconciler.forget(uid)
+        poller: ProgressPoller = memo.progress
+        poller.forget((namespace or "", name))
+        wakeups: Wakeups = memo.wakeups
+        wakeups.cancel((namespace or "", name))
+        return
+    _reconcile_or_retry(memo, _job_body(body), indexes)
 
 
 @kopf.on.event("", "v1", "pods", labels=OWNED)
 @kopf.on.event("kueue.x-k8s.io", "v1beta2", "workloads", labels=OWNED)
 def child_changed(*, namespace: str | None, labels: kopf.Labels, memo: Any, **indexes: Any) -> None:
     """Feed a pod's or Workload's change back into its job's reconcile."""
-    job_name = labels[JOB_NAME_LABEL]
-    jobs = _values(indexes["disttrain_jobs"], (namespace or "", job_name))
-    if not jobs:
-        return
-    try:
-        _reconcile(memo, jobs[0], indexes)
-    except TransientApiError as error:
-        logger.warning("reconcile of %s/%s after a child changed failed: %s", namespace, job_name, error)
-
-
-@kopf.on.event(GROUP, VERSION, PLURAL)
-def job_event(*, type: str, uid: str, namespace: str | None, name: str, memo: Any, **_: Any) -> None:
-    if type == "DELETED":
-        reconciler: Reconciler = memo.reconciler
-        reconciler.forget(uid)
-        poller: ProgressPoller = memo.progress
-        poller.forget((namespace or "", name))
+    jobs = _values(indexes["disttrain_jobs"], (namespace or "", labels[JOB_NAME_LABEL]))
+    if jobs:
+        _reconcile_or_retry(memo, jobs[0], indexes)

@@ -25,7 +25,8 @@ HTTP_CONFLICT = 409
 HTTP_NOT_FOUND = 404
 _PERMANENT = {400, 422}
 _CORE_PLURALS = {"Pod": "pods", "Service": "services", "PersistentVolumeClaim": "persistentvolumeclaims"}
-_CUSTOM_PLURALS = {"PodGroup": "podgroups", "Workload": "workloads"}  # their group/version come with the manifest
+# Their group and version come with the manifest.
+_CUSTOM_PLURALS = {"PodGroup": "podgroups", "Workload": "workloads", "Lease": "leases"}
 _JOB = f"/apis/{GROUP}/{VERSION}/namespaces/{{namespace}}/{PLURAL}/{{name}}"
 _JOB_STATUS = f"{_JOB}/status"
 _POD = "/api/v1/namespaces/{namespace}/pods/{name}"
@@ -88,7 +89,7 @@ class Kube:
         status, text = self._request("POST", path, {"namespace": manifest["metadata"].get("namespace", "")}, manifest)
         if status == HTTP_CONFLICT:
             return False
-        if status in _PERMANENT:
+        if status in _PERMANENT or _refused_by_policy(status, text):
             raise ChildRejectedError(_message(status, text))
         if status >= 300:
             raise TransientApiError(_message(status, text))
@@ -184,7 +185,11 @@ class Kube:
 
     def pod_log(self, namespace: str, name: str, tail: int | None = None) -> str:
         query = {"tailLines": str(tail)} if tail is not None else {}
-        code, text = self._request("GET", f"{_POD}/log", {"namespace": namespace, "name": name}, None, query=query)
+        return self.get_text(f"{_POD}/log", {"namespace": namespace, "name": name}, query)
+
+    def get_text(self, path: str, params: dict[str, str], query: dict[str, str] | None = None) -> str:
+        """A GET whose answer is text, not an object: a pod's log, the API server's own /metrics."""
+        code, text = self._request("GET", path, params, None, query=query)
         if code >= 300:
             raise TransientApiError(_message(code, text))
         return text
@@ -192,6 +197,15 @@ class Kube:
     def get_cluster_object(self, api_version: str, plural: str, name: str) -> dict[str, Any] | None:
         """A cluster-scoped object (a Kueue ResourceFlavor); None when it does not exist."""
         return self.read(f"/apis/{api_version}/{plural}/{{name}}", {"name": name})
+
+    def replace(self, path: str, params: dict[str, str], body: dict[str, Any]) -> bool:
+        """PUT with the body's resourceVersion; False when someone wrote the object since it was read."""
+        code, text = self._request("PUT", path, params, body)
+        if code == HTTP_CONFLICT:
+            return False
+        if code >= 300:
+            raise TransientApiError(_message(code, text))
+        return True
 
     def read(self, path: str, params: dict[str, str]) -> dict[str, Any] | None:
         """GET one object; None when it does not exist."""
@@ -211,6 +225,15 @@ def _collection(manifest: Manifest) -> str:
     if kind in _CORE_PLURALS:
         return f"/api/v1/namespaces/{{namespace}}/{_CORE_PLURALS[kind]}"
     return f"/apis/{manifest['apiVersion']}/namespaces/{{namespace}}/{_CUSTOM_PLURALS[kind]}"
+
+
+# Admission refusing the object as built, not the operator's rights or a full quota, which can pass later.
+_POLICY_REFUSALS = ("violates PodSecurity", "denied request", "denied the request")
+HTTP_FORBIDDEN = 403
+
+
+def _refused_by_policy(status: int, text: str) -> bool:
+    return status == HTTP_FORBIDDEN and any(marker in text for marker in _POLICY_REFUSALS)
 
 
 def _message(status: int, text: str) -> str:

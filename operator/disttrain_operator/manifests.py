@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -18,9 +19,49 @@ _KubectlLoader.yaml_implicit_resolvers = {
 }
 
 
+class UnreadableManifestError(yaml.YAMLError):
+    """YAML that parses, but into something no manifest is: guards for the parser's own limits."""
+
+
+MAX_VALUES = 1_000_000  # far beyond any job; YAML aliases can make a small file expand past any memory
+
+
 def load_all(text: str) -> list[Any]:
-    """Every non-empty document of a YAML stream; raises yaml.YAMLError on broken YAML."""
-    return [document for document in yaml.load_all(text, Loader=_KubectlLoader) if document is not None]
+    """Every non-empty document of a YAML stream; raises yaml.YAMLError on broken or hostile YAML."""
+    try:
+        documents = _json_document(text)
+        if documents is None:
+            documents = [document for document in yaml.load_all(text, Loader=_KubectlLoader) if document is not None]
+    except RecursionError:
+        raise UnreadableManifestError("the document is nested too deeply") from None
+    except ValueError as error:  # an integer of thousands of digits
+        raise UnreadableManifestError(str(error).split(";")[0]) from None
+    _check_expansion(documents)
+    return documents
+
+
+def _json_document(text: str) -> list[Any] | None:
+    """A JSON object read as JSON, as kubectl does: YAML 1.1 refuses keys over 1024 characters that JSON allows."""
+    if not text.lstrip().startswith("{"):
+        return None
+    try:
+        return [json.loads(text)]
+    except json.JSONDecodeError:
+        return None  # YAML flow style, or broken: the YAML reader says which
+
+
+def _check_expansion(documents: list[Any]) -> None:
+    """Count values as a reader expands them (aliases repeat what they name, and may even loop)."""
+    pending, count = list(documents), 0
+    while pending:
+        value = pending.pop()
+        count += 1
+        if count > MAX_VALUES:
+            raise UnreadableManifestError(f"the documents expand to more than {MAX_VALUES} values (through aliases?)")
+        if isinstance(value, dict):
+            pending.extend(value.values())
+        elif isinstance(value, list):
+            pending.extend(value)
 
 
 def dump_all(documents: Iterable[Any]) -> str:

@@ -13,6 +13,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from disttrain_operator.api.job import DistTrainJob
 from disttrain_operator.api.spec import ReplicaType
 from disttrain_operator.api.status import Progress
 from disttrain_operator.builders import naming
@@ -46,6 +47,17 @@ class PodView:
     @property
     def active(self) -> bool:
         return self.phase in (PodPhase.PENDING, PodPhase.RUNNING) and not self.deleting
+
+
+def own_pods(job: DistTrainJob, pods: Sequence[PodView]) -> list[PodView]:
+    """The pods that are the job's tasks: a pod labelled as the job's by hand, with a type the job lacks
+    or an index past its replicas, is not one of them and must not sway its status or plan."""
+    return [
+        pod
+        for pod in pods
+        if 0 <= pod.index < job.spec.replicas(pod.replica_type)
+        and pod.name == naming.pod_name(job.metadata.name, pod.replica_type, pod.index)
+    ]
 
 
 def find_pod(pods: Sequence[PodView], replica_type: ReplicaType, index: int) -> PodView | None:

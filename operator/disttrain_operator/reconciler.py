@@ -33,7 +33,7 @@ from disttrain_operator.kueue import (
     merge_patch,
     workload_reference,
 )
-from disttrain_operator.observed import ChildView, PodView
+from disttrain_operator.observed import ChildView, PodView, own_pods
 from disttrain_operator.planner import STUCK_TERMINATING, Plan, object_key, plan
 from disttrain_operator.status_aggregation import Verdict, aggregate, record_restart, with_condition
 
@@ -116,7 +116,7 @@ class Reconciler:
                 return
             with metrics.RECONCILE_SECONDS.time():
                 job = self._follow_kueue(body, job, workload)
-                self._reconcile(body, uid, job, pods, children, reported=reported)
+                self._reconcile(body, uid, job, own_pods(job, pods), children, reported=reported)
 
     def _reconcile(
         self,

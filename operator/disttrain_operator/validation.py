@@ -18,6 +18,7 @@ from typing import Any
 import cel
 
 from disttrain_operator.api import job as api
+from disttrain_operator.api.job import MAX_DNS_LABEL
 from disttrain_operator.api.rules import VALIDATIONS_KEY
 from disttrain_operator.crd import openapi_schema
 
@@ -68,19 +69,23 @@ def _type_name(value: Any) -> str:
     return type(value).__name__
 
 
+def _shown(value: Any, limit: int = 80) -> str:
+    """A value as an error message quotes it: a megabyte string must not make a megabyte message."""
+    text = str(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
 def _check_scalar(schema: Schema, value: Any, path: str, errors: list[Violation]) -> None:
     if "enum" in schema and value not in schema["enum"]:
         supported = ", ".join(f'"{item}"' for item in schema["enum"])
-        errors.append(Violation(path, f'Unsupported value: "{value}": supported values: {supported}'))
+        errors.append(Violation(path, f'Unsupported value: "{_shown(value)}": supported values: {supported}'))
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if "minimum" in schema and value < schema["minimum"]:
-            errors.append(
-                Violation(path, f"Invalid value: {value}: should be greater than or equal to {schema['minimum']}")
-            )
+            bound = f"should be greater than or equal to {schema['minimum']}"
+            errors.append(Violation(path, f"Invalid value: {_shown(value)}: {bound}"))
         if "maximum" in schema and value > schema["maximum"]:
-            errors.append(
-                Violation(path, f"Invalid value: {value}: should be less than or equal to {schema['maximum']}")
-            )
+            bound = f"should be less than or equal to {schema['maximum']}"
+            errors.append(Violation(path, f"Invalid value: {_shown(value)}: {bound}"))
     if isinstance(value, str):
         if "minLength" in schema and len(value) < schema["minLength"]:
             errors.append(
@@ -89,7 +94,7 @@ def _check_scalar(schema: Schema, value: Any, path: str, errors: list[Violation]
         if "maxLength" in schema and len(value) > schema["maxLength"]:
             errors.append(Violation(path, f"Too long: may not be more than {schema['maxLength']} bytes"))
         if "pattern" in schema and not re.search(schema["pattern"], value):
-            errors.append(Violation(path, f"Invalid value: \"{value}\": should match '{schema['pattern']}'"))
+            errors.append(Violation(path, f"Invalid value: \"{_shown(value)}\": should match '{schema['pattern']}'"))
 
 
 def _check_sizes(schema: Schema, value: dict[str, Any] | list[Any], path: str, errors: list[Violation]) -> None:
@@ -189,7 +194,61 @@ def _check_identity(manifest: Any) -> list[Violation]:
     metadata = manifest.get("metadata")
     if not isinstance(metadata, dict) or not isinstance(metadata.get("name"), str) or not metadata["name"]:
         errors.append(Violation("metadata.name", "Required value: a DistTrainJob needs a name"))
+    else:
+        errors.extend(_check_metadata(metadata))
     return errors
+
+
+MAX_ANNOTATIONS_BYTES = 256 * 1024  # the API server's limit on all of an object's annotations together
+_LABEL_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def _check_metadata(metadata: dict[str, Any]) -> list[Violation]:
+    """The API server's checks of labels and annotations, which no CRD schema states."""
+    errors = [
+        Violation(f"metadata.{field}", "must be a map of strings to strings")
+        for field in ("labels", "annotations")
+        if metadata.get(field) is not None and not _string_map(metadata[field])
+    ]
+    if metadata.get("namespace") is not None and not isinstance(metadata["namespace"], str):
+        errors.append(Violation("metadata.namespace", "must be a string"))
+    if errors:
+        return errors
+    annotations, labels = metadata.get("annotations"), metadata.get("labels")
+    if annotations and _annotations_size(annotations) > MAX_ANNOTATIONS_BYTES:
+        message = f"Too long: may not be more than {MAX_ANNOTATIONS_BYTES} bytes"
+        errors.append(Violation("metadata.annotations", message))
+    for key, value in (labels or {}).items():
+        problem = _label_key_problem(str(key)) or _label_value_problem(value)
+        if problem:
+            errors.append(Violation("metadata.labels", f'Invalid value: "{_shown(key)}": {problem}'))
+    return errors
+
+
+def _label_key_problem(key: str) -> str | None:
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix)):
+        return "prefix part must be a lowercase RFC 1123 subdomain of at most 253 characters"
+    return _label_value_problem(name, part="name part") if name else "name part must be non-empty"
+
+
+def _label_value_problem(value: Any, part: str = "a label value") -> str | None:
+    if not isinstance(value, str):
+        return f"{part} must be a string"
+    if len(value) > MAX_DNS_LABEL:
+        return f"{part} must be no more than {MAX_DNS_LABEL} characters"
+    if value and not _LABEL_NAME.fullmatch(value):
+        return f"{part} must consist of alphanumeric characters, '-', '_' or '.', and start and end with one"
+    return None
+
+
+def _string_map(value: Any) -> bool:
+    return isinstance(value, dict) and all(isinstance(item, str) for item in value.values())
+
+
+def _annotations_size(annotations: dict[Any, Any]) -> int:
+    return sum(len(str(key).encode()) + len(str(value).encode()) for key, value in annotations.items())
 
 
 def validated(manifest: Any) -> dict[str, Any]:

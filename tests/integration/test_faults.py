@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from trainer_support import events, job_manifest
 
-from cluster_support import Cluster, OperatorProcess, holds, wait_for
+from cluster_support import OPERATOR_TEST_NAMESPACE, Cluster, OperatorProcess, holds, operator_kubeconfig, wait_for
 from disttrain_operator.devcluster import cluster as devcluster
 
 pytestmark = [
@@ -164,3 +164,53 @@ def test_a_pod_deleted_by_hand_is_retried(
     assert done["status"]["restartCount"] == 1
     log = _chief_log(process_cluster, process_namespace, f"{JOB}-worker-0")
     assert events(log, "restored")[-1]["step"] >= 200 - 50
+
+
+LEADER_ELECTION = ["--leader-elect", "--lease-seconds", "4", "--renew-seconds", "3", "--retry-seconds", "0.5"]
+
+
+def _lease_holder(cluster: Cluster) -> str:
+    lease = cluster.get("lease", "disttrain-operator", OPERATOR_TEST_NAMESPACE) or {}
+    return str(lease.get("spec", {}).get("holderIdentity") or "")
+
+
+def test_the_standby_replica_takes_over_mid_job_without_duplicates(
+    process_cluster: Cluster, operator: OperatorProcess, process_namespace: str, tmp_path: Path
+) -> None:
+    """Two replicas with leader election, as deploy/ runs them; the active one is killed mid-job."""
+    operator.stop()  # the suite's own operator would act on this job too
+    process_cluster.kubectl("delete", "lease", "disttrain-operator", "-n", OPERATOR_TEST_NAMESPACE, check=False)
+    kubeconfig = operator_kubeconfig(process_cluster, tmp_path)
+    active, standby = (
+        OperatorProcess(
+            process_cluster,
+            tmp_path / f"{name}.log",
+            kubeconfig=kubeconfig,
+            pod_name=name,
+            leader_election=LEADER_ELECTION,
+        )
+        for name in ("operator-a", "operator-b")
+    )
+    try:
+        active.start()
+        wait_for("operator-a to lead", lambda: _lease_holder(process_cluster).startswith("operator-a_"))
+        standby.start()
+        total = _submit(process_cluster, process_namespace, "MultiWorkerMirrored", {"Worker": 2}, epochs=80)
+        _at_step(process_cluster, process_namespace, 100)
+        before = _uids(process_cluster, process_namespace)
+        assert JOB not in standby.log()  # the standby has not touched the job
+
+        active.stop(signal.SIGKILL)
+        wait_for("operator-b to lead", lambda: _lease_holder(process_cluster).startswith("operator-b_"), timeout=30)
+        done = _succeeded(process_cluster, process_namespace, total)
+        assert _uids(process_cluster, process_namespace) == before  # the same two pods, never recreated
+        assert done["status"].get("restartCount", 0) == 0
+        lease = process_cluster.get("lease", "disttrain-operator", OPERATOR_TEST_NAMESPACE)
+        assert lease is not None and lease["spec"]["leaseTransitions"] == 1
+
+        standby.stop()  # a clean shutdown hands the lease back at once
+        assert _lease_holder(process_cluster) == ""
+    finally:
+        active.stop(signal.SIGKILL)
+        standby.stop(signal.SIGKILL)
+        operator.start()

@@ -93,8 +93,7 @@ def test_multi_worker_job_creates_what_render_prints(
     job = cluster.job(namespace, "mnist-mwms")
     assert not job["metadata"].get("finalizers")  # the garbage collector needs none
     annotations = job["metadata"].get("annotations", {})
-    assert "disttrain.io/last-handled-configuration" in annotations
-    assert not [key for key in annotations if "kopf.zalando.org" in key]
+    assert list(annotations) == ["kubectl.kubernetes.io/last-applied-configuration"]  # kopf keeps no state here
 
     def created_event() -> bool:
         events = cluster.items("events", namespace)
@@ -283,3 +282,23 @@ def test_the_admin_cli_lists_and_describes_jobs(cluster: Cluster, operator: Oper
     assert "JobRunning" in described and "mnist-mwms-worker-3" in described and "Created" in described
     kubectl = str(cache_paths().binary("kubectl"))  # finds kubectl-disttrain, a console script beside this Python
     assert "mnist-mwms" in run(kubectl, "disttrain", "list", "-n", namespace)
+
+
+def test_the_admin_cli_prints_a_replicas_log(
+    process_cluster: Cluster, operator: OperatorProcess, process_namespace: str
+) -> None:
+    """`disttrain jobs logs` through the API server, from the process node's log endpoint."""
+    script = "for i in 1 2 3; do echo line $i; done"
+    container = {"name": "tensorflow", "image": "none", "command": ["sh", "-c", script]}
+    job = {
+        "apiVersion": "disttrain.io/v1alpha1",
+        "kind": "DistTrainJob",
+        "metadata": {"name": "echo"},
+        "spec": {"replicaSpecs": {"Worker": {"replicas": 1, "template": {"spec": {"containers": [container]}}}}},
+    }
+    process_cluster.apply(process_namespace, json.dumps(job))
+    _wait_condition(process_cluster, process_namespace, "echo", "Succeeded")
+    command = [sys.executable, "-m", "disttrain_operator.cli", "jobs", "logs", "echo", "worker-0", "--tail", "2"]
+    command += ["-n", process_namespace]
+    result = subprocess.run(command, env=process_cluster.env, capture_output=True, text=True, timeout=60, check=False)
+    assert (result.returncode, result.stdout) == (0, "line 2\nline 3\n"), result.stderr

@@ -70,6 +70,15 @@ def test_deleting_a_pod_stops_its_process_with_sigterm_first(cluster: Cluster, p
     marker.unlink()
 
 
+def test_kubectl_logs_reads_a_pods_output_through_the_api_server(cluster: Cluster, process_namespace: str) -> None:
+    cluster.apply(process_namespace, _pod("talker", "echo first; echo second; echo third >&2"))
+    _ended(cluster, process_namespace, "talker")
+    logs = cluster.kubectl("logs", "talker", "-n", process_namespace)
+    assert logs.stdout == "first\nsecond\nthird\n"
+    assert cluster.kubectl("logs", "talker", "-n", process_namespace, "--tail=1").stdout == "third\n"
+    assert cluster.kubectl("logs", "talker", "-n", process_namespace, "--limit-bytes=3").stdout == "fir"
+
+
 def test_on_failure_restarts_in_place_and_counts(cluster: Cluster, process_namespace: str) -> None:
     script = "if [ -e /scratch/once ]; then exit 0; fi; touch /scratch/once; exit 1"
     pod = json.loads(_pod("flaky", script, restart_policy="OnFailure", volumes=[{"name": "s", "emptyDir": {}}]))

@@ -64,3 +64,17 @@ def test_names_and_printer_columns() -> None:
     assert version["subresources"] == {"status": {}}
     columns = [column["name"] for column in version["additionalPrinterColumns"] if not column.get("priority")]
     assert columns == ["Phase", "Strategy", "Ready", "Restarts", "Step", "Age"]
+
+
+def test_every_numeric_bound_survives_the_api_servers_float_conversion() -> None:
+    """The API server reads schema bounds as float64: past 2**53 an integer bound stops being an integer."""
+    bounds: list[float] = []
+    pending: list[object] = [crd.openapi_schema()]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, dict):
+            bounds += [node[key] for key in ("minimum", "maximum") if key in node]
+            pending.extend(node.values())
+        elif isinstance(node, list):
+            pending.extend(node)
+    assert bounds and all(abs(bound) <= 2**53 for bound in bounds)

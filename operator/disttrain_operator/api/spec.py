@@ -97,9 +97,12 @@ def pod_template_schema() -> dict[str, Any]:
 
 PodTemplateSpec = Annotated[dict[str, Any], WithJsonSchema(pod_template_schema())]
 
+MAX_REPLICAS = 1000  # every pod's TF_CONFIG lists every task: 1000 workers make it about 60 KB
+MAX_SECONDS = 2**31 - 1  # 68 years: as Kubernetes' own int32 durations, and far from datetime's range
+
 
 class ReplicaSpec(ApiModel):
-    replicas: int = Field(1, ge=0, description="Number of pods of this replica type.")
+    replicas: int = Field(1, ge=0, le=MAX_REPLICAS, description="Number of pods of this replica type.")
     restart_policy: RestartPolicy = Field(
         RestartPolicy.NEVER,
         description="When a failed pod is restarted: Never, OnFailure, ExitCode (retryable codes >= 128), Always.",
@@ -110,16 +113,26 @@ class ReplicaSpec(ApiModel):
 
 
 class SchedulingPolicy(ApiModel):
-    min_available: int | None = Field(None, ge=1, description="Pods that must be schedulable together (gang).")
+    min_available: int | None = Field(
+        None, ge=1, le=4 * MAX_REPLICAS, description="Pods that must be schedulable together (gang)."
+    )
     queue: str | None = Field(None, min_length=1, description="Scheduler queue of the PodGroup.")
     priority_class: str | None = Field(None, min_length=1, description="PriorityClass of the PodGroup and pods.")
-    schedule_timeout_seconds: int | None = Field(None, ge=1, description="How long the gang may wait to schedule.")
+    schedule_timeout_seconds: int | None = Field(
+        None, ge=1, le=MAX_SECONDS, description="How long the gang may wait to schedule."
+    )
 
 
 class RunPolicy(ApiModel):
-    backoff_limit: int = Field(6, ge=0, description="Restarts (of a pod or the whole job) before the job fails.")
-    active_deadline_seconds: int | None = Field(None, ge=1, description="Fail the job this long after it started.")
-    ttl_seconds_after_finished: int | None = Field(None, ge=0, description="Delete the job this long after it ended.")
+    backoff_limit: int = Field(
+        6, ge=0, le=MAX_SECONDS, description="Restarts (of a pod or the whole job) before the job fails."
+    )
+    active_deadline_seconds: int | None = Field(
+        None, ge=1, le=MAX_SECONDS, description="Fail the job this long after it started."
+    )
+    ttl_seconds_after_finished: int | None = Field(
+        None, ge=0, le=MAX_SECONDS, description="Delete the job this long after it ended."
+    )
     clean_pod_policy: CleanPodPolicy = Field(
         CleanPodPolicy.RUNNING, description="Pods deleted when the job ends: None, Running or All."
     )

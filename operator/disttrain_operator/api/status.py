@@ -56,12 +56,17 @@ class ReplicaStatus(ApiModel):
     )
 
 
+# The largest integer every JSON reader keeps exact; the API server could not write a larger report
+# (and refuses 2**63 - 1 as a schema bound, since it turns it into a float on the way).
+MAX_COUNT = 2**53
+
+
 class Progress(ApiModel):
     """The trainer's latest progress report (see disttrain_trainer.progress_contract)."""
 
-    step: int | None = Field(None, ge=0)
-    total_steps: int | None = Field(None, ge=0)
-    epoch: int | None = Field(None, ge=0)
+    step: int | None = Field(None, ge=0, le=MAX_COUNT)
+    total_steps: int | None = Field(None, ge=0, le=MAX_COUNT)
+    epoch: int | None = Field(None, ge=0, le=MAX_COUNT)
     loss: float | None = Field(None, allow_inf_nan=False)
     examples_per_second: float | None = Field(None, ge=0, allow_inf_nan=False)
     update_time: datetime | None = Field(None, description="When the trainer made the report.")

@@ -8,8 +8,8 @@ phase, addresses, container states, exit codes, termination messages, restart co
 OnFailure and Always. A deleted pod's processes get SIGTERM, then SIGKILL after the grace period,
 and the agent then confirms the deletion. Images are not pulled: commands run in the environment
 the agent was started from (where the trainer is installed), as the agent's user. Logs are in
-`<state>/pods/<namespace>_<pod>_<uid>/<container>.log` (its pid in `<container>.pid`); `kubectl logs`
-is not served.
+`<state>/pods/<namespace>_<pod>_<uid>/<container>.log` (its pid in `<container>.pid`), which
+`kubectl logs` reads through the API server (`node_logs`).
 """
 
 from __future__ import annotations
@@ -25,11 +25,12 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from disttrain_operator.containers import UnsupportedContainerError
-from disttrain_operator.devcluster import pod_network
+from disttrain_operator.devcluster import node_logs, pod_network
 from disttrain_operator.devcluster.process_pods import (
     ContainerState,
     PodFolders,
@@ -99,6 +100,7 @@ class ProcessNode:
         self._finished: set[str] = set()  # uids of pods whose end was reported
         self._free = [str(address) for address in pod_network.NETWORK.hosts()][1:]  # the first is the bridge's
         self._last_heartbeat = 0.0
+        self._logs: ThreadingHTTPServer | None = None  # the kubelet's log endpoint, for `kubectl logs`
         self._hosts = ""  # the current hosts file, and the namespaces that have it
         self._hosts_in: set[str] = set()
         self._environment = {
@@ -112,6 +114,8 @@ class ProcessNode:
     def register(self) -> None:
         pod_network.remove_all()
         pod_network.ensure_bridge()
+        if self._logs is None:
+            self._logs = node_logs.serve(self._folder, pod_network.GATEWAY)
         node = {
             "apiVersion": "v1",
             "kind": "Node",
@@ -144,6 +148,7 @@ class ProcessNode:
                 {"type": "InternalIP", "address": pod_network.GATEWAY},
                 {"type": "Hostname", "address": self.name},
             ],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": self._logs.server_address[1] if self._logs else 0}},
         }
         self._kube.patch_status(f"/api/v1/nodes/{self.name}/status", status)
         self._kube.renew_lease(self.name, LEASE_SECONDS)
@@ -321,6 +326,8 @@ class ProcessNode:
         for run in list(self._runs.values()):
             self._stop(run, signal.SIGKILL)
         pod_network.remove_all()
+        if self._logs is not None:
+            self._logs.shutdown()
 
 
 def _signal(processes: list[subprocess.Popen[bytes]], sig: signal.Signals) -> None:
