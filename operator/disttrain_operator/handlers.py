@@ -49,6 +49,8 @@ JobKey = tuple[str, str]
 @kopf.on.startup()
 def configure(*, settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     settings.posting.level = logging.WARNING
+    if logging.getLogger().level > logging.DEBUG:  # not --verbose: no line per handled event, thousands a minute
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.watching.connect_timeout = 30
@@ -130,6 +132,7 @@ def _job_body(body: kopf.Body) -> dict[str, Any]:
             "generation": metadata.get("generation"),
             "labels": dict(metadata.labels),
             "annotations": {},
+            **({"deletionTimestamp": metadata["deletionTimestamp"]} if metadata.get("deletionTimestamp") else {}),
         },
         "spec": dict(body.spec),
         "status": dict(body.status),
@@ -212,13 +215,25 @@ def job_event(
         wakeups: Wakeups = memo.wakeups
         wakeups.cancel((namespace or "", name))
         return
-    _reconcile_or_retry(memo, _job_body(body), indexes)
+    job = _job_body(body)
+    if not memo.reconciler.echoes(job):
+        _reconcile_or_retry(memo, job, indexes)
 
 
 @kopf.on.event("", "v1", "pods", labels=OWNED)
 @kopf.on.event("kueue.x-k8s.io", "v1beta2", "workloads", labels=OWNED)
-def child_changed(*, namespace: str | None, labels: kopf.Labels, memo: Any, **indexes: Any) -> None:
-    """Feed a pod's or Workload's change back into its job's reconcile."""
-    jobs = _values(indexes["disttrain_jobs"], (namespace or "", labels[JOB_NAME_LABEL]))
+def child_changed(
+    *, type: str | None, uid: str, namespace: str | None, labels: kopf.Labels, body: kopf.Body, memo: Any, **kw: Any
+) -> None:
+    """Feed a pod's or Workload's change back into its job's reconcile, unless nothing the plan reads changed
+    (a pod bound to a node, a condition's timestamp): half of a pod's events during a burst."""
+    if body.get("kind") == "Pod" and type != "DELETED":
+        view, views = pod_view(dict(body)), memo.shared.setdefault("views", {})
+        if views.get(uid) == view:
+            return
+        views[uid] = view
+    elif type == "DELETED":
+        memo.shared.get("views", {}).pop(uid, None)
+    jobs = _values(kw["disttrain_jobs"], (namespace or "", labels[JOB_NAME_LABEL]))
     if jobs:
-        _reconcile_or_retry(memo, jobs[0], indexes)
+        _reconcile_or_retry(memo, jobs[0], kw)

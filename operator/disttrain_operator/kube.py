@@ -24,9 +24,10 @@ from disttrain_operator.builders.objects import Manifest
 HTTP_CONFLICT = 409
 HTTP_NOT_FOUND = 404
 _PERMANENT = {400, 422}
+_CORE_CLUSTER_PLURALS = {"Node": "nodes", "Namespace": "namespaces"}
 _CORE_PLURALS = {"Pod": "pods", "Service": "services", "PersistentVolumeClaim": "persistentvolumeclaims"}
 # Their group and version come with the manifest.
-_CUSTOM_PLURALS = {"PodGroup": "podgroups", "Workload": "workloads", "Lease": "leases"}
+_CUSTOM_PLURALS = {"PodGroup": "podgroups", "Workload": "workloads", "Lease": "leases", "DistTrainJob": PLURAL}
 _JOB = f"/apis/{GROUP}/{VERSION}/namespaces/{{namespace}}/{PLURAL}/{{name}}"
 _JOB_STATUS = f"{_JOB}/status"
 _POD = "/api/v1/namespaces/{namespace}/pods/{name}"
@@ -220,8 +221,8 @@ class Kube:
 
 def _collection(manifest: Manifest) -> str:
     kind = manifest["kind"]
-    if kind == "Node":
-        return "/api/v1/nodes"
+    if kind in _CORE_CLUSTER_PLURALS:
+        return f"/api/v1/{_CORE_CLUSTER_PLURALS[kind]}"
     if kind in _CORE_PLURALS:
         return f"/api/v1/namespaces/{{namespace}}/{_CORE_PLURALS[kind]}"
     return f"/apis/{manifest['apiVersion']}/namespaces/{{namespace}}/{_CUSTOM_PLURALS[kind]}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
@@ -54,6 +55,34 @@ def dump_status(status: DistTrainJobStatus) -> dict[str, Any]:
     return status.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
+@dataclass(frozen=True)
+class _Request:
+    """One call's view of a job: what the indexes held when its event arrived."""
+
+    body: Body
+    pods: Sequence[PodView]
+    children: Collection[ChildView]
+    reported: Progress | None
+    workload: WorkloadView | None
+
+
+@dataclass
+class _Slot:
+    """Per job: one thread reconciles at a time, and keeps only the newest request that came meanwhile.
+
+    Pod events of one job arrive from many threads at once; queueing each behind a lock held the
+    operator's few handler threads idle while other jobs waited (issue 8's admission benchmark)."""
+
+    busy: bool = False
+    latest: _Request | None = None
+
+
+def _essence(body: Body, status: Mapping[str, Any] | None) -> tuple[Any, ...]:
+    """What a job event can change that the plan reads: spec (through its generation), labels, deletion, status."""
+    metadata = body["metadata"]
+    return (metadata.get("generation"), dict(metadata.get("labels") or {}), metadata.get("deletionTimestamp"), status)
+
+
 class Reconciler:
     def __init__(
         self,
@@ -76,17 +105,15 @@ class Reconciler:
         self._forced: dict[str, set[str]] = {}  # per job: pods removed by force (one Event each)
         self._phases: dict[str, tuple[str, str]] = {}  # per job: namespace and phase, for the active gauge
         self._unwatched: dict[str, set[ChildView]] = {}  # per job: children known to exist that no index watches
-        self._locks: dict[str, threading.Lock] = {}
-        self._locks_guard = threading.Lock()
-
-    def _lock(self, uid: str) -> threading.Lock:
-        with self._locks_guard:
-            return self._locks.setdefault(uid, threading.Lock())
+        self._slots: dict[str, _Slot] = {}
+        self._slots_guard = threading.Lock()
+        self._settled: dict[str, tuple[Any, ...]] = {}  # per job: what it looked like after its last reconcile
 
     def forget(self, uid: str) -> None:
         """Drop what is remembered of a deleted job."""
-        with self._locks_guard:
-            self._locks.pop(uid, None)
+        with self._slots_guard:
+            self._slots.pop(uid, None)
+            self._settled.pop(uid, None)
             self._written.pop(uid, None)
             self._handled.pop(uid, None)
             self._forced.pop(uid, None)
@@ -107,16 +134,45 @@ class Reconciler:
         `reported` is the trainer's progress as last polled, and `workload` the job's Kueue Workload, if any.
         """
         uid = str(body["metadata"]["uid"])
-        with self._lock(uid):
-            current = {**body, "status": self._written.get(uid, body.get("status") or {})}
-            try:
-                job = DistTrainJob.model_validate(current)
-            except pydantic.ValidationError as error:
-                self._reject_spec(body, current["status"], error)
+        request: _Request | None = _Request(body, pods, children, reported, workload)
+        with self._slots_guard:
+            slot = self._slots.setdefault(uid, _Slot())
+            if slot.busy:  # the thread reconciling this job takes the newest request when it is done
+                slot.latest = request
                 return
-            with metrics.RECONCILE_SECONDS.time():
-                job = self._follow_kueue(body, job, workload)
-                self._reconcile(body, uid, job, own_pods(job, pods), children, reported=reported)
+            slot.busy = True
+        try:
+            while request is not None:
+                self._reconcile_request(uid, request)
+                with self._slots_guard:
+                    request, slot.latest = slot.latest, None
+                    slot.busy = request is not None
+        except BaseException:
+            with self._slots_guard:  # what waited is dropped: the retry that follows reads the indexes anew
+                slot.busy, slot.latest = False, None
+            raise
+
+    def _reconcile_request(self, uid: str, request: _Request) -> None:
+        body = request.body
+        current = {**body, "status": self._written.get(uid, body.get("status") or {})}
+        try:
+            job = DistTrainJob.model_validate(current)
+        except pydantic.ValidationError as error:
+            self._reject_spec(body, current["status"], error)
+            return
+        with metrics.RECONCILE_SECONDS.time():
+            job = self._follow_kueue(body, job, request.workload)
+            pods = own_pods(job, request.pods)
+            self._reconcile(body, uid, job, pods, request.children, reported=request.reported)
+        self._settled[uid] = _essence(body, self._written.get(uid))
+
+    def echoes(self, body: Body) -> bool:
+        """The job event only carries the operator's own last status write: nothing to plan anew.
+
+        Every status write comes back as an event of the job; reconciling it again would cost a
+        full plan for nothing (issue 8's profile)."""
+        settled = self._settled.get(str(body["metadata"]["uid"]))
+        return settled is not None and settled == _essence(body, body.get("status") or {})
 
     def _reconcile(
         self,

@@ -188,6 +188,7 @@ def _commands(paths: CachePaths, folder: Path, state: ClusterState) -> dict[str,
             "--enable-priority-and-fairness=false",
             # Namespaces annotated for the process node send their pods there (see process_namespace).
             "--enable-admission-plugins=PodNodeSelector,PodTolerationRestriction",
+            "--kubelet-preferred-address-types=InternalIP,Hostname",  # node names resolve nowhere
         ],
         "kube-controller-manager": [
             str(paths.binary("kube-controller-manager")),

@@ -74,6 +74,7 @@ def _certificate(folder: Path) -> tuple[Path, Path]:
     """A self-signed serving certificate, made once."""
     cert, key = folder / "node-logs.crt", folder / "node-logs.key"
     if not cert.exists() or not key.exists():
+        folder.mkdir(parents=True, exist_ok=True)
         request = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3650", "-subj", "/CN=node"]
         subprocess.run(
             [*request, "-keyout", str(key), "-out", str(cert)],

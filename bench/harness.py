@@ -1,0 +1,323 @@
+"""What every benchmark shares: the local cluster, the job they submit, the operator under test,
+watches that time what appears, and the API server's own request counters.
+
+Times are taken on this machine's monotonic clock when a watch event arrives, so they include the
+API server's delivery, never a timestamp's one-second rounding.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client, config
+from urllib3.exceptions import HTTPError
+
+from disttrain_operator.devcluster import cluster as devcluster
+from disttrain_operator.devcluster.cluster import UNATTENDED_ANNOTATION
+from disttrain_operator.devcluster.versions import cache_paths
+from disttrain_operator.kube import Kube
+
+ROOT = Path(__file__).resolve().parent.parent
+# kopf runs sync handlers in asyncio's default thread pool; the floor gets as many threads.
+THREADS = min(32, (os.cpu_count() or 1) + 4)
+JOB_SHAPE = {"Chief": 1, "Worker": 4, "PS": 2}
+PODS_PER_JOB = sum(JOB_SHAPE.values())
+BENCH_NODE_PODS = 500
+
+
+@dataclass
+class Cluster:
+    kubeconfig: Path
+    kube: Kube
+    api: client.ApiClient
+
+
+def local_cluster() -> Cluster:
+    """The local control plane (started if needed), as its admin."""
+    kubeconfig = devcluster.up(log=False)
+    configuration = client.Configuration()
+    config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)  # type: ignore[no-untyped-call]
+    configuration.connection_pool_maxsize = THREADS * 2
+    api = client.ApiClient(configuration)
+    return Cluster(kubeconfig, Kube(api), api)
+
+
+def bench_job(name: str, scope: str, *, kubelet: bool = True) -> dict[str, Any]:
+    """A ParameterServer job of a Chief, 4 workers and 2 PS; a failed worker is replaced alone.
+
+    With `kubelet=False` kwok leaves its pods alone and the benchmark plays the kubelet itself.
+    """
+    container = {"name": "tensorflow", "image": "disttrain/trainer:0.1.0", "command": ["disttrain-train"]}
+    template: dict[str, Any] = {"spec": {"containers": [container], "automountServiceAccountToken": False}}
+    if not kubelet:
+        key, value = UNATTENDED_ANNOTATION.split("=")
+        template["metadata"] = {"annotations": {key: value}}
+    policy = "ExitCode"
+    replicas = {kind: {"replicas": n, "restartPolicy": policy, "template": template} for kind, n in JOB_SHAPE.items()}
+    return {
+        "apiVersion": "disttrain.io/v1alpha1",
+        "kind": "DistTrainJob",
+        "metadata": {"name": name, "namespace": scope},
+        "spec": {"strategy": "ParameterServer", "replicaSpecs": replicas, "runPolicy": {"backoffLimit": 100}},
+    }
+
+
+def parallel(tasks: list[Callable[[], object]], threads: int = THREADS) -> None:
+    with ThreadPoolExecutor(threads) as pool:
+        for future in [pool.submit(task) for task in tasks]:
+            future.result()
+
+
+@contextmanager
+def namespace(bench: Cluster, prefix: str) -> Iterator[str]:
+    """A namespace of the benchmark's own, deleted (and waited for) afterwards."""
+    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    bench.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    try:
+        yield name
+    finally:  # pods no kubelet tends need removing by force, or the namespace never goes
+        devcluster_kubectl(bench, "delete", "pods", "--all", "-n", name, "--force", "--grace-period=0", "--wait=false")
+        devcluster_kubectl(bench, "delete", "namespace", name, "--wait=true", "--timeout=600s")
+
+
+def devcluster_kubectl(bench: Cluster, *args: str) -> str:
+    kubectl = cache_paths().binary("kubectl")
+    command = [str(kubectl), "--kubeconfig", str(bench.kubeconfig), *args]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise RuntimeError(f"kubectl {' '.join(args)}: {result.stderr.strip()[:500]}")
+    return result.stdout
+
+
+def ensure_capacity(bench: Cluster, pods: int) -> None:
+    """Enough fake nodes (kwok) for `pods` more pods: the default four hold 440."""
+    nodes = bench.kube.list_items("/api/v1/nodes", {"labelSelector": "disttrain.io/bench=true"})
+    shape = devcluster.NodeShape(cpu="4000", memory="16Ti", pods=BENCH_NODE_PODS)
+    for index in range(len(nodes), -(-pods // BENCH_NODE_PODS)):
+        node = devcluster.fake_node(f"bench-node-{index}", shape)
+        node["metadata"]["labels"]["disttrain.io/bench"] = "true"  # type: ignore[index]
+        bench.kube.create(node)
+    wait("bench nodes ready", lambda: all(_ready(node) for node in _bench_nodes(bench)), timeout=120)
+
+
+def _bench_nodes(bench: Cluster) -> list[dict[str, Any]]:
+    return bench.kube.list_items("/api/v1/nodes", {"labelSelector": "disttrain.io/bench=true"})
+
+
+def _ready(node: dict[str, Any]) -> bool:
+    conditions = node.get("status", {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def wait(what: str, check: Callable[[], object], timeout: float = 600, interval: float = 0.5) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+@dataclass
+class Event:
+    at: float  # time.monotonic() when it arrived
+    type: str
+    name: str
+    uid: str
+    phase: str | None
+
+
+@dataclass
+class Watch:
+    """Every event of one kind of object in a namespace, from a thread, timestamped on arrival."""
+
+    bench: Cluster
+    path: str  # e.g. /api/v1/namespaces/{ns}/pods
+    events: list[Event] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start(self) -> Watch:
+        listed = self.bench.api.call_api(*self._serialize({"limit": "1"})).read()  # type: ignore[no-untyped-call]
+        version = json.loads(listed)["metadata"]["resourceVersion"]
+        self._response = self.bench.api.call_api(
+            *self._serialize({"watch": "true", "resourceVersion": version, "timeoutSeconds": "3600"})
+        )
+        threading.Thread(target=self._read, name=f"watch {self.path}", daemon=True).start()
+        return self
+
+    def _serialize(self, query: dict[str, str]) -> tuple[str, str, dict[str, str], None]:
+        method, url, headers, _, _ = self.bench.api.param_serialize(
+            method="GET",
+            resource_path=self.path,
+            query_params=list(query.items()),
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+        )
+        return method, url, headers, None
+
+    def _read(self) -> None:
+        try:
+            self._read_events()
+        except (HTTPError, OSError, AttributeError):  # AttributeError: urllib3 after close()
+            if not self._stop.is_set():  # stopping cuts the stream mid-read, on purpose
+                raise
+
+    def _read_events(self) -> None:
+        buffer = b""
+        for chunk in self._response.response.stream(65536):
+            if self._stop.is_set():
+                return
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            now = time.monotonic()
+            for line in lines:
+                if line.strip():
+                    self._record(now, json.loads(line))
+
+    def _record(self, now: float, event: dict[str, Any]) -> None:
+        body = event["object"]
+        metadata = body.get("metadata", {})
+        phase = body.get("status", {}).get("phase")
+        with self._lock:
+            self.events.append(Event(now, event["type"], metadata.get("name", ""), metadata.get("uid", ""), phase))
+
+    def snapshot(self) -> list[Event]:
+        with self._lock:
+            return list(self.events)
+
+    def added(self) -> set[str]:
+        return {event.uid for event in self.snapshot() if event.type == "ADDED"}
+
+    def stop(self) -> None:
+        """Interrupt the reading thread's blocked read, then drop the connection."""
+        self._stop.set()
+        self._response.response.shutdown()
+        self._response.response.close()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@dataclass
+class Usage:
+    rss_mb: float
+    peak_rss_mb: float
+    cpu_seconds: float
+
+
+class OperatorUnderTest:
+    """`disttrain operator` for one namespace, as a process whose memory and CPU can be read."""
+
+    def __init__(self, bench: Cluster, scope: str, log: Path, env: dict[str, str] | None = None) -> None:
+        port, metrics = free_port(), free_port()
+        command = [sys.executable, "-m", "disttrain_operator.cli", "operator", f"--namespace={scope}"]
+        command.append(f"--liveness=http://127.0.0.1:{port}/healthz")
+        if os.environ.get("DISTTRAIN_BENCH_PROFILE"):  # collapsed stacks of every thread, for bench/profile.py
+            profile = log.with_suffix(".stacks")
+            gil = ["--gil"] if os.environ["DISTTRAIN_BENCH_PROFILE"] == "gil" else []  # CPU only, not waits
+            command = ["py-spy", "record", "--format", "raw", "--rate", "200", *gil, "-o", str(profile), "--", *command]
+        source = os.environ.get("DISTTRAIN_BENCH_OPERATOR_SOURCE")  # another checkout's operator, for before/after
+        environment = {
+            **os.environ,
+            **({"PYTHONPATH": f"{source}/operator:{source}/trainer_image"} if source else {}),
+            "KUBECONFIG": str(bench.kubeconfig),
+            "DISTTRAIN_METRICS_PORT": str(metrics),
+            **(env or {}),
+        }
+        self.metrics_url = f"http://127.0.0.1:{metrics}/metrics"
+        with log.open("ab") as output:  # a session of its own: a signal reaches py-spy and the operator alike
+            self.process = subprocess.Popen(
+                command, stdout=output, stderr=subprocess.STDOUT, env=environment, start_new_session=True
+            )
+        wait("the operator's liveness endpoint", lambda: _answers(f"http://127.0.0.1:{port}/healthz"), timeout=60)
+
+    def usage(self) -> Usage:
+        status = Path(f"/proc/{self.process.pid}/status").read_text()
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        stat = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        ticks = os.sysconf("SC_CLK_TCK")
+        return Usage(
+            rss_mb=int(fields["VmRSS"].split()[0]) / 1024,
+            peak_rss_mb=int(fields["VmHWM"].split()[0]) / 1024,
+            cpu_seconds=(int(stat[11]) + int(stat[12])) / ticks,  # utime and stime
+        )
+
+    def stop(self) -> None:
+        os.killpg(self.process.pid, signal.SIGINT)  # py-spy, when profiling, writes its stacks on SIGINT only
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+_SAMPLE = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$", re.MULTILINE)
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+Request = tuple[str, str, str, str]  # verb, API group, resource, subresource
+
+
+def apiserver_requests(bench: Cluster) -> Counter[Request]:
+    """kube-apiserver's own `apiserver_request_total`, summed by verb, group, resource and subresource."""
+    counts: Counter[Request] = Counter()
+    for sample in _SAMPLE.finditer(bench.kube.get_text("/metrics", {})):
+        labels = dict(_LABEL.findall(sample["labels"]))
+        verb, group = labels.get("verb", ""), labels.get("group", "")
+        key: Request = (verb, group, labels.get("resource", ""), labels.get("subresource", ""))
+        counts[key] += int(float(sample["value"]))
+    return counts
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+_CONTAINER = {"name": "tensorflow", "restartCount": 0, "image": "", "imageID": ""}
+
+
+def running_status() -> dict[str, Any]:
+    """What a kubelet reports for a started, ready trainer pod; the address makes the operator poll its
+    progress endpoint, where nothing listens (a refused connection, as for a trainer still starting)."""
+    container = {**_CONTAINER, "ready": True, "state": {"running": {}}}
+    ready = [{"type": "Ready", "status": "True"}]
+    return {"phase": "Running", "podIP": "127.0.0.1", "conditions": ready, "containerStatuses": [container]}
+
+
+def ended_status(exit_code: int) -> dict[str, Any]:
+    """A trainer container that ended with `exit_code` (0: Succeeded; 137: killed, which ExitCode restarts)."""
+    container = {**_CONTAINER, "ready": False, "state": {"terminated": {"exitCode": exit_code, "reason": "Error"}}}
+    return {"phase": "Failed" if exit_code else "Succeeded", "containerStatuses": [container]}
+
+
+def set_pod_status(bench: Cluster, scope: str, pod: str, status: dict[str, Any]) -> None:
+    bench.kube.patch_status(f"/api/v1/namespaces/{scope}/pods/{pod}/status", status)
