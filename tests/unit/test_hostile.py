@@ -1,6 +1,6 @@
 """Hostile input: every malformed manifest gets a clear, bounded error; nothing crashes.
 
-The same manifests go to the real API server in tests/integration/test_hostile.py.
+The same manifests go to the real API server in tests/integration/test_hostile_submissions.py.
 """
 
 from __future__ import annotations
