@@ -45,10 +45,13 @@ def test_a_failed_worker_restarts_the_whole_job_with_the_same_names(
     before = _running(cluster, namespace, "mnist-mwms", 4)
     cluster.set_pod_status(namespace, "mnist-mwms-worker-2", "Failed", exit_code=130)
 
-    restarted = _job_where(
-        cluster, namespace, "mnist-mwms", "restartCount 1", lambda j: j["status"].get("restartCount") == 1
-    )
-    assert "mnist-mwms-worker-2 failed with exit code 130" in condition(restarted, "Restarting")["message"]  # type: ignore[index]
+    _job_where(cluster, namespace, "mnist-mwms", "restartCount 1", lambda j: j["status"].get("restartCount") == 1)
+
+    def restarting_event() -> str | None:  # the condition may already say the pods run again; the Event stays
+        messages = [event["message"] for event in cluster.items("events", namespace) if event["reason"] == "Restarting"]
+        return next((message for message in messages if "mnist-mwms-worker-2" in message), None)
+
+    assert "mnist-mwms-worker-2 failed with exit code 130" in wait_for("the Restarting event", restarting_event)
 
     def all_replaced() -> dict[str, dict[str, Any]] | None:
         pods = _running(cluster, namespace, "mnist-mwms", 4)
