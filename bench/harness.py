@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from urllib3.exceptions import HTTPError
 from disttrain_operator.devcluster import cluster as devcluster
 from disttrain_operator.devcluster.cluster import UNATTENDED_ANNOTATION
 from disttrain_operator.devcluster.versions import cache_paths
-from disttrain_operator.kube import Kube
+from disttrain_operator.kube import Kube, TransientApiError
 
 ROOT = Path(__file__).resolve().parent.parent
 # kopf runs sync handlers in asyncio's default thread pool; the floor gets as many threads.
@@ -141,6 +142,7 @@ class Event:
     name: str
     uid: str
     phase: str | None
+    deleting: bool = False  # a deletionTimestamp: waiting for its kubelet's last word
 
 
 @dataclass
@@ -195,8 +197,9 @@ class Watch:
         body = event["object"]
         metadata = body.get("metadata", {})
         phase = body.get("status", {}).get("phase")
+        name, uid, deleting = metadata.get("name", ""), metadata.get("uid", ""), "deletionTimestamp" in metadata
         with self._lock:
-            self.events.append(Event(now, event["type"], metadata.get("name", ""), metadata.get("uid", ""), phase))
+            self.events.append(Event(now, event["type"], name, uid, phase, deleting))
 
     def snapshot(self) -> list[Event]:
         with self._lock:
@@ -204,6 +207,13 @@ class Watch:
 
     def added(self) -> set[str]:
         return {event.uid for event in self.snapshot() if event.type == "ADDED"}
+
+    def latest(self) -> dict[str, Event]:
+        """The newest event of each object still there, by uid."""
+        newest: dict[str, Event] = {}
+        for event in self.snapshot():
+            newest[event.uid] = event
+        return {uid: event for uid, event in newest.items() if event.type != "DELETED"}
 
     def stop(self) -> None:
         """Interrupt the reading thread's blocked read, then drop the connection."""
@@ -228,7 +238,11 @@ class Usage:
 class OperatorUnderTest:
     """`disttrain operator` for one namespace, as a process whose memory and CPU can be read."""
 
-    def __init__(self, bench: Cluster, scope: str, log: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, bench: Cluster, scope: str, log: Path, env: dict[str, str] | None = None, source: str | None = None
+    ) -> None:
+        """`source`: another checkout whose operator runs instead (before/after); by default
+        DISTTRAIN_BENCH_OPERATOR_SOURCE, or this one."""
         port, metrics = free_port(), free_port()
         command = [sys.executable, "-m", "disttrain_operator.cli", "operator", f"--namespace={scope}"]
         command.append(f"--liveness=http://127.0.0.1:{port}/healthz")
@@ -236,7 +250,7 @@ class OperatorUnderTest:
             profile = log.with_suffix(".stacks")
             gil = ["--gil"] if os.environ["DISTTRAIN_BENCH_PROFILE"] == "gil" else []  # CPU only, not waits
             command = ["py-spy", "record", "--format", "raw", "--rate", "200", *gil, "-o", str(profile), "--", *command]
-        source = os.environ.get("DISTTRAIN_BENCH_OPERATOR_SOURCE")  # another checkout's operator, for before/after
+        source = source or os.environ.get("DISTTRAIN_BENCH_OPERATOR_SOURCE")
         environment = {
             **os.environ,
             **({"PYTHONPATH": f"{source}/operator:{source}/trainer_image"} if source else {}),
@@ -297,6 +311,28 @@ def apiserver_requests(bench: Cluster) -> Counter[Request]:
     return counts
 
 
+def settle(bench: Cluster, quiet_seconds: float = 3, timeout: float = 600) -> None:
+    """Wait until the API server serves no write on pods for `quiet_seconds`: the controllers, the
+    scheduler and kwok have caught up with what came before, which would otherwise count or compete.
+    (Reads go on: the process node lists its pods twice a second.)"""
+
+    def pod_requests() -> int:
+        writes = ("POST", "PUT", "PATCH", "DELETE")
+        counts = apiserver_requests(bench).items()
+        return sum(count for (verb, _, resource, _), count in counts if resource == "pods" and verb in writes)
+
+    last = pod_requests()
+
+    def quiet() -> bool:
+        nonlocal last
+        time.sleep(quiet_seconds)
+        now, before = pod_requests(), last
+        last = now
+        return now == before
+
+    wait("a quiet cluster", quiet, timeout=timeout, interval=0)
+
+
 def percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
@@ -321,3 +357,28 @@ def ended_status(exit_code: int) -> dict[str, Any]:
 
 def set_pod_status(bench: Cluster, scope: str, pod: str, status: dict[str, Any]) -> None:
     bench.kube.patch_status(f"/api/v1/namespaces/{scope}/pods/{pod}/status", status)
+
+
+def play_kubelet(bench: Cluster, scope: str, pods: Watch, done: Callable[[], bool], timeout: float) -> None:
+    """Do a kubelet's part for pods kwok leaves alone, until `done`: report each new pod Running, and
+    remove each pod being deleted for good (a kubelet's last word once its containers stopped).
+    Each pod is acted on once per state, as a kubelet would: the watch may not show the result yet."""
+    done_to: set[tuple[str, bool]] = set()  # (uid, deleting)
+
+    def act(event: Event) -> None:
+        try:
+            if event.deleting:
+                bench.kube.confirm_pod_deletion(scope, event.name, event.uid)
+            elif event.phase in (None, "Pending"):
+                set_pod_status(bench, scope, event.name, running_status())
+        except TransientApiError:  # replaced or deleted meanwhile: the next round sees what is there now
+            pass
+
+    def step() -> bool:
+        todo = [e for e in pods.latest().values() if e.deleting or e.phase in (None, "Pending")]
+        todo = [e for e in todo if (e.uid, e.deleting) not in done_to]
+        parallel([partial(act, event) for event in todo])
+        done_to.update((e.uid, e.deleting) for e in todo)
+        return done()
+
+    wait("the pods' kubelet work", step, timeout=timeout, interval=0.2)

@@ -41,6 +41,7 @@ from disttrain_operator.wakeups import Wakeups
 logger = logging.getLogger(__name__)
 
 RETRY_DELAY_SECONDS = 5
+IDLE_WORKER_SECONDS = 0.5
 PROGRESS_POLL_SECONDS = 10.0
 OWNED = {JOB_NAME_LABEL: kopf.PRESENT}
 JobKey = tuple[str, str]
@@ -54,6 +55,10 @@ def configure(*, settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.watching.connect_timeout = 30
+    # kopf gives each object with events in flight a worker (a task and a queue), kept 5 s after its last
+    # event by default. No limit on workers, though: until every index is filled, each worker waits for
+    # all the others, so a limit below the number of objects would stall a restarted operator.
+    settings.queueing.idle_timeout = IDLE_WORKER_SECONDS
     build_settings = BuildSettings(
         cluster_domain=os.environ.get("DISTTRAIN_CLUSTER_DOMAIN") or None,
         gang_scheduler=GangScheduler(os.environ.get("DISTTRAIN_GANG_SCHEDULER", GangScheduler.SCHEDULER_PLUGINS)),

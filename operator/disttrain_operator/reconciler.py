@@ -43,6 +43,15 @@ logger = logging.getLogger(__name__)
 Body = Mapping[str, Any]
 
 
+# How long a created child may take to show up in the indexes before it is created again (it was deleted
+# before any reconcile saw it); a duplicate create only costs a 409.
+EXPECTATION = timedelta(seconds=15)
+# A job's status writes that change only counts and progress come at most this often (see `_write_status`).
+STATUS_BATCH = timedelta(seconds=2)
+Expected = ChildView | str  # a child created, or the uid of a pod deleted
+_COUNTS = frozenset({"replicaStatuses", "ready", "progress"})
+
+
 class EventSink(Protocol):
     def __call__(self, body: Body, *, type: str, reason: str, message: str) -> None: ...
 
@@ -108,6 +117,8 @@ class Reconciler:
         self._slots: dict[str, _Slot] = {}
         self._slots_guard = threading.Lock()
         self._settled: dict[str, tuple[Any, ...]] = {}  # per job: what it looked like after its last reconcile
+        self._last_write: dict[str, datetime] = {}  # per job: when its status was last written
+        self._expected: dict[str, dict[Expected, datetime]] = {}  # per job: done, not yet indexed; until when
 
     def forget(self, uid: str) -> None:
         """Drop what is remembered of a deleted job."""
@@ -119,6 +130,8 @@ class Reconciler:
             self._forced.pop(uid, None)
             self._phases.pop(uid, None)
             self._unwatched.pop(uid, None)
+            self._expected.pop(uid, None)
+            self._last_write.pop(uid, None)
         metrics.set_active(self._phases)
 
     def reconcile(
@@ -208,38 +221,74 @@ class Reconciler:
         if next_plan.delete_job:
             self._delete_job(body, uid)
             return
+        expected = self._still_expected(uid, pods, children)
+        retry = self._delete(body, uid, next_plan, pods, expected)
+        if next_plan.restart is not None and retry is None:
+            handled.update(str(pod.uid) for pod in next_plan.restart.failed)
+            status = record_restart(status, next_plan.restart.failed, next_plan.restart.message, now, generation)
+        creates = [manifest for manifest in next_plan.create if object_key(manifest) not in expected]
+        wakes = [] if next_plan.wake_at is None else [next_plan.wake_at]
+        if len(creates) < len(next_plan.create):  # a look again, should one never show up
+            wakes.append(now + EXPECTATION)
+        created_all, rejected, retry = self._create(body, creates, retry, unwatched)
+        staying = [pod for pod in pods if pod.name not in next_plan.delete]
+        status = aggregate(_with(job, status), staying, created=created_all, now=now, reported=reported)
+        if rejected is not None:
+            status = _failed(status, rejected, now, generation)
+        deferred_until = self._write_status(body, uid, status, batch=self._wake is not None)
+        wakes += [] if deferred_until is None else [deferred_until]
+        if wakes and self._wake is not None:  # one wake per job: the earliest (a later one replaces it)
+            self._wake((job.metadata.namespace, job.metadata.name), min(wakes))
+        if retry is not None:
+            raise retry
+
+    def _delete(
+        self, body: Body, uid: str, next_plan: Plan, pods: Sequence[PodView], expected: set[Expected]
+    ) -> TransientApiError | None:
+        """The plan's deletions, each once; returns an error worth a retry, if any."""
         retry: TransientApiError | None = None
-        by_name = {pod.name: pod for pod in pods}
-        handled.update(str(by_name[name].uid) for name in next_plan.delete)  # ours: not a loss to restart for
+        namespace, by_name = body["metadata"]["namespace"], {pod.name: pod for pod in pods}
+        self._handled[uid].update(str(by_name[name].uid) for name in next_plan.delete)  # not a loss to restart for
         for name in next_plan.delete:
+            pod_uid = str(by_name[name].uid)
+            if pod_uid in expected:  # deleted already; the index has yet to show it
+                continue
             try:
-                self._kube.delete_pod(job.metadata.namespace, name)
+                self._kube.delete_pod(namespace, name)
             except TransientApiError as error:
                 retry = error
+                continue
+            self._expected[uid][pod_uid] = self._clock() + EXPECTATION
         forced = self._forced.setdefault(uid, set())
         for name in next_plan.force_delete:
             if by_name[name].uid in forced:  # removed by force already: the pod is on its way out
                 continue
             try:
-                self._kube.delete_pod(job.metadata.namespace, name, force=True)
+                self._kube.delete_pod(namespace, name, force=True)
             except TransientApiError as error:
                 retry = error
                 continue
             forced.add(str(by_name[name].uid))
             self._emit(body, type="Warning", reason="PodStuckTerminating", message=f"{name}: removed by force")
-        if next_plan.restart is not None and retry is None:
-            handled.update(str(pod.uid) for pod in next_plan.restart.failed)
-            status = record_restart(status, next_plan.restart.failed, next_plan.restart.message, now, generation)
-        created_all, rejected, retry = self._create(body, next_plan.create, retry, unwatched)
-        staying = [pod for pod in pods if pod.name not in next_plan.delete]
-        status = aggregate(_with(job, status), staying, created=created_all, now=now, reported=reported)
-        if rejected is not None:
-            status = _failed(status, rejected, now, generation)
-        self._write_status(body, uid, status)
-        if next_plan.wake_at is not None and self._wake is not None:
-            self._wake((job.metadata.namespace, job.metadata.name), next_plan.wake_at)
-        if retry is not None:
-            raise retry
+        return retry
+
+    def _still_expected(self, uid: str, pods: Sequence[PodView], children: Collection[ChildView]) -> set[Expected]:
+        """What this operator created or deleted that the indexes do not show yet: not to be done again.
+
+        An index lags the operator's own writes by a few events; without this, every reconcile in that
+        window asked to create the same pods again (a 409 each) or to delete them again (issue 8's API
+        benchmark)."""
+        expected = self._expected.setdefault(uid, {})
+        present = {ChildView("Pod", pod.name) for pod in pods} | set(children)
+        undeleted = {str(pod.uid) for pod in pods if not pod.deleting}
+        moment = self._clock()
+
+        def shown(key: Expected) -> bool:
+            return key in present if isinstance(key, ChildView) else key not in undeleted
+
+        for key in [key for key, until in expected.items() if until < moment or shown(key)]:
+            del expected[key]
+        return set(expected)
 
     def _follow_kueue(self, body: Body, job: DistTrainJob, workload: WorkloadView | None) -> DistTrainJob:
         """Kueue's contract for a queued job; returns the job as it is after any change made to it."""
@@ -271,8 +320,10 @@ class Reconciler:
     ) -> tuple[bool, Verdict | None, TransientApiError | None]:
         """Create in order; stop at the first refusal. Returns (all exist, refusal, error worth a retry).
 
-        PodGroups are not watched (their CRD may be absent): once created they are remembered in `unwatched`.
+        PodGroups are not watched (their CRD may be absent): once created they are remembered in `unwatched`;
+        the rest are expected in the indexes soon.
         """
+        expected = self._expected.setdefault(str(body["metadata"]["uid"]), {})
         created: list[str] = []
         rejected: Verdict | None = None
         for manifest in manifests:
@@ -281,6 +332,8 @@ class Reconciler:
                     created.append(_describe(manifest))
                 if manifest["kind"] == "PodGroup":
                     unwatched.add(object_key(manifest))
+                else:
+                    expected[object_key(manifest)] = self._clock() + EXPECTATION
             except ChildRejectedError as error:
                 rejected = Verdict("ChildRejected", f"{_describe(manifest)} was refused: {error}")
                 self._emit(body, type="Warning", reason="CreateFailed", message=rejected.message)
@@ -299,14 +352,22 @@ class Reconciler:
         self._kube.delete_job(metadata["namespace"], metadata["name"])
         self.forget(uid)
 
-    def _write_status(self, body: Body, uid: str, status: DistTrainJobStatus) -> None:
+    def _write_status(
+        self, body: Body, uid: str, status: DistTrainJobStatus, *, batch: bool = False
+    ) -> datetime | None:
+        """Write the status if it changed. With `batch`, a change of counts and progress alone waits until
+        STATUS_BATCH after the job's last write, and the time it is due is returned: pods of a job start
+        within moments of each other, and each one's report need not cost a write of its own."""
         new = dump_status(status)
         previous: dict[str, Any] = self._written.get(uid) or dict(body.get("status") or {})
         if new == previous:
-            return
+            return None
+        now, last = self._clock(), self._last_write.get(uid)
+        if batch and last is not None and now < last + STATUS_BATCH and _counts_alone(previous, new):
+            return last + STATUS_BATCH
         metadata = body["metadata"]
         self._kube.patch_job_status(metadata["namespace"], metadata["name"], new)
-        self._written[uid] = new
+        self._written[uid], self._last_write[uid] = new, now
         for condition in _newly_true(previous, new):
             kind = "Warning" if condition["type"] in _WARNING_CONDITIONS else "Normal"
             self._emit(body, type=kind, reason=condition["reason"], message=condition.get("message", ""))
@@ -315,6 +376,7 @@ class Reconciler:
         metrics.set_active(self._phases)
         if new.get("phase") != previous.get("phase"):
             logger.info("job %s/%s is %s", metadata["namespace"], metadata["name"], new.get("phase"))
+        return None
 
     def _reject_spec(self, body: Body, previous: Mapping[str, Any], error: pydantic.ValidationError) -> None:
         """A spec the operator cannot act on: a Warning event and a Failed condition, never a crash."""
@@ -344,6 +406,11 @@ def _failed(status: DistTrainJobStatus, verdict: Verdict, now: datetime, generat
 
 
 _WARNING_CONDITIONS = {ConditionType.FAILED.value, ConditionType.RESTARTING.value}
+
+
+def _counts_alone(previous: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Only replica counts, readiness or progress differ: nothing a user waits on (phase, conditions)."""
+    return {k: v for k, v in previous.items() if k not in _COUNTS} == {k: v for k, v in new.items() if k not in _COUNTS}
 
 
 def _newly_true(previous: Mapping[str, Any], new: Mapping[str, Any]) -> list[dict[str, Any]]:

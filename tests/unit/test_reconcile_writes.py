@@ -1,0 +1,133 @@
+"""What the reconciler writes: a child it created is not created again while the indexes have yet to
+show it, and changes of counts alone are batched into one status write."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from disttrain_operator.api.spec import ReplicaType
+from disttrain_operator.builders.settings import BuildSettings
+from disttrain_operator.observed import ChildView, PodPhase, PodView
+from disttrain_operator.reconciler import EXPECTATION, STATUS_BATCH, Reconciler
+from support import EXAMPLES, load_one
+
+START = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+class _RecordingKube:
+    def __init__(self) -> None:
+        self.created: list[str] = []
+        self.statuses: list[dict[str, Any]] = []
+        self.deleted: list[str] = []
+
+    def create(self, manifest: dict[str, Any]) -> bool:
+        self.created.append(f"{manifest['kind']}/{manifest['metadata']['name']}")
+        return True
+
+    def delete_pod(self, namespace: str, name: str, force: bool = False) -> bool:
+        self.deleted.append(name)
+        return True
+
+    def patch_job_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        self.statuses.append(status)
+
+
+class _Setup:
+    def __init__(self) -> None:
+        self.now = START
+        self.kube = _RecordingKube()
+        self.wakes: list[datetime] = []
+        self.reconciler = Reconciler(
+            self.kube,  # type: ignore[arg-type]
+            BuildSettings(),
+            lambda *_, **__: None,
+            clock=lambda: self.now,
+            wake=lambda _, at: self.wakes.append(at),
+        )
+        self.job = {**load_one(EXAMPLES[0]), "status": {}}
+        self.job["metadata"] = {**self.job["metadata"], "namespace": "default", "uid": "u1", "generation": 1}
+
+    def reconcile(self, pods: list[PodView], children: list[ChildView]) -> list[str]:
+        """What one reconcile created."""
+        before = len(self.kube.created)
+        self.reconciler.reconcile(self.job, pods, children)
+        return self.kube.created[before:]
+
+    def observed(self, created: list[str], running: int = 0) -> tuple[list[PodView], list[ChildView]]:
+        """The indexes once they caught up with `created`, the first `running` pods reported Running."""
+        pods, children = [], []
+        for item in created:
+            kind, name = item.split("/")
+            if kind == "Pod":
+                replica, index = name.rsplit("-", 2)[1:]
+                phase = PodPhase.RUNNING if len(pods) < running else PodPhase.PENDING
+                ready = phase is PodPhase.RUNNING
+                view = PodView(name, _replica(replica), int(index), phase, ready=ready, uid=f"uid-{name}")
+                pods.append(view)
+            else:
+                children.append(ChildView(kind, name))
+        return pods, children
+
+
+def _replica(task_type: str) -> ReplicaType:
+    return next(kind for kind in ReplicaType if kind.task_type == task_type)
+
+
+def test_a_stale_view_creates_nothing_twice() -> None:
+    setup = _Setup()
+    first = setup.reconcile([], [])
+    assert any(item.startswith("Pod/") for item in first)
+    assert setup.reconcile([], []) == []  # the indexes have not caught up: the same view again
+    assert setup.wakes == [START + EXPECTATION]  # and a look again, should they never catch up
+
+
+def test_a_child_that_never_shows_up_is_created_again_after_the_expectation() -> None:
+    setup = _Setup()
+    first = setup.reconcile([], [])
+    setup.now = START + EXPECTATION + timedelta(seconds=1)
+    assert setup.reconcile([], []) == first
+
+
+def test_a_child_seen_and_then_lost_is_created_again_at_once() -> None:
+    setup = _Setup()
+    first = setup.reconcile([], [])
+    pods, children = setup.observed(first)
+    assert setup.reconcile(pods, children) == []
+    lost = pods[-1]
+    assert setup.reconcile(pods[:-1], children) == [f"Pod/{lost.name}"]
+
+
+def test_a_stale_view_deletes_nothing_twice() -> None:
+    setup = _Setup()
+    pods, children = setup.observed(setup.reconcile([], []), running=99)
+    setup.job["spec"] = {**setup.job["spec"], "runPolicy": {**setup.job["spec"].get("runPolicy", {}), "suspend": True}}
+    setup.job["metadata"]["generation"] = 2
+    setup.reconcile(pods, children)
+    assert sorted(setup.kube.deleted) == sorted(pod.name for pod in pods)
+    setup.reconcile(pods, children)  # the index has yet to show the pods terminating
+    assert len(setup.kube.deleted) == len(pods)
+
+
+def test_counts_alone_are_written_at_most_once_per_batch_interval() -> None:
+    setup = _Setup()
+    created = setup.reconcile([], [])
+    written = len(setup.kube.statuses)
+    setup.now = START + STATUS_BATCH / 4
+    setup.wakes.clear()
+    setup.reconcile(*setup.observed(created, running=1))
+    assert len(setup.kube.statuses) == written  # one pod more running: waits for the batch
+    assert setup.wakes == [START + STATUS_BATCH]
+    setup.now = START + STATUS_BATCH
+    setup.reconcile(*setup.observed(created, running=1))  # the wake-up: written now
+    assert len(setup.kube.statuses) == written + 1
+    assert setup.kube.statuses[-1]["ready"].startswith("1/")
+
+
+def test_a_new_phase_is_written_at_once() -> None:
+    setup = _Setup()
+    created = setup.reconcile([], [])
+    pods, children = setup.observed(created, running=len(created))
+    setup.now = START + STATUS_BATCH / 4
+    setup.reconcile(pods, children)
+    assert setup.kube.statuses[-1]["phase"] == "Running"
