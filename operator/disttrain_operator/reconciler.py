@@ -43,8 +43,8 @@ logger = logging.getLogger(__name__)
 Body = Mapping[str, Any]
 
 
-# How long a created child may take to show up in the indexes before it is created again (it was deleted
-# before any reconcile saw it); a duplicate create only costs a 409.
+# How long the indexes may take to show a child the operator created (or a pod it deleted) before the plan
+# may ask for it again: the child may have gone before any reconcile saw it. A duplicate costs a 409.
 EXPECTATION = timedelta(seconds=15)
 # A job's status writes that change only counts and progress come at most this often (see `_write_status`).
 STATUS_BATCH = timedelta(seconds=2)
