@@ -33,11 +33,12 @@ from urllib3.exceptions import HTTPError
 from disttrain_operator.devcluster import cluster as devcluster
 from disttrain_operator.devcluster.cluster import UNATTENDED_ANNOTATION
 from disttrain_operator.devcluster.versions import cache_paths
+from disttrain_operator.job_queue import DEFAULT_WORKERS
 from disttrain_operator.kube import Kube, TransientApiError
 
 ROOT = Path(__file__).resolve().parent.parent
-# kopf runs sync handlers in asyncio's default thread pool; the floor gets as many threads.
-THREADS = min(32, (os.cpu_count() or 1) + 4)
+# The floor gets as many threads as the operator has to reconcile jobs.
+THREADS = DEFAULT_WORKERS
 JOB_SHAPE = {"Chief": 1, "Worker": 4, "PS": 2}
 PODS_PER_JOB = sum(JOB_SHAPE.values())
 BENCH_NODE_PODS = 500
@@ -157,12 +158,14 @@ class Watch:
 
     def start(self) -> Watch:
         listed = self.bench.api.call_api(*self._serialize({"limit": "1"})).read()  # type: ignore[no-untyped-call]
-        version = json.loads(listed)["metadata"]["resourceVersion"]
-        self._response = self.bench.api.call_api(
-            *self._serialize({"watch": "true", "resourceVersion": version, "timeoutSeconds": "3600"})
-        )
+        self._version = json.loads(listed)["metadata"]["resourceVersion"]
+        self._connect()
         threading.Thread(target=self._read, name=f"watch {self.path}", daemon=True).start()
         return self
+
+    def _connect(self) -> None:
+        query = {"watch": "true", "resourceVersion": self._version, "timeoutSeconds": "3600"}
+        self._response = self.bench.api.call_api(*self._serialize(query))
 
     def _serialize(self, query: dict[str, str]) -> tuple[str, str, dict[str, str], None]:
         method, url, headers, _, _ = self.bench.api.param_serialize(
@@ -175,11 +178,17 @@ class Watch:
         return method, url, headers, None
 
     def _read(self) -> None:
-        try:
-            self._read_events()
-        except (HTTPError, OSError, AttributeError):  # AttributeError: urllib3 after close()
-            if not self._stop.is_set():  # stopping cuts the stream mid-read, on purpose
-                raise
+        """Read until stopped. The API server ends the watch of a reader that falls behind a burst (its
+        buffer full); the next one goes on from the last version read, so no event is missed."""
+        while not self._stop.is_set():
+            try:
+                self._read_events()
+            except (HTTPError, OSError, AttributeError):  # AttributeError: urllib3 after close()
+                if not self._stop.is_set():  # stopping cuts the stream mid-read, on purpose
+                    raise
+            if not self._stop.is_set():
+                print(f"watch of {self.path} ended by the API server; going on from {self._version}", file=sys.stderr)
+                self._connect()
 
     def _read_events(self) -> None:
         buffer = b""
@@ -196,6 +205,9 @@ class Watch:
     def _record(self, now: float, event: dict[str, Any]) -> None:
         body = event["object"]
         metadata = body.get("metadata", {})
+        if event["type"] == "ERROR":
+            raise RuntimeError(f"watch of {self.path}: {body.get('message')}")
+        self._version = metadata.get("resourceVersion", self._version)
         phase = body.get("status", {}).get("phase")
         name, uid, deleting = metadata.get("name", ""), metadata.get("uid", ""), "deletionTimestamp" in metadata
         with self._lock:

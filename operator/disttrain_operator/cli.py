@@ -104,6 +104,19 @@ def _leader_election_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def namespace_arguments(args: Sequence[str]) -> list[str]:
+    """The values of kopf's --namespace/-n options, in any of their spellings."""
+    found: list[str] = []
+    for position, arg in enumerate(args):
+        if arg in ("--namespace", "-n") and position + 1 < len(args):
+            found.append(args[position + 1])
+        elif arg.startswith("--namespace="):
+            found.append(arg.removeprefix("--namespace="))
+        elif arg.startswith("-n") and len(arg) > 2:
+            found.append(arg[2:].removeprefix("="))
+    return found
+
+
 def run_operator(operator_args: Sequence[str]) -> int:
     """`kopf run` with the operator's module; standalone, cluster-wide and a liveness probe unless told otherwise.
 
@@ -116,6 +129,7 @@ def run_operator(operator_args: Sequence[str]) -> int:
     election, args = parser.parse_known_args(operator_args)
     if not any(arg.startswith(("--namespace", "-n", "--all-namespaces", "-A")) for arg in args):
         args.append("--all-namespaces")
+    os.environ["DISTTRAIN_WATCH_NAMESPACES"] = ",".join(namespace_arguments(args))  # for the pod watch
     if not any(arg.startswith(("--peering", "--standalone")) for arg in args):
         args.append("--standalone")
     args.append(f"--liveness={election.liveness}")

@@ -1,14 +1,18 @@
 """kopf glue: settings, the watched indexes and the triggers; all decisions live in `Reconciler`.
 
-Triggers: every event of a job (its creation, any change, and each job once at operator start),
-and any change of a pod or Workload the operator labelled, which feeds back into the same
-reconcile of its job (level-triggered); also a deadline, TTL or retry coming due (`Wakeups`) and a
-new progress report from a trainer (`ProgressPoller`). kopf holds handlers back until every index
-has its initial listing, so a restarted operator sees every existing pod before it plans anything.
+Every trigger only names a job to `JobQueue`, whose threads reconcile it from what is known now:
+the job's event (its creation, any change, and each job once at operator start), a change of a pod
+the operator labelled (`PodWatch`, the operator's own lean watch) or of a Workload, a deadline, TTL
+or retry coming due (`Wakeups`) and a new progress report from a trainer (`ProgressPoller`). kopf
+holds its handlers back until every index has its initial listing, and the queue's threads wait for
+the pod listing, so a restarted operator sees every existing pod before it plans anything.
 
 Only event handlers are used, so kopf keeps no state on the job: no finalizer (children go with
 their owner through the garbage collector) and no copy of the spec in an annotation, which a
 large spec would push past the API server's 256 KiB limit on annotations.
+
+The pod watch covers the namespaces named in DISTTRAIN_WATCH_NAMESPACES (comma-separated, set by
+`disttrain operator` from its --namespace values), every namespace when it is empty.
 """
 
 from __future__ import annotations
@@ -30,10 +34,12 @@ from disttrain_operator.api.status import JobPhase
 from disttrain_operator.builders.gang import GangScheduler
 from disttrain_operator.builders.naming import JOB_NAME_LABEL
 from disttrain_operator.builders.settings import BuildSettings
+from disttrain_operator.job_queue import DEFAULT_WORKERS, JobQueue
 from disttrain_operator.kube import Kube, TransientApiError, load_client
 from disttrain_operator.kueue import WorkloadView, workload_view
-from disttrain_operator.observed import ChildView, PodView, pod_view
+from disttrain_operator.observed import ChildView
 from disttrain_operator.planner import STUCK_TERMINATING
+from disttrain_operator.pod_watch import PodStore, PodWatch, scopes
 from disttrain_operator.progress_poller import ProgressPoller, progress_url
 from disttrain_operator.reconciler import Body, Reconciler
 from disttrain_operator.wakeups import Wakeups
@@ -64,31 +70,36 @@ def configure(*, settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
         gang_scheduler=GangScheduler(os.environ.get("DISTTRAIN_GANG_SCHEDULER", GangScheduler.SCHEDULER_PLUGINS)),
     )
     # kopf gives each object a shallow copy of this memo: a shared dict carries kopf's live indexes and
-    # a handler's context (which holds kopf's event queue) to the wake-up thread.
+    # a handler's context (which holds kopf's event queue) to the queue's threads.
     memo.shared = {}
-    memo.wakeups = Wakeups(lambda key: _wake_job(memo, key))
-    memo.wakeups.start()
+    kube = Kube(load_client())
+    memo.pods = PodStore()
+    namespaces = [name for name in os.environ.get("DISTTRAIN_WATCH_NAMESPACES", "").split(",") if name]
+    memo.queue = JobQueue(lambda key: _reconcile_job(memo, key), DEFAULT_WORKERS, ready=memo.pods.complete)
+    memo.pod_watch = PodWatch(kube, memo.pods, scopes(namespaces), memo.queue.add)
+    memo.wakeups = Wakeups(memo.queue.add)
     memo.progress = ProgressPoller(
         lambda: _progress_targets(memo),
-        lambda key: _wake_job(memo, key),
+        memo.queue.add,
         interval=float(os.environ.get("DISTTRAIN_PROGRESS_SECONDS") or PROGRESS_POLL_SECONDS),
     )
-    memo.progress.start()
     logger.info("metrics on port %d", metrics.serve())
     stuck = os.environ.get("DISTTRAIN_STUCK_POD_SECONDS")
     memo.reconciler = Reconciler(
-        Kube(load_client()),
+        kube,
         build_settings,
         _post_event,
         wake=memo.wakeups.schedule,
         stuck_after=timedelta(seconds=float(stuck)) if stuck else STUCK_TERMINATING,
     )
+    for part in (memo.queue, memo.pod_watch, memo.wakeups, memo.progress):
+        part.start()
 
 
 @kopf.on.cleanup()
 def stop(*, memo: Any, **_: Any) -> None:
-    memo.wakeups.stop()
-    memo.progress.stop()
+    for part in (memo.pod_watch, memo.queue, memo.wakeups, memo.progress):
+        part.stop()
 
 
 def _progress_targets(memo: Any) -> Iterator[tuple[JobKey, str]]:
@@ -104,17 +115,19 @@ def _progress_targets(memo: Any) -> Iterator[tuple[JobKey, str]]:
             spec = DistTrainJobSpec.model_validate(body["spec"])
         except pydantic.ValidationError:
             continue
-        url = progress_url(spec, _values(indexes["job_pods"], key))
+        url = progress_url(spec, memo.pods.pods(key))
         if url is not None:
             yield key, url
 
 
-def _wake_job(memo: Any, key: JobKey) -> None:
-    """A deadline, TTL, retry or progress report with nothing else happening: reconcile the job from the indexes."""
+def _reconcile_job(memo: Any, key: JobKey) -> None:
+    """Reconcile the job as the indexes hold it now, in a copy of a kopf handler's context (for its Events).
+
+    Before kopf's first handler ran there is nothing to read: every job gets an event once kopf starts."""
     indexes, context = memo.shared.get("indexes"), memo.shared.get("context")
     jobs = _values(indexes["disttrain_jobs"], key) if indexes else []
     if jobs and context is not None:
-        context.run(_reconcile_or_retry, memo, jobs[0], indexes)
+        context.copy().run(_reconcile_or_retry, memo, jobs[0], indexes)
 
 
 def _post_event(body: Body, *, type: str, reason: str, message: str) -> None:
@@ -149,12 +162,6 @@ def disttrain_jobs(*, namespace: str | None, name: str, body: kopf.Body, **_: An
     return {(namespace or "", name): _job_body(body)}
 
 
-@kopf.index("", "v1", "pods", labels=OWNED)
-def job_pods(*, namespace: str | None, labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict[JobKey, PodView] | None:
-    view = pod_view(dict(body))
-    return None if view is None else {(namespace or "", labels[JOB_NAME_LABEL]): view}
-
-
 @kopf.index("kueue.x-k8s.io", "v1beta2", "workloads", labels=OWNED)
 def job_workloads(
     *, namespace: str | None, labels: kopf.Labels, body: kopf.Body, **_: Any
@@ -179,10 +186,7 @@ def _values(index: kopf.Index[JobKey, Any], key: JobKey) -> list[Any]:
 
 
 def _reconcile(memo: Any, body: dict[str, Any], indexes: dict[str, Any]) -> None:
-    """The job's reconcile with what the indexes hold of its children; kopf passes indexes by name."""
-    if "context" not in memo.shared:
-        memo.shared["context"] = contextvars.copy_context()
-    memo.shared["indexes"] = indexes
+    """The job's reconcile with what the indexes and the pod store hold of its children."""
     key = (body["metadata"]["namespace"], body["metadata"]["name"])
     children = _values(indexes["job_services"], key) + _values(indexes["job_claims"], key)
     reconciler: Reconciler = memo.reconciler
@@ -190,7 +194,7 @@ def _reconcile(memo: Any, body: dict[str, Any], indexes: dict[str, Any]) -> None
     workloads = _values(indexes["job_workloads"], key)
     reconciler.reconcile(
         body,
-        _values(indexes["job_pods"], key),
+        memo.pods.pods(key),
         children,
         reported=poller.latest(key),
         workload=workloads[0] if workloads else None,
@@ -208,10 +212,18 @@ def _reconcile_or_retry(memo: Any, body: dict[str, Any], indexes: dict[str, Any]
         wakeups.schedule(key, datetime.now(UTC) + timedelta(seconds=RETRY_DELAY_SECONDS))
 
 
+def _remember_kopf(memo: Any, indexes: dict[str, Any]) -> None:
+    """Keep kopf's live indexes (passed to handlers by name) and a handler's context for the queue's threads."""
+    if "context" not in memo.shared:
+        memo.shared["context"] = contextvars.copy_context()
+        memo.shared["indexes"] = indexes
+
+
 @kopf.on.event(GROUP, VERSION, PLURAL)
-def job_event(
+async def job_event(
     *, type: str | None, uid: str, namespace: str | None, name: str, body: kopf.Body, memo: Any, **indexes: Any
 ) -> None:
+    _remember_kopf(memo, indexes)
     if type == "DELETED":
         reconciler: Reconciler = memo.reconciler
         reconciler.forget(uid)
@@ -220,25 +232,12 @@ def job_event(
         wakeups: Wakeups = memo.wakeups
         wakeups.cancel((namespace or "", name))
         return
-    job = _job_body(body)
-    if not memo.reconciler.echoes(job):
-        _reconcile_or_retry(memo, job, indexes)
+    if not memo.reconciler.echoes(_job_body(body)):
+        memo.queue.add((namespace or "", name))
 
 
-@kopf.on.event("", "v1", "pods", labels=OWNED)
 @kopf.on.event("kueue.x-k8s.io", "v1beta2", "workloads", labels=OWNED)
-def child_changed(
-    *, type: str | None, uid: str, namespace: str | None, labels: kopf.Labels, body: kopf.Body, memo: Any, **kw: Any
-) -> None:
-    """Feed a pod's or Workload's change back into its job's reconcile, unless nothing the plan reads changed
-    (a pod bound to a node, a condition's timestamp): half of a pod's events during a burst."""
-    if body.get("kind") == "Pod" and type != "DELETED":
-        view, views = pod_view(dict(body)), memo.shared.setdefault("views", {})
-        if views.get(uid) == view:
-            return
-        views[uid] = view
-    elif type == "DELETED":
-        memo.shared.get("views", {}).pop(uid, None)
-    jobs = _values(kw["disttrain_jobs"], (namespace or "", labels[JOB_NAME_LABEL]))
-    if jobs:
-        _reconcile_or_retry(memo, jobs[0], kw)
+async def workload_changed(*, namespace: str | None, labels: kopf.Labels, memo: Any, **indexes: Any) -> None:
+    """Feed a Workload's change (admitted, evicted) back into its job's reconcile."""
+    _remember_kopf(memo, indexes)
+    memo.queue.add((namespace or "", labels[JOB_NAME_LABEL]))

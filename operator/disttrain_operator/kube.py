@@ -12,6 +12,7 @@ built (the spec must change), or the request may pass later.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,6 +32,8 @@ _CUSTOM_PLURALS = {"PodGroup": "podgroups", "Workload": "workloads", "Lease": "l
 _JOB = f"/apis/{GROUP}/{VERSION}/namespaces/{{namespace}}/{PLURAL}/{{name}}"
 _JOB_STATUS = f"{_JOB}/status"
 _POD = "/api/v1/namespaces/{namespace}/pods/{name}"
+_CONNECT_TIMEOUT = 30.0
+_CHUNK = 1 << 16
 
 
 class ChildRejectedError(Exception):
@@ -54,7 +57,7 @@ class Kube:
     def __init__(self, api_client: client.ApiClient) -> None:
         self._api = api_client
 
-    def _request(
+    def _send(
         self,
         method: str,
         path: str,
@@ -63,7 +66,9 @@ class Kube:
         *,
         content_type: str = "application/json",
         query: dict[str, str] | None = None,
-    ) -> tuple[int, str]:
+        timeout: tuple[float, float] | None = None,
+    ) -> Any:
+        """The request sent, its answer not yet read (a `RESTResponse`)."""
         headers = {"Content-Type": content_type, "Accept": "application/json"}
         try:
             method, url, headers, payload, _ = self._api.param_serialize(
@@ -75,9 +80,17 @@ class Kube:
                 body=body,
                 auth_settings=["BearerToken"],
             )
-            response = self._api.call_api(method, url, header_params=headers, body=payload)
-            response.read()  # type: ignore[no-untyped-call]
+            return self._api.call_api(method, url, header_params=headers, body=payload, _request_timeout=timeout)
         except Exception as error:  # connection refused, timeouts, TLS: all worth a retry
+            metrics.API_ERRORS.labels(method).inc()
+            raise TransientApiError(f"{method} {path}: {error}") from error
+
+    def _request(self, method: str, path: str, params: dict[str, str], body: Any, **options: Any) -> tuple[int, str]:
+        """The request and its whole answer: status code and text. `options` as for `_send`."""
+        response = self._send(method, path, params, body, **options)
+        try:
+            response.read()
+        except Exception as error:
             metrics.API_ERRORS.labels(method).inc()
             raise TransientApiError(f"{method} {path}: {error}") from error
         if response.status >= 300 and response.status not in (HTTP_CONFLICT, HTTP_NOT_FOUND):
@@ -147,11 +160,35 @@ class Kube:
     # For the dev cluster's process node, which plays a kubelet's part.
 
     def list_items(self, path: str, query: dict[str, str]) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = self.list_page(path, query).get("items") or []
+        return items
+
+    def list_page(self, path: str, query: dict[str, str]) -> dict[str, Any]:
+        """A list as the API server answers it: items, and metadata with resourceVersion and continue."""
         code, text = self._request("GET", path, {}, None, query=query)
         if code >= 300:
             raise TransientApiError(_message(code, text))
-        items: list[dict[str, Any]] = json.loads(text).get("items") or []
-        return items
+        page: dict[str, Any] = json.loads(text)
+        return page
+
+    def stream_lines(self, path: str, query: dict[str, str], read_timeout: float) -> Iterator[bytes]:
+        """The lines of a long GET (a watch) as they arrive, each read once and not kept."""
+        response = self._send("GET", path, {}, None, query=query, timeout=(_CONNECT_TIMEOUT, read_timeout))
+        raw = response.response
+        try:
+            if response.status >= 300:
+                raise TransientApiError(_message(response.status, raw.read().decode(errors="replace")))
+            pending = b""
+            for chunk in raw.stream(_CHUNK):
+                lines = (pending + chunk).split(b"\n")
+                pending = lines.pop()
+                yield from (line for line in lines if line.strip())
+        except TransientApiError:
+            raise
+        except Exception as error:  # the connection broke or went quiet past read_timeout
+            raise TransientApiError(f"GET {path}: {error}") from error
+        finally:
+            raw.release_conn()
 
     def patch_status(self, path: str, status: dict[str, Any]) -> bool:
         """Merge-patch an object's status; False when the object is gone."""

@@ -1,7 +1,7 @@
 """The one reconcile path: parse the job, plan, act through `Kube`, write the status if it changed.
 
 Every trigger (job created, resumed after an operator restart, spec changed, a child pod changed)
-calls `Reconciler.reconcile`, which is idempotent. Reconciles of one job are serialized; the last
+calls `Reconciler.reconcile`, which is idempotent. Reconciles of one job never overlap (`JobQueue`); the last
 status written is remembered so that a trigger carrying a slightly older job body cannot roll the
 status back.
 """
@@ -9,9 +9,7 @@ status back.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
@@ -64,28 +62,6 @@ def dump_status(status: DistTrainJobStatus) -> dict[str, Any]:
     return status.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
-@dataclass(frozen=True)
-class _Request:
-    """One call's view of a job: what the indexes held when its event arrived."""
-
-    body: Body
-    pods: Sequence[PodView]
-    children: Collection[ChildView]
-    reported: Progress | None
-    workload: WorkloadView | None
-
-
-@dataclass
-class _Slot:
-    """Per job: one thread reconciles at a time, and keeps only the newest request that came meanwhile.
-
-    Pod events of one job arrive from many threads at once; queueing each behind a lock held the
-    operator's few handler threads idle while other jobs waited (issue 8's admission benchmark)."""
-
-    busy: bool = False
-    latest: _Request | None = None
-
-
 def _essence(body: Body, status: Mapping[str, Any] | None) -> tuple[Any, ...]:
     """What a job event can change that the plan reads: spec (through its generation), labels, deletion, status."""
     metadata = body["metadata"]
@@ -114,25 +90,24 @@ class Reconciler:
         self._forced: dict[str, set[str]] = {}  # per job: pods removed by force (one Event each)
         self._phases: dict[str, tuple[str, str]] = {}  # per job: namespace and phase, for the active gauge
         self._unwatched: dict[str, set[ChildView]] = {}  # per job: children known to exist that no index watches
-        self._slots: dict[str, _Slot] = {}
-        self._slots_guard = threading.Lock()
         self._settled: dict[str, tuple[Any, ...]] = {}  # per job: what it looked like after its last reconcile
         self._last_write: dict[str, datetime] = {}  # per job: when its status was last written
         self._expected: dict[str, dict[Expected, datetime]] = {}  # per job: done, not yet indexed; until when
 
     def forget(self, uid: str) -> None:
         """Drop what is remembered of a deleted job."""
-        with self._slots_guard:
-            self._slots.pop(uid, None)
-            self._settled.pop(uid, None)
-            self._written.pop(uid, None)
-            self._handled.pop(uid, None)
-            self._forced.pop(uid, None)
-            self._phases.pop(uid, None)
-            self._unwatched.pop(uid, None)
-            self._expected.pop(uid, None)
-            self._last_write.pop(uid, None)
-        metrics.set_active(self._phases)
+        for memory in (
+            self._settled,
+            self._written,
+            self._handled,
+            self._forced,
+            self._phases,
+            self._unwatched,
+            self._expected,
+            self._last_write,
+        ):
+            memory.pop(uid, None)
+        metrics.set_active(dict(self._phases))
 
     def reconcile(
         self,
@@ -145,28 +120,9 @@ class Reconciler:
         """Bring one job's children and status in line; raises TransientApiError when a retry is due.
 
         `reported` is the trainer's progress as last polled, and `workload` the job's Kueue Workload, if any.
+        Calls for one job must not overlap (`JobQueue` sees to it); calls for different jobs may.
         """
         uid = str(body["metadata"]["uid"])
-        request: _Request | None = _Request(body, pods, children, reported, workload)
-        with self._slots_guard:
-            slot = self._slots.setdefault(uid, _Slot())
-            if slot.busy:  # the thread reconciling this job takes the newest request when it is done
-                slot.latest = request
-                return
-            slot.busy = True
-        try:
-            while request is not None:
-                self._reconcile_request(uid, request)
-                with self._slots_guard:
-                    request, slot.latest = slot.latest, None
-                    slot.busy = request is not None
-        except BaseException:
-            with self._slots_guard:  # what waited is dropped: the retry that follows reads the indexes anew
-                slot.busy, slot.latest = False, None
-            raise
-
-    def _reconcile_request(self, uid: str, request: _Request) -> None:
-        body = request.body
         current = {**body, "status": self._written.get(uid, body.get("status") or {})}
         try:
             job = DistTrainJob.model_validate(current)
@@ -174,9 +130,8 @@ class Reconciler:
             self._reject_spec(body, current["status"], error)
             return
         with metrics.RECONCILE_SECONDS.time():
-            job = self._follow_kueue(body, job, request.workload)
-            pods = own_pods(job, request.pods)
-            self._reconcile(body, uid, job, pods, request.children, reported=request.reported)
+            job = self._follow_kueue(body, job, workload)
+            self._reconcile(body, uid, job, own_pods(job, pods), children, reported=reported)
         self._settled[uid] = _essence(body, self._written.get(uid))
 
     def echoes(self, body: Body) -> bool:
@@ -373,7 +328,7 @@ class Reconciler:
             self._emit(body, type=kind, reason=condition["reason"], message=condition.get("message", ""))
             metrics.count_transition(metadata["namespace"], condition["type"], condition["reason"])
         self._phases[uid] = (metadata["namespace"], str(new.get("phase", "")))
-        metrics.set_active(self._phases)
+        metrics.set_active(dict(self._phases))
         if new.get("phase") != previous.get("phase"):
             logger.info("job %s/%s is %s", metadata["namespace"], metadata["name"], new.get("phase"))
         return None

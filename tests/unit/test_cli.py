@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from disttrain_operator import crd, manifests
-from disttrain_operator.cli import main
+from disttrain_operator.cli import main, namespace_arguments
 from support import EXAMPLES, INVALID_CORPUS, ROOT, expected_message
 
 
@@ -72,3 +72,9 @@ def test_crd_check_and_generate(tmp_path: Path) -> None:
     assert "differs from the models" in result.stderr
     assert _run("crd", "generate", "--dir", str(tmp_path)).returncode == 0
     assert stale.read_text() == (ROOT / "crds" / crd.CRD_FILE).read_text()
+
+
+def test_the_pod_watch_learns_the_operators_namespaces_in_every_spelling() -> None:
+    args = ["--namespace=a", "--namespace", "b", "-n", "c", "-nd", "--verbose", "--all-namespaces"]
+    assert namespace_arguments(args) == ["a", "b", "c", "d"]
+    assert namespace_arguments(["--all-namespaces"]) == []
