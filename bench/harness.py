@@ -21,7 +21,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -230,7 +230,8 @@ class Watch:
     def stop(self) -> None:
         """Interrupt the reading thread's blocked read, then drop the connection."""
         self._stop.set()
-        self._response.response.shutdown()
+        with suppress(OSError):  # the API server may have ended this watch already
+            self._response.response.shutdown()
         self._response.response.close()
 
 

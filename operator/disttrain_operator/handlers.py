@@ -5,7 +5,9 @@ the job's event (its creation, any change, and each job once at operator start),
 the operator labelled (`PodWatch`, the operator's own lean watch) or of a Workload, a deadline, TTL
 or retry coming due (`Wakeups`) and a new progress report from a trainer (`ProgressPoller`). kopf
 holds its handlers back until every index has its initial listing, and the queue's threads wait for
-the pod listing, so a restarted operator sees every existing pod before it plans anything.
+the pod listing, so a restarted operator sees every existing pod before it plans anything. kopf's
+handlers and index functions here are coroutines that do little: kopf would run sync ones through
+its thread pool, a hand-over per event.
 
 Only event handlers are used, so kopf keeps no state on the job: no finalizer (children go with
 their owner through the garbage collector) and no copy of the spec in an annotation, which a
@@ -158,12 +160,14 @@ def _job_body(body: kopf.Body) -> dict[str, Any]:
 
 
 @kopf.index(GROUP, VERSION, PLURAL)
-def disttrain_jobs(*, namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[JobKey, dict[str, Any]]:
+async def disttrain_jobs(
+    *, namespace: str | None, name: str, body: kopf.Body, **_: Any
+) -> dict[JobKey, dict[str, Any]]:
     return {(namespace or "", name): _job_body(body)}
 
 
 @kopf.index("kueue.x-k8s.io", "v1beta2", "workloads", labels=OWNED)
-def job_workloads(
+async def job_workloads(
     *, namespace: str | None, labels: kopf.Labels, body: kopf.Body, **_: Any
 ) -> dict[JobKey, WorkloadView]:
     """Kueue's Workloads of queued jobs; kopf leaves this index empty where Kueue is not installed."""
@@ -171,12 +175,12 @@ def job_workloads(
 
 
 @kopf.index("", "v1", "services", labels=OWNED)
-def job_services(*, namespace: str | None, name: str, labels: kopf.Labels, **_: Any) -> dict[JobKey, ChildView]:
+async def job_services(*, namespace: str | None, name: str, labels: kopf.Labels, **_: Any) -> dict[JobKey, ChildView]:
     return {(namespace or "", labels[JOB_NAME_LABEL]): ChildView("Service", name)}
 
 
 @kopf.index("", "v1", "persistentvolumeclaims", labels=OWNED)
-def job_claims(*, namespace: str | None, name: str, labels: kopf.Labels, **_: Any) -> dict[JobKey, ChildView]:
+async def job_claims(*, namespace: str | None, name: str, labels: kopf.Labels, **_: Any) -> dict[JobKey, ChildView]:
     return {(namespace or "", labels[JOB_NAME_LABEL]): ChildView("PersistentVolumeClaim", name)}
 
 

@@ -185,12 +185,17 @@ class Reconciler:
         wakes = [] if next_plan.wake_at is None else [next_plan.wake_at]
         if len(creates) < len(next_plan.create):  # a look again, should one never show up
             wakes.append(now + EXPECTATION)
-        created_all, rejected, retry = self._create(body, creates, retry, unwatched)
+        created, rejected, retry = self._create(body, creates, retry, unwatched)
+        created_all = retry is None and rejected is None
         staying = [pod for pod in pods if pod.name not in next_plan.delete]
         status = aggregate(_with(job, status), staying, created=created_all, now=now, reported=reported)
         if rejected is not None:
             status = _failed(status, rejected, now, generation)
-        deferred_until = self._write_status(body, uid, status, batch=self._wake is not None)
+        # One Event tells what this reconcile created; the Created condition's own Event would repeat it.
+        quiet = {ConditionType.CREATED.value} if created else set()
+        deferred_until = self._write_status(body, uid, status, batch=self._wake is not None, quiet=quiet)
+        if created:
+            self._emit(body, type="Normal", reason="Created", message=f"created {', '.join(created)}")
         wakes += [] if deferred_until is None else [deferred_until]
         if wakes and self._wake is not None:  # one wake per job: the earliest (a later one replaces it)
             self._wake((job.metadata.namespace, job.metadata.name), min(wakes))
@@ -272,8 +277,8 @@ class Reconciler:
 
     def _create(
         self, body: Body, manifests: Sequence[Manifest], retry: TransientApiError | None, unwatched: set[ChildView]
-    ) -> tuple[bool, Verdict | None, TransientApiError | None]:
-        """Create in order; stop at the first refusal. Returns (all exist, refusal, error worth a retry).
+    ) -> tuple[list[str], Verdict | None, TransientApiError | None]:
+        """Create in order; stop at the first refusal. Returns (what was created, refusal, error worth a retry).
 
         PodGroups are not watched (their CRD may be absent): once created they are remembered in `unwatched`;
         the rest are expected in the indexes soon.
@@ -297,9 +302,7 @@ class Reconciler:
                 retry = error
                 self._emit(body, type="Warning", reason="CreateFailed", message=f"{_describe(manifest)}: {error}")
                 break
-        if created:
-            self._emit(body, type="Normal", reason="Created", message=f"created {', '.join(created)}")
-        return retry is None and rejected is None, rejected, retry
+        return created, rejected, retry
 
     def _delete_job(self, body: Body, uid: str) -> None:
         metadata = body["metadata"]
@@ -308,11 +311,12 @@ class Reconciler:
         self.forget(uid)
 
     def _write_status(
-        self, body: Body, uid: str, status: DistTrainJobStatus, *, batch: bool = False
+        self, body: Body, uid: str, status: DistTrainJobStatus, *, batch: bool = False, quiet: Collection[str] = ()
     ) -> datetime | None:
         """Write the status if it changed. With `batch`, a change of counts and progress alone waits until
         STATUS_BATCH after the job's last write, and the time it is due is returned: pods of a job start
-        within moments of each other, and each one's report need not cost a write of its own."""
+        within moments of each other, and each one's report need not cost a write of its own.
+        Conditions newly true get an Event each, except the types in `quiet` (another Event says it)."""
         new = dump_status(status)
         previous: dict[str, Any] = self._written.get(uid) or dict(body.get("status") or {})
         if new == previous:
@@ -325,7 +329,8 @@ class Reconciler:
         self._written[uid], self._last_write[uid] = new, now
         for condition in _newly_true(previous, new):
             kind = "Warning" if condition["type"] in _WARNING_CONDITIONS else "Normal"
-            self._emit(body, type=kind, reason=condition["reason"], message=condition.get("message", ""))
+            if condition["type"] not in quiet:
+                self._emit(body, type=kind, reason=condition["reason"], message=condition.get("message", ""))
             metrics.count_transition(metadata["namespace"], condition["type"], condition["reason"])
         self._phases[uid] = (metadata["namespace"], str(new.get("phase", "")))
         metrics.set_active(dict(self._phases))
