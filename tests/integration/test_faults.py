@@ -30,8 +30,11 @@ STEPS_PER_EPOCH = 1437 // 64  # the bundled digits' training split at the defaul
 JOB = "faulty"
 
 
-def _submit(cluster: Cluster, namespace: str, strategy: str, counts: dict[str, int], epochs: int) -> int:
-    """A job that checkpoints every 50 steps; returns its total step count."""
+def _submit(
+    cluster: Cluster, namespace: str, strategy: str, counts: dict[str, int], epochs: int, *, every_worker: bool = False
+) -> int:
+    """A job that checkpoints every 50 steps; returns its total step count. `every_worker`: the job succeeds
+    once every worker did, so that none still running at the chief's end is stopped by the cleanup."""
     args = ["--model", "mlp", "--dataset", "digits", "--epochs", str(epochs), "--checkpoint-every", "50"]
     manifest = job_manifest(JOB, strategy, counts, [*args, "--log-every", "5"])
     for spec in manifest["spec"]["replicaSpecs"].values():
@@ -39,6 +42,8 @@ def _submit(cluster: Cluster, namespace: str, strategy: str, counts: dict[str, i
         spec["template"]["spec"]["automountServiceAccountToken"] = False
     manifest["spec"]["runPolicy"] = {"backoffLimit": 4}
     manifest["spec"]["checkpoint"] = {"size": "1Gi"}
+    if every_worker:
+        manifest["spec"]["successPolicy"] = "AllWorkers"
     cluster.apply(namespace, json.dumps(manifest))
     return epochs * STEPS_PER_EPOCH
 
@@ -143,7 +148,9 @@ def test_the_control_plane_going_away_mid_job_costs_nothing(
     disruption: Callable[[OperatorProcess], None],
 ) -> None:
     """The operator killed and restarted, or the API server restarted: no duplicate pod, no restart."""
-    total = _submit(process_cluster, process_namespace, "MultiWorkerMirrored", {"Worker": 2}, epochs=80)
+    total = _submit(
+        process_cluster, process_namespace, "MultiWorkerMirrored", {"Worker": 2}, epochs=80, every_worker=True
+    )
     _at_step(process_cluster, process_namespace, 100)
     before = _uids(process_cluster, process_namespace)
     disruption(operator)
@@ -195,7 +202,9 @@ def test_the_standby_replica_takes_over_mid_job_without_duplicates(
         active.start()
         wait_for("operator-a to lead", lambda: _lease_holder(process_cluster).startswith("operator-a_"))
         standby.start()
-        total = _submit(process_cluster, process_namespace, "MultiWorkerMirrored", {"Worker": 2}, epochs=80)
+        total = _submit(
+            process_cluster, process_namespace, "MultiWorkerMirrored", {"Worker": 2}, epochs=80, every_worker=True
+        )
         _at_step(process_cluster, process_namespace, 100)
         before = _uids(process_cluster, process_namespace)
         assert JOB not in standby.log()  # the standby has not touched the job
