@@ -1,5 +1,5 @@
 """What the reconciler writes: a child it created is not created again while the indexes have yet to
-show it, and changes of counts alone are batched into one status write."""
+show it, and changes nobody waits on (counts, a new job's Created) are batched into one status write."""
 
 from __future__ import annotations
 
@@ -79,7 +79,9 @@ def test_a_stale_view_creates_nothing_twice() -> None:
     first = setup.reconcile([], [])
     assert any(item.startswith("Pod/") for item in first)
     assert setup.reconcile([], []) == []  # the indexes have not caught up: the same view again
-    assert setup.wakes == [START + EXPECTATION]  # and a look again, should they never catch up
+    setup.now, setup.wakes = START + STATUS_BATCH, []  # the wake-up that writes the held-back status
+    assert setup.reconcile([], []) == []
+    assert setup.wakes == [setup.now + EXPECTATION]  # and a look again, should they never catch up
 
 
 def test_a_child_that_never_shows_up_is_created_again_after_the_expectation() -> None:
@@ -131,3 +133,26 @@ def test_a_new_phase_is_written_at_once() -> None:
     setup.now = START + STATUS_BATCH / 4
     setup.reconcile(pods, children)
     assert setup.kube.statuses[-1]["phase"] == "Running"
+
+
+def test_a_new_jobs_created_status_waits_and_goes_out_with_its_running_pods() -> None:
+    setup = _Setup()
+    created = setup.reconcile([], [])
+    assert setup.kube.statuses == []  # Pending with its children created: held back
+    assert setup.wakes == [START + STATUS_BATCH]
+    setup.now = START + STATUS_BATCH / 2
+    setup.reconcile(*setup.observed(created, running=len(created)))
+    [written] = setup.kube.statuses  # one write says both
+    assert written["phase"] == "Running"
+    conditions = {condition["type"]: condition for condition in written["conditions"]}
+    assert conditions["Created"]["lastTransitionTime"] == written["startTime"] == "2026-01-01T00:00:00Z"
+
+
+def test_a_new_jobs_created_status_is_written_when_due() -> None:
+    setup = _Setup()
+    created = setup.reconcile([], [])
+    setup.now = START + STATUS_BATCH
+    setup.reconcile(*setup.observed(created))
+    [written] = setup.kube.statuses
+    assert written["phase"] == "Pending"
+    assert [condition["type"] for condition in written["conditions"]] == ["Created"]
