@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 
 from disttrain_operator.api.job import DistTrainJob
 from disttrain_operator.api.spec import CleanPodPolicy, ReplicaType, RestartScope
+from disttrain_operator.builders.naming import pod_name
 from disttrain_operator.builders.objects import Manifest, desired_objects
 from disttrain_operator.builders.settings import BuildSettings
 from disttrain_operator.observed import ChildView, PodPhase, PodView
@@ -61,8 +62,12 @@ def _lost(pod: PodView) -> bool:
     return pod.phase is PodPhase.FAILED
 
 
-def restart_for(job: DistTrainJob, pods: Sequence[PodView], handled: Collection[str]) -> Restart | None:
-    """The restart the failed pods call for, or None when nothing new failed or nothing may restart.
+def restart_for(
+    job: DistTrainJob, pods: Sequence[PodView], handled: Collection[str], awaited: Collection[str] = ()
+) -> Restart | None:
+    """The restart the failed pods call for, or None when nothing new failed, nothing may restart, or a pod
+    that must restart with them was created moments ago and is not in the view yet (`awaited`, by name):
+    restarted without it, it would fail on its own moments later (a Chief that lost its PS).
 
     `handled` holds the uids of pods the operator already acted on: restarted, or deleted itself.
     """
@@ -77,17 +82,21 @@ def restart_for(job: DistTrainJob, pods: Sequence[PodView], handled: Collection[
         return None
     training = [pod for pod in failed if pod.replica_type is not ReplicaType.EVALUATOR]
     alive = [pod for pod in pods if not pod.deleting]
-    if training and job.spec.effective_restart_scope is RestartScope.JOB:
-        victims = [pod.name for pod in alive if pod.replica_type is not ReplicaType.EVALUATOR]
-        victims += [pod.name for pod in failed if pod.replica_type is ReplicaType.EVALUATOR]
-        scope = "the whole job restarts"
+    whole_job = bool(training) and job.spec.effective_restart_scope is RestartScope.JOB
+    if whole_job:
+        joining, scope = {kind for kind in ReplicaType if kind is not ReplicaType.EVALUATOR}, "the whole job restarts"
+    elif any(pod.replica_type is ReplicaType.PS for pod in failed):
+        joining, scope = {ReplicaType.CHIEF}, "the PS and the Chief restart"
     else:
-        victims = [pod.name for pod in failed]
-        if any(pod.replica_type is ReplicaType.PS for pod in failed):
-            victims += [pod.name for pod in alive if pod.replica_type is ReplicaType.CHIEF]
-            scope = "the PS and the Chief restart"
-        else:
-            scope = "the failed pods restart"
+        joining, scope = set(), "the failed pods restart"
+    names = {pod_name(job.metadata.name, kind, index) for kind in joining for index in range(job.spec.replicas(kind))}
+    if names & set(awaited):
+        return None
+    joined = [pod.name for pod in alive if pod.replica_type in joining]
+    if whole_job:
+        victims = joined + [pod.name for pod in failed if pod.replica_type is ReplicaType.EVALUATOR]
+    else:
+        victims = [pod.name for pod in failed] + joined
     message = f"{'; '.join(describe_failure(pod) for pod in failed)}: {scope}"
     return Restart(tuple(dict.fromkeys(victims)), tuple(failed), message)
 
@@ -129,9 +138,11 @@ def plan(
     *,
     now: datetime,
     handled: Collection[str] = (),
+    awaited: Collection[str] = (),
     stuck_after: timedelta = STUCK_TERMINATING,
 ) -> Plan:
-    """The next actions for a job whose status was just aggregated from the same pods."""
+    """The next actions for a job whose status was just aggregated from the same pods; `awaited`: the
+    names of pods created but not in the view yet."""
     run_policy = job.spec.run_policy
     if is_finished(job.status):
         expiry = _after(job.status.completion_time, run_policy.ttl_seconds_after_finished)
@@ -142,7 +153,7 @@ def plan(
     if run_policy.suspend:  # no pods at all; the Service and the volume stay for the resume
         owned = [item for item in _missing(job, pods, children, settings) if item["kind"] != "Pod"]
         return Plan(create=owned, delete=[pod.name for pod in pods if not pod.deleting], force_delete=stuck)
-    restart = restart_for(job, pods, handled)
+    restart = restart_for(job, pods, handled, awaited)
     if restart is not None and job.status.restart_count >= run_policy.backoff_limit:
         message = f"{restart.message}, but backoffLimit {run_policy.backoff_limit} is reached"
         return Plan(fail=Verdict("BackoffLimitExceeded", message))

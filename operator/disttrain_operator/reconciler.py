@@ -160,6 +160,8 @@ class Reconciler:
         children = [*children, *unwatched]
         status = aggregate(job, pods, created=False, now=now, reported=reported)
         handled = self._handled.setdefault(uid, set())
+        expected = self._still_expected(uid, pods, children)
+        awaited = {key.name for key in expected if isinstance(key, ChildView) and key.kind == "Pod"}
 
         def plan_for(status: DistTrainJobStatus) -> Plan:
             return plan(
@@ -169,6 +171,7 @@ class Reconciler:
                 self._settings,
                 now=now,
                 handled=handled,
+                awaited=awaited,
                 stuck_after=self._stuck_after,
             )
 
@@ -179,7 +182,6 @@ class Reconciler:
         if next_plan.delete_job:
             self._delete_job(body, uid)
             return
-        expected = self._still_expected(uid, pods, children)
         retry = self._delete(body, uid, next_plan, pods, expected)
         if next_plan.restart is not None and retry is None:
             handled.update(str(pod.uid) for pod in next_plan.restart.failed)

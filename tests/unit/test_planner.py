@@ -92,6 +92,19 @@ def test_parameter_server_worker_restarts_alone_and_a_ps_takes_the_chief() -> No
     assert ps.delete == ["job-chief-0", "job-ps-0"]
 
 
+def test_a_lost_ps_waits_for_a_chief_created_moments_ago() -> None:
+    """The Chief restarts with its PS: one created but not in the view yet would be left behind."""
+    job = _job({"Chief": 1, "Worker": 1, "PS": 1})
+    lost = [_pod(ReplicaType.WORKER, 0), _pod(ReplicaType.PS, 0, PodPhase.FAILED, exit_code=137)]
+    waiting = _plan(job, lost, awaited={"job-chief-0"})
+    assert waiting.restart is None and waiting.delete == []
+    shown = _plan(job, [_pod(ReplicaType.CHIEF, 0, generation=1), *lost])
+    assert shown.delete == ["job-chief-0", "job-ps-0"]
+    worker_lost = [_pod(ReplicaType.PS, 0), _pod(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=137)]
+    alone = _plan(job, worker_lost, awaited={"job-chief-0"})
+    assert alone.delete == ["job-worker-0"]  # a worker restarts alone: nothing to wait for
+
+
 def test_evaluator_restarts_alone_even_under_job_scope() -> None:
     job = _job({"Chief": 1, "Worker": 2, "Evaluator": 1}, policy="OnFailure")
     pods = [_pod(ReplicaType.CHIEF, 0), _pod(ReplicaType.EVALUATOR, 0, PodPhase.FAILED, exit_code=1)]
