@@ -42,8 +42,8 @@ from harness import (
     wait,
 )
 
-from disttrain_operator.builders.settings import BuildSettings
-from disttrain_operator.render import render_objects
+from disttrain_operator.cli.render import render_objects
+from disttrain_operator.core.builders.settings import BuildSettings
 
 LOGS = Path(tempfile.gettempdir()) / "disttrain-bench"
 

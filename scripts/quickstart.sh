@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up disttrain on a fresh machine and trains for real through Kubernetes, with no Docker:
-# installs the package with the trainer, brings up the local control plane (built once from Go
+# installs the operator, the trainer and the development tools, brings up the local control plane (built once from Go
 # modules, then cached) with its process node, starts the operator, applies the MultiWorkerMirrored
 # digits example to the namespace `local` (whose pods run as processes on this machine), waits for
 # Succeeded, and shows the progress, the checkpoints and the exported model.
@@ -10,10 +10,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-python3 -m pip install --quiet -e '.[trainer]'
+python3 -m pip install --quiet -e ./contract -e ./trainer_image -e ./devtools -e '.[trainer]'
 kubeconfig=$(disttrain dev-cluster up --process-node | tail -n 1)
 export KUBECONFIG=$kubeconfig
-kubectl_bin=$(python3 -c 'from disttrain_operator.devcluster.versions import cache_paths; print(cache_paths().binary("kubectl"))')
+kubectl_bin=$(python3 -c 'from disttrain_dev.versions import cache_paths; print(cache_paths().binary("kubectl"))')
 kubectl() { "$kubectl_bin" "$@"; }
 
 log=${TMPDIR:-/tmp}/disttrain-operator.log

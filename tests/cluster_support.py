@@ -7,32 +7,16 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import yaml
 
-from disttrain_operator.devcluster.versions import cache_paths
-from disttrain_operator.ports import free_port
-from support import ROOT
-
-T = TypeVar("T")
-
-
-def wait_for(what: str, check: Callable[[], T | None], timeout: float = 30, interval: float = 0.2) -> T:
-    """Poll until `check` returns something truthy; fail naming what never happened."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
+from disttrain_dev.versions import cache_paths
+from disttrain_operator.cli.ports import free_port
+from support import ROOT, wait_for
 
 
 @dataclass(frozen=True)
@@ -150,6 +134,9 @@ def operator_kubeconfig(cluster: Cluster, folder: Path) -> Path:
     return path
 
 
+RECONCILE_COUNT = "disttrain_reconcile_duration_seconds_count"
+
+
 class OperatorProcess:
     """`disttrain operator` as a real process: startable, stoppable and killable mid-job."""
 
@@ -177,7 +164,7 @@ class OperatorProcess:
         command = [
             sys.executable,
             "-m",
-            "disttrain_operator.cli",
+            "disttrain_operator.cli.main",
             "operator",
             *self._scope,
             *self._leader_election,
@@ -226,6 +213,14 @@ class OperatorProcess:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+    def reconciles(self) -> int:
+        """Reconciles this process has finished (its `disttrain_reconcile_duration_seconds` count): a sign that it
+        acted, to wait for before asserting that something did not happen."""
+        with urllib.request.urlopen(self.metrics_url, timeout=5) as response:
+            text = response.read().decode()
+        counts = [line.split()[-1] for line in text.splitlines() if line.startswith(RECONCILE_COUNT)]
+        return int(float(counts[0])) if counts else 0
 
     def identity(self) -> str:
         """The user the operator's credentials authenticate as."""

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 MEGABYTE = 1 << 20
+Path = tuple[str | int, ...]  # keys and list indexes from a manifest's root
 
 
 def job(name: str = "hostile", **worker: Any) -> dict[str, Any]:
@@ -140,3 +141,49 @@ ACCEPTED_BY_THE_API_SERVER: dict[str, tuple[dict[str, Any], str]] = {
         "Failed",
     ),
 }
+
+
+def paths(value: Any, prefix: Path = ()) -> list[Path]:
+    """Every path below the root of a JSON value, parents before children."""
+    found: list[Path] = []
+    children = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else []
+    for key, child in children:
+        found.append((*prefix, key))
+        found.extend(paths(child, (*prefix, key)))
+    return found
+
+
+def dotted(path: Path) -> str:
+    """A path as the validation and the API server print it: `spec.replicaSpecs.Worker.template.spec.containers[0]`."""
+    text = ""
+    for key in path:
+        text += f"[{key}]" if isinstance(key, int) else (f".{key}" if text else key)
+    return text
+
+
+def swapped(manifest: dict[str, Any], path: Path, value: Any) -> dict[str, Any]:
+    mutated = copy.deepcopy(manifest)
+    node: Any = mutated
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return mutated
+
+
+def refusals(message: str) -> list[tuple[str, str]]:
+    """(where, why) of each line of a refusal of `disttrain render` after its first."""
+    lines = [line.strip() for line in message.splitlines()[1:]]
+    return [(where, why) for where, _, why in (line.partition(": ") for line in lines) if why]
+
+
+def names_the_field(refused: list[tuple[str, str]], path: Path) -> bool:
+    """A refusal names the changed field, something inside it, or an object that holds it (a rule of the
+    object: `spec: MultiWorkerMirrored takes no PS`); a rule of the whole manifest names the field in its
+    message, as the API server prints it (`<root>: metadata.name must be a DNS-1035 label`)."""
+    target = dotted(path)
+    return any(
+        target in why
+        if where in ("", "<root>")
+        else where == target or target.startswith((f"{where}.", f"{where}[")) or where.startswith(target)
+        for where, why in refused
+    )

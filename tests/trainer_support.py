@@ -7,14 +7,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from disttrain_operator.local_run import LocalProcess, local_processes
-from disttrain_operator.render import parse_job
+from disttrain_operator.cli.local_run import LocalProcess, local_processes
+from disttrain_operator.cli.render import parse_job
+from support import wait_for
 
 
 def job_manifest(name: str, strategy: str, counts: dict[str, int], args: list[str]) -> dict[str, Any]:
@@ -84,9 +83,11 @@ class Cluster:
         return progress
 
     def wait_for_step(self, step: int, timeout: float = 180) -> int:
-        return wait_until(
-            f"step {step}", lambda: (self.progress().get("step", 0) >= step) and self.progress()["step"], timeout
-        )
+        def reached() -> int | None:
+            current = int(self.progress().get("step", 0))
+            return current if current >= step else None
+
+        return wait_for(f"step {step}", reached, timeout)
 
     def checkpoint_steps(self) -> list[int]:
         folder = self.workdir / "checkpoints" / "ckpt"
@@ -97,16 +98,6 @@ class Cluster:
             if child.poll() is None:
                 child.kill()
                 child.wait()
-
-
-def wait_until(what: str, check: Callable[[], Any], timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def run_trainer(

@@ -10,10 +10,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from cluster_support import Cluster, OperatorProcess, operator_kubeconfig, wait_for
-from disttrain_operator.devcluster import cluster as devcluster
-from disttrain_operator.devcluster.build import missing_binaries
-from disttrain_operator.devcluster.versions import cache_paths
+from cluster_support import Cluster, OperatorProcess, operator_kubeconfig
+from disttrain_dev import cluster as devcluster
+from disttrain_dev.build import missing_binaries
+from disttrain_dev.versions import cache_paths
+from support import wait_for
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from cluster_support import OPERATOR_TEST_NAMESPACE, Cluster, OperatorProcess, wait_for
-from disttrain_operator.render import parse_job
-from disttrain_operator.validation import InvalidManifestError, validated
-from support import EXAMPLES, INVALID_CORPUS, ROOT, VALID_CORPUS, expected_message, load_one
+from cluster_support import OPERATOR_TEST_NAMESPACE, Cluster, OperatorProcess
+from disttrain_operator.api.validation import InvalidManifestError, validated
+from disttrain_operator.cli.render import parse_job
+from support import EXAMPLES, INVALID_CORPUS, ROOT, VALID_CORPUS, expected_message, load_one, wait_for
 
 
 def test_crd_is_established_and_applies_client_side(cluster: Cluster) -> None:

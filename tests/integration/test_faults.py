@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 from trainer_support import events, job_manifest
 
-from cluster_support import OPERATOR_TEST_NAMESPACE, Cluster, OperatorProcess, holds, operator_kubeconfig, wait_for
-from disttrain_operator.devcluster import cluster as devcluster
+from cluster_support import OPERATOR_TEST_NAMESPACE, Cluster, OperatorProcess, holds, operator_kubeconfig
+from disttrain_dev import cluster as devcluster
+from support import wait_for
 
 pytestmark = [
     pytest.mark.tensorflow,

@@ -8,11 +8,13 @@ runs it or fails it with a reason, and goes on serving the jobs submitted around
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import pytest
 from hostile import ACCEPTED_BY_THE_API_SERVER, REFUSED, Hostile, job
 
-from cluster_support import Cluster, OperatorProcess, condition, holds, wait_for
+from cluster_support import Cluster, OperatorProcess, condition, holds
+from support import wait_for
 
 
 @pytest.mark.parametrize("hostile", REFUSED, ids=lambda hostile: hostile.name)
@@ -25,6 +27,10 @@ def test_the_api_server_refuses_hostile_manifests(cluster: Cluster, dry_run_name
 
 def _create(cluster: Cluster, namespace: str, text: str) -> bool:
     return cluster.kubectl("create", "-n", namespace, "-f", "-", stdin=text, check=False).returncode == 0
+
+
+def _holds_now(cluster: Cluster, namespace: str, name: str, outcome: str) -> bool:
+    return holds(cluster.job(namespace, name), outcome)
 
 
 def _running(cluster: Cluster, namespace: str, name: str) -> bool:
@@ -43,10 +49,10 @@ def test_a_running_operator_serves_good_jobs_while_hostile_ones_arrive(
     assert _create(cluster, namespace, json.dumps(job("after")))
 
     for name in ("before", "after"):
-        wait_for(f"{name} running with both pods", lambda name=name: _running(cluster, namespace, name), timeout=60)
+        wait_for(f"{name} running with both pods", partial(_running, cluster, namespace, name), timeout=60)
     for manifest, outcome in ACCEPTED_BY_THE_API_SERVER.values():
         name = manifest["metadata"]["name"]
-        wait_for(f"{name} {outcome}", lambda name=name, outcome=outcome: holds(cluster.job(namespace, name), outcome))
+        wait_for(f"{name} {outcome}", partial(_holds_now, cluster, namespace, name, outcome))
     failed = condition(cluster.job(namespace, "as-root"), "Failed")
     assert failed is not None and "violates PodSecurity" in failed["message"], failed
     failed = condition(cluster.job(namespace, "big-note"), "Failed")

@@ -6,12 +6,14 @@ import json
 import threading
 import time
 import urllib.request
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from cluster_support import Cluster, OperatorProcess, condition, holds, wait_for
-from disttrain_operator.devcluster.cluster import UNATTENDED_ANNOTATION
-from support import ROOT
+from cluster_support import Cluster, OperatorProcess, condition, holds
+from disttrain_contract.timestamps import format_time
+from disttrain_dev.cluster import UNATTENDED_ANNOTATION
+from support import ROOT, wait_for
 
 MWMS = (ROOT / "examples" / "multi-worker-mirrored-gpu.yaml").read_text()
 PS = (ROOT / "examples" / "parameter-server.yaml").read_text()
@@ -148,7 +150,7 @@ def test_what_shapes_the_cluster_cannot_change_but_run_policy_can(
         text = json.dumps({"spec": change})
         return cluster.kubectl("patch", "dtj", "mnist-mwms", "-n", namespace, "--type=merge", "-p", text, check=False)
 
-    refusals = {
+    refusals: dict[str, dict[str, Any]] = {
         "strategy cannot change": {"strategy": "Mirrored", "replicaSpecs": {"Worker": {"replicas": 1}}},
         "port cannot change": {"port": 3333},
         "checkpoint cannot change": {"checkpoint": {"size": "20Gi"}},
@@ -220,8 +222,9 @@ def test_a_pod_stuck_on_a_lost_node_is_replaced(cluster: Cluster, operator: Oper
 
     def replaced() -> dict[str, Any] | None:
         pod = cluster.job_pods(namespace, "mnist-mwms").get("mnist-mwms-worker-1")
-        fresh = pod is not None and pod["metadata"]["uid"] != victim["metadata"]["uid"]
-        return pod if fresh and pod["status"].get("phase") == "Running" else None
+        if pod is None or pod["metadata"]["uid"] == victim["metadata"]["uid"]:
+            return None
+        return pod if pod["status"].get("phase") == "Running" else None
 
     wait_for("a replacement of the stuck pod", replaced, timeout=90)
     assert cluster.has_event(namespace, "PodStuckTerminating")
@@ -249,7 +252,14 @@ def test_gang_scheduling_makes_one_pod_group_never_recreated_after_the_end(
     cluster.kubectl("delete", "podgroups.scheduling.x-k8s.io", "mnist-mwms", "-n", namespace)
     patch = json.dumps({"spec": {"runPolicy": {"backoffLimit": 4}}})  # a change to react to
     cluster.kubectl("patch", "dtj", "mnist-mwms", "-n", namespace, "--type=merge", "-p", patch)
-    time.sleep(3)
+    generation = cluster.job(namespace, "mnist-mwms")["metadata"]["generation"]
+    _job_where(
+        cluster,
+        namespace,
+        "mnist-mwms",
+        "the change observed",
+        lambda j: j["status"]["observedGeneration"] == generation,
+    )
     assert cluster.get("podgroups.scheduling.x-k8s.io", "mnist-mwms", namespace) is None
 
 
@@ -313,7 +323,7 @@ def test_trainer_progress_reaches_status_and_kubectl_get(
 
 def _kueue_status(cluster: Cluster, namespace: str, name: str, admitted: bool) -> None:
     """Play Kueue's scheduler: admit the Workload to flavor gpu-a, or evict it as a preemption does."""
-    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    now = format_time(datetime.now(UTC))
 
     def condition(kind: str, holds: bool, reason: str) -> dict[str, str]:
         status = "True" if holds else "False"

@@ -6,15 +6,14 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-from cluster_support import Cluster, OperatorProcess, condition, holds, wait_for
-from disttrain_operator.builders.settings import BuildSettings
-from disttrain_operator.devcluster.versions import cache_paths
-from disttrain_operator.render import render_objects
-from support import ROOT
+from cluster_support import Cluster, OperatorProcess, condition, holds
+from disttrain_dev.versions import cache_paths
+from disttrain_operator.cli.render import render_objects
+from disttrain_operator.core.builders.settings import BuildSettings
+from support import ROOT, wait_for
 
 MWMS = ROOT / "examples" / "multi-worker-mirrored-gpu.yaml"
 PS = ROOT / "examples" / "parameter-server.yaml"
@@ -154,9 +153,11 @@ def test_status_follows_the_pods_to_success(cluster: Cluster, operator: Operator
     assert running["status"]["observedGeneration"] == running["metadata"]["generation"]
     assert "startTime" in running["status"]
 
-    # Status is written only when it changes: a quiet job is not rewritten.
+    # Status is written only when it changes: a new label brings a reconcile, which finds nothing to write.
+    reconciles = operator.reconciles()
+    cluster.kubectl("label", "dtj", "mnist-mwms", "-n", namespace, "team=vision")
     version = cluster.job(namespace, "mnist-mwms")["metadata"]["resourceVersion"]
-    time.sleep(3)
+    wait_for("a reconcile of the labelled job", lambda: operator.reconciles() > reconciles)
     assert cluster.job(namespace, "mnist-mwms")["metadata"]["resourceVersion"] == version
 
     table = cluster.kubectl("get", "dtj", "-n", namespace).stdout.splitlines()
@@ -213,7 +214,7 @@ def test_operator_restart_mid_job_creates_no_duplicates_and_keeps_status(
 
     operator.stop(signal.SIGKILL)
     operator.start()
-    time.sleep(3)  # let the restarted operator resume the job before looking
+    wait_for("the restarted operator to reconcile the job", lambda: operator.reconciles() > 0)
     assert {pod["metadata"]["uid"] for pod in _pods(cluster, namespace, "mnist-mwms")} == uids
 
     cluster.set_pod_status(namespace, "mnist-mwms-worker-0", "Succeeded", exit_code=0)
@@ -275,10 +276,12 @@ def test_the_admin_cli_lists_and_describes_jobs(cluster: Cluster, operator: Oper
         assert result.returncode == 0, result.stderr
         return result.stdout
 
-    listed = run(sys.executable, "-m", "disttrain_operator.cli", "jobs", "list", "-A").splitlines()
+    listed = run(sys.executable, "-m", "disttrain_operator.cli.main", "jobs", "list", "-A").splitlines()
     row = next(line for line in listed if namespace in line)
     assert row.split()[1:4] == ["mnist-mwms", "Running", "Worker"] and "Worker 4/4" in row
-    described = run(sys.executable, "-m", "disttrain_operator.cli", "jobs", "describe", "mnist-mwms", "-n", namespace)
+    described = run(
+        sys.executable, "-m", "disttrain_operator.cli.main", "jobs", "describe", "mnist-mwms", "-n", namespace
+    )
     assert "JobRunning" in described and "mnist-mwms-worker-3" in described and "Created" in described
     kubectl = str(cache_paths().binary("kubectl"))  # finds kubectl-disttrain, a console script beside this Python
     assert "mnist-mwms" in run(kubectl, "disttrain", "list", "-n", namespace)
@@ -298,7 +301,7 @@ def test_the_admin_cli_prints_a_replicas_log(
     }
     process_cluster.apply(process_namespace, json.dumps(job))
     _wait_condition(process_cluster, process_namespace, "echo", "Succeeded")
-    command = [sys.executable, "-m", "disttrain_operator.cli", "jobs", "logs", "echo", "worker-0", "--tail", "2"]
+    command = [sys.executable, "-m", "disttrain_operator.cli.main", "jobs", "logs", "echo", "worker-0", "--tail", "2"]
     command += ["-n", process_namespace]
     result = subprocess.run(command, env=process_cluster.env, capture_output=True, text=True, timeout=60, check=False)
     assert (result.returncode, result.stdout) == (0, "line 2\nline 3\n"), result.stderr

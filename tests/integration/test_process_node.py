@@ -7,7 +7,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cluster_support import Cluster, wait_for
+from cluster_support import Cluster
+from support import wait_for
 
 
 def _pod(name: str, script: str, restart_policy: str = "Never", **spec: Any) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from disttrain_operator.admin import describe_text, list_table
+from disttrain_operator.cli.jobs import describe_text, list_table
 
 
 def _job(name: str, namespace: str = "team", **status: Any) -> dict[str, Any]:

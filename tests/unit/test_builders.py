@@ -10,10 +10,11 @@ import pytest
 
 from disttrain_operator.api.job import DistTrainJob
 from disttrain_operator.api.spec import ReplicaType
-from disttrain_operator.builders.gang import GangScheduler
-from disttrain_operator.builders.objects import Manifest, desired_objects, pod, tensorflow_container
-from disttrain_operator.builders.settings import BuildSettings
-from disttrain_operator.render import parse_job, render
+from disttrain_operator.cli.render import parse_job, render
+from disttrain_operator.core.builders.gang import GangScheduler
+from disttrain_operator.core.builders.objects import desired_objects, pod, tensorflow_container
+from disttrain_operator.core.builders.settings import BuildSettings
+from disttrain_operator.core.types import Manifest
 from support import EXAMPLES, ROOT, load_one
 
 GOLDEN = ROOT / "tests" / "golden"

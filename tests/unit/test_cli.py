@@ -8,19 +8,21 @@ from pathlib import Path
 
 import pytest
 
-from disttrain_operator import crd, manifests
-from disttrain_operator.cli import main, namespace_arguments
+from disttrain_operator.api import crd
+from disttrain_operator.cli import main as cli_main
+from disttrain_operator.cli import yaml_io
+from disttrain_operator.cli.main import build_parser, main, namespace_arguments
 from support import EXAMPLES, INVALID_CORPUS, ROOT, expected_message
 
 
 def _run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "disttrain_operator.cli", *args]
+    command = [sys.executable, "-m", "disttrain_operator.cli.main", *args]
     return subprocess.run(command, input=stdin, capture_output=True, text=True, check=False, cwd=ROOT)
 
 
 def test_render_prints_a_stream_of_objects(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["render", str(ROOT / "examples" / "multi-worker-mirrored-gpu.yaml")]) == 0
-    documents = manifests.load_all(capsys.readouterr().out)
+    documents = yaml_io.load_all(capsys.readouterr().out)
     assert [document["kind"] for document in documents] == ["Service", "PersistentVolumeClaim"] + ["Pod"] * 4
     assert all(document["metadata"]["namespace"] == "default" for document in documents)
 
@@ -28,7 +30,7 @@ def test_render_prints_a_stream_of_objects(capsys: pytest.CaptureFixture[str]) -
 def test_render_reads_stdin_and_takes_a_namespace() -> None:
     result = _run("render", "-", "--namespace", "research", stdin=EXAMPLES[0].read_text())
     assert result.returncode == 0, result.stderr
-    assert {document["metadata"]["namespace"] for document in manifests.load_all(result.stdout)} == {"research"}
+    assert {document["metadata"]["namespace"] for document in yaml_io.load_all(result.stdout)} == {"research"}
 
 
 @pytest.mark.parametrize(
@@ -39,6 +41,15 @@ def test_render_reads_stdin_and_takes_a_namespace() -> None:
         ("apiVersion: v1\nkind: Pod\nmetadata: {name: x}\n", 'kind: must be "DistTrainJob"'),
         ("- 1\n- 2\n", "a manifest must be a mapping"),
         ("\x00\x01", "broken YAML"),
+        *(
+            (f"apiVersion: disttrain.io/v1alpha1\nkind: DistTrainJob\nmetadata: {value}\nspec: {{}}\n", message)
+            for value, message in [
+                ("5", "metadata: Invalid type: must be an object, not integer"),
+                ("[a]", "metadata: Invalid type: must be an object, not array"),
+                ("text", "metadata: Invalid type: must be an object, not string"),
+                ("null", "metadata.name: Required value"),
+            ]
+        ),
     ],
 )
 def test_bad_input_fails_cleanly(stdin: str, message: str) -> None:
@@ -78,3 +89,14 @@ def test_the_pod_watch_learns_the_operators_namespaces_in_every_spelling() -> No
     args = ["--namespace=a", "--namespace", "b", "-n", "c", "-nd", "--verbose", "--all-namespaces"]
     assert namespace_arguments(args) == ["a", "b", "c", "d"]
     assert namespace_arguments(["--all-namespaces"]) == []
+
+
+def test_dev_cluster_is_a_command_only_where_the_development_package_is_installed(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert "dev-cluster" in build_parser().format_help()  # disttrain-dev is installed for the tests
+    monkeypatch.setattr(cli_main, "entry_points", lambda group: [])  # as in the operator image
+    assert "dev-cluster" not in build_parser().format_help()
+    with pytest.raises(SystemExit):
+        main(["dev-cluster", "up"])
+    assert "invalid choice: 'dev-cluster'" in capsys.readouterr().err

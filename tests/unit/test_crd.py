@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from disttrain_operator import crd
+from disttrain_operator.api import crd
 from support import ROOT
 
 # kubectl's client-side apply stores the whole object in an annotation limited to 256 KiB.

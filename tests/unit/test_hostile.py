@@ -11,20 +11,20 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from hostile import ACCEPTED_BY_THE_API_SERVER, REFUSED, Hostile, job
+from hostile import ACCEPTED_BY_THE_API_SERVER, REFUSED, Hostile, job, names_the_field
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from disttrain_operator import manifests
-from disttrain_operator.builders.naming import JOB_NAME_LABEL, REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL
-from disttrain_operator.builders.objects import desired_objects
-from disttrain_operator.builders.settings import BuildSettings
-from disttrain_operator.observed import own_pods, pod_view
-from disttrain_operator.planner import plan
-from disttrain_operator.progress import parse_progress
-from disttrain_operator.render import RenderError, parse_job, render
-from disttrain_operator.status_aggregation import aggregate
-from disttrain_operator.validation import InvalidManifestError, validated
+from disttrain_operator.api.validation import InvalidManifestError, validated
+from disttrain_operator.cli import yaml_io
+from disttrain_operator.cli.render import RenderError, parse_job, render
+from disttrain_operator.core.builders.naming import JOB_NAME_LABEL, REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL
+from disttrain_operator.core.builders.objects import desired_objects
+from disttrain_operator.core.builders.settings import BuildSettings
+from disttrain_operator.core.observed import own_pods, pod_view
+from disttrain_operator.core.planner import plan
+from disttrain_operator.core.progress import parse_progress
+from disttrain_operator.core.status import aggregate
 
 MESSAGE_LIMIT = 4096  # an error quotes what it refuses, never a megabyte of it
 
@@ -40,7 +40,7 @@ def test_hostile_manifests_are_refused_with_a_clear_short_message(hostile: Hosti
 @pytest.mark.parametrize("name", ACCEPTED_BY_THE_API_SERVER)
 def test_what_the_api_server_accepts_renders(name: str) -> None:
     manifest, _ = ACCEPTED_BY_THE_API_SERVER[name]
-    pods = [item for item in manifests.load_all(render(json.dumps(manifest), BuildSettings())) if item["kind"] == "Pod"]
+    pods = [item for item in yaml_io.load_all(render(json.dumps(manifest), BuildSettings())) if item["kind"] == "Pod"]
     assert len(pods) == 2
 
 
@@ -67,7 +67,7 @@ def test_the_reader_refuses_what_would_exhaust_it(text: str, message: str) -> No
 
 
 def test_json_with_a_key_longer_than_yaml_allows_is_read_as_json() -> None:
-    (document,) = manifests.load_all(json.dumps({"k" * 2000: 1}))
+    (document,) = yaml_io.load_all(json.dumps({"k" * 2000: 1}))
     assert document == {"k" * 2000: 1}
 
 
@@ -123,16 +123,23 @@ def test_any_value_anywhere_is_refused_cleanly_or_builds(changes: list[tuple[tup
     try:
         document = validated(manifest)
     except InvalidManifestError as error:
-        assert error.violations and len(str(error)) < 64 * MESSAGE_LIMIT
+        assert len(str(error)) < 64 * MESSAGE_LIMIT
+        refused = [(violation.path, violation.message) for violation in error.violations]
+        assert any(names_the_field(refused, path) for path, _ in changes), (changes, str(error))
         return
-    desired_objects(parse_job(document), BuildSettings())
+    pods = [item for item in desired_objects(parse_job(document), BuildSettings()) if item["kind"] == "Pod"]
+    assert pods and all(pod["metadata"]["name"].startswith("hostile-") for pod in pods)
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.text(max_size=400))
 def test_any_text_renders_or_is_refused(text: str) -> None:
-    with contextlib.suppress(RenderError):
-        render(text, BuildSettings())
+    try:
+        rendered = render(text, BuildSettings())
+    except RenderError as error:
+        assert str(error).startswith(("broken YAML", "no DistTrainJob", "document ")), str(error)
+        return
+    assert rendered.startswith("---")
 
 
 @settings(max_examples=300, deadline=None)

@@ -1,10 +1,15 @@
-"""The images' promises, read from the Dockerfiles (this machine has no Docker engine to build them;
-tests/e2e builds and runs both where one exists): multi-stage, pinned, non-root, no build tools."""
+"""The images' promises, read from the Dockerfiles and from the wheels their build stages make:
+multi-stage, pinned, non-root, no build tools, and the operator image without the trainer or the
+development tools. tests/e2e builds and runs both images where a Docker engine runs."""
 
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
+import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -67,11 +72,15 @@ def _pins() -> dict[str, str]:
 
 
 def test_constraints_pin_every_runtime_dependency_within_what_the_project_allows() -> None:
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    operator = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    trainer = tomllib.loads((ROOT / "trainer_image" / "pyproject.toml").read_text())["project"]
     pins = _pins()
-    for text in [*project["dependencies"], *project["optional-dependencies"]["trainer"]]:
+    needed = [*operator["dependencies"], *trainer["dependencies"], *trainer["optional-dependencies"]["tensorflow"]]
+    for text in needed:
         requirement = Requirement(text)
         name = re.sub(r"[-_.]+", "-", requirement.name).lower()
+        if name.startswith("disttrain"):  # the project's own distributions, built from the checkout
+            continue
         assert name in pins, f"{name} is not pinned in constraints.txt"
         assert requirement.specifier.contains(pins[name], prereleases=True), (name, pins[name])
 
@@ -80,3 +89,39 @@ def test_the_readme_says_how_to_build_both_images() -> None:
     readme = (ROOT / "README.md").read_text()
     assert "docker build -t disttrain/operator:0.1.0 ." in readme
     assert "docker build -f trainer_image/Dockerfile -t disttrain/trainer:0.1.0 ." in readme
+
+
+def _build_stage_wheels(dockerfile: Path, context: Path, out: Path) -> list[Path]:
+    """The wheels the image's build stage makes, from only what that stage copies in, without a Docker engine."""
+    (build, *_) = _stages(dockerfile)
+    for instruction, arguments in build:
+        if instruction == "COPY":
+            *sources, target = arguments.split()
+            for source in sources:
+                destination = context / target / Path(source).name if target.endswith("/") else context / target
+                if (ROOT / source).is_dir():
+                    shutil.copytree(
+                        ROOT / source, destination, ignore=shutil.ignore_patterns("*.egg-info", "__pycache__")
+                    )
+                else:
+                    destination.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy(ROOT / source, destination)
+    (command,) = [arguments for instruction, arguments in build if instruction == "RUN" and "pip wheel" in arguments]
+    local = [word for word in command.split() if word.startswith(".")]
+    pip = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--wheel-dir"]
+    subprocess.run([*pip, str(out), *local], cwd=context, check=True)
+    return sorted(out.glob("*.whl"))
+
+
+def test_the_operator_image_holds_no_development_code_and_no_trainer(tmp_path: Path) -> None:
+    wheels = _build_stage_wheels(ROOT / "Dockerfile", tmp_path / "context", tmp_path / "wheels")
+    assert [wheel.name.split("-")[0] for wheel in wheels] == ["disttrain", "disttrain_contract"]
+    packages = set()
+    for wheel in wheels:
+        with zipfile.ZipFile(wheel) as archive:
+            packages |= {name.split("/")[0] for name in archive.namelist() if not name.split("/")[0].endswith("-info")}
+            metadata = next(name for name in archive.namelist() if name.endswith(".dist-info/METADATA"))
+            lines = archive.read(metadata).decode().splitlines()
+            installed = [line for line in lines if line.startswith("Requires-Dist") and "extra ==" not in line]
+            assert not [line for line in installed if "disttrain-dev" in line or "disttrain-trainer" in line], installed
+    assert packages == {"disttrain_operator", "disttrain_contract"}

@@ -1,15 +1,19 @@
-"""The reconcile queue: each job once however often it is asked for, and never by two threads at once."""
+"""The reconcile queue: each job once however often it is asked for, and never by two threads at once.
+
+Nothing here sleeps and then asserts that nothing happened: a sentinel key added last is handled after
+everything queued before it (the queue is first in, first out), and `stop` then `join` lets every
+thread finish what it took."""
 
 from __future__ import annotations
 
 import threading
-import time
 
-from disttrain_operator.job_queue import JobQueue
+from disttrain_operator.runtime.job_queue import JobQueue
+from support import wait_for
 
 
 class _Recorder:
-    """Handles keys, holding the first one until released; counts overlap per key."""
+    """Handles keys, holding them until released; counts overlap per key."""
 
     def __init__(self) -> None:
         self.release = threading.Event()
@@ -30,10 +34,26 @@ class _Recorder:
             self.handled.append(key)
 
 
-def _drain(recorder: _Recorder, count: int) -> None:
-    deadline = time.monotonic() + 10
-    while len(recorder.handled) < count and time.monotonic() < deadline:
-        time.sleep(0.01)
+class _Gate(threading.Event):
+    """The queue's `ready` event, counting the threads that wait on it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waiting = 0
+        self._lock = threading.Lock()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        with self._lock:
+            self.waiting += 1
+        return super().wait(timeout)
+
+
+def _finish(queue: JobQueue[str], recorder: _Recorder) -> None:
+    """Once the sentinel was handled, everything queued before it was taken: let those reconciles end."""
+    queue.add("sentinel")
+    wait_for("the sentinel", lambda: "sentinel" in recorder.handled, timeout=10, interval=0.01)
+    queue.stop()
+    queue.join(timeout=10)
 
 
 def test_a_job_asked_for_while_waiting_is_handled_once() -> None:
@@ -46,10 +66,8 @@ def test_a_job_asked_for_while_waiting_is_handled_once() -> None:
     queue.add("b")
     recorder.release.set()
     ready.set()
-    _drain(recorder, 2)
-    time.sleep(0.1)
-    queue.stop()
-    assert sorted(recorder.handled) == ["a", "b"]
+    _finish(queue, recorder)
+    assert sorted(recorder.handled) == ["a", "b", "sentinel"]
 
 
 def test_a_job_asked_for_while_running_runs_again_after_never_alongside() -> None:
@@ -61,25 +79,23 @@ def test_a_job_asked_for_while_running_runs_again_after_never_alongside() -> Non
     for _ in range(5):  # the first reconcile still runs: one more follows it, on whichever thread
         queue.add("a")
     recorder.release.set()
-    _drain(recorder, 2)
-    time.sleep(0.1)
-    queue.stop()
-    assert (recorder.handled, recorder.overlaps) == (["a", "a"], 0)
+    wait_for("both reconciles of a", lambda: recorder.handled.count("a") == 2, timeout=10, interval=0.01)
+    _finish(queue, recorder)
+    assert (recorder.handled, recorder.overlaps) == (["a", "a", "sentinel"], 0)
 
 
 def test_nothing_is_handled_before_ready() -> None:
     recorder = _Recorder()
     recorder.release.set()
-    ready = threading.Event()
-    queue = JobQueue(recorder, workers=2, ready=ready)
+    gate = _Gate()
+    queue = JobQueue(recorder, workers=2, ready=gate)
     queue.start()
+    wait_for("both threads at the gate", lambda: gate.waiting == 2, timeout=10, interval=0.01)
     queue.add("a")
-    time.sleep(0.1)
-    assert recorder.handled == []
-    ready.set()
-    _drain(recorder, 1)
+    assert recorder.handled == []  # every thread is held at the gate
+    gate.set()
+    wait_for("a, once ready", lambda: recorder.handled == ["a"], timeout=10, interval=0.01)
     queue.stop()
-    assert recorder.handled == ["a"]
 
 
 def test_a_failing_reconcile_leaves_the_threads_serving() -> None:
@@ -94,8 +110,5 @@ def test_a_failing_reconcile_leaves_the_threads_serving() -> None:
     queue.start()
     queue.add("bad")
     queue.add("good")
-    deadline = time.monotonic() + 10
-    while not handled and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_for("good", lambda: handled == ["good"], timeout=10, interval=0.01)
     queue.stop()
-    assert handled == ["good"]

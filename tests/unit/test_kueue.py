@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from test_status_aggregation import T0, _job
+from job_fixtures import T0, make_job
 
 from disttrain_operator.api.job import DistTrainJob
 from disttrain_operator.api.status import ConditionStatus, ConditionType, JobPhase
-from disttrain_operator.kueue import (
+from disttrain_operator.core.kueue import (
     KueueStep,
     PodSetInfo,
     flavor_info,
@@ -17,14 +17,15 @@ from disttrain_operator.kueue import (
     workload,
     workload_view,
 )
-from disttrain_operator.status_aggregation import Verdict, with_condition
+from disttrain_operator.core.status import with_condition
+from disttrain_operator.core.types import Verdict
 
 QUEUE = {"kueue.x-k8s.io/queue-name": "team-a"}
 GPU_FLAVOR = PodSetInfo({"pool": "a100"}, ({"key": "gpu", "operator": "Exists"},))
 
 
 def _queued(suspend: bool = False, **spec: Any) -> DistTrainJob:
-    job = _job({"Chief": 1, "Worker": 2}, runPolicy={"suspend": suspend}, **spec)
+    job = make_job({"Chief": 1, "Worker": 2}, runPolicy={"suspend": suspend}, **spec)
     return job.model_copy(update={"metadata": job.metadata.model_copy(update={"labels": QUEUE, "uid": "u1"})})
 
 
@@ -55,7 +56,7 @@ def test_the_workload_has_one_pod_set_per_replica_type_and_belongs_to_the_job() 
 
 
 def test_a_job_without_a_queue_name_is_not_kueue_s() -> None:
-    assert kueue_step(_job({"Worker": 1}), None, _flavors).create is None
+    assert kueue_step(make_job({"Worker": 1}), None, _flavors).create is None
 
 
 def test_a_queued_job_gets_its_workload_and_is_held_suspended() -> None:

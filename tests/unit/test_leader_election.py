@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from disttrain_operator.cli import main
-from disttrain_operator.leader_election import Decision, Timing, claimed, decide, released
+from disttrain_operator.cli.main import main
+from disttrain_operator.runtime.leader_election import Decision, Timing, claimed, decide, released
 
 HELD = {"holderIdentity": "a_1", "leaseDurationSeconds": 15, "renewTime": "t0", "leaseTransitions": 2}
 

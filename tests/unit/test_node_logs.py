@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from disttrain_operator.devcluster.node_logs import find_log, select
+from disttrain_dev.node_logs import find_log, select
 
 
 def test_tail_then_limit_as_the_kubelet_cuts() -> None:

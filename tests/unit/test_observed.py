@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from disttrain_operator.api.spec import ReplicaType
-from disttrain_operator.observed import PodPhase, pod_view
+from disttrain_operator.core.observed import PodPhase, pod_view
 
 LABELS = {"disttrain.io/job-name": "j", "disttrain.io/replica-type": "ps", "disttrain.io/replica-index": "1"}
 

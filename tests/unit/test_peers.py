@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from disttrain_operator.ports import free_port
-from disttrain_trainer.exit_codes import ExitCode, TrainerError
+from disttrain_contract.exit_codes import ExitCode, TrainerError
+from disttrain_operator.cli.ports import free_port
 from disttrain_trainer.peers import wait_for_peers
 
 

@@ -8,18 +8,19 @@ from typing import Any
 from disttrain_operator.api.job import DistTrainJob
 from disttrain_operator.api.spec import ReplicaType
 from disttrain_operator.api.status import ReplicaStatus
-from disttrain_operator.builders.settings import BuildSettings
-from disttrain_operator.observed import ChildView, PodPhase, PodView
-from disttrain_operator.planner import Plan, object_key, plan
-from disttrain_operator.render import parse_job
-from disttrain_operator.status_aggregation import aggregate
+from disttrain_operator.cli.render import parse_job
+from disttrain_operator.core.builders.settings import BuildSettings
+from disttrain_operator.core.observed import PodPhase, PodView
+from disttrain_operator.core.planner import Plan, object_key, plan
+from disttrain_operator.core.status import aggregate
+from disttrain_operator.core.types import ObjectRef
 from support import ROOT, load_one
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 SETTINGS = BuildSettings()
 TEMPLATE = {"spec": {"containers": [{"name": "tensorflow", "image": "i"}]}}
 MWMS = parse_job(load_one(ROOT / "examples" / "multi-worker-mirrored-gpu.yaml"))
-CHILDREN = [ChildView("Service", "mnist-mwms"), ChildView("PersistentVolumeClaim", "mnist-mwms-checkpoint")]
+CHILDREN = [ObjectRef("Service", "mnist-mwms"), ObjectRef("PersistentVolumeClaim", "mnist-mwms-checkpoint")]
 
 
 def _job(counts: dict[str, int], policy: str = "ExitCode", **run_policy: Any) -> DistTrainJob:
@@ -48,7 +49,8 @@ def _plan(job: DistTrainJob, pods: list[PodView], now: datetime = NOW, **kwargs:
 
 
 def _mwms_worker(index: int, phase: PodPhase = PodPhase.RUNNING, deleting: bool = False) -> PodView:
-    return PodView(f"mnist-mwms-worker-{index}", ReplicaType.WORKER, index, phase, deleting=deleting)
+    name = f"mnist-mwms-worker-{index}"
+    return PodView(name, ReplicaType.WORKER, index, phase, uid=f"uid-{name}", deleting=deleting)
 
 
 def test_everything_for_a_new_job() -> None:
@@ -142,7 +144,7 @@ def test_succeeded_indexes_are_never_created_again() -> None:
     job = _job({"Chief": 1, "Worker": 2})
     done = {ReplicaType.WORKER: ReplicaStatus(succeeded_indexes=[1])}
     job = job.model_copy(update={"status": job.status.model_copy(update={"replica_statuses": done})})
-    result = plan(job, [_pod(ReplicaType.CHIEF, 0)], [ChildView("Service", "job")], SETTINGS, now=NOW)
+    result = plan(job, [_pod(ReplicaType.CHIEF, 0)], [ObjectRef("Service", "job")], SETTINGS, now=NOW)
     assert [object_key(item).name for item in result.create] == ["job-worker-0"]
 
 

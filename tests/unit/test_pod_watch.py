@@ -6,8 +6,8 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from disttrain_operator.observed import PodPhase
-from disttrain_operator.pod_watch import PodStore, PodWatch, Scope, _key_and_view, scopes
+from disttrain_operator.core.observed import PodPhase
+from disttrain_operator.runtime.pod_watch import PodStore, PodWatch, Scope, _key_and_view, scopes
 
 
 def _pod(name: str, uid: str, *, job: str = "j", namespace: str = "ns", phase: str = "Running") -> dict[str, Any]:
@@ -46,7 +46,7 @@ NAMESPACE = Scope("ns")
 
 def _watch(kube: _FakeKube, store: PodStore) -> tuple[PodWatch, list[tuple[str, str]]]:
     changed: list[tuple[str, str]] = []
-    return PodWatch(kube, store, [NAMESPACE], changed.append), changed  # type: ignore[arg-type]
+    return PodWatch(kube, store, [NAMESPACE], changed.append, retry_seconds=0.01), changed
 
 
 def test_a_paged_listing_fills_the_store_and_completes_it() -> None:

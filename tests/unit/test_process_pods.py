@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from disttrain_operator.containers import UnsupportedContainerError
-from disttrain_operator.devcluster.process_pods import (
+from disttrain_dev.process_pods import (
     ContainerState,
     Mount,
     PodFolders,
@@ -21,6 +20,7 @@ from disttrain_operator.devcluster.process_pods import (
     process_specs,
     restarts,
 )
+from disttrain_operator.cli.containers import UnsupportedContainerError
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 FOLDERS = PodFolders(Path("/state/pods/ns_p_u"), Path("/state/volumes"))

@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
-from test_status_aggregation import T0, _job, _pod, _running
+from job_fixtures import T0, make_job, make_pod, running_pods
 
 from disttrain_operator.api.spec import ReplicaType
 from disttrain_operator.api.status import Progress
-from disttrain_operator.observed import PodPhase, pod_view
-from disttrain_operator.progress import newest, parse_progress, reporting_task
-from disttrain_operator.progress_poller import ProgressPoller, progress_url
-from disttrain_operator.status_aggregation import aggregate
+from disttrain_operator.core.observed import PodPhase, pod_view
+from disttrain_operator.core.progress import newest, parse_progress, reporting_task
+from disttrain_operator.core.status import aggregate
+from disttrain_operator.runtime.progress_poller import ProgressPoller, progress_url
 
 
 def _report(step: int, at: datetime | None) -> Progress:
@@ -59,20 +59,20 @@ def test_the_newest_report_wins_even_with_a_lower_step_after_a_resume() -> None:
 
 
 def test_the_chief_reports_or_worker_zero_without_one() -> None:
-    assert reporting_task(_job({"Chief": 1, "Worker": 2}).spec) == (ReplicaType.CHIEF, 0)
-    assert reporting_task(_job({"Worker": 2}).spec) == (ReplicaType.WORKER, 0)
+    assert reporting_task(make_job({"Chief": 1, "Worker": 2}).spec) == (ReplicaType.CHIEF, 0)
+    assert reporting_task(make_job({"Worker": 2}).spec) == (ReplicaType.WORKER, 0)
 
 
 def test_progress_is_polled_only_from_a_running_reporting_pod_with_an_address() -> None:
-    spec = _job({"Chief": 1, "Worker": 2}, progressPort=9000).spec
-    chief = _pod(ReplicaType.CHIEF, 0, PodPhase.RUNNING, pod_ip="10.0.0.7")
+    spec = make_job({"Chief": 1, "Worker": 2}, progressPort=9000).spec
+    chief = make_pod(ReplicaType.CHIEF, 0, PodPhase.RUNNING, pod_ip="10.0.0.7")
     assert progress_url(spec, [chief]) == "http://10.0.0.7:9000/progress"
-    assert progress_url(spec, [_pod(ReplicaType.CHIEF, 0, PodPhase.RUNNING, pod_ip="fd00::7")]) == (
+    assert progress_url(spec, [make_pod(ReplicaType.CHIEF, 0, PodPhase.RUNNING, pod_ip="fd00::7")]) == (
         "http://[fd00::7]:9000/progress"
     )
-    assert progress_url(spec, [_pod(ReplicaType.CHIEF, 0, PodPhase.PENDING, pod_ip="10.0.0.7")]) is None
-    assert progress_url(spec, [_pod(ReplicaType.CHIEF, 0, PodPhase.RUNNING)]) is None
-    assert progress_url(spec, [_pod(ReplicaType.WORKER, 0, PodPhase.RUNNING, pod_ip="10.0.0.8")]) is None
+    assert progress_url(spec, [make_pod(ReplicaType.CHIEF, 0, PodPhase.PENDING, pod_ip="10.0.0.7")]) is None
+    assert progress_url(spec, [make_pod(ReplicaType.CHIEF, 0, PodPhase.RUNNING)]) is None
+    assert progress_url(spec, [make_pod(ReplicaType.WORKER, 0, PodPhase.RUNNING, pod_ip="10.0.0.8")]) is None
 
 
 def test_the_termination_message_of_an_ended_pod_is_its_final_report() -> None:
@@ -80,6 +80,7 @@ def test_the_termination_message_of_an_ended_pod_is_its_final_report() -> None:
     body = {
         "metadata": {
             "name": "j-chief-0",
+            "uid": "u1",
             "labels": {"disttrain.io/replica-type": "chief", "disttrain.io/replica-index": "0"},
         },
         "status": {
@@ -95,15 +96,15 @@ def test_the_termination_message_of_an_ended_pod_is_its_final_report() -> None:
 
 
 def test_status_takes_the_polled_report_then_the_final_one_and_keeps_it_across_restarts() -> None:
-    job = _job({"Chief": 1, "Worker": 1})
+    job = make_job({"Chief": 1, "Worker": 1})
     polled = _report(50, T0)
-    running = aggregate(job, _running(ReplicaType.CHIEF, 1) + _running(ReplicaType.WORKER, 1), True, T0, polled)
+    running = aggregate(job, running_pods(ReplicaType.CHIEF, 1) + running_pods(ReplicaType.WORKER, 1), True, T0, polled)
     assert running.progress == polled
     job = job.model_copy(update={"status": running})
     restarting = aggregate(job, [], created=True, now=T0)
     assert restarting.progress == polled
     final = _report(300, T0 + timedelta(minutes=5))
-    ended = [_pod(ReplicaType.CHIEF, 0, PodPhase.SUCCEEDED, final_progress=final)]
+    ended = [make_pod(ReplicaType.CHIEF, 0, PodPhase.SUCCEEDED, final_progress=final)]
     assert aggregate(job, ended, created=True, now=T0, reported=polled).progress == final
 
 

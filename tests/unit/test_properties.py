@@ -7,13 +7,13 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from disttrain_contract.progress import DEFAULT_PROGRESS_PORT
 from disttrain_operator.api.spec import ReplicaType
-from disttrain_operator.builders.objects import desired_objects, tensorflow_container
-from disttrain_operator.builders.settings import BuildSettings
-from disttrain_operator.builders.tfconfig import tf_config
-from disttrain_operator.render import parse_job
-from disttrain_operator.validation import InvalidManifestError
-from disttrain_trainer.progress_contract import DEFAULT_PROGRESS_PORT
+from disttrain_operator.api.validation import InvalidManifestError
+from disttrain_operator.cli.render import parse_job
+from disttrain_operator.core.builders.objects import desired_objects, tensorflow_container
+from disttrain_operator.core.builders.settings import BuildSettings
+from disttrain_operator.core.builders.tfconfig import tf_config
 
 NAMES = st.from_regex(r"\A[a-z]([-a-z0-9]{0,60}[a-z0-9])?\Z", fullmatch=True)
 NAMESPACES = st.from_regex(r"\A[a-z]([-a-z0-9]{0,20}[a-z0-9])?\Z", fullmatch=True)

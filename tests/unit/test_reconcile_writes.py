@@ -4,42 +4,26 @@ show it, and changes nobody waits on (counts, a new job's Created) are batched i
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
+
+from fakes import RecordingApi
 
 from disttrain_operator.api.spec import ReplicaType
-from disttrain_operator.builders.settings import BuildSettings
-from disttrain_operator.observed import ChildView, PodPhase, PodView
-from disttrain_operator.reconciler import EXPECTATION, STATUS_BATCH, Reconciler
+from disttrain_operator.core.builders.settings import BuildSettings
+from disttrain_operator.core.observed import PodPhase, PodView
+from disttrain_operator.core.types import ObjectRef
+from disttrain_operator.runtime.reconciler import EXPECTATION, STATUS_BATCH, Reconciler
 from support import EXAMPLES, load_one
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-class _RecordingKube:
-    def __init__(self) -> None:
-        self.created: list[str] = []
-        self.statuses: list[dict[str, Any]] = []
-        self.deleted: list[str] = []
-
-    def create(self, manifest: dict[str, Any]) -> bool:
-        self.created.append(f"{manifest['kind']}/{manifest['metadata']['name']}")
-        return True
-
-    def delete_pod(self, namespace: str, name: str, force: bool = False) -> bool:
-        self.deleted.append(name)
-        return True
-
-    def patch_job_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
-        self.statuses.append(status)
-
-
 class _Setup:
     def __init__(self) -> None:
         self.now = START
-        self.kube = _RecordingKube()
+        self.kube = RecordingApi()
         self.wakes: list[datetime] = []
         self.reconciler = Reconciler(
-            self.kube,  # type: ignore[arg-type]
+            self.kube,
             BuildSettings(),
             lambda *_, **__: None,
             clock=lambda: self.now,
@@ -48,15 +32,16 @@ class _Setup:
         self.job = {**load_one(EXAMPLES[0]), "status": {}}
         self.job["metadata"] = {**self.job["metadata"], "namespace": "default", "uid": "u1", "generation": 1}
 
-    def reconcile(self, pods: list[PodView], children: list[ChildView]) -> list[str]:
+    def reconcile(self, pods: list[PodView], children: list[ObjectRef]) -> list[str]:
         """What one reconcile created."""
         before = len(self.kube.created)
         self.reconciler.reconcile(self.job, pods, children)
         return self.kube.created[before:]
 
-    def observed(self, created: list[str], running: int = 0) -> tuple[list[PodView], list[ChildView]]:
+    def observed(self, created: list[str], running: int = 0) -> tuple[list[PodView], list[ObjectRef]]:
         """The indexes once they caught up with `created`, the first `running` pods reported Running."""
-        pods, children = [], []
+        pods: list[PodView] = []
+        children: list[ObjectRef] = []
         for item in created:
             kind, name = item.split("/")
             if kind == "Pod":
@@ -66,7 +51,7 @@ class _Setup:
                 view = PodView(name, _replica(replica), int(index), phase, ready=ready, uid=f"uid-{name}")
                 pods.append(view)
             else:
-                children.append(ChildView(kind, name))
+                children.append(ObjectRef(kind, name))
         return pods, children
 
 

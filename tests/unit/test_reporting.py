@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from disttrain_operator.ports import free_port
-from disttrain_operator.progress import parse_progress
-from disttrain_operator.progress_poller import fetch_progress
-from disttrain_trainer.progress_contract import PROGRESS_PORT_ENV, TERMINATION_MESSAGE_ENV
+from disttrain_contract.progress import PROGRESS_PORT_ENV, TERMINATION_MESSAGE_ENV
+from disttrain_operator.cli.ports import free_port
+from disttrain_operator.core.progress import parse_progress
+from disttrain_operator.runtime.progress_poller import fetch_progress
 from disttrain_trainer.reporting import Progress
 
 

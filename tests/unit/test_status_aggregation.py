@@ -2,39 +2,18 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import datetime, timedelta
+
+from job_fixtures import T0, TEMPLATE, make_job, make_pod, running_pods
 
 from disttrain_operator.api.job import DistTrainJob
 from disttrain_operator.api.spec import ReplicaType
 from disttrain_operator.api.status import ConditionStatus, ConditionType, JobPhase
-from disttrain_operator.observed import PodPhase, PodView
-from disttrain_operator.render import parse_job
-from disttrain_operator.status_aggregation import aggregate, condition_holds, record_restart
+from disttrain_operator.cli.render import parse_job
+from disttrain_operator.core.observed import PodPhase, PodView
+from disttrain_operator.core.status import aggregate, condition_holds, record_restart
 
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
 T1 = T0 + timedelta(minutes=1)
-TEMPLATE = {"spec": {"containers": [{"name": "tensorflow", "image": "i"}]}}
-
-
-def _job(counts: dict[str, int], **spec: Any) -> DistTrainJob:
-    replica_specs = {kind: {"replicas": count, "template": TEMPLATE} for kind, count in counts.items()}
-    strategy = "ParameterServer" if "PS" in counts else "MultiWorkerMirrored"
-    manifest = {
-        "apiVersion": "disttrain.io/v1alpha1",
-        "kind": "DistTrainJob",
-        "metadata": {"name": "job", "generation": 3},
-        "spec": {"strategy": strategy, "replicaSpecs": replica_specs, **spec},
-    }
-    return parse_job(manifest)
-
-
-def _pod(kind: ReplicaType, index: int, phase: PodPhase, **fields: Any) -> PodView:
-    return PodView(name=f"job-{kind.task_type}-{index}", replica_type=kind, index=index, phase=phase, **fields)
-
-
-def _running(kind: ReplicaType, count: int) -> list[PodView]:
-    return [_pod(kind, index, PodPhase.RUNNING, ready=True) for index in range(count)]
 
 
 def _next(job: DistTrainJob, pods: list[PodView], now: datetime = T0, created: bool = True) -> DistTrainJob:
@@ -43,7 +22,7 @@ def _next(job: DistTrainJob, pods: list[PodView], now: datetime = T0, created: b
 
 
 def test_pending_until_the_pods_run() -> None:
-    job = _next(_job({"Worker": 2}), [_pod(ReplicaType.WORKER, 0, PodPhase.PENDING)])
+    job = _next(make_job({"Worker": 2}), [make_pod(ReplicaType.WORKER, 0, PodPhase.PENDING)])
     assert job.status.phase is JobPhase.PENDING
     assert condition_holds(job.status, ConditionType.CREATED)
     assert job.status.start_time == T0
@@ -52,22 +31,24 @@ def test_pending_until_the_pods_run() -> None:
 
 
 def test_running_needs_every_worker_without_a_chief() -> None:
-    job = _job({"Worker": 2})
-    assert _next(job, _running(ReplicaType.WORKER, 1)).status.phase is JobPhase.PENDING
-    running = _next(job, _running(ReplicaType.WORKER, 2))
+    job = make_job({"Worker": 2})
+    assert _next(job, running_pods(ReplicaType.WORKER, 1)).status.phase is JobPhase.PENDING
+    running = _next(job, running_pods(ReplicaType.WORKER, 2))
     assert running.status.phase is JobPhase.RUNNING
     assert running.status.ready == "2/2"
 
 
 def test_running_follows_the_chief_when_there_is_one() -> None:
-    job = _job({"Chief": 1, "Worker": 2})
-    status = _next(job, _running(ReplicaType.CHIEF, 1)).status
+    job = make_job({"Chief": 1, "Worker": 2})
+    status = _next(job, running_pods(ReplicaType.CHIEF, 1)).status
     assert status.phase is JobPhase.RUNNING
 
 
 def test_worker_zero_decides_success_without_a_chief() -> None:
-    job = _next(_job({"Worker": 2}), _running(ReplicaType.WORKER, 2))
-    done = _next(job, [_pod(ReplicaType.WORKER, 0, PodPhase.SUCCEEDED), *_running(ReplicaType.WORKER, 2)[1:]], T1)
+    job = _next(make_job({"Worker": 2}), running_pods(ReplicaType.WORKER, 2))
+    done = _next(
+        job, [make_pod(ReplicaType.WORKER, 0, PodPhase.SUCCEEDED), *running_pods(ReplicaType.WORKER, 2)[1:]], T1
+    )
     assert done.status.phase is JobPhase.SUCCEEDED
     assert done.status.completion_time == T1
     running = next(c for c in done.status.conditions if c.type is ConditionType.RUNNING)
@@ -76,25 +57,28 @@ def test_worker_zero_decides_success_without_a_chief() -> None:
 
 
 def test_all_workers_policy_waits_for_every_worker() -> None:
-    job = _job({"Chief": 1, "Worker": 2}, successPolicy="AllWorkers")
-    pods = [_pod(ReplicaType.CHIEF, 0, PodPhase.SUCCEEDED), _pod(ReplicaType.WORKER, 0, PodPhase.SUCCEEDED)]
-    assert _next(job, [*pods, *_running(ReplicaType.WORKER, 2)[1:]]).status.phase is not JobPhase.SUCCEEDED
-    assert _next(job, [*pods, _pod(ReplicaType.WORKER, 1, PodPhase.SUCCEEDED)]).status.phase is JobPhase.SUCCEEDED
+    job = make_job({"Chief": 1, "Worker": 2}, successPolicy="AllWorkers")
+    pods = [make_pod(ReplicaType.CHIEF, 0, PodPhase.SUCCEEDED), make_pod(ReplicaType.WORKER, 0, PodPhase.SUCCEEDED)]
+    assert _next(job, [*pods, *running_pods(ReplicaType.WORKER, 2)[1:]]).status.phase is not JobPhase.SUCCEEDED
+    assert _next(job, [*pods, make_pod(ReplicaType.WORKER, 1, PodPhase.SUCCEEDED)]).status.phase is JobPhase.SUCCEEDED
 
 
 def test_ps_and_evaluator_never_count_for_success() -> None:
-    job = _job({"Chief": 1, "Worker": 1, "PS": 1, "Evaluator": 1})
+    job = make_job({"Chief": 1, "Worker": 1, "PS": 1, "Evaluator": 1})
     pods = [
-        _pod(ReplicaType.PS, 0, PodPhase.SUCCEEDED),
-        _pod(ReplicaType.EVALUATOR, 0, PodPhase.SUCCEEDED),
-        *_running(ReplicaType.CHIEF, 1),
+        make_pod(ReplicaType.PS, 0, PodPhase.SUCCEEDED),
+        make_pod(ReplicaType.EVALUATOR, 0, PodPhase.SUCCEEDED),
+        *running_pods(ReplicaType.CHIEF, 1),
     ]
     assert _next(job, pods).status.phase is JobPhase.RUNNING
 
 
 def test_worker_failure_with_never_fails_the_job() -> None:
-    job = _job({"Worker": 2})
-    pods = [_pod(ReplicaType.WORKER, 1, PodPhase.FAILED, exit_code=3, reason="Error"), *_running(ReplicaType.WORKER, 1)]
+    job = make_job({"Worker": 2})
+    pods = [
+        make_pod(ReplicaType.WORKER, 1, PodPhase.FAILED, exit_code=3, reason="Error"),
+        *running_pods(ReplicaType.WORKER, 1),
+    ]
     status = _next(job, pods).status
     assert status.phase is JobPhase.FAILED
     failed = next(c for c in status.conditions if c.type is ConditionType.FAILED)
@@ -103,8 +87,8 @@ def test_worker_failure_with_never_fails_the_job() -> None:
 
 
 def test_evaluator_failure_is_reported_not_fatal() -> None:
-    job = _job({"Chief": 1, "Evaluator": 1})
-    pods = [*_running(ReplicaType.CHIEF, 1), _pod(ReplicaType.EVALUATOR, 0, PodPhase.FAILED, exit_code=1)]
+    job = make_job({"Chief": 1, "Evaluator": 1})
+    pods = [*running_pods(ReplicaType.CHIEF, 1), make_pod(ReplicaType.EVALUATOR, 0, PodPhase.FAILED, exit_code=1)]
     status = _next(job, pods).status
     assert status.phase is JobPhase.RUNNING
     assert status.replica_statuses[ReplicaType.EVALUATOR].failed == 1
@@ -120,14 +104,14 @@ def test_exit_code_policy_fails_only_on_permanent_codes() -> None:
             "spec": {"replicaSpecs": {"Worker": spec}},
         }
     )
-    retryable = [_pod(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=137)]
+    retryable = [make_pod(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=137)]
     assert _next(job, retryable).status.phase is not JobPhase.FAILED
-    permanent = [_pod(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=2)]
+    permanent = [make_pod(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=2)]
     assert _next(job, permanent).status.phase is JobPhase.FAILED
 
 
 def test_a_finished_job_stays_finished() -> None:
-    job = _next(_job({"Worker": 1}), [_pod(ReplicaType.WORKER, 0, PodPhase.SUCCEEDED)], T0)
+    job = _next(make_job({"Worker": 1}), [make_pod(ReplicaType.WORKER, 0, PodPhase.SUCCEEDED)], T0)
     later = _next(job, [], T1)
     assert later.status.phase is JobPhase.SUCCEEDED
     assert later.status.completion_time == T0
@@ -135,10 +119,10 @@ def test_a_finished_job_stays_finished() -> None:
 
 
 def test_transition_times_move_only_on_change() -> None:
-    job = _next(_job({"Worker": 1}), _running(ReplicaType.WORKER, 1), T0)
-    again = _next(job, _running(ReplicaType.WORKER, 1), T1)
+    job = _next(make_job({"Worker": 1}), running_pods(ReplicaType.WORKER, 1), T0)
+    again = _next(job, running_pods(ReplicaType.WORKER, 1), T1)
     assert again.status == job.status
-    stopped = _next(job, [_pod(ReplicaType.WORKER, 0, PodPhase.PENDING)], T1)
+    stopped = _next(job, [make_pod(ReplicaType.WORKER, 0, PodPhase.PENDING)], T1)
     running = next(c for c in stopped.status.conditions if c.type is ConditionType.RUNNING)
     created = next(c for c in stopped.status.conditions if c.type is ConditionType.CREATED)
     assert (running.status, running.last_transition_time) == (ConditionStatus.FALSE, T1)
@@ -146,21 +130,23 @@ def test_transition_times_move_only_on_change() -> None:
 
 
 def test_not_created_yet() -> None:
-    status = _next(_job({"Worker": 1}), [], created=False).status
+    status = _next(make_job({"Worker": 1}), [], created=False).status
     assert status.conditions == []
     assert status.start_time is None
     assert status.phase is JobPhase.PENDING
 
 
 def test_a_restart_is_counted_and_shown_until_the_pods_run_again() -> None:
-    job = _next(_job({"Worker": 2}), _running(ReplicaType.WORKER, 2), T0)
-    failed = [_pod(ReplicaType.WORKER, 1, PodPhase.FAILED, exit_code=130)]
+    job = _next(make_job({"Worker": 2}), running_pods(ReplicaType.WORKER, 2), T0)
+    failed = [make_pod(ReplicaType.WORKER, 1, PodPhase.FAILED, exit_code=130)]
     status = record_restart(job.status, failed, "worker-1 failed: the whole job restarts", T1, 3)
     assert (status.restart_count, status.replica_statuses[ReplicaType.WORKER].restarts) == (1, 1)
     assert status.phase is JobPhase.RESTARTING
     restarting = job.model_copy(update={"status": status})
-    assert _next(restarting, [_pod(ReplicaType.WORKER, 0, PodPhase.PENDING)], T1).status.phase is JobPhase.RESTARTING
-    recovered = _next(restarting, _running(ReplicaType.WORKER, 2), T1 + timedelta(minutes=1))
+    assert (
+        _next(restarting, [make_pod(ReplicaType.WORKER, 0, PodPhase.PENDING)], T1).status.phase is JobPhase.RESTARTING
+    )
+    recovered = _next(restarting, running_pods(ReplicaType.WORKER, 2), T1 + timedelta(minutes=1))
     assert recovered.status.phase is JobPhase.RUNNING
     restart_condition = next(c for c in recovered.status.conditions if c.type is ConditionType.RESTARTING)
     assert (restart_condition.status, restart_condition.reason) == (ConditionStatus.FALSE, "Recovered")
@@ -168,22 +154,24 @@ def test_a_restart_is_counted_and_shown_until_the_pods_run_again() -> None:
 
 
 def test_deadline_fails_a_running_job() -> None:
-    job = _next(_job({"Worker": 1}, runPolicy={"activeDeadlineSeconds": 60}), _running(ReplicaType.WORKER, 1), T0)
-    assert _next(job, _running(ReplicaType.WORKER, 1), T0 + timedelta(seconds=59)).status.phase is JobPhase.RUNNING
-    late = _next(job, _running(ReplicaType.WORKER, 1), T0 + timedelta(seconds=60)).status
+    job = _next(
+        make_job({"Worker": 1}, runPolicy={"activeDeadlineSeconds": 60}), running_pods(ReplicaType.WORKER, 1), T0
+    )
+    assert _next(job, running_pods(ReplicaType.WORKER, 1), T0 + timedelta(seconds=59)).status.phase is JobPhase.RUNNING
+    late = _next(job, running_pods(ReplicaType.WORKER, 1), T0 + timedelta(seconds=60)).status
     assert late.phase is JobPhase.FAILED
     assert next(c for c in late.conditions if c.type is ConditionType.FAILED).reason == "DeadlineExceeded"
 
 
 def test_succeeded_indexes_are_remembered_when_pods_disappear() -> None:
-    job = _job({"Chief": 1, "Worker": 2}, successPolicy="AllWorkers")
-    first = _next(job, [*_running(ReplicaType.CHIEF, 1), _pod(ReplicaType.WORKER, 1, PodPhase.SUCCEEDED)])
-    later = _next(first, _running(ReplicaType.CHIEF, 1), T1)
+    job = make_job({"Chief": 1, "Worker": 2}, successPolicy="AllWorkers")
+    first = _next(job, [*running_pods(ReplicaType.CHIEF, 1), make_pod(ReplicaType.WORKER, 1, PodPhase.SUCCEEDED)])
+    later = _next(first, running_pods(ReplicaType.CHIEF, 1), T1)
     assert later.status.replica_statuses[ReplicaType.WORKER].succeeded_indexes == [1]
 
 
 def test_suspend_and_resume() -> None:
-    running = _next(_job({"Worker": 1}), _running(ReplicaType.WORKER, 1), T0)
+    running = _next(make_job({"Worker": 1}), running_pods(ReplicaType.WORKER, 1), T0)
     suspended_spec = running.spec.model_copy(
         update={"run_policy": running.spec.run_policy.model_copy(update={"suspend": True})}
     )
@@ -198,7 +186,7 @@ def test_suspend_and_resume() -> None:
 
 
 def test_a_job_created_suspended_is_not_created_yet() -> None:
-    status = _next(_job({"Worker": 1}, runPolicy={"suspend": True}), [], created=True).status
+    status = _next(make_job({"Worker": 1}, runPolicy={"suspend": True}), [], created=True).status
     assert status.phase is JobPhase.SUSPENDED
     assert not condition_holds(status, ConditionType.CREATED)
     assert status.start_time is None

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from disttrain_operator.validation import InvalidManifestError, validated
+from disttrain_operator.api.validation import InvalidManifestError, validated
 from support import EXAMPLES, INVALID_CORPUS, VALID_CORPUS, expected_message, load_one
 
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from disttrain_trainer.exit_codes import ExitCode, TrainerError
+from disttrain_contract.exit_codes import ExitCode, TrainerError
 
 STRATEGIES = ("auto", "default", "mirrored", "central-storage", "multi-worker-mirrored", "parameter-server")
 TASK_TYPES = ("chief", "worker", "ps", "evaluator")
@@ -35,13 +35,6 @@ class Role:
     @property
     def has_ps(self) -> bool:
         return bool(self.cluster.get("ps"))
-
-    @property
-    def is_chief(self) -> bool:
-        """The chief task, or worker 0 when there is none: it writes the real checkpoint and export."""
-        if self.task_type == "chief":
-            return True
-        return self.task_type == "worker" and self.index == 0 and not self.cluster.get("chief")
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
+from disttrain_contract.exit_codes import ExitCode, TrainerError
 from disttrain_trainer.config import TrainConfig
-from disttrain_trainer.exit_codes import ExitCode, TrainerError
 
 TEST_FRACTION = 0.2
 

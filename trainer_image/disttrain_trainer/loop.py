@@ -22,10 +22,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from disttrain_contract.exit_codes import ExitCode, TrainerError
 from disttrain_trainer import models
 from disttrain_trainer.config import TrainConfig
 from disttrain_trainer.data import DataSet, training_pipeline
-from disttrain_trainer.exit_codes import ExitCode, TrainerError
 from disttrain_trainer.reporting import Progress, log, read_progress, write_atomically
 from disttrain_trainer.strategies import local_devices
 

@@ -9,8 +9,8 @@ import traceback
 from collections.abc import Sequence
 from types import FrameType
 
+from disttrain_contract.exit_codes import ExitCode, TrainerError
 from disttrain_trainer import config as config_module
-from disttrain_trainer.exit_codes import ExitCode, TrainerError
 from disttrain_trainer.reporting import fail, log
 
 

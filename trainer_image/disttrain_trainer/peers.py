@@ -10,7 +10,7 @@ import socket
 import time
 from collections.abc import Iterable
 
-from disttrain_trainer.exit_codes import ExitCode, TrainerError
+from disttrain_contract.exit_codes import ExitCode, TrainerError
 from disttrain_trainer.reporting import log
 
 

@@ -18,12 +18,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from disttrain_trainer.progress_contract import (
+from disttrain_contract.progress import (
     PROGRESS_PATH,
     PROGRESS_PORT_ENV,
     TERMINATION_MESSAGE_ENV,
     TERMINATION_MESSAGE_LIMIT,
 )
+from disttrain_contract.timestamps import format_time
 
 PROGRESS_FILE = "progress.json"
 
@@ -116,7 +117,7 @@ class Progress:
             "epoch": epoch,
             "loss": round(loss, 6) if math.isfinite(loss) else None,  # no step run yet: no loss
             "examplesPerSecond": round(rate, 2),
-            "updateTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "updateTime": format_time(datetime.now(UTC)),
             "finished": finished,
             **extra,
         }

@@ -6,8 +6,8 @@ import os
 
 import tensorflow as tf
 
+from disttrain_contract.exit_codes import ExitCode, TrainerError
 from disttrain_trainer.config import Role, TrainConfig
-from disttrain_trainer.exit_codes import ExitCode, TrainerError
 
 TRANSIENT_PS_FAILURES = 50
 

@@ -10,9 +10,9 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from pydantic.alias_generators import to_camel
 
+from disttrain_contract.progress import DEFAULT_PROGRESS_PORT
 from disttrain_operator.api.rules import Rule, schema_rules
 from disttrain_operator.api.vendor_schema import SCHEMA_FILE
-from disttrain_trainer.progress_contract import DEFAULT_PROGRESS_PORT
 
 
 class ApiModel(BaseModel):

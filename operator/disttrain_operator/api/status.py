@@ -62,7 +62,7 @@ MAX_COUNT = 2**53
 
 
 class Progress(ApiModel):
-    """The trainer's latest progress report (see disttrain_trainer.progress_contract)."""
+    """The trainer's latest progress report (see disttrain_contract.progress)."""
 
     step: int | None = Field(None, ge=0, le=MAX_COUNT)
     total_steps: int | None = Field(None, ge=0, le=MAX_COUNT)

@@ -1,7 +1,7 @@
 """Turn Kubernetes' published OpenAPI v3 document into the PodTemplateSpec schema the CRD embeds.
 
 Run by hand when the Kubernetes pin moves; the output is committed beside this module. The input is
-`api/openapi-spec/v3/api__v1_openapi.json` of the `k8s.io/kubernetes` module (the dev cluster build
+`api/openapi-spec/v3/api__v1_openapi.json` of the `k8s.io/kubernetes` module (the local cluster's build
 puts it in the Go module cache). The result is a structural schema: references inlined, descriptions,
 defaults and merge hints dropped (they only grow the CRD), quantities and int-or-string fields made
 `x-kubernetes-int-or-string`, and embedded ObjectMeta reduced to what a template may set.
@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from disttrain_operator.devcluster import versions
+from disttrain_operator.api.kubernetes_version import KUBERNETES_VERSION
 
 Schema = dict[str, Any]
 
@@ -39,7 +39,7 @@ _SPECIAL: dict[str, Schema] = {
     },
 }
 ROOT = "io.k8s.api.core.v1.PodTemplateSpec"
-SCHEMA_FILE = Path(__file__).with_name("schemas") / f"pod_template_spec_{versions.KUBERNETES_VERSION}.json"
+SCHEMA_FILE = Path(__file__).with_name("schemas") / f"pod_template_spec_{KUBERNETES_VERSION}.json"
 
 
 def _reference(node: Schema) -> str | None:

@@ -1,0 +1,22 @@
+"""How the trainer's progress reaches the operator: one contract, read by both sides.
+
+The reporting task (the chief, or worker 0 without one) serves its latest progress record as JSON
+at `http://<pod IP>:<DISTTRAIN_PROGRESS_PORT>/progress`, which the operator polls while the job
+runs, and writes the same record to `DISTTRAIN_TERMINATION_MESSAGE_PATH`, which the kubelet hands
+to the API server as the container's termination message when it ends. Trainer pods need no API
+access for either. This module imports nothing heavy so that the operator can share it.
+"""
+
+from __future__ import annotations
+
+PROGRESS_PORT_ENV = "DISTTRAIN_PROGRESS_PORT"
+TERMINATION_MESSAGE_ENV = "DISTTRAIN_TERMINATION_MESSAGE_PATH"
+PROGRESS_PATH = "/progress"
+DEFAULT_PROGRESS_PORT = 9471
+DEFAULT_TERMINATION_MESSAGE_PATH = "/dev/termination-log"
+TERMINATION_MESSAGE_LIMIT = 4096  # bytes the kubelet keeps of a termination message
+
+
+def reporting_task(has_chief: bool) -> tuple[str, int]:
+    """The task that reports progress (and that TensorFlow makes its chief): the chief, or worker 0 without one."""
+    return ("chief", 0) if has_chief else ("worker", 0)

@@ -1,0 +1,140 @@
+"""Build the control-plane binaries from their published Go modules, once per version set.
+
+`go install k8s.io/kubernetes/cmd/...@version` cannot work: the kubernetes module replaces its
+staging modules with local folders. A throw-away module that requires it and replaces each staging
+module with its published release builds the same commands. etcd's server module is `package main`
+with replace directives of its own, so it gets a module of its own too; kwok has none and installs
+directly.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from disttrain_contract.timestamps import format_time
+from disttrain_dev import versions
+from disttrain_dev.versions import CachePaths
+from disttrain_operator.api.kubernetes_version import KUBERNETES_VERSION
+
+
+def _go_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({"GOTOOLCHAIN": "local", "CGO_ENABLED": "0", "GOFLAGS": "-buildvcs=false"})
+    return env
+
+
+def _go(args: list[str], cwd: Path) -> None:
+    print(f"+ go {' '.join(args)}", file=sys.stderr, flush=True)
+    subprocess.run(["go", *args], cwd=cwd, env=_go_env(), check=True)
+
+
+def _write_module(folder: Path, name: str, requires: dict[str, str], replaces: dict[str, str]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = [f"module {name}", "", "go 1.26", ""]
+    lines += [f"require {module} {version}" for module, version in requires.items()]
+    lines += [f"replace {module} => {module} {version}" for module, version in replaces.items()]
+    (folder / "go.mod").write_text("\n".join(lines) + "\n")
+
+
+def _version_ldflags() -> str:
+    """Stamp the version the way upstream's build does, so `/version` reports a real release."""
+    major, minor = KUBERNETES_VERSION.lstrip("v").split(".")[:2]
+    stamp = {
+        "gitVersion": KUBERNETES_VERSION,
+        "gitMajor": major,
+        "gitMinor": minor,
+        "gitTreeState": "clean",
+        "buildDate": format_time(datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)),
+    }
+    packages = ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
+    flags = [f"-X {package}.{key}={value}" for package in packages for key, value in stamp.items()]
+    return " ".join(["-s", "-w", *flags])
+
+
+def build_kubernetes(paths: CachePaths) -> None:
+    folder = paths.src / "kubernetes"
+    staging = {f"k8s.io/{name}": versions.STAGING_VERSION for name in versions.STAGING_MODULES}
+    _write_module(folder, "disttrain.local/kubernetes", {"k8s.io/kubernetes": KUBERNETES_VERSION}, staging)
+    commands = [f"k8s.io/kubernetes/cmd/{name}" for name in versions.KUBERNETES_COMMANDS]
+    (folder / "tools.go").write_text(
+        "//go:build tools\n\npackage tools\n\nimport (\n"
+        + "".join(f'\t_ "{command}"\n' for command in commands)
+        + ")\n"
+    )
+    _go(["mod", "tidy"], folder)
+    build_args = ["build", "-trimpath", "-tags=selinux,notest", f"-ldflags={_version_ldflags()}"]
+    _go([*build_args, "-o", str(paths.bin) + "/", *commands], folder)
+
+
+def build_etcd(paths: CachePaths) -> None:
+    folder = paths.src / "etcd"
+    module = "go.etcd.io/etcd/server/v3"
+    _write_module(folder, "disttrain.local/etcd", {}, {})
+    (folder / "tools.go").write_text(f'//go:build tools\n\npackage tools\n\nimport _ "{module}"\n')
+    _go(["get", f"{module}@{versions.ETCD_VERSION}"], folder)
+    _go(["mod", "tidy"], folder)
+    _go(["build", "-trimpath", "-ldflags=-s -w", "-o", str(paths.binary("etcd")), module], folder)
+
+
+def build_kwok(paths: CachePaths) -> None:
+    env = _go_env() | {"GOBIN": str(paths.bin)}
+    for command in ("kwok", "kwokctl"):
+        target = f"sigs.k8s.io/kwok/cmd/{command}@{versions.KWOK_VERSION}"
+        print(f"+ go install {target}", file=sys.stderr, flush=True)
+        subprocess.run(["go", "install", "-trimpath", "-ldflags=-s -w", target], env=env, check=True)
+
+
+def copy_kwok_stages(paths: CachePaths) -> None:
+    """kwok's default stages ship in its module, not its binary: keep them beside the binaries."""
+    download = subprocess.run(
+        ["go", "mod", "download", "-json", f"sigs.k8s.io/kwok@{versions.KWOK_VERSION}"],
+        env=_go_env(),
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    stage_root = Path(json.loads(download.stdout)["Dir"]) / "kustomize" / "stage"
+    paths.kwok_stages.mkdir(parents=True, exist_ok=True)
+    for relative in versions.KWOK_STAGES:
+        shutil.copyfile(stage_root / relative, paths.kwok_stages / Path(relative).name)
+    shutil.copyfile(stage_root / versions.KWOK_STORAGE_CLASS, paths.kwok_storage_class)
+
+
+def missing_binaries(paths: CachePaths) -> list[str]:
+    missing = [name for name in versions.ALL_BINARIES if not paths.binary(name).is_file()]
+    stages = [Path(relative).name for relative in versions.KWOK_STAGES]
+    missing += [name for name in stages if not (paths.kwok_stages / name).is_file()]
+    return missing + ([] if paths.kwok_storage_class.is_file() else [paths.kwok_storage_class.name])
+
+
+def ensure_binaries(paths: CachePaths | None = None) -> CachePaths:
+    """Build whatever binary of the pinned set is not cached yet; a warm cache returns at once."""
+    paths = paths or versions.cache_paths()
+    missing = set(missing_binaries(paths))
+    if not missing:
+        return paths
+    if shutil.which("go") is None:
+        raise RuntimeError("Go is needed once to build the local control plane, and none is on PATH")
+    paths.bin.mkdir(parents=True, exist_ok=True)
+    if missing & set(versions.KUBERNETES_COMMANDS):
+        build_kubernetes(paths)
+    if "etcd" in missing:
+        build_etcd(paths)
+    if "kwok" in missing:
+        build_kwok(paths)
+    if missing - set(versions.ALL_BINARIES):
+        copy_kwok_stages(paths)
+    still_missing = missing_binaries(paths)
+    if still_missing:
+        raise RuntimeError(f"build finished but these binaries are missing: {', '.join(still_missing)}")
+    return paths
+
+
+if __name__ == "__main__":
+    print(ensure_binaries().bin)

@@ -1,0 +1,412 @@
+"""A real Kubernetes control plane as local processes: etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler and kwok with fake GPU nodes. For development and CI; the operator never needs it.
+
+Each process runs in its own session, so the cluster outlives the command that started it; its pids,
+ports, logs and kubeconfig live in one state folder that `down` removes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from disttrain_dev.build import ensure_binaries
+from disttrain_dev.versions import CachePaths, cache_root
+from disttrain_operator.api import crd
+from disttrain_operator.api import job as api
+from disttrain_operator.cli.ports import free_port
+
+ADMIN_TOKEN = "disttrain-dev-admin"
+FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+GPU_RESOURCE = "nvidia.com/gpu"
+SERVICE_CIDR = "10.96.0.0/16"
+POD_CIDR = "10.244.0.0/16"
+FAKE_POD_CIDR = "127.244.0.1/16"  # kwok's pods: loopback, see the kwok arguments
+
+
+def state_dir() -> Path:
+    configured = os.environ.get("DISTTRAIN_DEVCLUSTER_DIR")
+    return Path(configured) if configured else cache_root() / "cluster"
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    etcd_port: int
+    etcd_peer_port: int
+    apiserver_port: int
+    pids: dict[str, int]
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.apiserver_port}"
+
+
+@dataclass(frozen=True)
+class NodeShape:
+    """Capacity of each fake node: enough for the examples, GPUs included."""
+
+    count: int = 4
+    cpu: str = "64"
+    memory: str = "512Gi"
+    gpus: int = 8
+    pods: int = 110
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def kubeconfig_path(folder: Path | None = None) -> Path:
+    return (folder or state_dir()) / "kubeconfig"
+
+
+def _write_kubeconfig(folder: Path, state: ClusterState) -> Path:
+    """Admin credentials; the CA is the API server's self-signed certificate, valid for 127.0.0.1."""
+    ca = folder / "certs" / "apiserver.crt"
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "disttrain-dev", "cluster": {"server": state.server, "certificate-authority": str(ca)}}],
+        "users": [{"name": "admin", "user": {"token": ADMIN_TOKEN}}],
+        "contexts": [{"name": "disttrain-dev", "context": {"cluster": "disttrain-dev", "user": "admin"}}],
+        "current-context": "disttrain-dev",
+    }
+    path = kubeconfig_path(folder)
+    path.write_text(json.dumps(config, indent=2) + "\n")
+    return path
+
+
+def _ready(state: ClusterState) -> bool:
+    request = urllib.request.Request(f"{state.server}/readyz", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        with urllib.request.urlopen(request, timeout=2, context=context) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+def _load_state(folder: Path) -> ClusterState | None:
+    path = folder / "state.json"
+    if not path.is_file():
+        return None
+    return ClusterState(**json.loads(path.read_text()))
+
+
+def running_state(folder: Path | None = None) -> ClusterState | None:
+    """The cluster of this state folder if every process is alive and the API server answers."""
+    state = _load_state(folder or state_dir())
+    if state is None or not all(_alive(pid) for pid in state.pids.values()):
+        return None
+    return state if _ready(state) else None
+
+
+def _start(folder: Path, name: str, command: list[str], env: dict[str, str] | None = None) -> int:
+    log = (folder / "logs" / f"{name}.log").open("ab")
+    process = subprocess.Popen(
+        command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=folder, env=env
+    )
+    return process.pid
+
+
+def _wait(condition_name: str, check: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.25)
+    raise RuntimeError(f"timed out after {timeout:.0f}s waiting for {condition_name}")
+
+
+def _kubectl(paths: CachePaths, folder: Path, *args: str, stdin: str | None = None) -> str:
+    command = [str(paths.binary("kubectl")), "--kubeconfig", str(kubeconfig_path(folder)), *args]
+    result = subprocess.run(command, input=stdin, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise RuntimeError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()[:1000]}")
+    return result.stdout
+
+
+def fake_node(name: str, shape: NodeShape) -> dict[str, object]:
+    capacity = {"cpu": shape.cpu, "memory": shape.memory, "pods": str(shape.pods), GPU_RESOURCE: str(shape.gpus)}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {FAKE_NODE_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "labels": {"type": "kwok", "kubernetes.io/hostname": name, "kubernetes.io/os": "linux"},
+        },
+        "spec": {},
+        "status": {"allocatable": capacity, "capacity": capacity},
+    }
+
+
+def _commands(paths: CachePaths, folder: Path, state: ClusterState) -> dict[str, list[str]]:
+    kubeconfig = str(kubeconfig_path(folder))
+    key = str(folder / "service-account.key")
+    return {
+        "etcd": [
+            str(paths.binary("etcd")),
+            f"--data-dir={folder / 'etcd'}",
+            f"--listen-client-urls=http://127.0.0.1:{state.etcd_port}",
+            f"--advertise-client-urls=http://127.0.0.1:{state.etcd_port}",
+            f"--listen-peer-urls=http://127.0.0.1:{state.etcd_peer_port}",
+            f"--initial-advertise-peer-urls=http://127.0.0.1:{state.etcd_peer_port}",
+            f"--initial-cluster=default=http://127.0.0.1:{state.etcd_peer_port}",
+            "--unsafe-no-fsync",
+        ],
+        "kube-apiserver": [
+            str(paths.binary("kube-apiserver")),
+            f"--etcd-servers=http://127.0.0.1:{state.etcd_port}",
+            f"--cert-dir={folder / 'certs'}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={state.apiserver_port}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--authorization-mode=Node,RBAC",
+            f"--token-auth-file={folder / 'tokens.csv'}",
+            f"--service-account-key-file={key}",
+            f"--service-account-signing-key-file={key}",
+            "--service-account-issuer=https://kubernetes.default.svc",
+            "--enable-priority-and-fairness=false",
+            # Namespaces annotated for the process node send their pods there (see process_namespace).
+            "--enable-admission-plugins=PodNodeSelector,PodTolerationRestriction",
+            "--kubelet-preferred-address-types=InternalIP,Hostname",  # node names resolve nowhere
+        ],
+        "kube-controller-manager": [
+            str(paths.binary("kube-controller-manager")),
+            f"--kubeconfig={kubeconfig}",
+            "--leader-elect=false",
+            "--secure-port=0",
+            f"--service-account-private-key-file={key}",
+            f"--cluster-cidr={POD_CIDR}",
+            "--controllers=*",
+        ],
+        "kube-scheduler": [
+            str(paths.binary("kube-scheduler")),
+            f"--kubeconfig={kubeconfig}",
+            "--leader-elect=false",
+            "--secure-port=0",
+        ],
+        "kwok": [
+            str(paths.binary("kwok")),
+            f"--kubeconfig={kubeconfig}",
+            f"--manage-nodes-with-annotation-selector={FAKE_NODE_ANNOTATION}=fake",
+            # Fake pods and nodes get loopback addresses: whatever connects to them (the operator's
+            # progress poll) stays on this machine instead of leaving through its default route.
+            f"--cidr={FAKE_POD_CIDR}",
+            "--node-ip=127.0.0.1",
+            "--node-lease-duration-seconds=40",
+            f"--config={folder / 'kwok.yaml'}",
+            *(f"--config={stage}" for stage in sorted(paths.kwok_stages.glob("*.yaml"))),
+        ],
+    }
+
+
+# Pods annotated so are left alone by kwok, as by a kubelet that stopped answering: tests use it to
+# leave a pod Terminating, as on a lost node.
+UNATTENDED_ANNOTATION = "kwok.x-k8s.io/status=custom"
+KWOK_CONFIGURATION = f"""apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokConfiguration
+options:
+  disregardStatusWithAnnotationSelector: {UNATTENDED_ANNOTATION}
+  # kwok does not default the options of a configuration file: its defaults, spelled out
+  podPlayStageParallelism: 4
+  nodePlayStageParallelism: 4
+  nodeLeaseParallelism: 4
+  podsOnNodeSyncParallelism: 1
+"""
+
+
+def _prepare(folder: Path) -> None:
+    (folder / "logs").mkdir(parents=True, exist_ok=True)
+    (folder / "kwok.yaml").write_text(KWOK_CONFIGURATION)
+    (folder / "tokens.csv").write_text(f"{ADMIN_TOKEN},disttrain-admin,disttrain-admin,system:masters\n")
+    key = folder / "service-account.key"
+    if not key.exists():
+        subprocess.run(["openssl", "genrsa", "-out", str(key), "2048"], check=True, capture_output=True)
+
+
+def up(shape: NodeShape | None = None, log: bool = True, process_node: bool = False) -> Path:
+    """Start the cluster (or find it running) and return its kubeconfig path.
+
+    `process_node` adds the node whose pods run as real processes (`process_node`), and the
+    namespace `local`, whose pods go there.
+    """
+    folder = state_dir()
+    running = running_state(folder)
+    if running is not None:
+        _install_crd(ensure_binaries(), folder)  # a running cluster gets the CRD of this checkout
+        if process_node and PROCESS_NODE not in running.pids:
+            _start_process_node(ensure_binaries(), folder, running)
+        return kubeconfig_path(folder)
+    down()
+    paths = ensure_binaries()
+    started = time.monotonic()
+    _prepare(folder)
+    ports = {"etcd_port": free_port(), "etcd_peer_port": free_port(), "apiserver_port": free_port()}
+    state = ClusterState(**ports, pids={})
+    commands = _commands(paths, folder, state)
+    pids: dict[str, int] = {}
+    try:
+        pids["etcd"] = _start(folder, "etcd", commands["etcd"])
+        pids["kube-apiserver"] = _start(folder, "kube-apiserver", commands["kube-apiserver"])
+        state = ClusterState(**ports, pids=pids)
+        _save_state(folder, state)
+        _wait("kube-apiserver /readyz", lambda: _ready(state), 90)
+        _write_kubeconfig(folder, state)
+        for name in ("kube-controller-manager", "kube-scheduler", "kwok"):
+            pids[name] = _start(folder, name, commands[name])
+        state = ClusterState(**ports, pids=pids)
+        _save_state(folder, state)
+        _install(paths, folder, shape or NodeShape())
+        if process_node:
+            _start_process_node(paths, folder, state)
+    except Exception as error:
+        tails = _log_tails(folder)
+        down()
+        raise RuntimeError(f"the local cluster did not come up: {error}\n{tails}") from error
+    if log:
+        print(f"local cluster up in {time.monotonic() - started:.1f}s, logs in {folder / 'logs'}", file=sys.stderr)
+    return kubeconfig_path(folder)
+
+
+PROCESS_NODE = "process-node"
+LOCAL_NAMESPACE = "local"
+
+
+def process_namespace(name: str) -> dict[str, object]:
+    """A namespace whose pods all run on the process node: the API server adds the selector and toleration."""
+    from disttrain_dev.process_node import NODE_KIND, NODE_KIND_LABEL  # noqa: PLC0415
+
+    toleration = {"key": NODE_KIND_LABEL, "operator": "Equal", "value": NODE_KIND, "effect": "NoSchedule"}
+    annotations = {
+        "scheduler.alpha.kubernetes.io/node-selector": f"{NODE_KIND_LABEL}={NODE_KIND}",
+        "scheduler.alpha.kubernetes.io/defaultTolerations": json.dumps([toleration]),
+    }
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "annotations": annotations}}
+
+
+def _start_process_node(paths: CachePaths, folder: Path, state: ClusterState) -> ClusterState:
+    from disttrain_dev.process_node import NODE_NAME  # noqa: PLC0415
+
+    command = [sys.executable, "-m", "disttrain_dev.process_node", f"--state={folder / PROCESS_NODE}"]
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig_path(folder))}
+    state = replace(state, pids={**state.pids, PROCESS_NODE: _start(folder, PROCESS_NODE, command, env)})
+    _save_state(folder, state)
+    _wait("the process node", lambda: _node_ready(paths, folder, NODE_NAME), 60)
+    _kubectl(paths, folder, "apply", "-f", "-", stdin=json.dumps(process_namespace(LOCAL_NAMESPACE)))
+    return state
+
+
+def _node_ready(paths: CachePaths, folder: Path, name: str) -> bool:
+    try:
+        node = json.loads(_kubectl(paths, folder, "get", "node", name, "-o", "json"))
+    except RuntimeError:
+        return False
+    conditions = node.get("status", {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def restart_component(name: str, pause: float = 0) -> None:
+    """Stop one component of the running cluster and start it again with the same arguments (fault tests)."""
+    folder = state_dir()
+    state = _load_state(folder)
+    if state is None:
+        raise RuntimeError("no local cluster is running")
+    _stop(state.pids[name])
+    time.sleep(pause)
+    state.pids[name] = _start(folder, name, _commands(ensure_binaries(), folder, state)[name])
+    _save_state(folder, state)
+    if name == "kube-apiserver":
+        _wait("kube-apiserver /readyz", lambda: _ready(state), 90)
+
+
+def _log_tails(folder: Path, lines: int = 15) -> str:
+    """The last lines of every component's log: what a failed start leaves to read once it is cleaned up."""
+    tails = []
+    for log in sorted((folder / "logs").glob("*.log")):
+        text = log.read_text(errors="replace").splitlines()[-lines:]
+        tails.append(f"--- {log.name}\n" + "\n".join(text))
+    return "\n".join(tails)
+
+
+def _save_state(folder: Path, state: ClusterState) -> None:
+    (folder / "state.json").write_text(json.dumps(asdict(state)) + "\n")
+
+
+def _install(paths: CachePaths, folder: Path, shape: NodeShape) -> None:
+    nodes = [fake_node(f"gpu-node-{index}", shape) for index in range(shape.count)]
+    _kubectl(paths, folder, "apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes}))
+    _kubectl(paths, folder, "apply", "-f", str(paths.kwok_storage_class))
+    _install_crd(paths, folder)
+    _wait("the default ServiceAccount", lambda: _has_default_service_account(paths, folder), 60)
+    _kubectl(paths, folder, "wait", "--for=condition=Ready", "--timeout=60s", "nodes", "--all")
+
+
+def _install_crd(paths: CachePaths, folder: Path) -> None:
+    _kubectl(paths, folder, "apply", "--server-side", "--force-conflicts", "-f", "-", stdin=crd.render_crd())
+    _wait("the CRD to be established", lambda: _crd_established(paths, folder), 60)
+
+
+def _crd_established(paths: CachePaths, folder: Path) -> bool:
+    """Polled rather than `kubectl wait`, which fails on a CRD whose status has no conditions yet."""
+    crd = json.loads(_kubectl(paths, folder, "get", "crd", f"{api.PLURAL}.{api.GROUP}", "-o", "json"))
+    conditions = crd.get("status", {}).get("conditions") or []
+    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+
+
+def _has_default_service_account(paths: CachePaths, folder: Path) -> bool:
+    try:
+        _kubectl(paths, folder, "get", "serviceaccount", "default", "-n", "default")
+    except RuntimeError:
+        return False
+    return True
+
+
+def down() -> None:
+    """Stop every process this state folder started and remove the folder."""
+    folder = state_dir()
+    state = _load_state(folder)
+    if state is not None:
+        for pid in reversed(list(state.pids.values())):
+            _stop(pid)
+    if folder.exists():
+        subprocess.run(["rm", "-rf", str(folder)], check=True)
+
+
+def _stop(pid: int, grace: float = 10) -> None:
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.1)
+        _reap(pid)
+    if _alive(pid):
+        os.killpg(pid, signal.SIGKILL)
+        _reap(pid)
+
+
+def _reap(pid: int) -> None:
+    """Collect the exit status of a child of this process, so it does not linger as a zombie."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)

@@ -1,0 +1,240 @@
+"""What the process node makes of a pod, as pure functions: the processes to run, the names they
+resolve, and the status a kubelet would report. `process_node` does the I/O.
+
+A pod's containers become host processes: the command and args (images are not pulled, so a
+container must name its command, which runs in the node agent's own environment), the env with
+`fieldRef`s resolved, the working directory, and its volume mounts of PVCs, hostPaths and emptyDirs
+mapped to local folders (the ServiceAccount token is not mounted). Its termination message path is
+mapped to a file per container, through the trainer's `DISTTRAIN_TERMINATION_MESSAGE_PATH` (the
+process cannot write to the real path).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from disttrain_contract.progress import DEFAULT_TERMINATION_MESSAGE_PATH, TERMINATION_MESSAGE_ENV
+from disttrain_contract.timestamps import format_time
+from disttrain_operator.cli.containers import UnsupportedContainerError, command_line, environment
+
+Manifest = dict[str, Any]
+CLUSTER_DOMAIN = "cluster.local"
+MESSAGE_LIMIT = 4096
+
+
+@dataclass(frozen=True)
+class Mount:
+    source: Path
+    target: str
+
+
+@dataclass(frozen=True)
+class ProcessSpec:
+    container: str
+    argv: tuple[str, ...]
+    env: dict[str, str]
+    working_dir: str | None
+    mounts: tuple[Mount, ...]
+    termination_message: Path
+    log: Path
+
+
+@dataclass(frozen=True)
+class PodFolders:
+    """Where one pod's files live on this machine."""
+
+    pod: Path  # logs, termination messages, emptyDirs
+    volumes: Path  # one folder per PersistentVolume, shared by every pod whose claim is bound to it
+
+
+def _fields(pod: Mapping[str, Any], pod_ip: str) -> dict[str, str]:
+    """The pod fields a `fieldRef` may name here."""
+    return {
+        "metadata.name": pod["metadata"]["name"],
+        "metadata.namespace": pod["metadata"]["namespace"],
+        "metadata.uid": pod["metadata"].get("uid", ""),
+        "spec.nodeName": pod["spec"].get("nodeName", ""),
+        "spec.serviceAccountName": pod["spec"].get("serviceAccountName", ""),
+        "status.podIP": pod_ip,
+    }
+
+
+def _is_api_token(volume: Mapping[str, Any]) -> bool:
+    """The ServiceAccount token volume the API server adds: processes here get no API credentials."""
+    sources = (volume.get("projected") or {}).get("sources") or []
+    return any("serviceAccountToken" in source for source in sources)
+
+
+def claim_names(pod: Mapping[str, Any]) -> list[str]:
+    return [
+        v["persistentVolumeClaim"]["claimName"]
+        for v in pod["spec"].get("volumes") or []
+        if "persistentVolumeClaim" in v
+    ]
+
+
+def _volume_sources(pod: Mapping[str, Any], folders: PodFolders, bound: Mapping[str, str]) -> dict[str, Path | None]:
+    """Each volume's local folder; None for the API token volume, which is not mounted.
+
+    `bound` maps claim names to their PersistentVolumes: a new claim of the same name starts empty.
+    """
+    sources: dict[str, Path | None] = {}
+    for volume in pod["spec"].get("volumes") or []:
+        name = volume["name"]
+        if "persistentVolumeClaim" in volume:
+            sources[name] = folders.volumes / bound[volume["persistentVolumeClaim"]["claimName"]]
+        elif "hostPath" in volume:
+            sources[name] = Path(volume["hostPath"]["path"])
+        elif "emptyDir" in volume:
+            sources[name] = folders.pod / "volumes" / name
+        elif _is_api_token(volume):
+            sources[name] = None
+    return sources
+
+
+def process_specs(
+    pod: Mapping[str, Any], pod_ip: str, folders: PodFolders, bound: Mapping[str, str]
+) -> list[ProcessSpec]:
+    """One process per container of the pod, in order; UnsupportedContainerError names what cannot run."""
+    sources = _volume_sources(pod, folders, bound)
+    fields = _fields(pod, pod_ip)
+    specs = []
+    for container in pod["spec"]["containers"]:
+        name = container["name"]
+        argv = command_line(container)
+        mounts = []
+        for mount in container.get("volumeMounts") or []:
+            if mount["name"] not in sources:
+                raise UnsupportedContainerError(
+                    f"volume {mount['name']}: only PVCs, hostPaths and emptyDirs mount here"
+                )
+            source = sources[mount["name"]]
+            if source is not None:
+                mounts.append(Mount(source, mount["mountPath"]))
+        message = folders.pod / f"{name}.termination-log"
+        env = environment(container, fields)
+        if env.get(TERMINATION_MESSAGE_ENV) == container.get(
+            "terminationMessagePath", DEFAULT_TERMINATION_MESSAGE_PATH
+        ):
+            env[TERMINATION_MESSAGE_ENV] = str(message)
+        specs.append(
+            ProcessSpec(
+                container=name,
+                argv=argv,
+                env=env,
+                working_dir=container.get("workingDir"),
+                mounts=tuple(mounts),
+                termination_message=message,
+                log=folders.pod / f"{name}.log",
+            )
+        )
+    return specs
+
+
+def host_names(pod: Mapping[str, Any]) -> list[str]:
+    """The names a pod answers to: with a subdomain (a headless Service), its DNS records too."""
+    metadata, spec = pod["metadata"], pod["spec"]
+    hostname = spec.get("hostname") or metadata["name"]
+    subdomain = spec.get("subdomain")
+    if not subdomain:
+        return [hostname]
+    base = f"{hostname}.{subdomain}.{metadata['namespace']}.svc"
+    return [f"{base}.{CLUSTER_DOMAIN}", base, hostname]
+
+
+def hosts_file(addresses: Iterable[tuple[str, Sequence[str]]]) -> str:
+    """/etc/hosts for a pod: loopback, then every running pod of this node by address."""
+    lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback"]
+    lines += [f"{address}\t{' '.join(names)}" for address, names in sorted(addresses)]
+    return "\n".join(lines) + "\n"
+
+
+def _time(moment: datetime) -> str:
+    return format_time(moment)
+
+
+@dataclass(frozen=True)
+class ContainerState:
+    """One container as the node sees it: running since `started`, or ended with `exit_code`."""
+
+    name: str
+    started: datetime
+    restarts: int = 0
+    exit_code: int | None = None
+    finished: datetime | None = None
+    message: str = ""
+    last_exit_code: int | None = None
+
+
+def container_status(state: ContainerState, image: str) -> Manifest:
+    status: Manifest = {
+        "name": state.name,
+        "image": image,
+        "imageID": "",
+        "restartCount": state.restarts,
+        "ready": state.exit_code is None,
+        "started": state.exit_code is None,
+    }
+    if state.exit_code is None:
+        status["state"] = {"running": {"startedAt": _time(state.started)}}
+    else:
+        terminated: Manifest = {
+            "exitCode": state.exit_code,
+            "reason": "Completed" if state.exit_code == 0 else "Error",
+            "startedAt": _time(state.started),
+            "finishedAt": _time(state.finished or state.started),
+        }
+        if state.message:
+            terminated["message"] = state.message[:MESSAGE_LIMIT]
+        status["state"] = {"terminated": terminated}
+    if state.last_exit_code is not None:
+        status["lastState"] = {"terminated": {"exitCode": state.last_exit_code, "reason": "Error"}}
+    return status
+
+
+def pod_phase(states: Sequence[ContainerState], restart_policy: str) -> str:
+    """Running while any container runs or will restart; then Succeeded if every one exited 0."""
+    if any(state.exit_code is None for state in states):
+        return "Running"
+    if all(state.exit_code == 0 for state in states):
+        return "Succeeded"
+    return "Running" if restart_policy == "Always" else "Failed"
+
+
+def pod_status(
+    pod: Mapping[str, Any], states: Sequence[ContainerState], pod_ip: str, host_ip: str, started: datetime
+) -> Manifest:
+    """The pod's status as a kubelet writes it: phase, addresses, conditions and container states."""
+    images = {container["name"]: container.get("image", "") for container in pod["spec"]["containers"]}
+    phase = pod_phase(states, pod["spec"].get("restartPolicy", "Always"))
+    ready = "True" if phase == "Running" and all(s.exit_code is None for s in states) else "False"
+    now = _time(max([started, *(s.finished or s.started for s in states)]))
+    conditions = [
+        {"type": "PodScheduled", "status": "True", "lastTransitionTime": _time(started)},
+        {"type": "Initialized", "status": "True", "lastTransitionTime": _time(started)},
+        {"type": "ContainersReady", "status": ready, "lastTransitionTime": now},
+        {"type": "Ready", "status": ready, "lastTransitionTime": now},
+    ]
+    return {
+        "phase": phase,
+        "podIP": pod_ip,
+        "podIPs": [{"ip": pod_ip}],
+        "hostIP": host_ip,
+        "hostIPs": [{"ip": host_ip}],
+        "startTime": _time(started),
+        "conditions": conditions,
+        "containerStatuses": [container_status(state, images.get(state.name, "")) for state in states],
+    }
+
+
+def failed_status(reason: str, message: str) -> Manifest:
+    """A pod that could not start (or was lost when the node restarted): Failed, without exit codes."""
+    return {"phase": "Failed", "reason": reason, "message": message[:MESSAGE_LIMIT]}
+
+
+def restarts(restart_policy: str, exit_code: int) -> bool:
+    return restart_policy == "Always" or (restart_policy == "OnFailure" and exit_code != 0)

@@ -1,0 +1,120 @@
+"""What the operator keeps of each child it watches: a few fields, not the whole object.
+
+Pods are the bulk of what streams through the operator; keeping a small frozen view of each (instead
+of the full body) keeps memory flat with thousands of pods, and gives the pure status and planner
+code plain typed input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from disttrain_contract.timestamps import parse_time
+from disttrain_operator.api.job import DistTrainJob
+from disttrain_operator.api.spec import ReplicaType
+from disttrain_operator.api.status import Progress
+from disttrain_operator.core.builders import naming
+from disttrain_operator.core.progress import parse_progress
+
+
+class PodPhase(StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    UNKNOWN = "Unknown"
+
+
+@dataclass(frozen=True)
+class PodView:
+    name: str
+    replica_type: ReplicaType
+    index: int
+    phase: PodPhase
+    uid: str
+    ready: bool = False
+    deleting: bool = False
+    exit_code: int | None = None
+    reason: str | None = None
+    restarts: int = 0
+    deletion_time: datetime | None = None
+    pod_ip: str | None = None
+    final_progress: Progress | None = None  # the trainer's last report, from the termination message
+
+    @property
+    def active(self) -> bool:
+        return self.phase in (PodPhase.PENDING, PodPhase.RUNNING) and not self.deleting
+
+
+def own_pods(job: DistTrainJob, pods: Sequence[PodView]) -> list[PodView]:
+    """The pods that are the job's tasks: a pod labelled as the job's by hand, with a type the job lacks
+    or an index past its replicas, is not one of them and must not sway its status or plan."""
+    return [
+        pod
+        for pod in pods
+        if 0 <= pod.index < job.spec.replicas(pod.replica_type)
+        and pod.name == naming.pod_name(job.metadata.name, pod.replica_type, pod.index)
+    ]
+
+
+def find_pod(pods: Sequence[PodView], replica_type: ReplicaType, index: int) -> PodView | None:
+    """The pod of one task, if it exists."""
+    return next((pod for pod in pods if pod.replica_type is replica_type and pod.index == index), None)
+
+
+def _terminated_state(status: dict[str, Any], container_name: str | None) -> dict[str, Any] | None:
+    statuses: list[dict[str, Any]] = status.get("containerStatuses") or []
+    chosen = next((entry for entry in statuses if entry.get("name") == container_name), None)
+    for entry in [chosen, *statuses]:
+        if entry is None:
+            continue
+        state = entry.get("state") or {}
+        terminated = state.get("terminated") or (entry.get("lastState") or {}).get("terminated")
+        if terminated:
+            return dict(terminated)
+    return None
+
+
+def pod_view(body: dict[str, Any], tensorflow_container: str = "tensorflow") -> PodView | None:
+    """The view of a pod the operator made; None for a pod whose labels are not ours, or that has no uid
+    (only a manifest not yet created has none)."""
+    metadata = body.get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    uid = metadata.get("uid")
+    if not isinstance(uid, str) or not uid:
+        return None
+    try:
+        replica_type = ReplicaType.from_task_type(labels[naming.REPLICA_TYPE_LABEL])
+        index = int(labels[naming.REPLICA_INDEX_LABEL])
+    except (KeyError, ValueError):
+        return None
+    status = body.get("status") or {}
+    try:
+        phase = PodPhase(status.get("phase", "Pending"))
+    except ValueError:
+        phase = PodPhase.UNKNOWN
+    conditions = status.get("conditions") or []
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    ended = phase in (PodPhase.SUCCEEDED, PodPhase.FAILED)
+    terminated = _terminated_state(status, tensorflow_container) if ended else None
+    failed = (terminated or {}) if phase is PodPhase.FAILED else {}
+    container_statuses = status.get("containerStatuses") or []
+    return PodView(
+        name=str(metadata.get("name", "")),
+        replica_type=replica_type,
+        index=index,
+        phase=phase,
+        ready=ready and phase is PodPhase.RUNNING,
+        deleting=metadata.get("deletionTimestamp") is not None,
+        deletion_time=parse_time(metadata.get("deletionTimestamp")),
+        exit_code=failed.get("exitCode"),
+        reason=failed.get("reason") or status.get("reason"),
+        restarts=sum(int(entry.get("restartCount", 0)) for entry in container_statuses),
+        uid=uid,
+        pod_ip=status.get("podIP") or None,
+        final_progress=parse_progress((terminated or {}).get("message")),
+    )

@@ -1,0 +1,63 @@
+"""The trainer's progress, as the operator reads it: parsed, compared, and which task reports it.
+
+Two sources, one shape (disttrain_contract.progress): the reporting pod's HTTP endpoint while
+it runs, and its termination message once it ended. Whichever report is newest wins, and a job
+keeps its last known progress across restarts until a newer report arrives.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC
+
+import pydantic
+
+from disttrain_contract import progress as contract
+from disttrain_operator.api.spec import DistTrainJobSpec, ReplicaType
+from disttrain_operator.api.status import Progress
+
+_FIELDS = frozenset(Progress.model_fields) | {field.alias for field in Progress.model_fields.values() if field.alias}
+
+
+def parse_progress(text: str | None) -> Progress | None:
+    """A report from its JSON text; None for anything else (a user's own message, garbage, nothing)."""
+    if not text:
+        return None
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or "step" not in record:
+        return None
+    try:
+        progress = Progress.model_validate({key: value for key, value in record.items() if key in _FIELDS})
+    except pydantic.ValidationError:
+        return None
+    if progress.update_time is not None and progress.update_time.tzinfo is None:  # comparable with the rest
+        progress = progress.model_copy(update={"update_time": progress.update_time.replace(tzinfo=UTC)})
+    return progress
+
+
+def newest(*reports: Progress | None) -> Progress | None:
+    """The most recent report (by its time, then its step); the earliest argument wins a tie."""
+    best: Progress | None = None
+    for report in reports:
+        if report is None:
+            continue
+        if best is None or _later(report, best):
+            best = report
+    return best
+
+
+def _later(report: Progress, than: Progress) -> bool:
+    """Time first: a job resumed from an older checkpoint reports a lower step, and that is the truth."""
+    if report.update_time is not None and than.update_time is not None:
+        return (report.update_time, report.step or 0) > (than.update_time, than.step or 0)
+    if report.update_time is None and than.update_time is None:
+        return (report.step or 0) > (than.step or 0)
+    return report.update_time is not None
+
+
+def reporting_task(spec: DistTrainJobSpec) -> tuple[ReplicaType, int]:
+    task_type, index = contract.reporting_task(has_chief=spec.replicas(ReplicaType.CHIEF) > 0)
+    return ReplicaType.from_task_type(task_type), index

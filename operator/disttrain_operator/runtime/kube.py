@@ -1,0 +1,252 @@
+"""The only module that talks to the API server for the operator's own writes.
+
+Requests go out as plain JSON through the kubernetes client's transport (its auth, TLS and
+kubeconfig handling), without its model classes: the builders already produce JSON, and validating
+every pod through the client's models costs time and refuses valid objects (integer quantities).
+
+Creates tolerate 409 (the object exists: a retry, a second event or a restarted operator), so every
+caller can simply ask again. Errors come back as two kinds: the object can never be accepted as
+built (the spec must change), or the request may pass later. Only the API server's answers and
+network failures (`NETWORK_ERRORS`) are errors of the API; anything else raised while sending is a
+bug and surfaces as itself, with its traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from kubernetes import client, config
+from urllib3.exceptions import HTTPError
+
+from disttrain_operator.api.job import GROUP, PLURAL, VERSION
+from disttrain_operator.core.types import Manifest
+from disttrain_operator.runtime import metrics
+
+HTTP_CONFLICT = 409
+HTTP_NOT_FOUND = 404
+_PERMANENT = {400, 422}
+_CORE_CLUSTER_PLURALS = {"Node": "nodes", "Namespace": "namespaces"}
+_CORE_PLURALS = {"Pod": "pods", "Service": "services", "PersistentVolumeClaim": "persistentvolumeclaims"}
+# Their group and version come with the manifest.
+_CUSTOM_PLURALS = {"PodGroup": "podgroups", "Workload": "workloads", "Lease": "leases", "DistTrainJob": PLURAL}
+_JOB = f"/apis/{GROUP}/{VERSION}/namespaces/{{namespace}}/{PLURAL}/{{name}}"
+_JOB_STATUS = f"{_JOB}/status"
+POD_PATH = "/api/v1/namespaces/{namespace}/pods/{name}"
+_CONNECT_TIMEOUT = 30.0
+# Connection refused or reset, timeouts, TLS, a broken response: urllib3's errors and the OS's.
+NETWORK_ERRORS = (HTTPError, OSError)
+_CHUNK = 1 << 16
+
+
+class ChildRejectedError(Exception):
+    """The API server refuses the object as built from the spec: retrying cannot help."""
+
+
+class TransientApiError(Exception):
+    """The request failed in a way that may pass later (network, 5xx, quota, missing ServiceAccount)."""
+
+
+def load_client() -> client.ApiClient:
+    """In-cluster credentials when running in a pod, else the kubeconfig (`KUBECONFIG`)."""
+    try:
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
+    except config.ConfigException:
+        config.load_kube_config()  # type: ignore[no-untyped-call]
+    return client.ApiClient()
+
+
+class Kube:
+    def __init__(self, api_client: client.ApiClient) -> None:
+        self._api = api_client
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        params: dict[str, str],
+        body: Any,
+        *,
+        content_type: str = "application/json",
+        query: dict[str, str] | None = None,
+        timeout: tuple[float, float] | None = None,
+    ) -> Any:
+        """The request sent, its answer not yet read (a `RESTResponse`)."""
+        headers = {"Content-Type": content_type, "Accept": "application/json"}
+        try:
+            method, url, headers, payload, _ = self._api.param_serialize(
+                method=method,
+                resource_path=path,
+                path_params=params,
+                query_params=list((query or {}).items()),
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
+            )
+            return self._api.call_api(method, url, header_params=headers, body=payload, _request_timeout=timeout)
+        except NETWORK_ERRORS as error:
+            metrics.API_ERRORS.labels(method).inc()
+            raise TransientApiError(f"{method} {path}: {error}") from error
+
+    def request(self, method: str, path: str, params: dict[str, str], body: Any, **options: Any) -> tuple[int, str]:
+        """Any request and its whole answer: status code and text. `options` as for `_send`."""
+        response = self._send(method, path, params, body, **options)
+        try:
+            response.read()
+        except NETWORK_ERRORS as error:
+            metrics.API_ERRORS.labels(method).inc()
+            raise TransientApiError(f"{method} {path}: {error}") from error
+        if response.status >= 300 and response.status not in (HTTP_CONFLICT, HTTP_NOT_FOUND):
+            metrics.API_ERRORS.labels(method).inc()
+        return response.status, (response.data or b"").decode(errors="replace")
+
+    def create(self, manifest: Manifest) -> bool:
+        """Create the object; False if it already existed."""
+        path = _collection(manifest)
+        status, text = self.request("POST", path, {"namespace": manifest["metadata"].get("namespace", "")}, manifest)
+        if status == HTTP_CONFLICT:
+            return False
+        if status in _PERMANENT or _refused_by_policy(status, text):
+            raise ChildRejectedError(status_message(status, text))
+        if status >= 300:
+            raise TransientApiError(status_message(status, text))
+        return True
+
+    def _delete(self, path: str, namespace: str, name: str, grace_seconds: int | None = None) -> bool:
+        """Delete; False if it was already gone. Children go with the job through the garbage collector."""
+        body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+        if grace_seconds is not None:
+            body["gracePeriodSeconds"] = grace_seconds
+        status, text = self.request("DELETE", path, {"namespace": namespace, "name": name}, body)
+        if status == HTTP_NOT_FOUND:
+            return False
+        if status >= 300:
+            raise TransientApiError(status_message(status, text))
+        return True
+
+    def delete_pod(self, namespace: str, name: str, force: bool = False) -> bool:
+        """`force` removes the pod without its kubelet's confirmation (a node that stopped reporting)."""
+        return self._delete(POD_PATH, namespace, name, grace_seconds=0 if force else None)
+
+    def delete_job(self, namespace: str, name: str) -> bool:
+        return self._delete(_JOB, namespace, name)
+
+    def _patch(
+        self, path: str, params: dict[str, str], body: Any, content_type: str, query: dict[str, str] | None = None
+    ) -> None:
+        code, text = self.request("PATCH", path, params, body, content_type=content_type, query=query)
+        if code >= 300:
+            raise TransientApiError(status_message(code, text))
+
+    def patch_job_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        params = {"namespace": namespace, "name": name}
+        self._patch(_JOB_STATUS, params, {"status": status}, "application/merge-patch+json")
+
+    def patch_job(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        """A JSON merge patch of the job itself (Kueue's suspend and pod set changes)."""
+        self._patch(_JOB, {"namespace": namespace, "name": name}, patch, "application/merge-patch+json")
+
+    def apply_status_condition(self, manifest: Manifest, condition: dict[str, Any], field_manager: str) -> None:
+        """Server-side apply of one condition to an object's status: other owners' conditions stay."""
+        metadata = manifest["metadata"]
+        path = f"{_collection(manifest)}/{{name}}/status"
+        body = {
+            "apiVersion": manifest["apiVersion"],
+            "kind": manifest["kind"],
+            "metadata": {"name": metadata["name"], "namespace": metadata["namespace"]},
+            "status": {"conditions": [condition]},
+        }
+        params = {"namespace": metadata["namespace"], "name": metadata["name"]}
+        query = {"fieldManager": field_manager, "force": "true"}
+        self._patch(path, params, body, "application/apply-patch+yaml", query=query)
+
+    def list_items(self, path: str, query: dict[str, str]) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = self.list_page(path, query).get("items") or []
+        return items
+
+    def list_page(self, path: str, query: dict[str, str]) -> dict[str, Any]:
+        """A list as the API server answers it: items, and metadata with resourceVersion and continue."""
+        code, text = self.request("GET", path, {}, None, query=query)
+        if code >= 300:
+            raise TransientApiError(status_message(code, text))
+        page: dict[str, Any] = json.loads(text)
+        return page
+
+    def stream_lines(self, path: str, query: dict[str, str], read_timeout: float) -> Iterator[bytes]:
+        """The lines of a long GET (a watch) as they arrive, each read once and not kept."""
+        response = self._send("GET", path, {}, None, query=query, timeout=(_CONNECT_TIMEOUT, read_timeout))
+        raw = response.response
+        try:
+            if response.status >= 300:
+                raise TransientApiError(status_message(response.status, raw.read().decode(errors="replace")))
+            pending = b""
+            for chunk in raw.stream(_CHUNK):
+                lines = (pending + chunk).split(b"\n")
+                pending = lines.pop()
+                yield from (line for line in lines if line.strip())
+        except NETWORK_ERRORS as error:  # the connection broke or went quiet past read_timeout
+            raise TransientApiError(f"GET {path}: {error}") from error
+        finally:
+            raw.release_conn()
+
+    def pod_log(self, namespace: str, name: str, tail: int | None = None) -> str:
+        query = {"tailLines": str(tail)} if tail is not None else {}
+        return self.get_text(f"{POD_PATH}/log", {"namespace": namespace, "name": name}, query)
+
+    def get_text(self, path: str, params: dict[str, str], query: dict[str, str] | None = None) -> str:
+        """A GET whose answer is text, not an object: a pod's log, the API server's own /metrics."""
+        code, text = self.request("GET", path, params, None, query=query)
+        if code >= 300:
+            raise TransientApiError(status_message(code, text))
+        return text
+
+    def get_cluster_object(self, api_version: str, plural: str, name: str) -> dict[str, Any] | None:
+        """A cluster-scoped object (a Kueue ResourceFlavor); None when it does not exist."""
+        return self.read(f"/apis/{api_version}/{plural}/{{name}}", {"name": name})
+
+    def replace(self, path: str, params: dict[str, str], body: dict[str, Any]) -> bool:
+        """PUT with the body's resourceVersion; False when someone wrote the object since it was read."""
+        code, text = self.request("PUT", path, params, body)
+        if code == HTTP_CONFLICT:
+            return False
+        if code >= 300:
+            raise TransientApiError(status_message(code, text))
+        return True
+
+    def read(self, path: str, params: dict[str, str]) -> dict[str, Any] | None:
+        """GET one object; None when it does not exist."""
+        code, text = self.request("GET", path, params, None)
+        if code == HTTP_NOT_FOUND:
+            return None
+        if code >= 300:
+            raise TransientApiError(status_message(code, text))
+        found: dict[str, Any] = json.loads(text)
+        return found
+
+
+def _collection(manifest: Manifest) -> str:
+    kind = manifest["kind"]
+    if kind in _CORE_CLUSTER_PLURALS:
+        return f"/api/v1/{_CORE_CLUSTER_PLURALS[kind]}"
+    if kind in _CORE_PLURALS:
+        return f"/api/v1/namespaces/{{namespace}}/{_CORE_PLURALS[kind]}"
+    return f"/apis/{manifest['apiVersion']}/namespaces/{{namespace}}/{_CUSTOM_PLURALS[kind]}"
+
+
+# Admission refusing the object as built, not the operator's rights or a full quota, which can pass later.
+_POLICY_REFUSALS = ("violates PodSecurity", "denied request", "denied the request")
+HTTP_FORBIDDEN = 403
+
+
+def _refused_by_policy(status: int, text: str) -> bool:
+    return status == HTTP_FORBIDDEN and any(marker in text for marker in _POLICY_REFUSALS)
+
+
+def status_message(status: int, text: str) -> str:
+    """The API server's own message from a Status body, else the raw text."""
+    try:
+        message = str(json.loads(text).get("message", text))
+    except (ValueError, AttributeError):
+        message = text
+    return f"{status}: {message[:500]}"

@@ -1,0 +1,55 @@
+"""Prometheus metrics of the operator, served on /metrics (port $DISTTRAIN_METRICS_PORT, default 9090)."""
+
+from __future__ import annotations
+
+from collections import Counter as Tally
+
+from prometheus_client import Counter, Gauge, Histogram, start_http_server
+
+JOBS_CREATED = Counter("disttrain_jobs_created_total", "Jobs whose children were created.", ["namespace"])
+JOBS_SUCCEEDED = Counter("disttrain_jobs_succeeded_total", "Jobs that succeeded.", ["namespace"])
+JOBS_FAILED = Counter("disttrain_jobs_failed_total", "Jobs that failed, by reason.", ["namespace", "reason"])
+JOBS_RESTARTED = Counter("disttrain_jobs_restarted_total", "Restarts of jobs or their pods.", ["namespace"])
+JOBS_ACTIVE = Gauge("disttrain_jobs_active", "Jobs neither succeeded nor failed.", ["namespace"])
+JOBS_BY_PHASE = Gauge("disttrain_jobs", "Jobs the operator knows, by phase.", ["namespace", "phase"])
+RECONCILE_SECONDS = Histogram(
+    "disttrain_reconcile_duration_seconds",
+    "Time of one reconcile of one job, API calls included.",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+RECONCILE_ERRORS = Counter(
+    "disttrain_reconcile_errors_total", "Reconciles that failed for another reason than the API, by error.", ["error"]
+)
+API_ERRORS = Counter("disttrain_api_errors_total", "Failed API requests of the operator, by operation.", ["operation"])
+
+_TRANSITIONS = {
+    "Created": lambda namespace, reason: JOBS_CREATED.labels(namespace).inc(),
+    "Succeeded": lambda namespace, reason: JOBS_SUCCEEDED.labels(namespace).inc(),
+    "Failed": lambda namespace, reason: JOBS_FAILED.labels(namespace, reason).inc(),
+    "Restarting": lambda namespace, reason: JOBS_RESTARTED.labels(namespace).inc(),
+}
+
+
+def count_transition(namespace: str, condition_type: str, reason: str) -> None:
+    """A condition that became True: the job counters follow from it."""
+    record = _TRANSITIONS.get(condition_type)
+    if record is not None:
+        record(namespace, reason)
+
+
+_seen: set[tuple[str, str]] = set()  # (namespace, phase) series set so far, zeroed when they empty
+
+
+def set_active(phases: dict[str, tuple[str, str]]) -> None:
+    """Active jobs and jobs by phase per namespace, from every known job's (namespace, phase)."""
+    active = Tally(namespace for namespace, phase in phases.values() if phase not in ("Succeeded", "Failed"))
+    for namespace in {namespace for namespace, _ in phases.values()} | set(active):
+        JOBS_ACTIVE.labels(namespace).set(active.get(namespace, 0))
+    by_phase = Tally(phases.values())
+    _seen.update(by_phase)
+    for namespace, phase in _seen:
+        JOBS_BY_PHASE.labels(namespace, phase).set(by_phase.get((namespace, phase), 0))
+
+
+def serve(port: int) -> None:
+    start_http_server(port)

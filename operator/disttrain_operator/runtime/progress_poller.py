@@ -1,0 +1,103 @@
+"""Poll each running job's reporting pod for the trainer's progress; one thread for all jobs.
+
+The operator reads progress over the pod network, like a metrics scraper, so trainer pods need no
+API access. A poll that fails (no server yet, a user's own container, a NetworkPolicy) is skipped
+quietly: the final report still arrives through the pod's termination message.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import urllib.request
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from disttrain_contract.progress import PROGRESS_PATH
+from disttrain_operator.api.spec import DistTrainJobSpec
+from disttrain_operator.api.status import Progress
+from disttrain_operator.core.observed import PodPhase, PodView, find_pod
+from disttrain_operator.core.progress import parse_progress, reporting_task
+from disttrain_operator.core.types import JobKey
+
+logger = logging.getLogger(__name__)
+
+POLL_TIMEOUT_SECONDS = 2.0
+MAX_RESPONSE_BYTES = 65536
+
+
+def progress_url(spec: DistTrainJobSpec, pods: Sequence[PodView]) -> str | None:
+    """Where the running job's progress is served; None while its reporting pod is not running with an IP."""
+    pod = find_pod(pods, *reporting_task(spec))
+    if pod is None or pod.phase is not PodPhase.RUNNING or pod.deleting or not pod.pod_ip:
+        return None
+    host = f"[{pod.pod_ip}]" if ":" in pod.pod_ip else pod.pod_ip
+    return f"http://{host}:{spec.progress_port}{PROGRESS_PATH}"
+
+
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # pod IPs are never behind a proxy
+
+
+def fetch_progress(url: str, timeout: float = POLL_TIMEOUT_SECONDS) -> Progress | None:
+    try:
+        with _DIRECT.open(url, timeout=timeout) as response:
+            return parse_progress(response.read(MAX_RESPONSE_BYTES).decode(errors="replace"))
+    except (OSError, ValueError):
+        return None
+
+
+class ProgressPoller:
+    """Every `interval` seconds, poll every target; a report that differs from the last one is passed on."""
+
+    def __init__(
+        self,
+        targets: Callable[[], Iterable[tuple[JobKey, str]]],
+        on_report: Callable[[JobKey], None],
+        interval: float,
+        fetch: Callable[[str], Progress | None] = fetch_progress,
+        concurrency: int = 16,
+    ) -> None:
+        self._targets = targets
+        self._on_report = on_report
+        self._interval = interval
+        self._fetch = fetch
+        self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="disttrain-progress")
+        self._latest: dict[JobKey, Progress] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="disttrain-progress-poller", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def latest(self, key: JobKey) -> Progress | None:
+        return self._latest.get(key)
+
+    def forget(self, key: JobKey) -> None:
+        self._latest.pop(key, None)
+
+    def poll_once(self) -> list[JobKey]:
+        """Poll every target now; returns the jobs with a new report (each already passed on)."""
+        targets = list(self._targets())
+        reports = self._pool.map(self._fetch, [url for _, url in targets])
+        changed: list[JobKey] = []
+        for (key, _), report in zip(targets, reports, strict=True):
+            if report is not None and report != self._latest.get(key):
+                self._latest[key] = report
+                changed.append(key)
+        for key in changed:
+            try:
+                self._on_report(key)
+            except Exception:  # one job's failed reconcile must not stop the polling of every other job
+                logger.exception("progress update of %s failed", key)
+        return changed
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                self.poll_once()
+            except Exception:
+                logger.exception("progress poll failed")

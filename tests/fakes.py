@@ -1,0 +1,37 @@
+"""Fakes of the operator's API calls, for unit tests of the reconcile: they record, never talk to a server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class RecordingApi:
+    """A `JobApi` that records creations, deletions and status writes; other calls are not expected."""
+
+    def __init__(self) -> None:
+        self.created: list[str] = []
+        self.statuses: list[dict[str, Any]] = []
+        self.deleted: list[str] = []
+
+    def create(self, manifest: dict[str, Any]) -> bool:
+        self.created.append(f"{manifest['kind']}/{manifest['metadata']['name']}")
+        return True
+
+    def delete_pod(self, namespace: str, name: str, force: bool = False) -> bool:
+        self.deleted.append(name)
+        return True
+
+    def patch_job_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        self.statuses.append(status)
+
+    def delete_job(self, namespace: str, name: str) -> bool:
+        raise AssertionError("no job here outlives its TTL")
+
+    def patch_job(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        raise AssertionError("no job here is queued in Kueue")
+
+    def apply_status_condition(self, manifest: dict[str, Any], condition: dict[str, Any], field_manager: str) -> None:
+        raise AssertionError("no job here has a Workload")
+
+    def get_cluster_object(self, api_version: str, plural: str, name: str) -> dict[str, Any] | None:
+        raise AssertionError("no job here has a Workload")

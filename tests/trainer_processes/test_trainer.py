@@ -1,0 +1,227 @@
+"""The trainer with real TensorFlow processes: accuracy, agreement, exact resume, faults, devices, errors."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from trainer_support import Cluster, events, job_manifest, run_trainer
+
+from disttrain_contract.exit_codes import ExitCode
+from disttrain_contract.progress import PROGRESS_PORT_ENV
+from disttrain_operator.cli.ports import free_port
+from disttrain_operator.core.progress import parse_progress
+from disttrain_operator.runtime.progress_poller import fetch_progress
+from support import ROOT
+
+DIGITS_STEPS_PER_EPOCH = 1437 // 64  # the training split of the bundled digits at the default batch
+
+
+def test_local_run_of_the_example_trains_two_identical_workers_to_90_percent(tmp_path: Path) -> None:
+    example = ROOT / "examples" / "local-multi-worker-digits.yaml"
+    command = [
+        sys.executable,
+        "-m",
+        "disttrain_operator.cli.main",
+        "local",
+        "run",
+        str(example),
+        "--workdir",
+        str(tmp_path),
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "[disttrain] job succeeded: worker-0 succeeded" in result.stdout
+    finished = {
+        line.split("]", 1)[0][1:]: json.loads(line.split("] ", 1)[1])
+        for line in result.stdout.splitlines()
+        if '"event": "finished"' in line
+    }
+    assert set(finished) == {"worker-0", "worker-1"}
+    assert finished["worker-0"]["weights"] == finished["worker-1"]["weights"]
+    assert finished["worker-0"]["accuracy"] >= 0.9
+    total = 8 * DIGITS_STEPS_PER_EPOCH
+    progress = json.loads((tmp_path / "checkpoints" / "progress.json").read_text())
+    assert (progress["step"], progress["finished"]) == (total, True)
+    assert set(progress) >= {"step", "epoch", "loss", "examplesPerSecond", "updateTime"}
+    exported = tf.saved_model.load(str(tmp_path / "checkpoints" / "export"))
+    logits = exported.signatures["serving_default"](inputs=tf.zeros((3, 8, 8, 1)))["logits"]
+    assert logits.shape == (3, 10)
+
+
+def test_multi_worker_killed_mid_run_resumes_at_the_saved_step(tmp_path: Path) -> None:
+    epochs, every = 40, 20
+    args = ["--epochs", str(epochs), "--checkpoint-every", str(every), "--log-every", "5", "--collective", "RING"]
+    cluster = Cluster.of(job_manifest("mwms", "MultiWorkerMirrored", {"Worker": 2}, args), tmp_path)
+    total = epochs * DIGITS_STEPS_PER_EPOCH
+    try:
+        for label in ("worker-0", "worker-1"):
+            cluster.start(label)
+        cluster.wait_for_step(3 * every)
+        cluster.kill("worker-1")
+        assert cluster.wait("worker-0", timeout=120) == ExitCode.PEER_LOST, cluster.output("worker-0")
+        saved = cluster.checkpoint_steps()[-1]
+        assert 0 < saved < total
+
+        for label in ("worker-0", "worker-1"):
+            cluster.start(label)
+        for label in ("worker-0", "worker-1"):
+            assert cluster.wait(label) == 0, cluster.output(label)
+        for label in ("worker-0", "worker-1"):
+            (restored,) = events(cluster.output(label), "restored")
+            assert restored["step"] == saved
+            (finished,) = events(cluster.output(label), "finished")
+            assert finished["steps"] == total
+        digests = {events(cluster.output(label), "finished")[0]["weights"] for label in ("worker-0", "worker-1")}
+        assert len(digests) == 1
+        assert cluster.progress()["step"] == total
+    finally:
+        cluster.stop_all()
+
+
+def test_sigterm_checkpoints_exits_retryable_and_the_rerun_finishes_exactly(tmp_path: Path) -> None:
+    """Also the progress contract: served while training, left as termination message at each exit."""
+    args = ["--epochs", "60", "--checkpoint-every", "1000", "--log-every", "5"]
+    cluster = Cluster.of(job_manifest("single", "MultiWorkerMirrored", {"Worker": 1}, args), tmp_path)
+    total = 60 * DIGITS_STEPS_PER_EPOCH
+    port = free_port()
+    message = tmp_path / "worker-0.termination-message"
+    try:
+        cluster.start("worker-0", {PROGRESS_PORT_ENV: str(port)})
+        cluster.wait_for_step(50)
+        served = fetch_progress(f"http://127.0.0.1:{port}/progress")
+        assert served is not None and served.step is not None and served.step >= 50 and served.total_steps == total
+        cluster.kill("worker-0", signal.SIGTERM)
+        assert cluster.running["worker-0"].returncode == ExitCode.TERMINATED
+        saved = cluster.checkpoint_steps()[-1]
+        assert saved >= 50  # written on SIGTERM, not at a periodic boundary (every 1000 steps)
+        last_report = parse_progress(message.read_text())
+        assert last_report is not None and last_report.step is not None and 50 <= last_report.step <= saved
+        cluster.start("worker-0")
+        assert cluster.wait("worker-0") == 0, cluster.output("worker-0")
+        assert events(cluster.output("worker-0"), "restored")[0]["step"] == saved
+        assert events(cluster.output("worker-0"), "finished")[0]["steps"] == total
+        final = parse_progress(message.read_text())
+        assert final is not None and final.step == total
+    finally:
+        cluster.stop_all()
+
+
+def test_parameter_server_tolerates_a_worker_and_resumes_after_a_ps_loss(tmp_path: Path) -> None:
+    args = ["--epochs", "60", "--checkpoint-every", "40", "--log-every", "10"]
+    counts = {"Chief": 1, "Worker": 2, "PS": 1}
+    cluster = Cluster.of(job_manifest("pss", "ParameterServer", counts, args), tmp_path)
+    total = 60 * DIGITS_STEPS_PER_EPOCH
+    try:
+        for label in ("ps-0", "worker-0", "worker-1", "chief-0"):
+            cluster.start(label)
+        cluster.wait_for_step(40)
+        cluster.kill("worker-1")  # tolerated: its steps go to worker-0
+        reached = cluster.wait_for_step(cluster.progress()["step"] + 60)
+        cluster.start("worker-1")  # re-admitted
+        cluster.wait_for_step(reached + 40)
+
+        cluster.kill("ps-0")
+        assert cluster.wait("chief-0", timeout=120) == ExitCode.PEER_LOST, cluster.output("chief-0")
+        saved = cluster.checkpoint_steps()[-1]
+        cluster.start("ps-0")
+        cluster.start("chief-0")
+        assert cluster.wait("chief-0", timeout=600) == 0, cluster.output("chief-0")
+        assert events(cluster.output("chief-0"), "restored")[0]["step"] == saved
+        assert events(cluster.output("chief-0"), "finished")[0]["steps"] == total
+        assert cluster.running["worker-0"].poll() is None  # servers serve until told to stop
+    finally:
+        cluster.stop_all()
+
+
+@pytest.mark.parametrize("strategy", ["mirrored", "central-storage"])
+def test_one_process_over_two_logical_devices(tmp_path: Path, strategy: str) -> None:
+    args = ["--checkpoint-dir", str(tmp_path), "--epochs", "2", "--logical-cpus", "2", "--strategy", strategy]
+    result = run_trainer([*args, "--tensorboard-dir", str(tmp_path / "tensorboard")])
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
+    (training,) = events(result.stdout, "training")
+    assert training["replicas"] == 2
+    assert events(result.stdout, "finished")[0]["steps"] == 2 * DIGITS_STEPS_PER_EPOCH
+
+
+def test_model_parallel_places_blocks_on_two_devices(tmp_path: Path) -> None:
+    args = ["--checkpoint-dir", str(tmp_path), "--epochs", "2", "--logical-cpus", "2", "--model-parallel", "2"]
+    result = run_trainer(args)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (placement,) = events(result.stdout, "placement")
+    assert [device.rsplit(":", 2)[-2:] for device in placement["blocks"]] == [["CPU", "0"], ["CPU", "1"]]
+    assert events(result.stdout, "finished")[0]["accuracy"] > 0.8
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "code", "message"),
+    [
+        (["--checkpoint-dir", "x"], {"TF_CONFIG": "{not json"}, ExitCode.BAD_TF_CONFIG, "TF_CONFIG is not valid"),
+        (
+            ["--checkpoint-dir", "x"],
+            {"TF_CONFIG": '{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 3}}'},
+            ExitCode.BAD_TF_CONFIG,
+            "task worker:3 is not in its cluster",
+        ),
+        (
+            ["--checkpoint-dir", "x", "--dataset", "files", "--data-path", "/no/such/data"],
+            {},
+            ExitCode.DATA_NOT_FOUND,
+            "/no/such/data",
+        ),
+        (["--checkpoint-dir", "x", "--model", "transformer"], {}, ExitCode.BAD_FLAGS, "invalid choice"),
+        ([], {}, ExitCode.BAD_FLAGS, "--checkpoint-dir is required"),
+    ],
+)
+def test_permanent_errors_name_the_problem(args: list[str], env: dict[str, str], code: int, message: str) -> None:
+    result = run_trainer(args, env)
+    assert result.returncode == code
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_files_dataset_from_npz(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    np.savez(
+        tmp_path / "part-0.npz", x=rng.standard_normal((256, 4, 4, 1)).astype(np.float32), y=rng.integers(0, 3, 256)
+    )
+    args = [
+        "--checkpoint-dir",
+        str(tmp_path / "ck"),
+        "--dataset",
+        "files",
+        "--data-path",
+        str(tmp_path),
+        "--epochs",
+        "1",
+    ]
+    result = run_trainer([*args, "--global-batch-size", "32"])
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert events(result.stdout, "finished")[0]["steps"] == int(256 * 0.8) // 32
+
+
+def test_files_dataset_from_tfrecords(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    data = tmp_path / "data"
+    data.mkdir()
+    with tf.io.TFRecordWriter(str(data / "part-0.tfrecord")) as writer:
+        for _ in range(160):
+            features = {
+                "x": tf.train.Feature(float_list=tf.train.FloatList(value=rng.standard_normal(8).tolist())),
+                "y": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(rng.integers(0, 2))])),
+            }
+            writer.write(tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString())
+    args = ["--checkpoint-dir", str(tmp_path / "ck"), "--dataset", "files", "--data-path", str(data)]
+    result = run_trainer(
+        [*args, "--input-shape", "8", "--num-classes", "2", "--epochs", "1", "--global-batch-size", "32"]
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert events(result.stdout, "finished")[0]["steps"] == int(160 * 0.8) // 32

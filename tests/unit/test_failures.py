@@ -1,0 +1,102 @@
+"""Only API and network errors are transient; a bug surfaces with its traceback, in a metric, and on the job."""
+
+from __future__ import annotations
+
+import logging
+import socket
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from kubernetes import client
+from prometheus_client import REGISTRY
+
+from disttrain_operator.runtime.failures import SURFACE_AFTER, FailurePolicy
+from disttrain_operator.runtime.kube import Kube, TransientApiError
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+KEY = ("team", "mnist")
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port  # closed again when the socket is: nothing listens there
+
+
+def _kube(port: int) -> Kube:
+    configuration = client.Configuration(host=f"http://127.0.0.1:{port}")
+    configuration.retries = 0
+    return Kube(client.ApiClient(configuration))
+
+
+def _api_errors(operation: str) -> float:
+    return REGISTRY.get_sample_value("disttrain_api_errors_total", {"operation": operation}) or 0.0
+
+
+def test_a_refused_connection_is_an_api_error_worth_a_retry() -> None:
+    before = _api_errors("GET")
+    with pytest.raises(TransientApiError, match="GET /api/v1/namespaces/x/pods"):
+        _kube(_closed_port()).list_page("/api/v1/namespaces/x/pods", {})
+    assert _api_errors("GET") == before + 1
+
+
+def test_a_programming_error_is_not_an_api_error() -> None:
+    """A body the client cannot serialise is the operator's bug: it surfaces as itself."""
+    before = _api_errors("POST")
+    with pytest.raises(Exception) as raised:
+        _kube(_closed_port()).create({"kind": "Pod", "metadata": {"namespace": "x"}, "spec": {"bad": object()}})
+    assert not isinstance(raised.value, TransientApiError)
+    assert _api_errors("POST") == before
+
+
+class _Harness:
+    def __init__(self) -> None:
+        self.scheduled: list[datetime] = []
+        self.surfaced: list[str] = []
+        self.policy = FailurePolicy(lambda key, at: self.scheduled.append(at), clock=lambda: NOW)
+
+    def run(self, error: Exception | None) -> None:
+        def reconcile() -> None:
+            if error is not None:
+                raise error
+
+        self.policy.run(KEY, reconcile, self.surfaced.append)
+
+
+def _reconcile_errors(error: str) -> float:
+    return REGISTRY.get_sample_value("disttrain_reconcile_errors_total", {"error": error}) or 0.0
+
+
+def test_an_api_error_is_retried_soon_and_never_shown_on_the_job() -> None:
+    harness = _Harness()
+    for _ in range(SURFACE_AFTER + 1):
+        harness.run(TransientApiError("GET /x: 503"))
+    assert harness.scheduled == [NOW + timedelta(seconds=5)] * (SURFACE_AFTER + 1)
+    assert harness.surfaced == []
+
+
+def test_a_bug_is_logged_counted_retried_later_and_shown_on_the_job_after_a_few_tries(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    harness = _Harness()
+    before = _reconcile_errors("KeyError")
+    with caplog.at_level(logging.ERROR):
+        for _ in range(SURFACE_AFTER + 1):
+            harness.run(KeyError("replicaSpecs"))
+    assert [at - NOW for at in harness.scheduled] == [timedelta(seconds=s) for s in (5, 10, 20, 40)]
+    assert _reconcile_errors("KeyError") == before + SURFACE_AFTER + 1
+    (message,) = harness.surfaced  # once, at the third failure in a row
+    assert "3 times in a row" in message and "KeyError" in message and "replicaSpecs" in message
+    assert all(record.exc_info is not None for record in caplog.records)  # with its traceback
+
+
+def test_a_success_ends_the_run_of_failures() -> None:
+    harness = _Harness()
+    for _ in range(SURFACE_AFTER - 1):
+        harness.run(ValueError("a bug"))
+    harness.run(None)
+    for _ in range(SURFACE_AFTER - 1):
+        harness.run(ValueError("a bug"))
+    assert harness.surfaced == []
+    assert harness.scheduled[-1] == NOW + timedelta(seconds=5 * 2 ** (SURFACE_AFTER - 2))
