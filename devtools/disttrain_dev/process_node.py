@@ -154,6 +154,7 @@ class ProcessNode:
         }
         self._kube.patch_status(f"/api/v1/nodes/{self.name}/status", status)
         self._kube.renew_node_lease(self.name, LEASE_SECONDS)
+        pod_network.allow_forwarding(pod_network.BRIDGE)  # a Docker engine may have started since
         self._last_heartbeat = time.monotonic()
 
     # One round

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
+from disttrain_dev.images import instructions, stages
 from support import ROOT
 
 DOCKERFILES = [ROOT / "Dockerfile", ROOT / "trainer_image" / "Dockerfile"]
@@ -22,47 +23,30 @@ PINNED = r"[\w./-]+:\d+\.\d+\.\d+[\w.-]*(@sha256:[0-9a-f]{64})?|[\w./-]+@sha256:
 BUILD_TOOLS = ("gcc", "g++", "build-essential", "make ", "clang", "apt-get install", "apk add")
 
 
-def _instructions(path: Path) -> list[tuple[str, str]]:
-    """(INSTRUCTION, arguments), with continuation lines joined and comments dropped."""
-    text = re.sub(r"\\\n\s*", " ", path.read_text())
-    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
-    return [(line.split(None, 1)[0].upper(), line.split(None, 1)[1]) for line in lines]
-
-
-def _stages(path: Path) -> list[list[tuple[str, str]]]:
-    stages: list[list[tuple[str, str]]] = []
-    for instruction in _instructions(path):
-        if instruction[0] == "FROM":
-            stages.append([])
-        if stages:
-            stages[-1].append(instruction)
-    return stages
-
-
 def _base_images(path: Path) -> list[str]:
-    instructions = _instructions(path)
-    defaults = dict(arguments.split("=", 1) for kind, arguments in instructions if kind == "ARG" and "=" in arguments)
-    images = [arguments.split()[0] for kind, arguments in instructions if kind == "FROM"]
+    found = instructions(path)
+    defaults = dict(arguments.split("=", 1) for kind, arguments in found if kind == "ARG" and "=" in arguments)
+    images = [arguments.split()[0] for kind, arguments in found if kind == "FROM"]
     return [re.sub(r"\$\{(\w+)\}", lambda match: defaults[match.group(1)], image) for image in images]
 
 
 @pytest.mark.parametrize("path", DOCKERFILES, ids=["operator", "trainer"])
 def test_images_are_multi_stage_from_a_pinned_base(path: Path) -> None:
-    assert len(_stages(path)) >= 2
+    assert len(stages(path)) >= 2
     for image in _base_images(path):
         assert re.fullmatch(PINNED, image), f"{image} is not pinned to a full version or a digest"
 
 
 @pytest.mark.parametrize("path", DOCKERFILES, ids=["operator", "trainer"])
 def test_the_final_stage_runs_as_non_root_and_installs_only_built_wheels(path: Path) -> None:
-    final = _stages(path)[-1]
+    final = stages(path)[-1]
     (user,) = [arguments for instruction, arguments in final if instruction == "USER"]
     uid, _, gid = user.partition(":")
     assert uid.isdigit() and int(uid) > 0 and (not gid or int(gid) > 0), user  # numeric, so runAsNonRoot can verify
     runs = " ".join(arguments for instruction, arguments in final if instruction == "RUN")
     assert "pip install" in runs and "--no-index" in runs  # nothing fetched or compiled in the final stage
     assert not [tool for tool in BUILD_TOOLS if tool in runs]
-    build = " ".join(arguments for stage in _stages(path)[:-1] for kind, arguments in stage if kind == "RUN")
+    build = " ".join(arguments for stage in stages(path)[:-1] for kind, arguments in stage if kind == "RUN")
     assert "--constraint constraints.txt" in build
 
 
@@ -93,7 +77,7 @@ def test_the_readme_says_how_to_build_both_images() -> None:
 
 def _build_stage_wheels(dockerfile: Path, context: Path, out: Path) -> list[Path]:
     """The wheels the image's build stage makes, from only what that stage copies in, without a Docker engine."""
-    (build, *_) = _stages(dockerfile)
+    (build, *_) = stages(dockerfile)
     for instruction, arguments in build:
         if instruction == "COPY":
             *sources, target = arguments.split()
