@@ -4,7 +4,9 @@ The reporting task (the chief, or worker 0 without one) serves its latest progre
 at `http://<pod IP>:<DISTTRAIN_PROGRESS_PORT>/progress`, which the operator polls while the job
 runs, and writes the same record to `DISTTRAIN_TERMINATION_MESSAGE_PATH`, which the kubelet hands
 to the API server as the container's termination message when it ends. Trainer pods need no API
-access for either. This module imports nothing heavy so that the operator can share it.
+access for either. A task that fails, whichever it is, adds its error (`ERROR_FIELD`) to the same
+record in its termination message, and the operator quotes it where it says why the pod failed.
+This module imports nothing heavy so that the operator can share it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ PROGRESS_PATH = "/progress"
 DEFAULT_PROGRESS_PORT = 9471
 DEFAULT_TERMINATION_MESSAGE_PATH = "/dev/termination-log"
 TERMINATION_MESSAGE_LIMIT = 4096  # bytes the kubelet keeps of a termination message
+ERROR_FIELD = "error"  # in the termination message: why the task failed, in one line
 
 
 def reporting_task(has_chief: bool) -> tuple[str, int]:

@@ -9,7 +9,9 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import signal
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +20,7 @@ from typing import Any
 import pytest
 from trainer_support import events, job_manifest
 
-from cluster_support import OPERATOR_TEST_NAMESPACE, Cluster, OperatorProcess, holds, operator_kubeconfig
+from cluster_support import OPERATOR_TEST_NAMESPACE, Cluster, OperatorProcess, condition, holds, operator_kubeconfig
 from disttrain_dev import cluster as devcluster
 from support import wait_for
 
@@ -32,11 +34,19 @@ JOB = "faulty"
 
 
 def _submit(
-    cluster: Cluster, namespace: str, strategy: str, counts: dict[str, int], epochs: int, *, every_worker: bool = False
+    cluster: Cluster,
+    namespace: str,
+    strategy: str,
+    counts: dict[str, int],
+    epochs: int,
+    *,
+    every_worker: bool = False,
+    extra: tuple[str, ...] = (),
 ) -> int:
     """A job that checkpoints every 50 steps; returns its total step count. `every_worker`: the job succeeds
-    once every worker did, so that none still running at the chief's end is stopped by the cleanup."""
-    args = ["--model", "mlp", "--dataset", "digits", "--epochs", str(epochs), "--checkpoint-every", "50"]
+    once every worker did, so that none still running at the chief's end is stopped by the cleanup. `extra`:
+    more of the trainer's arguments."""
+    args = ["--model", "mlp", "--dataset", "digits", "--epochs", str(epochs), "--checkpoint-every", "50", *extra]
     manifest = job_manifest(JOB, strategy, counts, [*args, "--log-every", "5"])
     for spec in manifest["spec"]["replicaSpecs"].values():
         spec["restartPolicy"] = "ExitCode"
@@ -112,7 +122,9 @@ def test_parameter_server_tolerates_a_worker_and_restarts_after_a_ps_loss(
     process_cluster: Cluster, operator: OperatorProcess, process_namespace: str
 ) -> None:
     counts = {"Chief": 1, "Worker": 2, "PS": 1}
-    total = _submit(process_cluster, process_namespace, "ParameterServer", counts, epochs=12)
+    # The status shows progress up to 3 s late (a poll a second, count-only writes every 2 s): 24 epochs leave
+    # hundreds of steps after the kills, so that the job cannot finish before the PS's loss reaches it.
+    total = _submit(process_cluster, process_namespace, "ParameterServer", counts, epochs=24)
     _at_step(process_cluster, process_namespace, 40)
     chief_uid = _uids(process_cluster, process_namespace)[f"{JOB}-chief-0"]
     _kill(process_cluster, process_namespace, f"{JOB}-worker-0")
@@ -224,3 +236,50 @@ def test_the_standby_replica_takes_over_mid_job_without_duplicates(
         active.stop(signal.SIGKILL)
         standby.stop(signal.SIGKILL)
         operator.start()
+
+
+def test_workers_cut_off_from_each_other_say_whom_they_wait_for_then_resume_once_joined(
+    process_cluster: Cluster, operator: OperatorProcess, process_namespace: str
+) -> None:
+    """TensorFlow alone waits for an unreachable peer in silence. The port TF_CONFIG names is cut between the
+    pods (a rule dropping it on the node's bridge, above the node's own): each worker's log names the peer it
+    waits for, and after its bounded wait the job's status and an Event name the unreachable replica."""
+    bridge_netfilter = Path("/proc/sys/net/bridge/bridge-nf-call-iptables")
+    if shutil.which("iptables") is None or not bridge_netfilter.exists():
+        pytest.skip("cutting the pods' network needs iptables and bridge netfilter (br_netfilter)")
+    cut = ["FORWARD", "-i", "dtbr0", "-o", "dtbr0", "-p", "tcp", "--dport", "2222", "-j", "DROP"]
+    netfilter = bridge_netfilter.read_text().strip()
+    bridge_netfilter.write_text("1")
+    subprocess.run(["iptables", "-I", *cut], check=True)
+    try:
+        total = _submit(
+            process_cluster,
+            process_namespace,
+            "MultiWorkerMirrored",
+            {"Worker": 2},
+            2,
+            extra=("--peer-wait-seconds", "15"),
+        )
+        peer = f"{JOB}-worker-1.{JOB}.{process_namespace}.svc:2222"
+
+        def waiting_logged() -> bool:
+            try:
+                log = _chief_log(process_cluster, process_namespace, f"{JOB}-worker-0")
+            except (OSError, TypeError):  # no pod or no log yet
+                return False
+            return any(wait["peers"] == [peer] for wait in events(log, "waiting for peers"))
+
+        wait_for("worker 0's log naming the peer it waits for", waiting_logged, timeout=60)
+
+        def said_on_the_job() -> str | None:
+            restarting = condition(_job(process_cluster, process_namespace), "Restarting")
+            return restarting["message"] if restarting and "unreachable" in restarting["message"] else None
+
+        message = wait_for("the job to say which replica is unreachable", said_on_the_job, timeout=90)
+        assert f"peers unreachable after 15s: {peer}" in message, message
+        warnings = process_cluster.items("events", process_namespace)
+        assert any(event["reason"] == "Restarting" and peer in event["message"] for event in warnings), warnings
+    finally:
+        subprocess.run(["iptables", "-D", *cut], check=True)
+        bridge_netfilter.write_text(netfilter)
+    _succeeded(process_cluster, process_namespace, total)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from disttrain_operator.api.spec import ReplicaType
+from disttrain_operator.core.builders.naming import REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL
 from disttrain_operator.core.observed import PodPhase, pod_view
+from disttrain_operator.core.status import describe_failure
 
 LABELS = {"disttrain.io/job-name": "j", "disttrain.io/replica-type": "ps", "disttrain.io/replica-index": "1"}
 
@@ -59,3 +62,30 @@ def test_foreign_labels_are_ignored() -> None:
     assert pod_view({"metadata": {"name": "x", "labels": {"disttrain.io/job-name": "j"}}}) is None
     bad_index = {**LABELS, "disttrain.io/replica-index": "one"}
     assert pod_view({"metadata": {"name": "x", "labels": bad_index}}) is None
+
+
+def _failed_with(message: str) -> dict[str, Any]:
+    terminated = {"exitCode": 130, "reason": "Error", "message": message}
+    return {
+        "metadata": {
+            "name": "job-worker-0",
+            "uid": "u0",
+            "labels": {REPLICA_TYPE_LABEL: "worker", REPLICA_INDEX_LABEL: "0"},
+        },
+        "status": {
+            "phase": "Failed",
+            "containerStatuses": [{"name": "tensorflow", "state": {"terminated": terminated}}],
+        },
+    }
+
+
+def test_a_failed_pod_says_why_in_the_words_of_its_container() -> None:
+    unreachable = "peers unreachable after 60s: job-worker-1.job.ns.svc:2222"
+    view = pod_view(_failed_with(json.dumps({"step": 40, "error": unreachable})))
+    assert view is not None and view.message == unreachable
+    assert describe_failure(view) == f"job-worker-0 failed with exit code 130 (Error): {unreachable}"
+    plain = pod_view(_failed_with("out of disk"))
+    assert plain is not None and plain.message == "out of disk"
+    report = pod_view(_failed_with(json.dumps({"step": 40})))  # a report without an error says nothing more
+    assert report is not None and report.message is None
+    assert describe_failure(report) == "job-worker-0 failed with exit code 130 (Error)"

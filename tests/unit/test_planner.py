@@ -83,7 +83,7 @@ def test_a_restart_is_decided_once() -> None:
     assert _plan(job, pods, handled={"uid-job-worker-1-0"}).restart is None
 
 
-def test_parameter_server_worker_restarts_alone_and_a_ps_takes_the_chief() -> None:
+def test_parameter_server_worker_restarts_alone_and_a_ps_takes_the_chief_and_the_workers() -> None:
     job = _job({"Chief": 1, "Worker": 2, "PS": 1})
     running = [_pod(ReplicaType.CHIEF, 0), _pod(ReplicaType.WORKER, 0), _pod(ReplicaType.PS, 0)]
     worker = _plan(job, [*running, _pod(ReplicaType.WORKER, 1, PodPhase.FAILED, exit_code=137)])
@@ -91,17 +91,19 @@ def test_parameter_server_worker_restarts_alone_and_a_ps_takes_the_chief() -> No
     ps = _plan(
         job, [running[0], running[1], _pod(ReplicaType.PS, 0, PodPhase.FAILED, exit_code=None, reason="Evicted")]
     )
-    assert ps.delete == ["job-chief-0", "job-ps-0"]
+    assert ps.delete == ["job-chief-0", "job-ps-0", "job-worker-0"]
+    assert ps.restart is not None and ps.restart.message.endswith("the PS, the Chief and the workers restart")
 
 
 def test_a_lost_ps_waits_for_a_chief_created_moments_ago() -> None:
-    """The Chief restarts with its PS: one created but not in the view yet would be left behind."""
+    """The Chief and the workers restart with their PS: one created but not in the view yet would be left behind."""
     job = _job({"Chief": 1, "Worker": 1, "PS": 1})
     lost = [_pod(ReplicaType.WORKER, 0), _pod(ReplicaType.PS, 0, PodPhase.FAILED, exit_code=137)]
     waiting = _plan(job, lost, awaited={"job-chief-0"})
     assert waiting.restart is None and waiting.delete == []
+    assert _plan(job, lost, awaited={"job-worker-0"}).restart is None
     shown = _plan(job, [_pod(ReplicaType.CHIEF, 0, generation=1), *lost])
-    assert shown.delete == ["job-chief-0", "job-ps-0"]
+    assert shown.delete == ["job-chief-0", "job-ps-0", "job-worker-0"]
     worker_lost = [_pod(ReplicaType.PS, 0), _pod(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=137)]
     alone = _plan(job, worker_lost, awaited={"job-chief-0"})
     assert alone.delete == ["job-worker-0"]  # a worker restarts alone: nothing to wait for

@@ -13,7 +13,7 @@ from disttrain_contract.progress import PROGRESS_PORT_ENV, TERMINATION_MESSAGE_E
 from disttrain_operator.cli.ports import free_port
 from disttrain_operator.core.progress import parse_progress
 from disttrain_operator.runtime.progress_poller import fetch_progress
-from disttrain_trainer.reporting import Progress
+from disttrain_trainer.reporting import Progress, fail
 
 
 def test_the_chief_serves_its_latest_report_and_leaves_it_as_termination_message(tmp_path: Path) -> None:
@@ -55,3 +55,12 @@ def test_a_run_with_no_step_reports_no_loss(tmp_path: Path) -> None:
     progress.report(10, 1, float("nan"), finished=True)
     record = json.loads((tmp_path / "progress.json").read_text())
     assert record["loss"] is None and parse_progress(json.dumps(record)) is not None
+
+
+def test_a_failing_task_adds_its_error_to_its_termination_message(tmp_path: Path) -> None:
+    message = tmp_path / "termination-log"
+    fail("peers unreachable after 60s: job-worker-1.job.ns.svc:2222", {TERMINATION_MESSAGE_ENV: str(message)})
+    assert json.loads(message.read_text()) == {"error": "peers unreachable after 60s: job-worker-1.job.ns.svc:2222"}
+    message.write_text(json.dumps({"step": 40, "finished": False}))  # the chief's last report stays beside it
+    fail("a peer was lost", {TERMINATION_MESSAGE_ENV: str(message)})
+    assert json.loads(message.read_text()) == {"step": 40, "finished": False, "error": "a peer was lost"}

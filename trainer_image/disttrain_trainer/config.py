@@ -136,7 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--peer-wait-seconds",
         type=_positive,
         default=180,
-        help="how long a ParameterServer chief waits for the PS and worker servers to accept connections",
+        help="how long a task waits for peers that do not answer (a ParameterServer chief: that do not accept "
+        "connections) before it exits 130 naming them; a peer whose name does not resolve yet is waited for",
     )
     return parser
 

@@ -45,7 +45,11 @@ def _train(config: config_module.TrainConfig) -> None:
     name = strategies.strategy_name(config)
     if name == "parameter-server":
         servers = [address for kind in ("ps", "worker") for address in role.cluster.get(kind, [])]
-        peers.wait_for_peers(servers, config.peer_wait_seconds)
+        peers.wait_for_peers(servers, config.peer_wait_seconds, listening=True)
+    elif name == "multi-worker-mirrored":
+        own = role.cluster[role.task_type][role.index]
+        others = [address for kind in ("chief", "worker") for address in role.cluster.get(kind, []) if address != own]
+        peers.wait_for_peers(others, config.peer_wait_seconds, listening=False)
     strategy = strategies.create(name, config)
     log("started", task=f"{role.task_type}:{role.index}", strategy=name)
     try:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from disttrain_contract.progress import (
+    ERROR_FIELD,
     PROGRESS_PATH,
     PROGRESS_PORT_ENV,
     TERMINATION_MESSAGE_ENV,
@@ -34,8 +35,18 @@ def log(event: str, **fields: Any) -> None:
     print(json.dumps({"event": event, **fields}, default=str), flush=True)
 
 
-def fail(message: str) -> None:
+def fail(message: str, environ: Mapping[str, str] = os.environ) -> None:
+    """Say why the task fails: on stderr, and in its termination message for the operator to show."""
     print(f"disttrain-train: error: {message}", file=sys.stderr, flush=True)
+    path = environ.get(TERMINATION_MESSAGE_ENV)
+    if not path:
+        return
+    try:  # the chief's last progress report, if it wrote one, keeps its place beside the error
+        record = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        record = {}
+    record = record if isinstance(record, dict) else {}
+    _write_termination_message(Path(path), json.dumps({**record, ERROR_FIELD: message[:1024]}))
 
 
 def write_atomically(path: Path, text: str) -> None:

@@ -7,12 +7,14 @@ code plain typed input.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from disttrain_contract.progress import ERROR_FIELD
 from disttrain_contract.timestamps import parse_time
 from disttrain_operator.api.job import DistTrainJob
 from disttrain_operator.api.spec import ReplicaType
@@ -44,6 +46,7 @@ class PodView:
     deletion_time: datetime | None = None
     pod_ip: str | None = None
     final_progress: Progress | None = None  # the trainer's last report, from the termination message
+    message: str | None = None  # why a failed container says it failed: the trainer's error, or its own text
 
     @property
     def active(self) -> bool:
@@ -77,6 +80,22 @@ def _terminated_state(status: dict[str, Any], container_name: str | None) -> dic
         if terminated:
             return dict(terminated)
     return None
+
+
+MESSAGE_LIMIT = 300  # characters of a container's own words kept for the job's status and Events
+
+
+def failure_message(text: Any) -> str | None:
+    """The error in a failed container's termination message: the trainer's `error` field, or a message
+    that is not a report at all (a user's own container); None for a report without one, or nothing."""
+    if not isinstance(text, str) or not text.strip():
+        return None
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return text.strip()[:MESSAGE_LIMIT]
+    error = record.get(ERROR_FIELD) if isinstance(record, dict) else None
+    return str(error)[:MESSAGE_LIMIT] if error else None
 
 
 def pod_view(body: dict[str, Any], tensorflow_container: str = "tensorflow") -> PodView | None:
@@ -117,4 +136,5 @@ def pod_view(body: dict[str, Any], tensorflow_container: str = "tensorflow") -> 
         uid=uid,
         pod_ip=status.get("podIP") or None,
         final_progress=parse_progress((terminated or {}).get("message")),
+        message=failure_message(failed.get("message")),
     )

@@ -6,8 +6,10 @@ in (`handled`), so a failed pod is counted once however often the plan is comput
 
 Restarts: every pod runs with restartPolicy Never and the operator decides. A failed Chief, Worker or
 PS restarts the whole job under restartScope Job (MultiWorkerMirrored peers cannot survive a lost
-peer) and only the failed pod under Replica, except that a lost PS takes the Chief with it (the
-coordinator fails without its variables). An Evaluator restarts alone. Each restart decision counts
+peer) and only the failed pod under Replica, except that a lost PS takes the Chief and the workers
+with it: the coordinator fails without its variables, and a worker's server goes on dialling the
+PS's old address (gRPC re-resolves a name at most every 30 s), so every new Chief in that window
+failed too, each failure one more restart. An Evaluator restarts alone. Each restart decision counts
 once against backoffLimit; past it the job fails with BackoffLimitExceeded.
 """
 
@@ -87,7 +89,7 @@ def restart_for(
     if whole_job:
         joining, scope = {kind for kind in ReplicaType if kind is not ReplicaType.EVALUATOR}, "the whole job restarts"
     elif any(pod.replica_type is ReplicaType.PS for pod in failed):
-        joining, scope = {ReplicaType.CHIEF}, "the PS and the Chief restart"
+        joining, scope = {ReplicaType.CHIEF, ReplicaType.WORKER}, "the PS, the Chief and the workers restart"
     else:
         joining, scope = set(), "the failed pods restart"
     names = {pod_name(job.metadata.name, kind, index) for kind in joining for index in range(job.spec.replicas(kind))}

@@ -105,7 +105,8 @@ def describe_failure(pod: PodView) -> str:
     if pod.deleting and pod.phase is not PodPhase.FAILED:
         return f"{pod.name} was deleted while {pod.phase.value.lower()}"
     code = "no exit code" if pod.exit_code is None else f"exit code {pod.exit_code}"
-    return f"{pod.name} failed with {code}" + (f" ({pod.reason})" if pod.reason else "")
+    said = f": {pod.message}" if pod.message else ""
+    return f"{pod.name} failed with {code}" + (f" ({pod.reason})" if pod.reason else "") + said
 
 
 def failure(job: DistTrainJob, pods: Sequence[PodView]) -> Verdict | None:

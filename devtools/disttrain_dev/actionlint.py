@@ -1,0 +1,23 @@
+"""actionlint, from its Go module, cached by version like the control plane: it checks the GitHub
+Actions workflow that runs the project's CI on hosted runners."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from disttrain_dev.versions import cache_root
+
+ACTIONLINT_VERSION = "v1.7.12"
+
+
+def ensure_actionlint() -> Path:
+    """The binary, built once per version (about a minute cold on 2 cores; needs Go)."""
+    folder = cache_root() / "tools" / f"actionlint-{ACTIONLINT_VERSION}"
+    binary = folder / "actionlint"
+    if not binary.is_file():
+        env = {**os.environ, "GOBIN": str(folder), "CGO_ENABLED": "0", "GOTOOLCHAIN": "local"}
+        module = f"github.com/rhysd/actionlint/cmd/actionlint@{ACTIONLINT_VERSION}"
+        subprocess.run(["go", "install", "-trimpath", "-ldflags=-s -w", module], env=env, check=True)
+    return binary

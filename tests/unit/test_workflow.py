@@ -1,0 +1,33 @@
+"""The GitHub Actions workflow is valid (actionlint) and runs what CI here runs, plus kind's end to end."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from disttrain_dev.actionlint import ensure_actionlint
+from support import ROOT
+
+WORKFLOW = ROOT / ".github" / "workflows" / "ci.yml"
+
+
+def test_actionlint_finds_nothing_wrong() -> None:
+    if shutil.which("go") is None:
+        pytest.skip("actionlint is built from its Go module: needs Go")
+    result = subprocess.run(
+        [str(ensure_actionlint()), "-no-color", str(WORKFLOW)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_workflow_lints_runs_ci_and_the_kind_end_to_end() -> None:
+    jobs = yaml.safe_load(WORKFLOW.read_text())["jobs"]
+    steps = {name: " ".join(str(step.get("run", "")) for step in job["steps"]) for name, job in jobs.items()}
+    assert all(check in steps["lint"] for check in ("ruff check", "lint-imports", "disttrain crd check", "mypy"))
+    assert "bash .ci/run" in steps["test"]
+    assert "go install sigs.k8s.io/kind@" in steps["e2e-kind"] and "pytest -m e2e" in steps["e2e-kind"]
+    assert "go install sigs.k8s.io/kind@v0.30.0" in (ROOT / "README.md").read_text()  # the version README names
+    assert "go install sigs.k8s.io/kind@v0.30.0" in steps["e2e-kind"]
