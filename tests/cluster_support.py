@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from disttrain_dev.versions import cache_paths
@@ -135,6 +139,21 @@ def operator_kubeconfig(cluster: Cluster, folder: Path) -> Path:
 
 
 RECONCILE_COUNT = "disttrain_reconcile_duration_seconds_count"
+BRIDGE_NETFILTER = Path("/proc/sys/net/bridge/bridge-nf-call-iptables")
+
+
+@contextmanager
+def bridged_traffic_through_iptables() -> Iterator[None]:
+    """Bridged traffic passes iptables inside, as beside a Docker engine; as it was after. Skips the test
+    where there is no iptables or bridge netfilter (br_netfilter) to turn on."""
+    if shutil.which("iptables") is None or not BRIDGE_NETFILTER.exists():
+        pytest.skip("needs iptables and bridge netfilter (br_netfilter), which a Docker engine brings")
+    before = BRIDGE_NETFILTER.read_text().strip()
+    BRIDGE_NETFILTER.write_text("1")
+    try:
+        yield
+    finally:
+        BRIDGE_NETFILTER.write_text(before)
 
 
 class OperatorProcess:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -20,7 +19,15 @@ from typing import Any
 import pytest
 from trainer_support import events, job_manifest
 
-from cluster_support import OPERATOR_TEST_NAMESPACE, Cluster, OperatorProcess, condition, holds, operator_kubeconfig
+from cluster_support import (
+    OPERATOR_TEST_NAMESPACE,
+    Cluster,
+    OperatorProcess,
+    bridged_traffic_through_iptables,
+    condition,
+    holds,
+    operator_kubeconfig,
+)
 from disttrain_dev import cluster as devcluster
 from support import wait_for
 
@@ -244,42 +251,31 @@ def test_workers_cut_off_from_each_other_say_whom_they_wait_for_then_resume_once
     """TensorFlow alone waits for an unreachable peer in silence. The port TF_CONFIG names is cut between the
     pods (a rule dropping it on the node's bridge, above the node's own): each worker's log names the peer it
     waits for, and after its bounded wait the job's status and an Event name the unreachable replica."""
-    bridge_netfilter = Path("/proc/sys/net/bridge/bridge-nf-call-iptables")
-    if shutil.which("iptables") is None or not bridge_netfilter.exists():
-        pytest.skip("cutting the pods' network needs iptables and bridge netfilter (br_netfilter)")
     cut = ["FORWARD", "-i", "dtbr0", "-o", "dtbr0", "-p", "tcp", "--dport", "2222", "-j", "DROP"]
-    netfilter = bridge_netfilter.read_text().strip()
-    bridge_netfilter.write_text("1")
-    subprocess.run(["iptables", "-I", *cut], check=True)
-    try:
-        total = _submit(
-            process_cluster,
-            process_namespace,
-            "MultiWorkerMirrored",
-            {"Worker": 2},
-            2,
-            extra=("--peer-wait-seconds", "15"),
-        )
-        peer = f"{JOB}-worker-1.{JOB}.{process_namespace}.svc:2222"
+    with bridged_traffic_through_iptables():
+        subprocess.run(["iptables", "-I", *cut], check=True)
+        try:
+            patience = ("--peer-wait-seconds", "15")
+            total = _submit(process_cluster, process_namespace, "MultiWorkerMirrored", {"Worker": 2}, 2, extra=patience)
+            peer = f"{JOB}-worker-1.{JOB}.{process_namespace}.svc:2222"
 
-        def waiting_logged() -> bool:
-            try:
-                log = _chief_log(process_cluster, process_namespace, f"{JOB}-worker-0")
-            except (OSError, TypeError):  # no pod or no log yet
-                return False
-            return any(wait["peers"] == [peer] for wait in events(log, "waiting for peers"))
+            def waiting_logged() -> bool:
+                try:
+                    log = _chief_log(process_cluster, process_namespace, f"{JOB}-worker-0")
+                except (OSError, TypeError):  # no pod or no log yet
+                    return False
+                return any(wait["peers"] == [peer] for wait in events(log, "waiting for peers"))
 
-        wait_for("worker 0's log naming the peer it waits for", waiting_logged, timeout=60)
+            wait_for("worker 0's log naming the peer it waits for", waiting_logged, timeout=60)
 
-        def said_on_the_job() -> str | None:
-            restarting = condition(_job(process_cluster, process_namespace), "Restarting")
-            return restarting["message"] if restarting and "unreachable" in restarting["message"] else None
+            def said_on_the_job() -> str | None:
+                restarting = condition(_job(process_cluster, process_namespace), "Restarting")
+                return restarting["message"] if restarting and "unreachable" in restarting["message"] else None
 
-        message = wait_for("the job to say which replica is unreachable", said_on_the_job, timeout=90)
-        assert f"peers unreachable after 15s: {peer}" in message, message
-        warnings = process_cluster.items("events", process_namespace)
-        assert any(event["reason"] == "Restarting" and peer in event["message"] for event in warnings), warnings
-    finally:
-        subprocess.run(["iptables", "-D", *cut], check=True)
-        bridge_netfilter.write_text(netfilter)
+            message = wait_for("the job to say which replica is unreachable", said_on_the_job, timeout=90)
+            assert f"peers unreachable after 15s: {peer}" in message, message
+            warnings = process_cluster.items("events", process_namespace)
+            assert any(event["reason"] == "Restarting" and peer in event["message"] for event in warnings), warnings
+        finally:
+            subprocess.run(["iptables", "-D", *cut], check=True)
     _succeeded(process_cluster, process_namespace, total)

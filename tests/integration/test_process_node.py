@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from cluster_support import Cluster
+from cluster_support import Cluster, bridged_traffic_through_iptables
 from support import wait_for
 
 
@@ -106,27 +103,25 @@ def test_a_pod_without_a_command_fails_with_a_reason(cluster: Cluster, process_n
 def test_pods_reach_each_other_where_the_forward_chain_drops(cluster: Cluster, process_namespace: str) -> None:
     """Beside a Docker engine, the FORWARD policy is DROP and bridged traffic passes through iptables; the
     node's own rule keeps its pods talking. Set up here as Docker leaves it, and put back after."""
-    bridge_netfilter = Path("/proc/sys/net/bridge/bridge-nf-call-iptables")
-    if shutil.which("iptables") is None or not bridge_netfilter.exists():
-        pytest.skip("needs iptables and bridge netfilter (br_netfilter), which a Docker engine brings")
-    rules = subprocess.run(["iptables", "-S", "FORWARD"], capture_output=True, text=True, check=True).stdout
-    policy, netfilter = rules.splitlines()[0].split()[-1], bridge_netfilter.read_text().strip()
-    subprocess.run(["iptables", "-P", "FORWARD", "DROP"], check=True)
-    bridge_netfilter.write_text("1")
-    try:
-        listen = "import socket; s = socket.create_server(('0.0.0.0', 5000)); c, _ = s.accept(); c.sendall(b'hello')"
-        cluster.apply(process_namespace, _pod("listener", f'python3 -c "{listen}"'))
+    with bridged_traffic_through_iptables():
+        rules = subprocess.run(["iptables", "-S", "FORWARD"], capture_output=True, text=True, check=True).stdout
+        policy = rules.splitlines()[0].split()[-1]
+        subprocess.run(["iptables", "-P", "FORWARD", "DROP"], check=True)
+        try:
+            listen = (
+                "import socket; s = socket.create_server(('0.0.0.0', 5000)); c, _ = s.accept(); c.sendall(b'hello')"
+            )
+            cluster.apply(process_namespace, _pod("listener", f'python3 -c "{listen}"'))
 
-        def listening() -> str | None:
-            address = (cluster.get("pod", "listener", process_namespace) or {}).get("status", {}).get("podIP")
-            return str(address) if address else None
+            def listening() -> str | None:
+                address = (cluster.get("pod", "listener", process_namespace) or {}).get("status", {}).get("podIP")
+                return str(address) if address else None
 
-        address = wait_for("the listener's address", listening)
-        call = f"import socket; s = socket.create_connection(('{address}', 5000), 10); assert s.recv(5) == b'hello'"
-        cluster.apply(process_namespace, _pod("caller", f'python3 -c "{call}"'))
-        ended = _ended(cluster, process_namespace, "caller")
-        assert ended["status"]["phase"] == "Succeeded", ended["status"]
-        assert _ended(cluster, process_namespace, "listener")["status"]["phase"] == "Succeeded"
-    finally:
-        subprocess.run(["iptables", "-P", "FORWARD", policy], check=True)
-        bridge_netfilter.write_text(netfilter)
+            address = wait_for("the listener's address", listening)
+            call = f"import socket; s = socket.create_connection(('{address}', 5000), 10); assert s.recv(5) == b'hello'"
+            cluster.apply(process_namespace, _pod("caller", f'python3 -c "{call}"'))
+            ended = _ended(cluster, process_namespace, "caller")
+            assert ended["status"]["phase"] == "Succeeded", ended["status"]
+            assert _ended(cluster, process_namespace, "listener")["status"]["phase"] == "Succeeded"
+        finally:
+            subprocess.run(["iptables", "-P", "FORWARD", policy], check=True)

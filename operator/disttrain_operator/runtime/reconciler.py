@@ -35,7 +35,7 @@ from disttrain_operator.core.kueue import (
 from disttrain_operator.core.observed import PodView, own_pods
 from disttrain_operator.core.planner import STUCK_TERMINATING, Plan, object_key, plan
 from disttrain_operator.core.status import aggregate, record_restart, with_condition
-from disttrain_operator.core.types import Manifest, ObjectRef, Verdict
+from disttrain_operator.core.types import JobKey, Manifest, ObjectRef, Verdict
 from disttrain_operator.runtime import metrics
 from disttrain_operator.runtime.kube import ChildRejectedError, TransientApiError
 
@@ -107,7 +107,7 @@ class Reconciler:
         emit: EventSink,
         *,
         clock: Callable[[], datetime] = utcnow,
-        wake: Callable[[tuple[str, str], datetime], None] | None = None,
+        wake: Callable[[JobKey, datetime], None] | None = None,
         stuck_after: timedelta = STUCK_TERMINATING,
     ) -> None:
         self._wake = wake
