@@ -109,15 +109,29 @@ def test_parameter_server_job_creates_what_render_prints(
     _check_created_as_rendered(cluster, namespace, PS.read_text())
 
 
+def _gpus_requested(pod: dict[str, Any]) -> int:
+    return sum(int(c.get("resources", {}).get("requests", {}).get(GPU, 0)) for c in pod["spec"]["containers"])
+
+
 def _free_gpus(cluster: Cluster) -> dict[str, int]:
-    """Allocatable GPUs per node less what running and pending pods already requested."""
+    """Allocatable GPUs per node less what running and pending pods already requested.
+
+    Pods of earlier tests' namespaces still terminating would free their GPUs mid-test, so the
+    count waits until none holding GPUs is left.
+    """
+
+    def settled() -> tuple[list[dict[str, Any]]] | None:
+        pods: list[dict[str, Any]] = json.loads(cluster.kubectl("get", "pods", "-A", "-o", "json").stdout)["items"]
+        leaving = any(pod["metadata"].get("deletionTimestamp") and _gpus_requested(pod) for pod in pods)
+        return None if leaving else (pods,)
+
+    (pods,) = wait_for("no pod holding GPUs still terminating", settled, timeout=60)
     nodes = cluster.items("nodes", "")
     free = {node["metadata"]["name"]: int(node["status"]["allocatable"].get(GPU, 0)) for node in nodes}
-    for pod in json.loads(cluster.kubectl("get", "pods", "-A", "-o", "json").stdout)["items"]:
+    for pod in pods:
         node = pod["spec"].get("nodeName")
         if node in free and pod["status"].get("phase") in ("Pending", "Running"):
-            for container in pod["spec"]["containers"]:
-                free[node] -= int(container.get("resources", {}).get("requests", {}).get(GPU, 0))
+            free[node] -= _gpus_requested(pod)
     return free
 
 
