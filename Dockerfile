@@ -14,9 +14,11 @@ RUN pip wheel --no-cache-dir --constraint constraints.txt --wheel-dir /wheels ./
 
 FROM ${PYTHON_IMAGE}
 COPY --from=build /wheels /wheels
+# The user has a passwd entry: Python's getpass and anything else that asks who runs it gets an answer.
 RUN pip install --no-cache-dir --no-index --find-links /wheels disttrain \
     && rm -rf /wheels \
-    && pip uninstall --yes pip setuptools wheel
+    && pip uninstall --yes pip setuptools wheel \
+    && useradd --uid 65532 --user-group --no-create-home --shell /usr/sbin/nologin disttrain
 USER 65532:65532
 ENTRYPOINT ["disttrain"]
 CMD ["operator", "--all-namespaces", "--leader-elect"]

@@ -1,39 +1,70 @@
 #!/usr/bin/env bash
-# Sets up disttrain on a fresh machine and trains for real through Kubernetes, with no Docker:
-# installs the operator, the trainer and the development tools, brings up the local control plane (built once from Go
-# modules, then cached) with its process node, starts the operator, applies the MultiWorkerMirrored
-# digits example to the namespace `local` (whose pods run as processes on this machine), waits for
-# Succeeded, and shows the progress, the checkpoints and the exported model.
+# Sets up disttrain on a fresh machine and trains for real through Kubernetes: installs the operator,
+# the trainer and the development tools, brings up the local control plane (built once from Go
+# modules, then cached) with a node that really runs pods, applies the MultiWorkerMirrored digits
+# example to the namespace `quickstart`, waits for Succeeded, and shows the progress, the logs, the
+# checkpoints and the exported model.
 #
-# Needs root for the process node (a network namespace per pod). Stop everything with
-# `disttrain dev-cluster down`.
+# The node, chosen here and said:
+#   real node    where this machine can run one (root, a Docker engine, Debian's CNI plugins): a
+#                kubelet and containerd running the images built here (`disttrain_dev.images`), with
+#                the operator installed in the cluster from overlays/local-images, as users install it.
+#   process node otherwise (root only): pods run as processes of this machine, and the operator runs
+#                here too (`disttrain operator`).
+# DISTTRAIN_QUICKSTART_NODE=real|process chooses. Stop everything with `disttrain dev-cluster down`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 python3 -m pip install --quiet -e ./contract -e ./trainer_image -e ./devtools -e '.[trainer]'
-kubeconfig=$(disttrain dev-cluster up --process-node | tail -n 1)
+node=${DISTTRAIN_QUICKSTART_NODE:-}
+if [ -z "$node" ]; then
+  why_not=$(python3 -c 'from disttrain_dev.real_node import missing_requirement; print(missing_requirement() or "")')
+  if [ -z "$why_not" ]; then node=real; else node=process; echo "no real node here ($why_not)"; fi
+fi
+echo "quickstart on the $node node"
+
+if [ "$node" = real ]; then
+  python3 -m disttrain_dev.images >/dev/null  # the base from Debian packages, then both Dockerfiles
+  kubeconfig=$(disttrain dev-cluster up --real-node | tail -n 1)
+else
+  kubeconfig=$(disttrain dev-cluster up --process-node | tail -n 1)
+fi
 export KUBECONFIG=$kubeconfig
 kubectl_bin=$(python3 -c 'from disttrain_dev.versions import cache_paths; print(cache_paths().binary("kubectl"))')
 kubectl() { "$kubectl_bin" "$@"; }
 
-log=${TMPDIR:-/tmp}/disttrain-operator.log
-disttrain operator --all-namespaces --liveness=http://127.0.0.1:18080/healthz >"$log" 2>&1 &
-operator_pid=$!
-trap 'kill $operator_pid 2>/dev/null || true' EXIT
-for _ in $(seq 1 60); do
-  curl -fs http://127.0.0.1:18080/healthz >/dev/null 2>&1 && break
-  sleep 1
-done
+if [ "$node" = real ]; then
+  disttrain dev-cluster load disttrain/operator:0.1.0 disttrain/trainer:0.1.0
+  disttrain dev-cluster namespace disttrain-system quickstart --node real
+  kubectl apply --server-side -k overlays/local-images/ >/dev/null
+  kubectl rollout status -n disttrain-system deploy/disttrain-operator --timeout=180s
+else
+  disttrain dev-cluster namespace quickstart --node process
+  log=${TMPDIR:-/tmp}/disttrain-operator.log
+  disttrain operator --all-namespaces --liveness=http://127.0.0.1:18080/healthz >"$log" 2>&1 &
+  operator_pid=$!
+  trap 'kill $operator_pid 2>/dev/null || true' EXIT
+  for _ in $(seq 1 60); do
+    curl -fs http://127.0.0.1:18080/healthz >/dev/null 2>&1 && break
+    sleep 1
+  done
+fi
+kubectl label namespace quickstart pod-security.kubernetes.io/enforce=restricted --overwrite >/dev/null
 
-kubectl delete dtj digits-mwms -n local --ignore-not-found --wait=true >/dev/null
-kubectl apply -n local -f examples/local-multi-worker-digits.yaml
-kubectl wait -n local --for=condition=Running dtj/digits-mwms --timeout=180s
-kubectl get pods -n local -o wide
-kubectl wait -n local --for=condition=Succeeded dtj/digits-mwms --timeout=600s
-kubectl get dtj -n local -o wide
+kubectl delete dtj digits-mwms -n quickstart --ignore-not-found --wait=true >/dev/null
+kubectl apply -n quickstart -f examples/local-multi-worker-digits.yaml
+kubectl wait -n quickstart --for=condition=Running dtj/digits-mwms --timeout=180s
+kubectl get pods -n quickstart -o wide
+kubectl wait -n quickstart --for=condition=Succeeded dtj/digits-mwms --timeout=600s
+kubectl get dtj -n quickstart -o wide
+kubectl logs -n quickstart digits-mwms-worker-0 --tail=1
 
-state=$(dirname "$kubeconfig")/process-node
-volume=$(kubectl get pvc digits-mwms-checkpoint -n local -o jsonpath='{.spec.volumeName}')
-echo "checkpoints and exported model, in the job's volume on this machine ($state/volumes/$volume):"
-ls "$state/volumes/$volume" "$state/volumes/$volume/export"
-echo "pod logs: $state/pods/; operator log: $log; KUBECONFIG=$KUBECONFIG"
+volume=$(kubectl get pvc digits-mwms-checkpoint -n quickstart -o jsonpath='{.spec.volumeName}')
+if [ "$node" = real ]; then
+  folder=$(kubectl get pv "$volume" -o jsonpath='{.spec.hostPath.path}{.spec.local.path}')
+else
+  folder=$(dirname "$kubeconfig")/process-node/volumes/$volume
+fi
+echo "checkpoints and exported model, in the job's volume on this machine ($folder):"
+ls "$folder" "$folder/export"
+echo "KUBECONFIG=$KUBECONFIG"

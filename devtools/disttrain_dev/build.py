@@ -23,15 +23,34 @@ from disttrain_dev.versions import CachePaths
 from disttrain_operator.api.kubernetes_version import KUBERNETES_VERSION
 
 
-def _go_env() -> dict[str, str]:
+def go_env(cgo: bool = False) -> dict[str, str]:
     env = dict(os.environ)
-    env.update({"GOTOOLCHAIN": "local", "CGO_ENABLED": "0", "GOFLAGS": "-buildvcs=false"})
+    env.update({"GOTOOLCHAIN": "local", "CGO_ENABLED": "1" if cgo else "0", "GOFLAGS": "-buildvcs=false"})
     return env
 
 
 def _go(args: list[str], cwd: Path) -> None:
     print(f"+ go {' '.join(args)}", file=sys.stderr, flush=True)
-    subprocess.run(["go", *args], cwd=cwd, env=_go_env(), check=True)
+    subprocess.run(["go", *args], cwd=cwd, env=go_env(), check=True)
+
+
+def go_install(target: str, bin_dir: Path, cgo: bool = False, tags: str = "") -> None:
+    """`go install` a module's command at a version into `bin_dir` (modules without replace directives)."""
+    args = ["install", "-trimpath", "-ldflags=-s -w", *([f"-tags={tags}"] if tags else []), target]
+    print(f"+ go {' '.join(args)}", file=sys.stderr, flush=True)
+    subprocess.run(["go", *args], env=go_env(cgo) | {"GOBIN": str(bin_dir)}, check=True)
+
+
+def module_dir(module: str, version: str) -> Path:
+    """Where the Go module cache holds a module's files, downloading them if needed."""
+    download = subprocess.run(
+        ["go", "mod", "download", "-json", f"{module}@{version}"],
+        env=go_env(),
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return Path(json.loads(download.stdout)["Dir"])
 
 
 def _write_module(folder: Path, name: str, requires: dict[str, str], replaces: dict[str, str]) -> None:
@@ -57,19 +76,21 @@ def _version_ldflags() -> str:
     return " ".join(["-s", "-w", *flags])
 
 
-def build_kubernetes(paths: CachePaths) -> None:
+def build_kubernetes(paths: CachePaths, names: tuple[str, ...], out: Path) -> None:
+    """Build Kubernetes commands into `out`; the module lists the node's commands too, so one tidy serves both."""
     folder = paths.src / "kubernetes"
     staging = {f"k8s.io/{name}": versions.STAGING_VERSION for name in versions.STAGING_MODULES}
     _write_module(folder, "disttrain.local/kubernetes", {"k8s.io/kubernetes": KUBERNETES_VERSION}, staging)
-    commands = [f"k8s.io/kubernetes/cmd/{name}" for name in versions.KUBERNETES_COMMANDS]
+    every = (*versions.KUBERNETES_COMMANDS, *versions.NODE_KUBERNETES_COMMANDS)
     (folder / "tools.go").write_text(
         "//go:build tools\n\npackage tools\n\nimport (\n"
-        + "".join(f'\t_ "{command}"\n' for command in commands)
+        + "".join(f'\t_ "k8s.io/kubernetes/cmd/{name}"\n' for name in every)
         + ")\n"
     )
     _go(["mod", "tidy"], folder)
     build_args = ["build", "-trimpath", "-tags=selinux,notest", f"-ldflags={_version_ldflags()}"]
-    _go([*build_args, "-o", str(paths.bin) + "/", *commands], folder)
+    out.mkdir(parents=True, exist_ok=True)
+    _go([*build_args, "-o", str(out) + "/", *(f"k8s.io/kubernetes/cmd/{name}" for name in names)], folder)
 
 
 def build_etcd(paths: CachePaths) -> None:
@@ -83,23 +104,13 @@ def build_etcd(paths: CachePaths) -> None:
 
 
 def build_kwok(paths: CachePaths) -> None:
-    env = _go_env() | {"GOBIN": str(paths.bin)}
     for command in ("kwok", "kwokctl"):
-        target = f"sigs.k8s.io/kwok/cmd/{command}@{versions.KWOK_VERSION}"
-        print(f"+ go install {target}", file=sys.stderr, flush=True)
-        subprocess.run(["go", "install", "-trimpath", "-ldflags=-s -w", target], env=env, check=True)
+        go_install(f"sigs.k8s.io/kwok/cmd/{command}@{versions.KWOK_VERSION}", paths.bin)
 
 
 def copy_kwok_stages(paths: CachePaths) -> None:
     """kwok's default stages ship in its module, not its binary: keep them beside the binaries."""
-    download = subprocess.run(
-        ["go", "mod", "download", "-json", f"sigs.k8s.io/kwok@{versions.KWOK_VERSION}"],
-        env=_go_env(),
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    stage_root = Path(json.loads(download.stdout)["Dir"]) / "kustomize" / "stage"
+    stage_root = module_dir("sigs.k8s.io/kwok", versions.KWOK_VERSION) / "kustomize" / "stage"
     paths.kwok_stages.mkdir(parents=True, exist_ok=True)
     for relative in versions.KWOK_STAGES:
         shutil.copyfile(stage_root / relative, paths.kwok_stages / Path(relative).name)
@@ -123,17 +134,21 @@ def ensure_binaries(paths: CachePaths | None = None) -> CachePaths:
         raise RuntimeError("Go is needed once to build the local control plane, and none is on PATH")
     paths.bin.mkdir(parents=True, exist_ok=True)
     if missing & set(versions.KUBERNETES_COMMANDS):
-        build_kubernetes(paths)
+        build_kubernetes(paths, versions.KUBERNETES_COMMANDS, paths.bin)
     if "etcd" in missing:
         build_etcd(paths)
     if "kwok" in missing:
         build_kwok(paths)
     if missing - set(versions.ALL_BINARIES):
         copy_kwok_stages(paths)
-    still_missing = missing_binaries(paths)
+    require_built(missing_binaries(paths))
+    return paths
+
+
+def require_built(still_missing: list[str]) -> None:
+    """A build that ran without error yet left a binary out is an error of its own, named."""
     if still_missing:
         raise RuntimeError(f"build finished but these binaries are missing: {', '.join(still_missing)}")
-    return paths
 
 
 if __name__ == "__main__":

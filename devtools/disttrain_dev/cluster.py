@@ -17,9 +17,10 @@ import sys
 import time
 import urllib.request
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from disttrain_dev import images, kwok_stages, node_build, node_kinds, pki, pod_network, real_node, versions
 from disttrain_dev.build import ensure_binaries
 from disttrain_dev.versions import CachePaths, cache_root
 from disttrain_operator.api import crd
@@ -27,6 +28,7 @@ from disttrain_operator.api import job as api
 from disttrain_operator.cli.ports import free_port
 
 ADMIN_TOKEN = "disttrain-dev-admin"
+LOCAL_PATH_STAGES = "kwok-local-path-stages"
 FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 GPU_RESOURCE = "nvidia.com/gpu"
 SERVICE_CIDR = "10.96.0.0/16"
@@ -45,10 +47,13 @@ class ClusterState:
     etcd_peer_port: int
     apiserver_port: int
     pids: dict[str, int]
+    # The API server's address: loopback, or the pod bridge's where a real node's pods must reach it.
+    address: str = "127.0.0.1"
+    node_ports: dict[str, int] = field(default_factory=dict)
 
     @property
     def server(self) -> str:
-        return f"https://127.0.0.1:{self.apiserver_port}"
+        return f"https://{self.address}:{self.apiserver_port}"
 
 
 @dataclass(frozen=True)
@@ -76,19 +81,23 @@ def kubeconfig_path(folder: Path | None = None) -> Path:
     return (folder or state_dir()) / "kubeconfig"
 
 
-def _write_kubeconfig(folder: Path, state: ClusterState) -> Path:
-    """Admin credentials; the CA is the API server's self-signed certificate, valid for 127.0.0.1."""
+def kubeconfig_text(folder: Path, state: ClusterState, user: str, token: str) -> str:
+    """Credentials of a static token; the CA is the API server's self-signed certificate, valid for its address."""
     ca = folder / "certs" / "apiserver.crt"
     config = {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": "disttrain-dev", "cluster": {"server": state.server, "certificate-authority": str(ca)}}],
-        "users": [{"name": "admin", "user": {"token": ADMIN_TOKEN}}],
-        "contexts": [{"name": "disttrain-dev", "context": {"cluster": "disttrain-dev", "user": "admin"}}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": "disttrain-dev", "context": {"cluster": "disttrain-dev", "user": user}}],
         "current-context": "disttrain-dev",
     }
+    return json.dumps(config, indent=2) + "\n"
+
+
+def _write_kubeconfig(folder: Path, state: ClusterState) -> Path:
     path = kubeconfig_path(folder)
-    path.write_text(json.dumps(config, indent=2) + "\n")
+    path.write_text(kubeconfig_text(folder, state, "admin", ADMIN_TOKEN))
     return path
 
 
@@ -177,7 +186,10 @@ def _commands(paths: CachePaths, folder: Path, state: ClusterState) -> dict[str,
             str(paths.binary("kube-apiserver")),
             f"--etcd-servers=http://127.0.0.1:{state.etcd_port}",
             f"--cert-dir={folder / 'certs'}",
-            "--bind-address=127.0.0.1",
+            f"--bind-address={state.address}",
+            f"--advertise-address={state.address}",
+            f"--kubelet-client-certificate={folder / 'pki' / pki.CLIENT}.crt",
+            f"--kubelet-client-key={folder / 'pki' / pki.CLIENT}.key",
             f"--secure-port={state.apiserver_port}",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--authorization-mode=Node,RBAC",
@@ -196,6 +208,7 @@ def _commands(paths: CachePaths, folder: Path, state: ClusterState) -> dict[str,
             "--leader-elect=false",
             "--secure-port=0",
             f"--service-account-private-key-file={key}",
+            f"--root-ca-file={folder / 'certs' / 'apiserver.crt'}",  # what pods trust, in kube-root-ca.crt
             f"--cluster-cidr={POD_CIDR}",
             "--controllers=*",
         ],
@@ -216,6 +229,7 @@ def _commands(paths: CachePaths, folder: Path, state: ClusterState) -> dict[str,
             "--node-lease-duration-seconds=40",
             f"--config={folder / 'kwok.yaml'}",
             *(f"--config={stage}" for stage in sorted(paths.kwok_stages.glob("*.yaml"))),
+            *(f"--config={stage}" for stage in sorted((folder / LOCAL_PATH_STAGES).glob("*.yaml"))),
         ],
     }
 
@@ -235,50 +249,68 @@ options:
 """
 
 
-def _prepare(folder: Path) -> None:
+def _prepare(paths: CachePaths, folder: Path) -> None:
     (folder / "logs").mkdir(parents=True, exist_ok=True)
+    kwok_stages.write_local_path_stages(paths.kwok_stages, folder / LOCAL_PATH_STAGES)
     (folder / "kwok.yaml").write_text(KWOK_CONFIGURATION)
-    (folder / "tokens.csv").write_text(f"{ADMIN_TOKEN},disttrain-admin,disttrain-admin,system:masters\n")
+    node = f"system:node:{real_node.NODE_NAME}"
+    (folder / "tokens.csv").write_text(
+        f"{ADMIN_TOKEN},disttrain-admin,disttrain-admin,system:masters\n"
+        f'{real_node.NODE_TOKEN},{node},{node},"system:nodes"\n'
+    )
     key = folder / "service-account.key"
     if not key.exists():
         subprocess.run(["openssl", "genrsa", "-out", str(key), "2048"], check=True, capture_output=True)
+    pki.make_kubelet_client_certificate(folder / "pki")
 
 
-def up(shape: NodeShape | None = None, log: bool = True, process_node: bool = False) -> Path:
+def up(shape: NodeShape | None = None, log: bool = True, process_node: bool = False, real_node: bool = False) -> Path:
     """Start the cluster (or find it running) and return its kubeconfig path.
 
     `process_node` adds the node whose pods run as real processes (`process_node`), and the
-    namespace `local`, whose pods go there.
+    namespace `local`, whose pods go there; `real_node` adds a kubelet and containerd node
+    (`real_node`). A running cluster whose API server pods cannot reach is started anew for one.
     """
     folder = state_dir()
     running = running_state(folder)
+    if running is not None and real_node and running.address != pod_network.GATEWAY:
+        print("restarting the local cluster: a real node's pods need the API server on the pod bridge", file=sys.stderr)
+        running = None
     if running is not None:
         _install_crd(ensure_binaries(), folder)  # a running cluster gets the CRD of this checkout
         if process_node and PROCESS_NODE not in running.pids:
-            _start_process_node(ensure_binaries(), folder, running)
+            running = _start_process_node(ensure_binaries(), folder, running)
+        if real_node and "kubelet" not in running.pids:
+            _start_real_node(ensure_binaries(), folder, running)
         return kubeconfig_path(folder)
     down()
     paths = ensure_binaries()
+    node_paths = node_build.ensure_node_binaries() if real_node else None
     started = time.monotonic()
-    _prepare(folder)
-    ports = {"etcd_port": free_port(), "etcd_peer_port": free_port(), "apiserver_port": free_port()}
-    state = ClusterState(**ports, pids={})
+    _prepare(paths, folder)
+    address = "127.0.0.1"
+    if real_node:
+        pod_network.ensure_bridge()
+        address = pod_network.GATEWAY
+    state = ClusterState(free_port(), free_port(), free_port(), pids={}, address=address)
     commands = _commands(paths, folder, state)
     pids: dict[str, int] = {}
     try:
         pids["etcd"] = _start(folder, "etcd", commands["etcd"])
         pids["kube-apiserver"] = _start(folder, "kube-apiserver", commands["kube-apiserver"])
-        state = ClusterState(**ports, pids=pids)
+        state = replace(state, pids=pids)
         _save_state(folder, state)
         _wait("kube-apiserver /readyz", lambda: _ready(state), 90)
         _write_kubeconfig(folder, state)
         for name in ("kube-controller-manager", "kube-scheduler", "kwok"):
             pids[name] = _start(folder, name, commands[name])
-        state = ClusterState(**ports, pids=pids)
+        state = replace(state, pids=pids)
         _save_state(folder, state)
         _install(paths, folder, shape or NodeShape())
         if process_node:
-            _start_process_node(paths, folder, state)
+            state = _start_process_node(paths, folder, state)
+        if node_paths is not None:
+            _start_real_node(paths, folder, state)
     except Exception as error:
         tails = _log_tails(folder)
         down()
@@ -292,16 +324,29 @@ PROCESS_NODE = "process-node"
 LOCAL_NAMESPACE = "local"
 
 
-def process_namespace(name: str) -> dict[str, object]:
-    """A namespace whose pods all run on the process node: the API server adds the selector and toleration."""
-    from disttrain_dev.process_node import NODE_KIND, NODE_KIND_LABEL  # noqa: PLC0415
-
-    toleration = {"key": NODE_KIND_LABEL, "operator": "Equal", "value": NODE_KIND, "effect": "NoSchedule"}
+def node_namespace(name: str, kind: str, labels: dict[str, str] | None = None) -> dict[str, object]:
+    """A namespace whose pods all run on the node of `kind` (process, real): the API server adds the
+    selector and toleration to each pod, so manifests need no change."""
+    toleration = {"key": node_kinds.NODE_KIND_LABEL, "operator": "Equal", "value": kind, "effect": "NoSchedule"}
     annotations = {
-        "scheduler.alpha.kubernetes.io/node-selector": f"{NODE_KIND_LABEL}={NODE_KIND}",
+        "scheduler.alpha.kubernetes.io/node-selector": f"{node_kinds.NODE_KIND_LABEL}={kind}",
         "scheduler.alpha.kubernetes.io/defaultTolerations": json.dumps([toleration]),
     }
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "annotations": annotations}}
+    metadata = {"name": name, "annotations": annotations, **({"labels": labels} if labels else {})}
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata}
+
+
+def process_namespace(name: str) -> dict[str, object]:
+    return node_namespace(name, node_kinds.PROCESS)
+
+
+def apply_namespaces(names: list[str], kind: str) -> None:
+    """Create (or annotate) namespaces whose pods run on the node of `kind`."""
+    items = [node_namespace(name, kind) for name in names]
+    listing = json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
+    # a field manager of its own: a later `kubectl apply --server-side` of the same namespace keeps these
+    manager = "--field-manager=disttrain-dev-cluster"
+    _kubectl(ensure_binaries(), state_dir(), "apply", "--server-side", manager, "-f", "-", stdin=listing)
 
 
 def _start_process_node(paths: CachePaths, folder: Path, state: ClusterState) -> ClusterState:
@@ -325,6 +370,58 @@ def _node_ready(paths: CachePaths, folder: Path, name: str) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
+def _start_real_node(paths: CachePaths, folder: Path, state: ClusterState) -> ClusterState:
+    """containerd, then the kubelet, kube-proxy, CoreDNS and the volume provisioner; waits for the Node."""
+    missing = real_node.missing_requirement()
+    if missing is not None:
+        raise RuntimeError(missing)
+    node = node_build.ensure_node_binaries()
+    files = real_node.NodeFiles(folder)
+    ports = {"kubelet": free_port(), "proxy_healthz": free_port(), "proxy_metrics": free_port()}
+    state = replace(state, node_ports=ports)
+    node_kubeconfig = kubeconfig_text(folder, state, f"system:node:{real_node.NODE_NAME}", real_node.NODE_TOKEN)
+    helper_image = images.ensure_base()
+    real_node.write_configuration(
+        files,
+        node,
+        kubelet_kubeconfig=node_kubeconfig,
+        admin_kubeconfig=kubeconfig_path(folder),
+        client_ca=folder / "pki" / f"{pki.CA}.crt",
+        kubelet_port=ports["kubelet"],
+        helper_image=helper_image,
+    )
+    commands = real_node.commands(files, node, kubeconfig_path(folder), ports)
+    pids = dict(state.pids)
+    pids["containerd"] = _start(folder, "containerd", commands["containerd"], _node_environment(node))
+    state = replace(state, pids=pids)
+    _save_state(folder, state)
+    _wait("containerd", lambda: real_node.ctr(files, node, "version", check=False).returncode == 0, 60)
+    real_node.load_images(files, node, [real_node.ensure_pause_image(node), helper_image])
+    objects = real_node.storage_objects(files, helper_image)
+    _kubectl(
+        paths,
+        folder,
+        "apply",
+        "--server-side",
+        "-f",
+        "-",
+        stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}),
+    )
+    not_default = {"metadata": {"annotations": {"storageclass.kubernetes.io/is-default-class": "false"}}}
+    _kubectl(paths, folder, "patch", "storageclass", "kwok-volume", "-p", json.dumps(not_default))
+    for name in real_node.COMPONENTS[1:]:
+        pids[name] = _start(folder, name, commands[name], _node_environment(node))
+    state = replace(state, pids=pids)
+    _save_state(folder, state)
+    _wait("the real node", lambda: _node_ready(paths, folder, real_node.NODE_NAME), 120)
+    return state
+
+
+def _node_environment(node: CachePaths) -> dict[str, str]:
+    """containerd finds its shim, and the kubelet and kube-proxy their tools, on PATH."""
+    return {**os.environ, "PATH": f"{node.bin}:{os.environ.get('PATH', '/usr/sbin:/usr/bin:/sbin:/bin')}"}
+
+
 def restart_component(name: str, pause: float = 0) -> None:
     """Stop one component of the running cluster and start it again with the same arguments (fault tests)."""
     folder = state_dir()
@@ -333,7 +430,12 @@ def restart_component(name: str, pause: float = 0) -> None:
         raise RuntimeError("no local cluster is running")
     _stop(state.pids[name])
     time.sleep(pause)
-    state.pids[name] = _start(folder, name, _commands(ensure_binaries(), folder, state)[name])
+    if name in real_node.COMPONENTS:
+        node = node_build.ensure_node_binaries()
+        command = real_node.commands(real_node.NodeFiles(folder), node, kubeconfig_path(folder), state.node_ports)[name]
+        state.pids[name] = _start(folder, name, command, _node_environment(node))
+    else:
+        state.pids[name] = _start(folder, name, _commands(ensure_binaries(), folder, state)[name])
     _save_state(folder, state)
     if name == "kube-apiserver":
         _wait("kube-apiserver /readyz", lambda: _ready(state), 90)
@@ -386,10 +488,21 @@ def down() -> None:
     folder = state_dir()
     state = _load_state(folder)
     if state is not None:
-        for pid in reversed(list(state.pids.values())):
+        for name, pid in reversed(list(state.pids.items())):
+            if name == "containerd":  # the kubelet is stopped by now, so nothing starts them again
+                real_node.stop_containers(real_node.NodeFiles(folder), versions.node_cache_paths())
             _stop(pid)
+    _unmount_under(folder)
     if folder.exists():
         subprocess.run(["rm", "-rf", str(folder)], check=True)
+
+
+def _unmount_under(folder: Path) -> None:
+    """Whatever the kubelet or containerd left mounted in the folder: `rm -rf` must not reach through a mount."""
+    prefixes = (f"{folder.resolve()}/", f"{real_node.containerd_state()}/")
+    mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    for target in sorted((m for m in mounts if m.startswith(prefixes)), key=len, reverse=True):
+        subprocess.run(["umount", "-l", target], capture_output=True, check=False)
 
 
 def _stop(pid: int, grace: float = 10) -> None:
@@ -410,3 +523,13 @@ def _reap(pid: int) -> None:
     """Collect the exit status of a child of this process, so it does not linger as a zombie."""
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
+
+
+def load_images(tags: list[str]) -> None:
+    """Copy Docker images into the real node's containerd (as `kind load docker-image` does)."""
+    state = running_state()
+    if state is None or "containerd" not in state.pids:
+        raise RuntimeError("no real node is running; start one with `disttrain dev-cluster up --real-node`")
+    copied = real_node.load_images(real_node.NodeFiles(state_dir()), versions.node_cache_paths(), tags)
+    for tag in tags:
+        print(f"{tag}: {'loaded' if tag in copied else 'already on the node'}", file=sys.stderr)

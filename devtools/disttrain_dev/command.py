@@ -1,4 +1,4 @@
-"""`disttrain dev-cluster up|down|kubeconfig`: added to the `disttrain` command where this package is installed."""
+"""`disttrain dev-cluster up|down|kubeconfig|load|namespace`: added to `disttrain` where this package is installed."""
 
 from __future__ import annotations
 
@@ -13,11 +13,25 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
     parser = commands.add_parser(
         "dev-cluster", help="a local control plane with fake GPU nodes, built from Go modules (development, CI)"
     )
-    parser.add_argument("action", choices=["up", "down", "kubeconfig"])
+    parser.add_argument("action", choices=["up", "down", "kubeconfig", "load", "namespace"])
+    parser.add_argument(
+        "names", nargs="*", help="load: Docker images to copy into the real node; namespace: namespaces to create"
+    )
     parser.add_argument(
         "--process-node",
         action="store_true",
         help="with up: add a node whose pods run as real processes (needs root), and the namespace `local` for it",
+    )
+    parser.add_argument(
+        "--real-node",
+        action="store_true",
+        help="with up: add a kubelet and containerd node, CoreDNS, kube-proxy, local-path volumes (root, Docker)",
+    )
+    parser.add_argument(
+        "--node",
+        choices=["process", "real"],
+        default="real",
+        help="with namespace: the node that the namespaces' pods run on (default: real)",
     )
     parser.set_defaults(handler=run)
 
@@ -25,18 +39,20 @@ def register(commands: argparse._SubParsersAction[Any]) -> None:
 def run(args: argparse.Namespace) -> int:
     from disttrain_dev import cluster  # noqa: PLC0415 - `disttrain --help` need not import the cluster
 
-    if args.action == "up":
-        try:
-            print(cluster.up(process_node=args.process_node))
-        except (RuntimeError, OSError, subprocess.CalledProcessError) as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 1
-    elif args.action == "down":
-        cluster.down()
-    else:
-        path = cluster.kubeconfig_path()
-        if cluster.running_state() is None:
-            print("error: no local cluster is running; start one with `disttrain dev-cluster up`", file=sys.stderr)
-            return 1
-        print(path)
+    try:
+        if args.action == "up":
+            print(cluster.up(process_node=args.process_node, real_node=args.real_node))
+        elif args.action == "down":
+            cluster.down()
+        elif args.action == "load":
+            cluster.load_images(args.names)
+        elif args.action == "namespace":
+            cluster.apply_namespaces(args.names, args.node)
+        elif cluster.running_state() is None:
+            raise RuntimeError("no local cluster is running; start one with `disttrain dev-cluster up`")
+        else:
+            print(cluster.kubeconfig_path())
+    except (RuntimeError, OSError, subprocess.CalledProcessError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     return 0

@@ -99,7 +99,9 @@ def input_digest(root: Path, image: Image, base: str) -> str:
 def _docker(*args: str, check: bool = True, quiet: bool = False) -> subprocess.CompletedProcess[str]:
     if not quiet:
         print(f"+ docker {' '.join(args)}", file=sys.stderr, flush=True)
-    return subprocess.run(["docker", *args], check=check, text=True, capture_output=quiet)
+    if quiet:
+        return subprocess.run(["docker", *args], check=check, text=True, capture_output=True)
+    return subprocess.run(["docker", *args], check=check, text=True, stdout=sys.stderr)  # stdout is the caller's
 
 
 def has_image(tag: str) -> bool:
@@ -171,3 +173,9 @@ def ensure_images(root: Path) -> dict[str, str]:
     """The base, operator and trainer images; name -> the tag of its inputs."""
     base = ensure_base()
     return {image.name: ensure_image(root, image, base) for image in (OPERATOR, TRAINER)}
+
+
+if __name__ == "__main__":
+    # One line per image, `name tag`, for scripts: `python -m disttrain_dev.images`
+    for name, tag in ensure_images(Path(__file__).resolve().parents[2]).items():
+        print(name, tag)

@@ -1,6 +1,6 @@
 """Pod networking for the process node: a network namespace per pod, on one bridge, with its own hosts file.
 
-Each pod gets `10.250.x.y/16` on a veth pair whose host end sits on the bridge `dtbr0`
+Each pod gets an address of `10.250.0.0/17` on a veth pair whose host end sits on the bridge `dtbr0`
 (`10.250.0.1`, also the node's address), so pods reach each other and this machine reaches every
 pod, the operator's progress polls included; nothing is routed beyond the bridge. Names resolve
 through `/etc/netns/<namespace>/hosts`, which `ip netns exec` mounts over `/etc/hosts`; it is
@@ -21,6 +21,9 @@ from disttrain_dev.process_pods import Mount
 BRIDGE = "dtbr0"
 NETWORK = ipaddress.ip_network("10.250.0.0/16")
 GATEWAY = str(NETWORK.network_address + 1)
+# The process node hands out the lower half; the real node's CNI plugin the upper half, on the same bridge.
+PROCESS_POOL = ipaddress.ip_network("10.250.0.0/17")
+CNI_POOL = ipaddress.ip_network("10.250.128.0/17")
 NAMESPACE_PREFIX = "dtpod-"
 HOST_LINK_PREFIX = "dtv"
 NETNS_ETC = Path("/etc/netns")

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from disttrain_contract.timestamps import format_time
-from disttrain_dev import node_logs, pod_network
+from disttrain_dev import node_kinds, node_logs, pod_network
 from disttrain_dev.kubelet import KubeletApi
 from disttrain_dev.process_pods import (
     ContainerState,
@@ -50,8 +50,8 @@ from disttrain_operator.runtime.kube import TransientApiError, load_client
 logger = logging.getLogger("disttrain.process-node")
 
 NODE_NAME = "process-node-0"
-NODE_KIND_LABEL = "disttrain.io/node-kind"
-NODE_KIND = "process"
+NODE_KIND_LABEL = node_kinds.NODE_KIND_LABEL
+NODE_KIND = node_kinds.PROCESS
 TAINT = {"key": NODE_KIND_LABEL, "value": NODE_KIND, "effect": "NoSchedule"}
 SYNC_SECONDS = 0.5
 HEARTBEAT_SECONDS = 10.0
@@ -100,7 +100,7 @@ class ProcessNode:
         self.name = name
         self._runs: dict[str, PodRun] = {}
         self._finished: set[str] = set()  # uids of pods whose end was reported
-        self._free = [str(address) for address in pod_network.NETWORK.hosts()][1:]  # the first is the bridge's
+        self._free = [str(address) for address in pod_network.PROCESS_POOL.hosts()][1:]  # the first is the bridge's
         self._last_heartbeat = 0.0
         self._logs: ThreadingHTTPServer | None = None  # the kubelet's log endpoint, for `kubectl logs`
         self._hosts = ""  # the current hosts file, and the namespaces that have it

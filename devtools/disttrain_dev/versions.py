@@ -57,6 +57,23 @@ STAGING_MODULES = (
 KUBERNETES_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
 ALL_BINARIES = (*KUBERNETES_COMMANDS, "etcd", "kwok")
 
+# The real node: built only when asked for, into a folder of its own keyed by these pins.
+NODE_KUBERNETES_COMMANDS = ("kubelet", "kube-proxy")
+CONTAINERD_VERSION = "v2.2.1"  # Kubernetes 1.36 needs containerd 2
+CONTAINERD_COMMANDS = ("containerd", "containerd-shim-runc-v2", "ctr")
+RUNC_VERSION = "v1.4.0"  # Debian's runc 1.1 fails under containerd 2; v1.3.x cannot be `go install`ed
+COREDNS_VERSION = "v1.13.1"
+LOCAL_PATH_VERSION = "v0.0.30"
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10"  # the sandbox image containerd is configured with
+NODE_BINARIES = (
+    *NODE_KUBERNETES_COMMANDS,
+    *CONTAINERD_COMMANDS,
+    "runc",
+    "coredns",
+    "local-path-provisioner",
+    "pause",
+)
+
 # kwok's own stages, from its module: nodes become Ready and keep a lease; pods become Running and
 # are removed once deleted (tests end pods by writing their status); claims of the `kwok-volume`
 # StorageClass (made the default) are provisioned and bound.
@@ -100,6 +117,12 @@ class CachePaths:
         return self.bin / name
 
 
+def node_version_key() -> str:
+    pins = "|".join((KUBERNETES_VERSION, CONTAINERD_VERSION, RUNC_VERSION, COREDNS_VERSION, LOCAL_PATH_VERSION))
+    digest = hashlib.sha256(pins.encode()).hexdigest()[:8]
+    return f"node-{KUBERNETES_VERSION}-containerd-{CONTAINERD_VERSION}-{digest}"
+
+
 def version_key() -> str:
     pins = "|".join((KUBERNETES_VERSION, STAGING_VERSION, ETCD_VERSION, KWOK_VERSION))
     digest = hashlib.sha256(pins.encode()).hexdigest()[:8]
@@ -117,3 +140,7 @@ def cache_root() -> Path:
 
 def cache_paths() -> CachePaths:
     return CachePaths(cache_root() / "devcluster" / version_key())
+
+
+def node_cache_paths() -> CachePaths:
+    return CachePaths(cache_root() / "devcluster" / node_version_key())

@@ -50,6 +50,10 @@ def test_the_operator_image_runs_the_operator_as_non_root_and_holds_nothing_else
     assert _run(tag, "-c", PRESENT.format(tools="pip pip3 gcc cc make")).returncode == 0
     imports = "import disttrain_operator.runtime.handlers, disttrain_contract; print('ok')"
     assert _run(tag, "-c", imports, entrypoint="python").stdout.strip() == "ok"
+    # kopf names itself after the user when POD_ID is unset: the user must have a passwd entry
+    assert (
+        _run(tag, "-c", "import getpass; print(getpass.getuser())", entrypoint="python").stdout.strip() == "disttrain"
+    )
     for development in ("disttrain_dev", "disttrain_trainer", "tensorflow"):
         absent = _run(tag, "-c", f"import {development}", entrypoint="python")
         assert absent.returncode != 0 and "ModuleNotFoundError" in absent.stderr, development

@@ -12,6 +12,7 @@ import pytest
 
 from cluster_support import Cluster, OperatorProcess, operator_kubeconfig
 from disttrain_dev import cluster as devcluster
+from disttrain_dev import real_node
 from disttrain_dev.build import missing_binaries
 from disttrain_dev.versions import cache_paths
 from support import wait_for
@@ -25,10 +26,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def cluster() -> Cluster:
-    """The local cluster, started (or reused) once; left running for the next run, as `up` is idempotent."""
+    """The local cluster, started (or reused) once; left running for the next run, as `up` is idempotent.
+
+    With its real node wherever this machine can run one: adding it later would move the API server
+    to the pod bridge under the feet of the operator that earlier tests started."""
     if missing_binaries(cache_paths()) and shutil.which("go") is None:
         pytest.skip("the local control plane needs Go once to build its binaries, and none is on PATH")
-    return Cluster(devcluster.up())
+    return Cluster(devcluster.up(real_node=real_node.missing_requirement() is None))
 
 
 @pytest.fixture(scope="session")

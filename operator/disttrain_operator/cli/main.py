@@ -127,8 +127,9 @@ def run_operator(operator_args: Sequence[str]) -> int:
 
 def _lead(election: argparse.Namespace, parser: argparse.ArgumentParser) -> LeaderElector:
     """Wait for the Lease, answering the liveness probe meanwhile; kopf takes the probe's port over after."""
-    from disttrain_operator.runtime import leader_election  # noqa: PLC0415
+    from disttrain_operator.runtime import leader_election, metrics  # noqa: PLC0415
     from disttrain_operator.runtime.kube import Kube, load_client  # noqa: PLC0415
+    from disttrain_operator.runtime.settings import OperatorSettings  # noqa: PLC0415
 
     try:
         timing = leader_election.Timing(election.lease_seconds, election.renew_seconds, election.retry_seconds)
@@ -141,6 +142,7 @@ def _lead(election: argparse.Namespace, parser: argparse.ArgumentParser) -> Lead
         timing=timing,
         on_lost=lambda: os._exit(1),  # stop acting at once; the Deployment starts a fresh candidate
     )
+    metrics.serve(OperatorSettings.from_environment().metrics_port)  # a standby answers its Service too
     with leader_election.standby(election.liveness):
         elector.acquire()
     return elector

@@ -131,6 +131,7 @@ def configure(*, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> 
     operator_settings = OperatorSettings.from_environment()
     runtime = memo["runtime"] = _build_runtime(operator_settings)
     metrics.serve(operator_settings.metrics_port)
+    metrics.LEADER.set(1)
     logger.info("metrics on port %d", operator_settings.metrics_port)
     for part in runtime.parts():
         part.start()

@@ -21,6 +21,7 @@ RECONCILE_ERRORS = Counter(
     "disttrain_reconcile_errors_total", "Reconciles that failed for another reason than the API, by error.", ["error"]
 )
 API_ERRORS = Counter("disttrain_api_errors_total", "Failed API requests of the operator, by operation.", ["operation"])
+LEADER = Gauge("disttrain_leader", "1 in the replica that acts (it holds the Lease, or runs without election), else 0.")
 
 _TRANSITIONS = {
     "Created": lambda namespace, reason: JOBS_CREATED.labels(namespace).inc(),
@@ -51,5 +52,11 @@ def set_active(phases: dict[str, tuple[str, str]]) -> None:
         JOBS_BY_PHASE.labels(namespace, phase).set(by_phase.get((namespace, phase), 0))
 
 
+_serving: set[int] = set()
+
+
 def serve(port: int) -> None:
-    start_http_server(port)
+    """Serve /metrics on `port`, once per process: a standby serves from its start, and goes on as leader."""
+    if port not in _serving:
+        start_http_server(port)
+        _serving.add(port)

@@ -1,0 +1,6 @@
+"""The label (and taint key) that tells the local cluster's kinds of node apart; namespaces annotated
+for a kind send their pods there (`cluster.node_namespace`)."""
+
+NODE_KIND_LABEL = "disttrain.io/node-kind"
+PROCESS = "process"  # pods run as host processes
+REAL = "real"  # a kubelet and containerd

@@ -1,0 +1,429 @@
+"""The real node: a kubelet and containerd running the project's images, as on any cluster.
+
+Beside the control plane run, as host processes: containerd 2 (with runc and Debian's CNI plugins),
+the kubelet, kube-proxy (ClusterIP Services through iptables), CoreDNS (the cluster DNS: headless
+Services resolve as TF_CONFIG needs, no hosts files) and local-path-provisioner (the default
+StorageClass, as on kind). Pods get addresses of `10.250.128.0/17` on the bridge `dtbr0`, which
+the process node shares; the API server listens on the bridge's address, so pods reach it through
+the `kubernetes` Service. CoreDNS, kube-proxy and the provisioner use the admin kubeconfig; the
+kubelet has a node identity of its own (`system:node:real-node`), and the API server reaches it
+with a client certificate of the cluster's CA. Needs root.
+
+containerd keeps its images under the cache (`realnode-containerd/`), so they outlive the cluster;
+everything else lives in the cluster's state folder.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from disttrain_dev import node_kinds, pod_network, versions
+from disttrain_dev.versions import CachePaths, cache_root
+
+NODE_NAME = "real-node"
+NODE_KIND_LABEL = node_kinds.NODE_KIND_LABEL
+NODE_KIND = node_kinds.REAL
+NODE_TOKEN = "disttrain-dev-real-node"
+DNS_ADDRESS = pod_network.GATEWAY
+CLUSTER_DOMAIN = "cluster.local"
+STORAGE_CLASS = "local-path"
+PROVISIONER = "rancher.io/local-path"
+CNI_PLUGINS = Path("/usr/lib/cni")  # Debian's containernetworking-plugins
+K8S_NAMESPACE = "k8s.io"  # containerd's namespace for the CRI
+IMAGE_ID_LABEL = "disttrain.io/docker-image-id"
+COMPONENTS = ("containerd", "kubelet", "kube-proxy", "coredns", "local-path-provisioner")
+
+
+@dataclass(frozen=True)
+class NodeFiles:
+    """Where the node's configuration and data live, inside the cluster's state folder."""
+
+    folder: Path
+
+    @property
+    def root(self) -> Path:
+        return self.folder / "real-node"
+
+    @property
+    def containerd_config(self) -> Path:
+        return self.root / "containerd.toml"
+
+    @property
+    def containerd_socket(self) -> Path:
+        return self.root / "containerd.sock"
+
+    @property
+    def cni_conf(self) -> Path:
+        return self.root / "cni"
+
+    @property
+    def kubelet_root(self) -> Path:
+        return self.root / "kubelet"
+
+    @property
+    def kubelet_config(self) -> Path:
+        return self.root / "kubelet.yaml"
+
+    @property
+    def kubelet_kubeconfig(self) -> Path:
+        return self.root / "kubelet.kubeconfig"
+
+    @property
+    def corefile(self) -> Path:
+        return self.root / "Corefile"
+
+    @property
+    def volumes(self) -> Path:
+        return self.root / "volumes"
+
+    @property
+    def local_path_config(self) -> Path:
+        return self.root / "local-path.json"
+
+    @property
+    def helper_pod(self) -> Path:
+        return self.root / "helper-pod.yaml"
+
+
+def missing_requirement() -> str | None:
+    """Why this machine cannot run the real node, or None. The binaries themselves are built when missing."""
+    if os.geteuid() != 0:
+        return "the real node needs root (containers, network namespaces, iptables)"
+    if (
+        shutil.which("docker") is None
+        or subprocess.run(["docker", "info"], capture_output=True, check=False).returncode
+    ):
+        return "the real node loads its images from Docker, and no Docker engine answers"
+    if not (CNI_PLUGINS / "bridge").is_file():
+        return f"the CNI plugins are missing from {CNI_PLUGINS} (apt-get install containernetworking-plugins)"
+    for tool in ("iptables", "conntrack"):
+        if shutil.which(tool) is None:
+            return f"kube-proxy needs {tool} (apt-get install {tool})"
+    return None
+
+
+def containerd_state() -> Path:
+    """Short, since shim sockets live under it; one real node per machine."""
+    return Path("/run/disttrain-containerd")
+
+
+def containerd_root() -> Path:
+    return cache_root() / "realnode-containerd"
+
+
+def containerd_config(files: NodeFiles, node: CachePaths) -> str:
+    return f"""version = 3
+root = {json.dumps(str(containerd_root()))}
+state = {json.dumps(str(containerd_state()))}
+
+[grpc]
+  address = {json.dumps(str(files.containerd_socket))}
+
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = 'overlayfs'
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = {json.dumps(versions.PAUSE_IMAGE)}
+
+[plugins.'io.containerd.cri.v1.runtime']
+  # root here lacks CAP_SYS_RESOURCE: containers may not lower their OOM score below containerd's
+  restrict_oom_score_adj = true
+  [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+    runtime_type = 'io.containerd.runc.v2'
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+      BinaryName = {json.dumps(str(node.binary("runc")))}
+      SystemdCgroup = false
+  [plugins.'io.containerd.cri.v1.runtime'.cni]
+    bin_dirs = [{json.dumps(str(CNI_PLUGINS))}]
+    conf_dir = {json.dumps(str(files.cni_conf))}
+"""
+
+
+def cni_network(files: NodeFiles) -> dict[str, object]:
+    """The bridge the process node uses too, with host-local addresses from the upper half of its network."""
+    pool = pod_network.CNI_POOL
+    ipam = {
+        "type": "host-local",
+        "dataDir": str(files.root / "cni-addresses"),
+        "ranges": [
+            [
+                {
+                    "subnet": str(pod_network.NETWORK),
+                    "rangeStart": str(pool.network_address + 2),
+                    "rangeEnd": str(pool.broadcast_address - 1),
+                    "gateway": pod_network.GATEWAY,
+                }
+            ]
+        ],
+        "routes": [{"dst": "0.0.0.0/0"}],
+    }
+    bridge = {"type": "bridge", "bridge": pod_network.BRIDGE, "isGateway": True, "hairpinMode": True, "ipam": ipam}
+    return {
+        "cniVersion": "1.0.0",
+        "name": "disttrain",
+        "plugins": [bridge, {"type": "portmap", "capabilities": {"portMappings": True}}],
+    }
+
+
+def kubelet_config(files: NodeFiles, client_ca: Path, port: int) -> dict[str, object]:
+    taint = {"key": NODE_KIND_LABEL, "value": NODE_KIND, "effect": "NoSchedule"}
+    return {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "address": pod_network.GATEWAY,
+        "port": port,
+        "readOnlyPort": 0,
+        "healthzPort": 0,
+        "authentication": {
+            "anonymous": {"enabled": False},
+            "webhook": {"enabled": True},
+            "x509": {"clientCAFile": str(client_ca)},
+        },
+        "authorization": {"mode": "Webhook"},
+        "cgroupDriver": "cgroupfs",
+        "failCgroupV1": False,  # these machines run cgroup v1 (hybrid)
+        "failSwapOn": False,
+        "containerRuntimeEndpoint": f"unix://{files.containerd_socket}",
+        "clusterDNS": [DNS_ADDRESS],
+        "clusterDomain": CLUSTER_DOMAIN,
+        "registerWithTaints": [taint],
+        # a development machine's disk and images are not the kubelet's to reclaim
+        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
+        "imageGCHighThresholdPercent": 100,
+        "imageGCLowThresholdPercent": 99,
+        "serializeImagePulls": False,
+    }
+
+
+def corefile(admin_kubeconfig: Path) -> str:
+    return f""".:53 {{
+    bind {DNS_ADDRESS}
+    errors
+    kubernetes {CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{
+        kubeconfig {admin_kubeconfig}
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+    }}
+    forward . /etc/resolv.conf
+}}
+"""
+
+
+SETUP_SCRIPT = '#!/bin/sh\nset -eu\nmkdir -m 0777 -p "$VOL_DIR"\n'
+TEARDOWN_SCRIPT = '#!/bin/sh\nset -eu\nrm -rf "$VOL_DIR"\n'
+
+
+def helper_pod(image: str) -> dict[str, object]:
+    """The pod the provisioner runs on the node to make and remove a volume's folder (as root)."""
+    toleration = {"key": NODE_KIND_LABEL, "operator": "Exists", "effect": "NoSchedule"}
+    container = {"name": "helper-pod", "image": image, "imagePullPolicy": "Never"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "helper-pod"},
+        "spec": {"tolerations": [toleration], "containers": [container]},
+    }
+
+
+def storage_objects(files: NodeFiles, helper_image: str) -> list[dict[str, object]]:
+    """The default StorageClass, and the provisioner's ConfigMap (the helper pod mounts its scripts)."""
+    storage_class: dict[str, object] = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": STORAGE_CLASS, "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+        "provisioner": PROVISIONER,
+        "reclaimPolicy": "Delete",
+        "volumeBindingMode": "WaitForFirstConsumer",
+    }
+    config_map: dict[str, object] = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "local-path-config", "namespace": "kube-system"},
+        "data": {
+            "config.json": files.local_path_config.read_text(),
+            "helperPod.yaml": json.dumps(helper_pod(helper_image)),
+            "setup": SETUP_SCRIPT,
+            "teardown": TEARDOWN_SCRIPT,
+        },
+    }
+    return [storage_class, config_map]
+
+
+def write_configuration(
+    files: NodeFiles,
+    node: CachePaths,
+    *,
+    kubelet_kubeconfig: str,
+    admin_kubeconfig: Path,
+    client_ca: Path,
+    kubelet_port: int,
+    helper_image: str,
+) -> None:
+    files.root.mkdir(parents=True, exist_ok=True)
+    files.cni_conf.mkdir(exist_ok=True)
+    files.volumes.mkdir(exist_ok=True)
+    files.containerd_config.write_text(containerd_config(files, node))
+    (files.cni_conf / "10-disttrain.conflist").write_text(json.dumps(cni_network(files), indent=2) + "\n")
+    files.kubelet_config.write_text(json.dumps(kubelet_config(files, client_ca, kubelet_port), indent=2) + "\n")
+    files.kubelet_kubeconfig.write_text(kubelet_kubeconfig)
+    files.corefile.write_text(corefile(admin_kubeconfig))
+    # Only this node is listed: the provisioner refuses claims of other (fake) nodes, which kwok binds.
+    files.local_path_config.write_text(
+        json.dumps({"nodePathMap": [{"node": NODE_NAME, "paths": [str(files.volumes)]}]})
+    )
+    files.helper_pod.write_text(json.dumps(helper_pod(helper_image)))
+
+
+def commands(files: NodeFiles, node: CachePaths, admin_kubeconfig: Path, ports: dict[str, int]) -> dict[str, list[str]]:
+    kubeconfig = str(admin_kubeconfig)
+    return {
+        "containerd": [str(node.binary("containerd")), f"--config={files.containerd_config}"],
+        "kubelet": [
+            str(node.binary("kubelet")),
+            f"--config={files.kubelet_config}",
+            f"--kubeconfig={files.kubelet_kubeconfig}",
+            f"--root-dir={files.kubelet_root}",
+            f"--cert-dir={files.root / 'kubelet-certs'}",
+            f"--hostname-override={NODE_NAME}",
+            f"--node-ip={pod_network.GATEWAY}",  # the kubelet refuses a loopback node address
+            f"--node-labels={NODE_KIND_LABEL}={NODE_KIND}",
+        ],
+        "kube-proxy": [
+            str(node.binary("kube-proxy")),
+            f"--kubeconfig={kubeconfig}",
+            f"--hostname-override={NODE_NAME}",
+            "--proxy-mode=iptables",
+            f"--cluster-cidr={pod_network.NETWORK}",
+            "--conntrack-max-per-core=0",  # leave the machine's conntrack table as it is
+            f"--healthz-bind-address=127.0.0.1:{ports['proxy_healthz']}",
+            f"--metrics-bind-address=127.0.0.1:{ports['proxy_metrics']}",
+        ],
+        "coredns": [str(node.binary("coredns")), "-conf", str(files.corefile)],
+        "local-path-provisioner": [
+            str(node.binary("local-path-provisioner")),
+            "start",
+            f"--kubeconfig={kubeconfig}",
+            f"--config={files.local_path_config}",
+            f"--helper-pod-file={files.helper_pod}",
+            f"--provisioner-name={PROVISIONER}",
+            "--namespace=kube-system",
+            "--configmap-name=local-path-config",
+            "--service-account-name=default",
+            "--helper-image=unused",  # the helper pod file names its image
+        ],
+    }
+
+
+def ctr(
+    files: NodeFiles, node: CachePaths, *args: str, stdin: int | None = None, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    command = [str(node.binary("ctr")), "--address", str(files.containerd_socket), "--namespace", K8S_NAMESPACE, *args]
+    return subprocess.run(command, stdin=stdin, capture_output=True, text=True, check=check)
+
+
+def _docker_image_id(tag: str) -> str:
+    inspect = subprocess.run(
+        ["docker", "image", "inspect", "--format", "{{.Id}}", tag], capture_output=True, text=True, check=True
+    )
+    return inspect.stdout.strip()
+
+
+def _loaded_ids(files: NodeFiles, node: CachePaths) -> dict[str, str]:
+    """containerd's images (by full name) -> the Docker image id they were loaded from."""
+    loaded: dict[str, str] = {}
+    for line in ctr(files, node, "images", "ls").stdout.splitlines()[1:]:
+        words = line.split()
+        for label in words[-1].split(","):
+            key, _, value = label.partition("=")
+            if key == IMAGE_ID_LABEL:
+                loaded[words[0]] = value
+    return loaded
+
+
+def full_name(tag: str) -> str:
+    """containerd's spelling of a Docker short name: `disttrain/trainer:x` -> `docker.io/disttrain/trainer:x`."""
+    first = tag.split("/", 1)[0]
+    if "/" in tag and ("." in first or ":" in first or first == "localhost"):
+        return tag
+    return f"docker.io/{tag}" if "/" in tag else f"docker.io/library/{tag}"
+
+
+def load_images(files: NodeFiles, node: CachePaths, tags: list[str]) -> list[str]:
+    """Copy Docker images into the node's containerd, skipping those already there with the same id.
+
+    Returns the tags it copied."""
+    loaded = _loaded_ids(files, node)
+    wanted = {tag: _docker_image_id(tag) for tag in tags}
+    stale = [tag for tag, image_id in wanted.items() if loaded.get(full_name(tag)) != image_id]
+    if stale:
+        print(f"+ docker save {' '.join(stale)} | ctr images import -", file=sys.stderr, flush=True)
+        with tempfile.TemporaryFile() as archive:
+            subprocess.run(["docker", "save", *stale], stdout=archive, check=True)
+            archive.seek(0)
+            ctr(files, node, "images", "import", "-", stdin=archive.fileno())
+        for tag in stale:
+            ctr(files, node, "images", "label", full_name(tag), f"{IMAGE_ID_LABEL}={wanted[tag]}")
+    return stale
+
+
+def ensure_pause_image(node: CachePaths) -> str:
+    """The sandbox image, from the pause program built here, in Docker (then loaded like any image)."""
+    if (
+        subprocess.run(
+            ["docker", "image", "inspect", versions.PAUSE_IMAGE], capture_output=True, check=False
+        ).returncode
+        == 0
+    ):
+        return versions.PAUSE_IMAGE
+    with tempfile.TemporaryDirectory() as context:
+        (Path(context) / "pause").write_bytes(node.binary("pause").read_bytes())
+        (Path(context) / "pause").chmod(0o755)
+        (Path(context) / "Dockerfile").write_text(
+            'FROM scratch\nCOPY pause /pause\nUSER 65535:65535\nENTRYPOINT ["/pause"]\n'
+        )
+        subprocess.run(["docker", "build", "-q", "-t", versions.PAUSE_IMAGE, context], check=True, capture_output=True)
+    return versions.PAUSE_IMAGE
+
+
+def stop_containers(files: NodeFiles, node: CachePaths) -> None:
+    """Kill every container of the node before containerd stops: shims and their processes outlive it."""
+    if not files.containerd_socket.exists():
+        return
+    listed = ctr(files, node, "tasks", "ls", check=False)
+    for line in listed.stdout.splitlines()[1:]:
+        task = line.split()[0]
+        ctr(files, node, "tasks", "kill", "--signal", "SIGKILL", task, check=False)
+    for line in listed.stdout.splitlines()[1:]:
+        ctr(files, node, "tasks", "delete", "--force", line.split()[0], check=False)
+    for name in ctr(files, node, "containers", "ls", "-q", check=False).stdout.split():
+        ctr(files, node, "containers", "rm", name, check=False)
+    _remove_pod_namespaces()
+
+
+def _remove_pod_namespaces() -> None:
+    """The network namespaces containerd made for pods (their address is in the CNI pool), with their veths."""
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False).stdout
+    for name in (line.split()[0] for line in listed.splitlines() if line.startswith("cni-")):
+        addresses = subprocess.run(
+            ["ip", "-n", name, "-4", "-o", "addr", "show"], capture_output=True, text=True, check=False
+        )
+        if _in_pool(addresses.stdout):
+            subprocess.run(["ip", "netns", "delete", name], check=False)
+
+
+def _in_pool(listing: str) -> bool:
+    for word in listing.split():
+        if "/" in word:
+            try:
+                if ipaddress.ip_interface(word).ip in pod_network.CNI_POOL:
+                    return True
+            except ValueError:
+                continue
+    return False

@@ -1,0 +1,47 @@
+"""README's first command, `scripts/quickstart.sh`, run as a user runs it, on each node it can choose.
+
+It installs the packages (already installed here, so pip only checks), reuses the running local
+cluster, trains the digits example to Succeeded and lists the exported model. Needs root; the real
+node also needs what `real_node.missing_requirement` names."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+
+from disttrain_dev import cluster as devcluster
+from disttrain_dev import real_node
+from disttrain_dev.versions import cache_paths
+from support import ROOT
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def left_behind() -> Iterator[None]:
+    """The quickstart leaves its job (and on the real node, the operator) for the user: the test removes them."""
+    yield
+    if devcluster.running_state() is not None:
+        kubectl = [str(cache_paths().binary("kubectl")), "--kubeconfig", str(devcluster.kubeconfig_path())]
+        delete = ["delete", "namespace", "quickstart", "disttrain-system", "--ignore-not-found", "--wait=true"]
+        subprocess.run([*kubectl, *delete], capture_output=True, check=False, timeout=300)
+
+
+@pytest.mark.parametrize("node", ["real", "process"])
+def test_the_quickstart_trains_the_example_and_shows_the_model(node: str, left_behind: None) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("the quickstart's nodes need root")
+    missing = real_node.missing_requirement() if node == "real" else None
+    if missing is not None:
+        pytest.skip(missing)
+    env = {**os.environ, "DISTTRAIN_QUICKSTART_NODE": node}
+    script = ["bash", str(ROOT / "scripts" / "quickstart.sh")]
+    result = subprocess.run(script, env=env, capture_output=True, text=True, timeout=1800, check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-5000:]
+    assert f"quickstart on the {node} node" in result.stdout
+    assert "Succeeded" in result.stdout and '"event": "finished", "steps": 176' in result.stdout
+    assert "saved_model.pb" in result.stdout

@@ -1,0 +1,194 @@
+"""The path users take, on the local cluster's real node (a kubelet and containerd): both images built
+here and loaded into containerd, the operator installed from overlays/local-images (deploy/ with its
+ServiceAccount, RBAC, two replicas and leader election), the digits examples trained in the trainer
+image in namespaces enforcing `restricted` Pod Security, and faults that clusters really have: a
+container killed, a pod deleted, the leading operator lost, the kubelet restarted. Each faulted job
+must end with exactly the steps of an uninterrupted run.
+
+Skipped where the machine cannot run the real node (root, a Docker engine, Debian's CNI plugins)."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cluster_support import Cluster, OperatorProcess, holds
+from disttrain_dev import cluster as devcluster
+from disttrain_dev import images, node_kinds, real_node, versions
+from support import ROOT, wait_for
+
+pytestmark = pytest.mark.real_node
+MWMS = ROOT / "examples" / "local-multi-worker-digits.yaml"
+PS = ROOT / "examples" / "local-parameter-server-digits.yaml"
+STEPS_PER_EPOCH = 22  # the digits training split at a global batch of 64
+OPERATOR_NAMESPACE = "disttrain-system"
+OPERATOR_LABEL = "app.kubernetes.io/name=disttrain-operator"
+
+
+@pytest.fixture(scope="module")
+def real_cluster(cluster: Cluster) -> Cluster:
+    missing = real_node.missing_requirement()
+    if missing is not None:
+        pytest.skip(missing)
+    devcluster.up(real_node=True)
+    return cluster
+
+
+@pytest.fixture(scope="module")
+def installed(real_cluster: Cluster, operator: OperatorProcess) -> Iterator[Cluster]:
+    """The operator as users install it; the suite's own operator process pauses meanwhile, since both
+    would act on every namespace."""
+    operator.stop()
+    built = images.ensure_images(ROOT)
+    devcluster.load_images([f"{name}:{images.VERSION}" for name in built])
+    # an earlier test's deploy/ may still be going away
+    real_cluster.kubectl("wait", "--for=delete", f"namespace/{OPERATOR_NAMESPACE}", "--timeout=120s", check=False)
+    devcluster.apply_namespaces([OPERATOR_NAMESPACE], node_kinds.REAL)
+    real_cluster.kubectl("apply", "--server-side", "-k", str(ROOT / "overlays" / "local-images"))
+    real_cluster.kubectl("rollout", "status", "-n", OPERATOR_NAMESPACE, "deploy/disttrain-operator", "--timeout=180s")
+    yield real_cluster
+    real_cluster.kubectl("delete", "namespace", OPERATOR_NAMESPACE, "--wait=true", "--timeout=120s")
+    operator.start()
+
+
+@pytest.fixture
+def real_namespace(installed: Cluster) -> Iterator[str]:
+    """A namespace enforcing `restricted` whose pods run on the real node."""
+    name = f"real-{uuid.uuid4().hex[:8]}"
+    restricted = {"pod-security.kubernetes.io/enforce": "restricted"}
+    namespace = devcluster.node_namespace(name, node_kinds.REAL, labels=restricted)
+    installed.kubectl("apply", "-f", "-", stdin=json.dumps(namespace))
+    wait_for("the namespace's default ServiceAccount", lambda: installed.get("serviceaccount", "default", name))
+    yield name
+    installed.kubectl("delete", "namespace", name, "--wait=true", "--timeout=120s")
+
+
+def _submit(cluster: Cluster, namespace: str, example: Path, epochs: int) -> str:
+    """The example with more epochs, so that a fault lands mid-run; returns the job's name."""
+    text = re.sub(r'"--epochs", "\d+"', f'"--epochs", "{epochs}"', example.read_text())
+    cluster.apply(namespace, text)
+    return str(re.search(r"^  name: (\S+)$", text, re.MULTILINE).group(1))  # type: ignore[union-attr]
+
+
+def _step(cluster: Cluster, namespace: str, job: str) -> int:
+    return int(cluster.job(namespace, job).get("status", {}).get("progress", {}).get("step", 0))
+
+
+def _past_first_checkpoint(cluster: Cluster, namespace: str, job: str) -> None:
+    """The examples checkpoint every 40 steps: a fault after step 50 has something to resume from."""
+    wait_for(f"{job} past step 50", lambda: _step(cluster, namespace, job) > 50, timeout=180)
+
+
+def _wait_succeeded(cluster: Cluster, namespace: str, job: str) -> dict[str, Any]:
+    """`kubectl wait`, as users do it."""
+    cluster.kubectl("wait", "-n", namespace, "--for=condition=Succeeded", f"dtj/{job}", "--timeout=300s")
+    finished = cluster.job(namespace, job)
+    assert holds(finished, "Succeeded")
+    return finished
+
+
+def _finished_line(cluster: Cluster, namespace: str, pod: str) -> dict[str, Any]:
+    """The trainer's last report, read through the kubelet with `kubectl logs`."""
+    logs = cluster.kubectl("logs", "-n", namespace, pod).stdout
+    lines: list[dict[str, Any]] = [
+        json.loads(line) for line in logs.splitlines() if line.startswith('{"event": "finished"')
+    ]
+    assert lines, logs[-2000:]
+    return lines[-1]
+
+
+def _container_id(cluster: Cluster, namespace: str, pod: str) -> str:
+    status = cluster.get("pod", pod, namespace)
+    assert status is not None
+    (container,) = status["status"]["containerStatuses"]
+    return str(container["containerID"]).removeprefix("containerd://")
+
+
+def _host_folder(cluster: Cluster, namespace: str, claim: str) -> Path:
+    """Where local-path keeps a claim's volume on this machine."""
+    bound = cluster.get("pvc", claim, namespace)
+    assert bound is not None and bound["spec"]["storageClassName"] == real_node.STORAGE_CLASS
+    volume = cluster.get("pv", bound["spec"]["volumeName"], "")
+    assert volume is not None
+    source = volume["spec"].get("hostPath") or volume["spec"]["local"]
+    return Path(source["path"])
+
+
+def test_the_installed_operator_leads_with_one_replica_and_serves_metrics(installed: Cluster) -> None:
+    pods = installed.items("pods", OPERATOR_NAMESPACE, OPERATOR_LABEL)
+    assert len(pods) == 2
+    assert {pod["spec"]["nodeName"] for pod in pods} == {real_node.NODE_NAME}
+    assert all(pod["status"]["phase"] == "Running" for pod in pods)
+    names = {pod["metadata"]["name"] for pod in pods}
+
+    def holder() -> str | None:
+        lease = installed.get("lease", "disttrain-operator", OPERATOR_NAMESPACE)
+        identity = (lease or {}).get("spec", {}).get("holderIdentity") or ""
+        return identity.rsplit("_", 1)[0] if identity.rsplit("_", 1)[0] in names else None
+
+    wait_for("one operator pod holding the Lease", holder, timeout=60)
+    path = f"/api/v1/namespaces/{OPERATOR_NAMESPACE}/services/disttrain-operator-metrics:metrics/proxy/metrics"
+    scraped = installed.kubectl("get", "--raw", path).stdout
+    assert re.search(r"^disttrain_leader [01]\.0$", scraped, re.MULTILINE), scraped[-2000:]
+
+
+def test_both_digits_examples_train_in_the_trainer_image(installed: Cluster, real_namespace: str) -> None:
+    mwms = _submit(installed, real_namespace, MWMS, epochs=8)
+    ps = _submit(installed, real_namespace, PS, epochs=4)
+    _wait_succeeded(installed, real_namespace, mwms)
+    _wait_succeeded(installed, real_namespace, ps)
+    assert _finished_line(installed, real_namespace, f"{mwms}-worker-0")["steps"] == 8 * STEPS_PER_EPOCH
+    assert _finished_line(installed, real_namespace, f"{ps}-chief-0")["steps"] == 4 * STEPS_PER_EPOCH
+    volume = _host_folder(installed, real_namespace, f"{mwms}-checkpoint")
+    assert (volume / "export" / "saved_model.pb").is_file(), sorted(p.name for p in volume.iterdir())
+    assert any(path.name.startswith("ckpt") for path in volume.rglob("*")), sorted(p.name for p in volume.iterdir())
+
+
+def test_a_worker_killed_through_containerd_resumes_to_the_exact_step(installed: Cluster, real_namespace: str) -> None:
+    job = _submit(installed, real_namespace, MWMS, epochs=20)
+    _past_first_checkpoint(installed, real_namespace, job)
+    container = _container_id(installed, real_namespace, f"{job}-worker-1")
+    files = real_node.NodeFiles(devcluster.state_dir())
+    real_node.ctr(files, versions.node_cache_paths(), "tasks", "kill", "--signal", "SIGKILL", container)
+    finished = _wait_succeeded(installed, real_namespace, job)
+    assert finished["status"]["restartCount"] >= 1
+    assert _finished_line(installed, real_namespace, f"{job}-worker-0")["steps"] == 20 * STEPS_PER_EPOCH
+
+
+def test_a_deleted_ps_pod_resumes_the_job_from_its_checkpoint(installed: Cluster, real_namespace: str) -> None:
+    job = _submit(installed, real_namespace, PS, epochs=16)
+    _past_first_checkpoint(installed, real_namespace, job)
+    installed.kubectl("delete", "pod", "-n", real_namespace, f"{job}-ps-0", "--wait=false")
+    finished = _wait_succeeded(installed, real_namespace, job)
+    assert finished["status"]["restartCount"] >= 1
+    logs = installed.kubectl("logs", "-n", real_namespace, f"{job}-chief-0").stdout
+    assert '"event": "restored"' in logs, logs[-2000:]  # the checkpoint outlived the pods
+    assert _finished_line(installed, real_namespace, f"{job}-chief-0")["steps"] == 16 * STEPS_PER_EPOCH
+
+
+def test_the_leading_operator_pod_deleted_mid_job(installed: Cluster, real_namespace: str) -> None:
+    job = _submit(installed, real_namespace, MWMS, epochs=20)
+    _past_first_checkpoint(installed, real_namespace, job)
+    lease = installed.get("lease", "disttrain-operator", OPERATOR_NAMESPACE)
+    assert lease is not None
+    leader = lease["spec"]["holderIdentity"].rsplit("_", 1)[0]
+    installed.kubectl("delete", "pod", "-n", OPERATOR_NAMESPACE, leader, "--wait=false")
+    finished = _wait_succeeded(installed, real_namespace, job)
+    assert finished["status"]["restartCount"] == 0  # the training pods never noticed
+    assert _finished_line(installed, real_namespace, f"{job}-worker-0")["steps"] == 20 * STEPS_PER_EPOCH
+    installed.kubectl("rollout", "status", "-n", OPERATOR_NAMESPACE, "deploy/disttrain-operator", "--timeout=120s")
+
+
+def test_a_restarted_kubelet_leaves_the_job_running(installed: Cluster, real_namespace: str) -> None:
+    job = _submit(installed, real_namespace, MWMS, epochs=20)
+    _past_first_checkpoint(installed, real_namespace, job)
+    devcluster.restart_component("kubelet", pause=2)
+    finished = _wait_succeeded(installed, real_namespace, job)
+    assert finished["status"]["restartCount"] == 0  # containers outlive their kubelet
+    assert _finished_line(installed, real_namespace, f"{job}-worker-0")["steps"] == 20 * STEPS_PER_EPOCH
