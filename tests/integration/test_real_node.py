@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from cluster_support import Cluster, OperatorProcess, holds
+from cluster_support import Cluster, OperatorProcess, bridged_traffic_through_iptables, condition, holds
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import images, node_kinds, real_node, versions
 from support import ROOT, wait_for
@@ -69,9 +70,10 @@ def real_namespace(installed: Cluster) -> Iterator[str]:
     installed.kubectl("delete", "namespace", name, "--wait=true", "--timeout=120s")
 
 
-def _submit(cluster: Cluster, namespace: str, example: Path, epochs: int) -> str:
-    """The example with more epochs, so that a fault lands mid-run; returns the job's name."""
-    text = re.sub(r'"--epochs", "\d+"', f'"--epochs", "{epochs}"', example.read_text())
+def _submit(cluster: Cluster, namespace: str, example: Path, epochs: int, *extra: str) -> str:
+    """The example with more epochs (a fault then lands mid-run) and `extra` trainer flags; returns its name."""
+    flags = "".join(f', "{flag}"' for flag in extra)
+    text = re.sub(r'"--epochs", "\d+"', f'"--epochs", "{epochs}"{flags}', example.read_text())
     cluster.apply(namespace, text)
     return str(re.search(r"^  name: (\S+)$", text, re.MULTILINE).group(1))  # type: ignore[union-attr]
 
@@ -192,3 +194,36 @@ def test_a_restarted_kubelet_leaves_the_job_running(installed: Cluster, real_nam
     finished = _wait_succeeded(installed, real_namespace, job)
     assert finished["status"]["restartCount"] == 0  # containers outlive their kubelet
     assert _finished_line(installed, real_namespace, f"{job}-worker-0")["steps"] == 20 * STEPS_PER_EPOCH
+
+
+def test_workers_cut_off_from_each_other_say_so_on_the_job_then_finish(installed: Cluster, real_namespace: str) -> None:
+    """The port TF_CONFIG names, dropped between the node's pods: worker 0's log names the peer it waits
+    for, and after its bounded wait the job's status and an Event name the unreachable replica."""
+    cut = ["FORWARD", "-i", "dtbr0", "-o", "dtbr0", "-p", "tcp", "--dport", "2222", "-j", "DROP"]
+    with bridged_traffic_through_iptables():
+        subprocess.run(["iptables", "-I", *cut], check=True)
+        try:
+            job = _submit(installed, real_namespace, MWMS, 8, "--peer-wait-seconds", "15")
+            peer = f"{job}-worker-1.{job}.{real_namespace}.svc:2222"
+
+            def waiting_logged() -> bool:
+                logs = installed.kubectl("logs", "-n", real_namespace, f"{job}-worker-0", check=False).stdout
+                return any(
+                    event.get("event") == "waiting for peers" and event.get("peers") == [peer]
+                    for event in (json.loads(line) for line in logs.splitlines() if line.startswith("{"))
+                )
+
+            wait_for("worker 0's log naming the peer it waits for", waiting_logged, timeout=90)
+
+            def said_on_the_job() -> str | None:
+                restarting = condition(installed.job(real_namespace, job), "Restarting")
+                return restarting["message"] if restarting and "unreachable" in restarting["message"] else None
+
+            message = wait_for("the job to say which replica is unreachable", said_on_the_job, timeout=120)
+            assert f"peers unreachable after 15s: {peer}" in message, message
+            said = installed.items("events", real_namespace)
+            assert any(event["reason"] == "Restarting" and peer in event["message"] for event in said), said
+        finally:
+            subprocess.run(["iptables", "-D", *cut], check=True)
+    _wait_succeeded(installed, real_namespace, job)
+    assert _finished_line(installed, real_namespace, f"{job}-worker-0")["steps"] == 8 * STEPS_PER_EPOCH
