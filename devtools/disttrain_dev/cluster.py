@@ -397,7 +397,7 @@ def _start_real_node(paths: CachePaths, folder: Path, state: ClusterState) -> Cl
     _save_state(folder, state)
     _wait("containerd", lambda: real_node.ctr(files, node, "version", check=False).returncode == 0, 60)
     real_node.load_images(files, node, [real_node.ensure_pause_image(node), helper_image])
-    objects = real_node.storage_objects(files, helper_image)
+    objects = real_node.storage_objects()
     _kubectl(
         paths,
         folder,

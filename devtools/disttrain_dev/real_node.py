@@ -232,7 +232,7 @@ def helper_pod(image: str) -> dict[str, object]:
     }
 
 
-def storage_objects(files: NodeFiles, helper_image: str) -> list[dict[str, object]]:
+def storage_objects() -> list[dict[str, object]]:
     """The default StorageClass, and the provisioner's ConfigMap (the helper pod mounts its scripts)."""
     storage_class: dict[str, object] = {
         "apiVersion": "storage.k8s.io/v1",
@@ -246,12 +246,7 @@ def storage_objects(files: NodeFiles, helper_image: str) -> list[dict[str, objec
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": "local-path-config", "namespace": "kube-system"},
-        "data": {
-            "config.json": files.local_path_config.read_text(),
-            "helperPod.yaml": json.dumps(helper_pod(helper_image)),
-            "setup": SETUP_SCRIPT,
-            "teardown": TEARDOWN_SCRIPT,
-        },
+        "data": {"setup": SETUP_SCRIPT, "teardown": TEARDOWN_SCRIPT},  # the rest it reads from files
     }
     return [storage_class, config_map]
 
@@ -324,8 +319,12 @@ def commands(files: NodeFiles, node: CachePaths, admin_kubeconfig: Path, ports: 
 def ctr(
     files: NodeFiles, node: CachePaths, *args: str, stdin: int | None = None, check: bool = True
 ) -> subprocess.CompletedProcess[str]:
+    """containerd's own client on the node's socket, in the CRI's namespace; a failure says what ctr said."""
     command = [str(node.binary("ctr")), "--address", str(files.containerd_socket), "--namespace", K8S_NAMESPACE, *args]
-    return subprocess.run(command, stdin=stdin, capture_output=True, text=True, check=check)
+    result = subprocess.run(command, stdin=stdin, capture_output=True, text=True, check=False)
+    if check and result.returncode != 0:
+        raise RuntimeError(f"ctr {' '.join(args)} failed: {result.stderr.strip()[:1000]}")
+    return result
 
 
 def _docker_image_id(tag: str) -> str:
