@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from disttrain_dev import images, kwok_stages, node_build, node_kinds, pki, pod_network, real_node, versions
+from disttrain_dev import containerd, images, kwok_stages, node_build, node_kinds, pki, pod_network, real_node, versions
 from disttrain_dev.build import ensure_binaries
 from disttrain_dev.versions import CachePaths, cache_root
 from disttrain_operator.api import crd
@@ -395,8 +395,8 @@ def _start_real_node(paths: CachePaths, folder: Path, state: ClusterState) -> Cl
     pids["containerd"] = _start(folder, "containerd", commands["containerd"], _node_environment(node))
     state = replace(state, pids=pids)
     _save_state(folder, state)
-    _wait("containerd", lambda: real_node.ctr(files, node, "version", check=False).returncode == 0, 60)
-    real_node.load_images(files, node, [real_node.ensure_pause_image(node), helper_image])
+    _wait("containerd", lambda: containerd.ctr(files, node, "version", check=False).returncode == 0, 60)
+    containerd.load_images(files, node, [containerd.ensure_pause_image(node), helper_image])
     objects = real_node.storage_objects()
     _kubectl(
         paths,
@@ -490,7 +490,7 @@ def down() -> None:
     if state is not None:
         for name, pid in reversed(list(state.pids.items())):
             if name == "containerd":  # the kubelet is stopped by now, so nothing starts them again
-                real_node.stop_containers(real_node.NodeFiles(folder), versions.node_cache_paths())
+                containerd.stop_containers(real_node.NodeFiles(folder), versions.node_cache_paths())
             _stop(pid)
     _unmount_under(folder)
     if folder.exists():
@@ -530,6 +530,6 @@ def load_images(tags: list[str]) -> None:
     state = running_state()
     if state is None or "containerd" not in state.pids:
         raise RuntimeError("no real node is running; start one with `disttrain dev-cluster up --real-node`")
-    copied = real_node.load_images(real_node.NodeFiles(state_dir()), versions.node_cache_paths(), tags)
+    copied = containerd.load_images(real_node.NodeFiles(state_dir()), versions.node_cache_paths(), tags)
     for tag in tags:
         print(f"{tag}: {'loaded' if tag in copied else 'already on the node'}", file=sys.stderr)

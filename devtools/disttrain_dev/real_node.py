@@ -15,13 +15,10 @@ everything else lives in the cluster's state folder.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
 import shutil
 import subprocess
-import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,8 +34,6 @@ CLUSTER_DOMAIN = "cluster.local"
 STORAGE_CLASS = "local-path"
 PROVISIONER = "rancher.io/local-path"
 CNI_PLUGINS = Path("/usr/lib/cni")  # Debian's containernetworking-plugins
-K8S_NAMESPACE = "k8s.io"  # containerd's namespace for the CRI
-IMAGE_ID_LABEL = "disttrain.io/docker-image-id"
 COMPONENTS = ("containerd", "kubelet", "kube-proxy", "coredns", "local-path-provisioner")
 
 
@@ -314,115 +309,3 @@ def commands(files: NodeFiles, node: CachePaths, admin_kubeconfig: Path, ports: 
             "--helper-image=unused",  # the helper pod file names its image
         ],
     }
-
-
-def ctr(
-    files: NodeFiles, node: CachePaths, *args: str, stdin: int | None = None, check: bool = True
-) -> subprocess.CompletedProcess[str]:
-    """containerd's own client on the node's socket, in the CRI's namespace; a failure says what ctr said."""
-    command = [str(node.binary("ctr")), "--address", str(files.containerd_socket), "--namespace", K8S_NAMESPACE, *args]
-    result = subprocess.run(command, stdin=stdin, capture_output=True, text=True, check=False)
-    if check and result.returncode != 0:
-        raise RuntimeError(f"ctr {' '.join(args)} failed: {result.stderr.strip()[:1000]}")
-    return result
-
-
-def _docker_image_id(tag: str) -> str:
-    inspect = subprocess.run(
-        ["docker", "image", "inspect", "--format", "{{.Id}}", tag], capture_output=True, text=True, check=True
-    )
-    return inspect.stdout.strip()
-
-
-def _loaded_ids(files: NodeFiles, node: CachePaths) -> dict[str, str]:
-    """containerd's images (by full name) -> the Docker image id they were loaded from."""
-    loaded: dict[str, str] = {}
-    for line in ctr(files, node, "images", "ls").stdout.splitlines()[1:]:
-        words = line.split()
-        for label in words[-1].split(","):
-            key, _, value = label.partition("=")
-            if key == IMAGE_ID_LABEL:
-                loaded[words[0]] = value
-    return loaded
-
-
-def full_name(tag: str) -> str:
-    """containerd's spelling of a Docker short name: `disttrain/trainer:x` -> `docker.io/disttrain/trainer:x`."""
-    first = tag.split("/", 1)[0]
-    if "/" in tag and ("." in first or ":" in first or first == "localhost"):
-        return tag
-    return f"docker.io/{tag}" if "/" in tag else f"docker.io/library/{tag}"
-
-
-def load_images(files: NodeFiles, node: CachePaths, tags: list[str]) -> list[str]:
-    """Copy Docker images into the node's containerd, skipping those already there with the same id.
-
-    Returns the tags it copied."""
-    loaded = _loaded_ids(files, node)
-    wanted = {tag: _docker_image_id(tag) for tag in tags}
-    stale = [tag for tag, image_id in wanted.items() if loaded.get(full_name(tag)) != image_id]
-    if stale:
-        print(f"+ docker save {' '.join(stale)} | ctr images import -", file=sys.stderr, flush=True)
-        with tempfile.TemporaryFile() as archive:
-            subprocess.run(["docker", "save", *stale], stdout=archive, check=True)
-            archive.seek(0)
-            ctr(files, node, "images", "import", "-", stdin=archive.fileno())
-        for tag in stale:
-            ctr(files, node, "images", "label", full_name(tag), f"{IMAGE_ID_LABEL}={wanted[tag]}")
-    return stale
-
-
-def ensure_pause_image(node: CachePaths) -> str:
-    """The sandbox image, from the pause program built here, in Docker (then loaded like any image)."""
-    if (
-        subprocess.run(
-            ["docker", "image", "inspect", versions.PAUSE_IMAGE], capture_output=True, check=False
-        ).returncode
-        == 0
-    ):
-        return versions.PAUSE_IMAGE
-    with tempfile.TemporaryDirectory() as context:
-        (Path(context) / "pause").write_bytes(node.binary("pause").read_bytes())
-        (Path(context) / "pause").chmod(0o755)
-        (Path(context) / "Dockerfile").write_text(
-            'FROM scratch\nCOPY pause /pause\nUSER 65535:65535\nENTRYPOINT ["/pause"]\n'
-        )
-        subprocess.run(["docker", "build", "-q", "-t", versions.PAUSE_IMAGE, context], check=True, capture_output=True)
-    return versions.PAUSE_IMAGE
-
-
-def stop_containers(files: NodeFiles, node: CachePaths) -> None:
-    """Kill every container of the node before containerd stops: shims and their processes outlive it."""
-    if not files.containerd_socket.exists():
-        return
-    listed = ctr(files, node, "tasks", "ls", check=False)
-    for line in listed.stdout.splitlines()[1:]:
-        task = line.split()[0]
-        ctr(files, node, "tasks", "kill", "--signal", "SIGKILL", task, check=False)
-    for line in listed.stdout.splitlines()[1:]:
-        ctr(files, node, "tasks", "delete", "--force", line.split()[0], check=False)
-    for name in ctr(files, node, "containers", "ls", "-q", check=False).stdout.split():
-        ctr(files, node, "containers", "rm", name, check=False)
-    _remove_pod_namespaces()
-
-
-def _remove_pod_namespaces() -> None:
-    """The network namespaces containerd made for pods (their address is in the CNI pool), with their veths."""
-    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False).stdout
-    for name in (line.split()[0] for line in listed.splitlines() if line.startswith("cni-")):
-        addresses = subprocess.run(
-            ["ip", "-n", name, "-4", "-o", "addr", "show"], capture_output=True, text=True, check=False
-        )
-        if _in_pool(addresses.stdout):
-            subprocess.run(["ip", "netns", "delete", name], check=False)
-
-
-def _in_pool(listing: str) -> bool:
-    for word in listing.split():
-        if "/" in word:
-            try:
-                if ipaddress.ip_interface(word).ip in pod_network.CNI_POOL:
-                    return True
-            except ValueError:
-                continue
-    return False

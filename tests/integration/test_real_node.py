@@ -21,7 +21,7 @@ import pytest
 
 from cluster_support import Cluster, OperatorProcess, bridged_traffic_through_iptables, condition, holds
 from disttrain_dev import cluster as devcluster
-from disttrain_dev import images, node_kinds, real_node, versions
+from disttrain_dev import containerd, images, node_kinds, real_node, versions
 from support import ROOT, wait_for
 
 pytestmark = pytest.mark.real_node
@@ -167,7 +167,7 @@ def test_a_worker_killed_through_containerd_resumes_to_the_exact_step(installed:
     _past_first_checkpoint(installed, real_namespace, job)
     container = _container_id(installed, real_namespace, f"{job}-worker-1")
     files = real_node.NodeFiles(devcluster.state_dir())
-    real_node.ctr(files, versions.node_cache_paths(), "tasks", "kill", "--signal", "SIGKILL", container)
+    containerd.ctr(files, versions.node_cache_paths(), "tasks", "kill", "--signal", "SIGKILL", container)
     _still_running(installed, real_namespace, job)
     finished = _wait_succeeded(installed, real_namespace, job)
     assert finished["status"]["restartCount"] >= 1
