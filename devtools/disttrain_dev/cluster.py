@@ -285,7 +285,7 @@ def up(shape: NodeShape | None = None, log: bool = True, process_node: bool = Fa
         return kubeconfig_path(folder)
     down()
     paths = ensure_binaries()
-    node_paths = node_build.ensure_node_binaries() if real_node else None
+    node_paths = _real_node_binaries() if real_node else None  # a machine that cannot run one says so first
     started = time.monotonic()
     _prepare(paths, folder)
     address = "127.0.0.1"
@@ -370,12 +370,17 @@ def _node_ready(paths: CachePaths, folder: Path, name: str) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
-def _start_real_node(paths: CachePaths, folder: Path, state: ClusterState) -> ClusterState:
-    """containerd, then the kubelet, kube-proxy, CoreDNS and the volume provisioner; waits for the Node."""
+def _real_node_binaries() -> CachePaths:
+    """What the real node needs of this machine, checked, then its binaries (built once)."""
     missing = real_node.missing_requirement()
     if missing is not None:
         raise RuntimeError(missing)
-    node = node_build.ensure_node_binaries()
+    return node_build.ensure_node_binaries()
+
+
+def _start_real_node(paths: CachePaths, folder: Path, state: ClusterState) -> ClusterState:
+    """containerd, then the kubelet, kube-proxy, CoreDNS and the volume provisioner; waits for the Node."""
+    node = _real_node_binaries()
     files = real_node.NodeFiles(folder)
     ports = {"kubelet": free_port(), "proxy_healthz": free_port(), "proxy_metrics": free_port()}
     state = replace(state, node_ports=ports)
