@@ -327,7 +327,7 @@ LOCAL_NAMESPACE = "local"
 def node_namespace(name: str, kind: str, labels: dict[str, str] | None = None) -> dict[str, object]:
     """A namespace whose pods all run on the node of `kind` (process, real): the API server adds the
     selector and toleration to each pod, so manifests need no change."""
-    toleration = {"key": node_kinds.NODE_KIND_LABEL, "operator": "Equal", "value": kind, "effect": "NoSchedule"}
+    toleration = {**node_kinds.taint(kind), "operator": "Equal"}
     annotations = {
         "scheduler.alpha.kubernetes.io/node-selector": f"{node_kinds.NODE_KIND_LABEL}={kind}",
         "scheduler.alpha.kubernetes.io/defaultTolerations": json.dumps([toleration]),

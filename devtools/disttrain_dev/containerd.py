@@ -9,7 +9,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from disttrain_dev import pod_network, versions
+from disttrain_dev import images, pod_network, versions
 from disttrain_dev.real_node import NodeFiles
 from disttrain_dev.versions import CachePaths
 
@@ -75,12 +75,7 @@ def load_images(files: NodeFiles, node: CachePaths, tags: list[str]) -> list[str
 
 def ensure_pause_image(node: CachePaths) -> str:
     """The sandbox image, from the pause program built here, in Docker (then loaded like any image)."""
-    if (
-        subprocess.run(
-            ["docker", "image", "inspect", versions.PAUSE_IMAGE], capture_output=True, check=False
-        ).returncode
-        == 0
-    ):
+    if images.has_image(versions.PAUSE_IMAGE):
         return versions.PAUSE_IMAGE
     with tempfile.TemporaryDirectory() as context:
         (Path(context) / "pause").write_bytes(node.binary("pause").read_bytes())
@@ -96,12 +91,11 @@ def stop_containers(files: NodeFiles, node: CachePaths) -> None:
     """Kill every container of the node before containerd stops: shims and their processes outlive it."""
     if not files.containerd_socket.exists():
         return
-    listed = ctr(files, node, "tasks", "ls", check=False)
-    for line in listed.stdout.splitlines()[1:]:
-        task = line.split()[0]
+    tasks = [line.split()[0] for line in ctr(files, node, "tasks", "ls", check=False).stdout.splitlines()[1:]]
+    for task in tasks:
         ctr(files, node, "tasks", "kill", "--signal", "SIGKILL", task, check=False)
-    for line in listed.stdout.splitlines()[1:]:
-        ctr(files, node, "tasks", "delete", "--force", line.split()[0], check=False)
+    for task in tasks:
+        ctr(files, node, "tasks", "delete", "--force", task, check=False)
     for name in ctr(files, node, "containers", "ls", "-q", check=False).stdout.split():
         ctr(files, node, "containers", "rm", name, check=False)
     _remove_pod_namespaces()

@@ -168,7 +168,6 @@ def cni_network(files: NodeFiles) -> dict[str, object]:
 
 
 def kubelet_config(files: NodeFiles, client_ca: Path, port: int) -> dict[str, object]:
-    taint = {"key": NODE_KIND_LABEL, "value": NODE_KIND, "effect": "NoSchedule"}
     return {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
@@ -188,7 +187,7 @@ def kubelet_config(files: NodeFiles, client_ca: Path, port: int) -> dict[str, ob
         "containerRuntimeEndpoint": f"unix://{files.containerd_socket}",
         "clusterDNS": [DNS_ADDRESS],
         "clusterDomain": CLUSTER_DOMAIN,
-        "registerWithTaints": [taint],
+        "registerWithTaints": [node_kinds.taint(NODE_KIND)],
         # a development machine's disk and images are not the kubelet's to reclaim
         "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
         "imageGCHighThresholdPercent": 100,
