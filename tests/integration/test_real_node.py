@@ -115,11 +115,19 @@ def _finished_line(cluster: Cluster, namespace: str, pod: str) -> dict[str, Any]
     return lines[-1]
 
 
-def _container_id(cluster: Cluster, namespace: str, pod: str) -> str:
-    status = cluster.get("pod", pod, namespace)
-    assert status is not None
-    (container,) = status["status"]["containerStatuses"]
-    return str(container["containerID"]).removeprefix("containerd://")
+def _running_container_id(cluster: Cluster, namespace: str, pod: str) -> str:
+    """The id of the pod's running container, once it has one (a pod of a restarted job may still be going)."""
+
+    def running() -> str | None:
+        found = cluster.get("pod", pod, namespace)
+        if found is None or found["metadata"].get("deletionTimestamp"):
+            return None
+        (container,) = found["status"].get("containerStatuses") or [{}]
+        if "running" not in container.get("state", {}):
+            return None
+        return str(container["containerID"]).removeprefix("containerd://")
+
+    return wait_for(f"{pod}'s running container", running, timeout=60)
 
 
 def _host_folder(cluster: Cluster, namespace: str, claim: str) -> Path:
@@ -165,7 +173,7 @@ def test_both_digits_examples_train_in_the_trainer_image(installed: Cluster, rea
 def test_a_worker_killed_through_containerd_resumes_to_the_exact_step(installed: Cluster, real_namespace: str) -> None:
     job = _submit(installed, real_namespace, MWMS, epochs=FAULTED_EPOCHS)
     _past_first_checkpoint(installed, real_namespace, job)
-    container = _container_id(installed, real_namespace, f"{job}-worker-1")
+    container = _running_container_id(installed, real_namespace, f"{job}-worker-1")
     files = real_node.NodeFiles(devcluster.state_dir())
     containerd.ctr(files, versions.node_cache_paths(), "tasks", "kill", "--signal", "SIGKILL", container)
     _still_running(installed, real_namespace, job)
