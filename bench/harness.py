@@ -31,7 +31,8 @@ from kubernetes import client, config
 from urllib3.exceptions import HTTPError
 
 from disttrain_dev import cluster as devcluster
-from disttrain_dev.cluster import UNATTENDED_ANNOTATION
+from disttrain_dev import peer
+from disttrain_dev.cluster import UNATTENDED_ANNOTATION, crd_established
 from disttrain_dev.kubelet import KubeletApi
 from disttrain_dev.versions import cache_paths
 from disttrain_operator.runtime.kube import TransientApiError
@@ -43,6 +44,7 @@ THREADS = 6
 JOB_SHAPE = {"Chief": 1, "Worker": 4, "PS": 2}
 PODS_PER_JOB = sum(JOB_SHAPE.values())
 BENCH_NODE_PODS = 500
+HTTP_GATEWAY_TIMEOUT = 504
 
 
 @dataclass
@@ -62,23 +64,42 @@ def local_cluster() -> Cluster:
     return Cluster(kubeconfig, KubeletApi(api), api)
 
 
-def bench_job(name: str, scope: str, *, kubelet: bool = True) -> dict[str, Any]:
-    """A ParameterServer job of a Chief, 4 workers and 2 PS; a failed worker is replaced alone.
-
-    With `kubelet=False` kwok leaves its pods alone and the benchmark plays the kubelet itself.
-    """
+def _template(kubelet: bool) -> dict[str, Any]:
     container = {"name": "tensorflow", "image": "disttrain/trainer:0.1.0", "command": ["disttrain-train"]}
     template: dict[str, Any] = {"spec": {"containers": [container], "automountServiceAccountToken": False}}
     if not kubelet:
         key, value = UNATTENDED_ANNOTATION.split("=")
         template["metadata"] = {"annotations": {key: value}}
-    policy = "ExitCode"
-    replicas = {kind: {"replicas": n, "restartPolicy": policy, "template": template} for kind, n in JOB_SHAPE.items()}
+    return template
+
+
+def _replicas(kubelet: bool) -> dict[str, Any]:
+    """A Chief, 4 workers and 2 PS; a failed worker (exit code 137) is replaced alone."""
+    template = _template(kubelet)
+    return {kind: {"replicas": n, "restartPolicy": "ExitCode", "template": template} for kind, n in JOB_SHAPE.items()}
+
+
+def bench_job(name: str, scope: str, *, kubelet: bool = True) -> dict[str, Any]:
+    """A ParameterServer job of `_replicas`. With `kubelet=False` kwok leaves its pods alone and the
+    benchmark plays the kubelet itself."""
+    replicas = _replicas(kubelet)
     return {
         "apiVersion": "disttrain.io/v1alpha1",
         "kind": "DistTrainJob",
         "metadata": {"name": name, "namespace": scope},
         "spec": {"strategy": "ParameterServer", "replicaSpecs": replicas, "runPolicy": {"backoffLimit": 100}},
+    }
+
+
+def peer_job(name: str, scope: str, *, kubelet: bool = True) -> dict[str, Any]:
+    """The same job as a TFJob. `cleanPodPolicy: Running` stops the pods still running once the chief
+    has succeeded, as disttrain does by default (TFJob's default keeps them)."""
+    replicas = _replicas(kubelet)
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "TFJob",
+        "metadata": {"name": name, "namespace": scope},
+        "spec": {"tfReplicaSpecs": replicas, "runPolicy": {"backoffLimit": 100, "cleanPodPolicy": "Running"}},
     }
 
 
@@ -95,9 +116,22 @@ def namespace(bench: Cluster, prefix: str) -> Iterator[str]:
     bench.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     try:
         yield name
-    finally:  # pods no kubelet tends need removing by force, or the namespace never goes
-        devcluster_kubectl(bench, "delete", "pods", "--all", "-n", name, "--force", "--grace-period=0", "--wait=false")
-        devcluster_kubectl(bench, "delete", "namespace", name, "--wait=true", "--timeout=600s")
+    finally:
+        remove_pods_and_services(bench, name)
+        devcluster_kubectl(bench, "delete", "namespace", name, "--wait=true", "--timeout=900s")
+
+
+def remove_pods_and_services(bench: Cluster, scope: str) -> None:
+    """One collection delete each, pods at once (no kubelet tends the benchmark's own): the namespace
+    controller would delete them one by one at its client's 20 requests/s, minutes for thousands."""
+    now = {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0}
+    for kind in ("pods", "services"):
+        for _ in range(20):  # a collection of thousands outlasts one request's 60 s: each call deletes more
+            status, text = bench.kube.request("DELETE", f"/api/v1/namespaces/{scope}/{kind}", {}, now)
+            if status != HTTP_GATEWAY_TIMEOUT:
+                break
+        if status >= 300:
+            raise RuntimeError(f"deleting the {kind} of {scope}: {status} {text[:300]}")
 
 
 def devcluster_kubectl(bench: Cluster, *args: str) -> str:
@@ -135,6 +169,68 @@ def wait(what: str, check: Callable[[], object], timeout: float = 600, interval:
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
         time.sleep(interval)
+
+
+def post(bench: Cluster, collection: str, manifest: dict[str, Any]) -> None:
+    """Create an object of any kind, in the collection at that path."""
+    status, text = bench.kube.request("POST", collection, {}, manifest)
+    if status >= 300:
+        raise RuntimeError(f"POST {collection}: {status} {text[:300]}")
+
+
+@dataclass(frozen=True)
+class Side:
+    """Who turns the benchmark's jobs into pods and Services: disttrain's operator (this checkout's, or
+    another's), or the peer, training-operator, as shipped or unthrottled."""
+
+    name: str
+    peer: bool = False
+    unthrottled: bool = True
+    source: str | None = None  # another checkout whose operator runs
+
+    @property
+    def services_per_job(self) -> int:
+        return PODS_PER_JOB if self.peer else 1  # the peer makes a Service per pod
+
+    @property
+    def jobs(self) -> tuple[str, str]:
+        """The jobs' API group and version, and resource."""
+        return ("kubeflow.org/v1", "tfjobs") if self.peer else ("disttrain.io/v1alpha1", "disttrainjobs")
+
+    @property
+    def group(self) -> str:
+        return self.jobs[0].split("/")[0]
+
+    def jobs_path(self, scope: str) -> str:
+        version, resource = self.jobs
+        return f"/apis/{version}/namespaces/{scope}/{resource}"
+
+    @property
+    def event_component(self) -> str:
+        """Who its Events name as their source: the operator posts through kopf."""
+        return peer.CONTROLLER_NAME if self.peer else "kopf"
+
+    def job(self, name: str, scope: str, *, kubelet: bool = True) -> dict[str, Any]:
+        return (peer_job if self.peer else bench_job)(name, scope, kubelet=kubelet)
+
+    def create_job(self, bench: Cluster, scope: str, name: str, *, kubelet: bool = True) -> None:
+        post(bench, self.jobs_path(scope), self.job(name, scope, kubelet=kubelet))
+
+    def start(self, bench: Cluster, scope: str, log: Path) -> ProcessUnderTest:
+        if self.peer:
+            return PeerUnderTest(bench, scope, log, unthrottled=self.unthrottled)
+        return OperatorUnderTest(bench, scope, log, source=self.source)
+
+    def delete_job(self, bench: Cluster, scope: str, name: str) -> None:
+        background = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+        status, text = bench.kube.request("DELETE", f"{self.jobs_path(scope)}/{name}", {}, background)
+        if status >= 300:
+            raise RuntimeError(f"deleting {name}: {status} {text[:300]}")
+
+
+OPERATOR = Side("operator")
+PEER = Side("peer", peer=True)
+PEER_AS_SHIPPED = Side("peer-as-shipped", peer=True, unthrottled=False)
 
 
 @dataclass
@@ -209,7 +305,7 @@ class Watch:
         if event["type"] == "ERROR":
             raise RuntimeError(f"watch of {self.path}: {body.get('message')}")
         self._version = metadata.get("resourceVersion", self._version)
-        phase = body.get("status", {}).get("phase")
+        phase = _phase(body.get("status") or {})
         name, uid, deleting = metadata.get("name", ""), metadata.get("uid", ""), "deletionTimestamp" in metadata
         with self._lock:
             self.events.append(Event(now, event["type"], name, uid, phase, deleting))
@@ -236,6 +332,14 @@ class Watch:
         self._response.response.close()
 
 
+def _phase(status: dict[str, Any]) -> str | None:
+    """A DistTrainJob's or a pod's phase; a TFJob has none, and its newest true condition says it."""
+    if status.get("phase"):
+        return str(status["phase"])
+    true = [c["type"] for c in status.get("conditions") or [] if c.get("status") == "True"]
+    return true[-1] if true else None
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -257,7 +361,32 @@ def _cli_module(source: str | None) -> str:
     return "disttrain_operator.cli.main"
 
 
-class OperatorUnderTest:
+class ProcessUnderTest:
+    """An operator as a process whose memory and CPU can be read."""
+
+    process: subprocess.Popen[bytes]
+
+    def usage(self) -> Usage:
+        status = Path(f"/proc/{self.process.pid}/status").read_text()
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        stat = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        ticks = os.sysconf("SC_CLK_TCK")
+        return Usage(
+            rss_mb=int(fields["VmRSS"].split()[0]) / 1024,
+            peak_rss_mb=int(fields["VmHWM"].split()[0]) / 1024,
+            cpu_seconds=(int(stat[11]) + int(stat[12])) / ticks,  # utime and stime
+        )
+
+    def stop(self) -> None:
+        os.killpg(self.process.pid, signal.SIGINT)  # py-spy, when profiling, writes its stacks on SIGINT only
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+
+class OperatorUnderTest(ProcessUnderTest):
     """`disttrain operator` for one namespace, as a process whose memory and CPU can be read."""
 
     def __init__(
@@ -288,24 +417,47 @@ class OperatorUnderTest:
             )
         wait("the operator's liveness endpoint", lambda: _answers(f"http://127.0.0.1:{port}/healthz"), timeout=60)
 
-    def usage(self) -> Usage:
-        status = Path(f"/proc/{self.process.pid}/status").read_text()
-        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        stat = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        ticks = os.sysconf("SC_CLK_TCK")
-        return Usage(
-            rss_mb=int(fields["VmRSS"].split()[0]) / 1024,
-            peak_rss_mb=int(fields["VmHWM"].split()[0]) / 1024,
-            cpu_seconds=(int(stat[11]) + int(stat[12])) / ticks,  # utime and stime
-        )
 
-    def stop(self) -> None:
-        os.killpg(self.process.pid, signal.SIGINT)  # py-spy, when profiling, writes its stacks on SIGINT only
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
+def _install_tfjob_crd(bench: Cluster, crd: Path) -> None:
+    """The peer's own TFJob CRD, unless the cluster serves TFJobs already."""
+    selector = {"fieldSelector": "metadata.name=tfjobs.kubeflow.org"}
+    path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    if not bench.kube.list_items(path, selector):
+        devcluster_kubectl(bench, "apply", "--server-side", "-f", str(crd))
+
+    def established() -> bool:
+        return any(crd_established(item) for item in bench.kube.list_items(path, selector))
+
+    wait("the TFJob CRD established", established, timeout=60, interval=0.2)
+
+
+def _started(log: Path, line: str) -> bool:
+    return log.is_file() and line in log.read_text(errors="replace")
+
+
+class PeerUnderTest(ProcessUnderTest):
+    """training-operator for one namespace, TFJobs only, no gang scheduler. As shipped, with its default
+    flags (one controller thread); unthrottled, its unthrottled build with as many controller threads as
+    the operator has reconcile threads."""
+
+    def __init__(self, bench: Cluster, scope: str, log: Path, *, unthrottled: bool) -> None:
+        build = peer.ensure_peer()
+        _install_tfjob_crd(bench, build.tfjob_crd)
+        peer.write_serving_certificates()
+        secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": peer.WEBHOOK_SECRET, "namespace": scope}}
+        post(bench, f"/api/v1/namespaces/{scope}/secrets", secret)
+        binary = build.binary(peer.UNTHROTTLED if unthrottled else peer.SHIPPED)
+        command = [str(binary), "--enable-scheme=tfjob", f"--namespace={scope}"]
+        command += [f"--metrics-bind-address=127.0.0.1:{free_port()}", f"--webhook-server-port={free_port()}"]
+        command += [f"--health-probe-bind-address=127.0.0.1:{free_port()}"]
+        command += [f"--controller-threads={THREADS}"] if unthrottled else []
+        environment = {**os.environ, "KUBECONFIG": str(bench.kubeconfig), "MY_POD_NAMESPACE": scope}
+        with log.open("ab") as output:
+            self.process = subprocess.Popen(
+                command, stdout=output, stderr=subprocess.STDOUT, env=environment, start_new_session=True
+            )
+        # Its controller's workers start once the certificates are in place and its caches synced.
+        wait("the peer's controller workers", lambda: _started(log, "Starting workers"), timeout=60, interval=0.2)
 
 
 def _answers(url: str) -> bool:

@@ -19,14 +19,20 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import trainer
 from harness import (
+    OPERATOR,
+    PEER,
+    PEER_AS_SHIPPED,
     PODS_PER_JOB,
     Cluster,
-    OperatorUnderTest,
+    ProcessUnderTest,
+    Request,
+    Side,
     Watch,
     apiserver_requests,
     bench_job,
@@ -48,40 +54,59 @@ from disttrain_operator.core.builders.settings import BuildSettings
 LOGS = Path(tempfile.gettempdir()) / "disttrain-bench"
 
 
-def _when_all_exist(pods: Watch, services: Watch, jobs: int, timeout: float) -> float:
-    """The arrival time of the last pod or Service the jobs need."""
+@dataclass
+class Admitted:
+    """One round of one side: seconds until every pod, and every Service, existed; the operator's CPU
+    seconds, peak RSS and API requests until then (none for the floor)."""
 
-    def arrivals(watch: Watch, needed: int) -> list[float]:
-        return sorted(event.at for event in watch.snapshot() if event.type == "ADDED")[:needed]
+    pods_seconds: float
+    services_seconds: float
+    cpu_seconds: float | None = None
+    peak_rss_mb: float | None = None
+    requests_per_job: float | None = None
+    writes_per_job: float | None = None
 
-    needed = (jobs * PODS_PER_JOB, jobs)
-    wait("every pod and Service", lambda: (len(pods.added()), len(services.added())) >= needed, timeout, 0.05)
-    return max(arrivals(pods, needed[0])[-1], arrivals(services, needed[1])[-1])
+    @property
+    def seconds(self) -> float:
+        return max(self.pods_seconds, self.services_seconds)
 
 
-Tasks = list[Callable[[], object]]
+def _last_arrival(watch: Watch, needed: int, timeout: float) -> float:
+    wait(f"{needed} from {watch.path}", lambda: len(watch.added()) >= needed, timeout, 0.05)
+    return sorted(event.at for event in watch.snapshot() if event.type == "ADDED")[needed - 1]
 
 
-def _timed_admission(
-    bench: Cluster, jobs: int, prefix: str, submit: Callable[[str], Tasks], operator_source: str | None = None
-) -> tuple[float, float | None]:
-    """Seconds from the first request until every pod and Service of `jobs` jobs exists, and the CPU seconds
-    the operator spent meanwhile; an operator runs unless the side is the floor (`operator_source`: another
-    checkout's)."""
+Submit = list[Callable[[str], object]]  # a task for each job, given the round's namespace
+FLOOR = "floor"
+
+
+def _timed_admission(bench: Cluster, jobs: int, side: Side | None, submit: Submit) -> Admitted:
+    """From the first request until every pod and Service of `jobs` jobs exists; `side` None is the floor.
+    Each round has a namespace, and an operator, of its own."""
     settle(bench)
-    with namespace(bench, prefix) as scope:
-        operator = None
-        if prefix != "floor":
-            operator = OperatorUnderTest(bench, scope, LOGS / f"{scope}.log", source=operator_source)
+    with namespace(bench, side.name if side else FLOOR) as scope:
+        operator = side.start(bench, scope, LOGS / f"{scope}.log") if side else None
         pods = Watch(bench, f"/api/v1/namespaces/{scope}/pods").start()
         services = Watch(bench, f"/api/v1/namespaces/{scope}/services").start()
         try:
-            tasks = submit(scope)
+            tasks: list[Callable[[], object]] = [partial(task, scope) for task in submit]
             cpu_before = operator.usage().cpu_seconds if operator else 0.0
+            requests_before = apiserver_requests(bench)
             start = time.monotonic()
             parallel(tasks)
-            seconds = _when_all_exist(pods, services, jobs, timeout=60 + jobs) - start
-            return seconds, operator.usage().cpu_seconds - cpu_before if operator else None
+            timeout = 120 + jobs
+            pods_at = _last_arrival(pods, jobs * PODS_PER_JOB, timeout)
+            services_at = _last_arrival(services, jobs * (side.services_per_job if side else 1), timeout)
+            admitted = Admitted(pods_at - start, services_at - start)
+            if operator is None or side is None:
+                return admitted
+            delta = apiserver_requests(bench) - requests_before
+            usage = operator.usage()
+            admitted.cpu_seconds, admitted.peak_rss_mb = usage.cpu_seconds - cpu_before, usage.peak_rss_mb
+            others = _admission_others(delta, jobs, side)
+            others.update(_events_of_others(bench, scope, side, delta))
+            admitted.requests_per_job, admitted.writes_per_job = _operator_requests(delta, others, jobs, side)
+            return admitted
         finally:
             pods.stop()
             services.stop()
@@ -89,46 +114,82 @@ def _timed_admission(
                 operator.stop()
 
 
-def _through_the_operator(bench: Cluster, jobs: int) -> Callable[[str], Tasks]:
-    return lambda scope: [partial(bench.kube.create, bench_job(f"job-{i}", scope)) for i in range(jobs)]
+def _submit_jobs(bench: Cluster, side: Side, jobs: int) -> Submit:
+    def one_job(index: int, scope: str) -> None:
+        side.create_job(bench, scope, f"job-{index}")
+
+    return [partial(one_job, i) for i in range(jobs)]
 
 
-def _by_a_plain_client(bench: Cluster, jobs: int) -> Callable[[str], Tasks]:
-    """The floor: the same job objects, then the same Services and pods, from as many threads as kopf has."""
+def _plain_client(bench: Cluster, jobs: int) -> Submit:
+    """The floor: the same job objects, then the same Services and pods, from as many threads as the
+    operator reconciles with."""
 
-    def one_job(scope: str, index: int) -> None:
+    def one_job(index: int, scope: str) -> None:
         job = bench_job(f"job-{index}", scope)
         bench.kube.create(job)
         for item in render_objects(json.dumps(job), BuildSettings(), namespace=scope):
             item["metadata"].pop("ownerReferences", None)  # no uid to point at without reading the job back
             bench.kube.create(item)
 
-    return lambda scope: [partial(one_job, scope, i) for i in range(jobs)]
+    return [partial(one_job, i) for i in range(jobs)]
+
+
+def _sides(args: argparse.Namespace) -> list[Side]:
+    """The operators a benchmark runs, in the order of each round: this checkout's, another checkout's
+    (--baseline), the peer unthrottled (--peer) and as shipped (--peer-as-shipped)."""
+    sides = [OPERATOR]
+    if getattr(args, "baseline", None):
+        sides.append(Side("baseline", source=args.baseline))
+    if args.peer or args.peer_as_shipped:
+        sides.append(PEER)
+    if args.peer_as_shipped:
+        sides.append(PEER_AS_SHIPPED)
+    return sides
+
+
+def _with_floor(args: argparse.Namespace) -> list[Side | None]:
+    """The sides of an admission round: the operator, the floor (None), then the other operators."""
+    return [OPERATOR, None, *_sides(args)[1:]]
+
+
+def _admission_round(bench: Cluster, jobs: int, side: Side | None) -> Admitted:
+    submit = _submit_jobs(bench, side, jobs) if side else _plain_client(bench, jobs)
+    return _timed_admission(bench, jobs, side, submit)
 
 
 def admission(args: argparse.Namespace) -> str:
-    """Rounds alternate the sides: the operator, the floor, and with --baseline another checkout's operator."""
+    """Rounds alternate the sides: the operator, the floor, and whichever other operators are asked for."""
     bench = local_cluster()
     ensure_capacity(bench, args.jobs * PODS_PER_JOB)
-    sides: list[tuple[str, Callable[[Cluster, int], Callable[[str], Tasks]], str | None]] = [
-        ("operator", _through_the_operator, None),
-        ("floor", _by_a_plain_client, None),
-    ]
-    if args.baseline:
-        sides.append(("baseline", _through_the_operator, args.baseline))
-    measured: dict[str, list[float]] = {name: [] for name, _, _ in sides}
+    sides = _with_floor(args)
+    measured: dict[str, list[Admitted]] = {side.name if side else FLOOR: [] for side in sides}
     for round_number in range(args.rounds):
-        for side, submit, source in sides:
-            seconds, cpu = _timed_admission(bench, args.jobs, side, submit(bench, args.jobs), source)
-            measured[side].append(seconds)
-            spent = "" if cpu is None else f" (operator CPU {cpu:.2f} s)"
-            print(f"round {round_number + 1} {side}: {seconds:.2f} s{spent}", flush=True)
-    median = {side: statistics.median(times) for side, times in measured.items()}
-    objects = f"{args.jobs * PODS_PER_JOB} pods and {args.jobs} Services"
-    print(", ".join(f"{side} {seconds:.2f} s" for side, seconds in median.items()) + f" (medians), for {objects}")
-    if args.baseline:
-        print(f"baseline ({args.baseline})/floor={median['baseline'] / median['floor']:.2f}")
-    return f"admission jobs={args.jobs} operator/floor={median['operator'] / median['floor']:.2f}"
+        for side in sides:
+            admitted = _admission_round(bench, args.jobs, side)
+            name = side.name if side else FLOOR
+            measured[name].append(admitted)
+            spent = ""
+            if admitted.cpu_seconds is not None:
+                spent = f" (CPU {admitted.cpu_seconds:.2f} s, {admitted.requests_per_job:.1f} requests/job)"
+            times = f"pods {admitted.pods_seconds:.2f} s, Services {admitted.services_seconds:.2f} s"
+            print(f"round {round_number + 1} {name}: {admitted.seconds:.2f} s: {times}{spent}", flush=True)
+    _record(args, f"admission-{args.jobs}", {name: [vars(a) for a in rounds] for name, rounds in measured.items()})
+    median = {name: statistics.median(a.seconds for a in rounds) for name, rounds in measured.items()}
+    pods_median = {name: statistics.median(a.pods_seconds for a in rounds) for name, rounds in measured.items()}
+    spread = {
+        name: (min(a.seconds for a in rounds), max(a.seconds for a in rounds)) for name, rounds in measured.items()
+    }
+    for name in measured:
+        low, high = spread[name]
+        rounds = f"rounds {low:.2f} to {high:.2f} s"
+        print(f"{name}: median {median[name]:.2f} s ({rounds}), pods alone {pods_median[name]:.2f} s")
+    for name in measured:
+        if name not in ("operator", FLOOR):
+            alone = pods_median["operator"] / pods_median[name]
+            print(f"operator/{name}: {median['operator'] / median[name]:.2f}, pods alone {alone:.2f}")
+    summary = f"admission jobs={args.jobs} operator/floor={median['operator'] / median[FLOOR]:.2f}"
+    return summary + (f" operator/peer={median['operator'] / median['peer']:.2f}" if "peer" in median else "")
 
 
 def _running(pods: Watch) -> int:
@@ -151,11 +212,12 @@ def _replacement_latency(pods: Watch, victim: str, old_uid: str, timeout: float 
 
 @dataclass
 class _Scene:
-    """A namespace with room for the jobs, the operator for it, and watches on its pods and jobs."""
+    """A namespace with room for the jobs, one side's operator for it, and watches on its pods and jobs."""
 
     bench: Cluster
     scope: str
-    operator: OperatorUnderTest
+    side: Side
+    operator: ProcessUnderTest
     pods: Watch
     jobs: Watch
 
@@ -163,8 +225,9 @@ class _Scene:
         """Submit `count` jobs, play the kubelet until their pods run, and wait until the operator
         has seen it all (every job Running); returns their names."""
         names = [f"job-{i}" for i in range(count)]
-        parallel([partial(self.bench.kube.create, bench_job(name, self.scope, kubelet=False)) for name in names])
-        self.play_kubelet_until(lambda: _running(self.pods) == count * PODS_PER_JOB, timeout=60 + count)
+        create = partial(self.side.create_job, self.bench, self.scope, kubelet=False)
+        parallel([partial(create, name) for name in names])
+        self.play_kubelet_until(lambda: _running(self.pods) == count * PODS_PER_JOB, timeout=120 + count)
         self.wait_for_phase("Running", count)
         return names
 
@@ -176,36 +239,49 @@ class _Scene:
 
 
 @contextmanager
-def _scene(prefix: str, jobs: int) -> Iterator[_Scene]:
+def _scene(prefix: str, jobs: int, side: Side) -> Iterator[_Scene]:
     bench = local_cluster()
     ensure_capacity(bench, jobs * PODS_PER_JOB)
     settle(bench)
-    with namespace(bench, prefix) as scope, ExitStack() as teardown:  # the operator stops whatever else fails
-        operator = OperatorUnderTest(bench, scope, LOGS / f"{scope}.log")
+    with namespace(bench, f"{prefix}-{side.name}") as scope, ExitStack() as teardown:  # the operator always stops
+        operator = side.start(bench, scope, LOGS / f"{scope}.log")
         teardown.callback(operator.stop)
         pods = Watch(bench, f"/api/v1/namespaces/{scope}/pods").start()
         teardown.callback(pods.stop)
-        watched = Watch(bench, f"/apis/disttrain.io/v1alpha1/namespaces/{scope}/disttrainjobs").start()
+        watched = Watch(bench, side.jobs_path(scope)).start()
         teardown.callback(watched.stop)
-        yield _Scene(bench, scope, operator, pods, watched)
+        yield _Scene(bench, scope, side, operator, pods, watched)
+
+
+def _beside(figures: dict[str, list[str]]) -> str:
+    """The other sides' figures for a last line, each named after its side: ` peer_p99=0.1s`."""
+    return "".join(f" {side}_{figure}" for side, named in figures.items() if side != "operator" for figure in named)
 
 
 def latency(args: argparse.Namespace) -> str:
-    """Pods fail one after another across `jobs` running jobs; each replacement is timed."""
-    with _scene("latency", args.jobs) as scene:
-        scene.start_jobs(args.jobs)
-        time.sleep(5)  # quiet: the operator has nothing left to do
-        uids = {event.name: event.uid for event in scene.pods.snapshot() if event.type == "ADDED"}
-        victims = [f"job-{(i * 7) % args.jobs}-worker-{i % 4}" for i in range(args.failures)]
-        for victim in victims:
-            set_pod_status(scene.bench, scene.scope, victim, ended_status(137))
-            time.sleep(1 / args.rate)
-        seconds = [_replacement_latency(scene.pods, victim, uids[victim]) for victim in victims]
-        usage = scene.operator.usage()
-    p50, p99 = percentile(seconds, 0.5), percentile(seconds, 0.99)
-    print(f"{len(seconds)} replacements among {args.jobs} jobs at {args.rate}/s: max {max(seconds):.3f} s")
-    print(f"operator: {usage.peak_rss_mb:.0f} MB peak RSS, {usage.cpu_seconds:.1f} CPU s")
-    return f"latency jobs={args.jobs} p50={p50:.3f}s p99={p99:.3f}s"
+    """Pods fail one after another across `jobs` running jobs; each replacement is timed, side by side."""
+    figures: dict[str, list[str]] = {}
+    for side in _sides(args):
+        with _scene("latency", args.jobs, side) as scene:
+            scene.start_jobs(args.jobs)
+            time.sleep(5)  # quiet: the operator has nothing left to do
+            uids = {event.name: event.uid for event in scene.pods.snapshot() if event.type == "ADDED"}
+            victims = [f"job-{(i * 7) % args.jobs}-worker-{i % 4}" for i in range(args.failures)]
+            for victim in victims:
+                set_pod_status(scene.bench, scene.scope, victim, ended_status(137))
+                time.sleep(1 / args.rate)
+            seconds = [_replacement_latency(scene.pods, victim, uids[victim]) for victim in victims]
+            usage = scene.operator.usage()
+        p50, p99 = percentile(seconds, 0.5), percentile(seconds, 0.99)
+        _record(args, f"latency-{side.name}", {"seconds": seconds})
+        print(
+            f"{side.name}: {len(seconds)} replacements among {args.jobs} jobs at {args.rate}/s: p50 {p50:.3f} s, ",
+            end="",
+        )
+        print(f"p99 {p99:.3f} s, max {max(seconds):.3f} s; ", end="")
+        print(f"{usage.peak_rss_mb:.0f} MB peak RSS, {usage.cpu_seconds:.1f} CPU s")
+        figures[side.name] = [f"p50={p50:.3f}s", f"p99={p99:.3f}s"]
+    return f"latency jobs={args.jobs} {' '.join(figures['operator'])}{_beside(figures)}"
 
 
 def _phases(watch: Watch) -> dict[str, str]:
@@ -225,122 +301,215 @@ def _deleted(watch: Watch) -> int:
 # carries Created when the pods run within the batch window, and Succeeded); at the end, the 6 pods
 # still running (4 workers, 2 PS) deleted.
 MINIMUM_WRITES = 1 + PODS_PER_JOB + 2 + (PODS_PER_JOB - 1)
-OBJECTS = {("", "pods"), ("", "services"), ("", "events"), ("disttrain.io", "disttrainjobs")}
+WRITES = ("POST", "PATCH", "PUT", "DELETE")
 
 
-def _events_by_source(bench: Cluster, scope: str, jobs: int) -> Counter[str]:
-    """The namespace's Events by who reported them, printed by reason per job too; repeats (`count`) counted."""
+def _events_of_others(
+    bench: Cluster, scope: str, side: Side, delta: Counter[Request], show: bool = False
+) -> Counter[Request]:
+    """The Event requests not the side's: its own are one POST per Event, and a PATCH per repeat
+    (`count`), under its component's name; the scheduler's and the controllers' are the rest."""
     seen: Counter[tuple[str, str]] = Counter()
+    posts = patches = 0
     for event in bench.kube.list_items(f"/api/v1/namespaces/{scope}/events", {}):
         source = event.get("reportingComponent") or (event.get("source") or {}).get("component", "")
         seen[source, event.get("reason", "")] += event.get("count") or 1
-    for (source, reason), count in sorted(seen.items()):
-        print(f"event {source:26} {reason:28} {count / jobs:6.2f} per job")
-    by_source: Counter[str] = Counter()
-    for (source, _), count in seen.items():
-        by_source[source] += count
-    return by_source
+        if source == side.event_component:
+            posts += 1
+            patches += (event.get("count") or 1) - 1
+    for (source, reason), count in sorted(seen.items()) if show else ():
+        print(f"event {source:26} {reason:28} {count:6}")
+    return Counter(
+        {
+            ("POST", "", "events", ""): delta[("POST", "", "events", "")] - posts,
+            ("PATCH", "", "events", ""): delta[("PATCH", "", "events", "")] - patches,
+        }
+    )
+
+
+def _admission_others(delta: Counter[Request], jobs: int, side: Side) -> Counter[Request]:
+    """Requests of others while jobs are admitted, kwok running their pods: the user's job creations,
+    kube-scheduler's bindings, kwok's pod status reports, and the process node's pod listings."""
+    others = Counter({("POST", side.group, side.jobs[1], ""): jobs})
+    for key, count in delta.items():
+        verb, _, resource, subresource = key
+        if (resource, subresource) in (("pods", "binding"), ("pods", "status")) or (verb, resource) == ("LIST", "pods"):
+            others[key] = count
+    return others
+
+
+def _operator_requests(
+    delta: Counter[Request], others: Counter[Request], jobs: int, side: Side, show: bool = False
+) -> tuple[float, float]:
+    """Requests and writes (besides Events) per job on the jobs, pods, Services and Events, once the
+    requests of others are taken off."""
+    objects = {("", "pods"), ("", "services"), ("", "events"), (side.group, side.jobs[1])}
+    if show:
+        print(f"{'verb':8} {'resource':32} {'all':>6} {side.name:>9} {'per job':>8}")
+    total = writes = 0.0
+    for key, count in sorted(delta.items()):
+        verb, group, name, subresource = key
+        if (group, name) not in objects or (verb in ("WATCH", "LIST") and count == 0):
+            continue
+        own = count - others.get(key, 0)
+        total += own / jobs
+        writes += own / jobs if verb in WRITES and name != "events" else 0
+        if show:
+            print(
+                f"{verb:8} {name + ('/' + subresource if subresource else ''):32} {count:6} {own:9} {own / jobs:8.2f}"
+            )
+    return total, writes
+
+
+def _lifecycle_others(delta: Counter[Request], jobs: int, side: Side, left: tuple[int, int]) -> Counter[Request]:
+    """Requests of others over a lifecycle the benchmark plays the kubelet in: the user's create and delete
+    of each job; the kubelet's status reports (each pod Running, the chief Succeeded) and last word on each
+    pod the side deleted (all but the chief); kube-scheduler's bindings; the process node's pod listings;
+    and the garbage collector's read and delete of what was `left` (pods, Services) at the job's deletion."""
+    group, resource = side.group, side.jobs[1]
+    pods_left, services_left = left
+    return Counter(
+        {
+            ("POST", group, resource, ""): jobs,
+            ("DELETE", group, resource, ""): jobs,
+            ("PATCH", "", "pods", "status"): jobs * (PODS_PER_JOB + 1),
+            ("DELETE", "", "pods", ""): jobs * (PODS_PER_JOB - 1) + pods_left,
+            ("POST", "", "pods", "binding"): jobs * PODS_PER_JOB,
+            ("GET", "", "pods", ""): pods_left,
+            ("GET", "", "services", ""): services_left,
+            ("DELETE", "", "services", ""): services_left,
+            ("LIST", "", "pods", ""): delta[("LIST", "", "pods", "")],
+            ("LIST", "", "services", ""): 1,  # the benchmark's own listing
+        }
+    )
 
 
 def api(args: argparse.Namespace) -> str:
     """Requests per job from create to Succeeded to deleted, from kube-apiserver's own counters."""
-    with _scene("api", args.jobs) as scene:
-        bench, scope = scene.bench, scene.scope
-        settle(bench)
-        before = apiserver_requests(bench)
-        names = scene.start_jobs(args.jobs)
-        parallel([partial(set_pod_status, bench, scope, f"{name}-chief-0", ended_status(0)) for name in names])
-        scene.wait_for_phase("Succeeded", args.jobs)
-        scene.play_kubelet_until(lambda: _deleted(scene.pods) == args.jobs * (PODS_PER_JOB - 1))
-        events = _events_by_source(bench, scope, args.jobs)
-        parallel([partial(bench.kube.delete_job, scope, name) for name in names])
-        wait("every pod gone", lambda: _deleted(scene.pods) == args.jobs * PODS_PER_JOB)
-        time.sleep(2)  # the operator's last writes land
-        delta = apiserver_requests(bench) - before
-    # Requests of others: the process node (it lists its pods twice a second); the benchmark itself (as the
-    # jobs' user, and as the kubelet: status reports and the last word on each of the 6 pods the operator
-    # deletes); kube-scheduler (a binding per pod); the garbage collector (at the job's deletion, a read and
-    # a delete of the chief pod and the Service).
-    others = {
-        ("POST", "disttrain.io", "disttrainjobs", ""): args.jobs,
-        ("DELETE", "disttrain.io", "disttrainjobs", ""): args.jobs,
-        ("PATCH", "", "pods", "status"): args.jobs * (PODS_PER_JOB + 1),
-        ("DELETE", "", "pods", ""): args.jobs * PODS_PER_JOB,
-        ("POST", "", "pods", "binding"): args.jobs * PODS_PER_JOB,
-        ("GET", "", "pods", ""): args.jobs,
-        ("GET", "", "services", ""): args.jobs,
-        ("DELETE", "", "services", ""): args.jobs,
-        ("LIST", "", "pods", ""): delta[("LIST", "", "pods", "")],
-    }
-    # Events: the operator posts through kopf, a POST each; the rest are the scheduler's and the controllers',
-    # whose repeats are PATCHes. The benchmark listed them once.
-    others[("POST", "", "events", "")] = delta[("POST", "", "events", "")] - events["kopf"]
-    others[("PATCH", "", "events", "")] = delta[("PATCH", "", "events", "")]
-    others[("LIST", "", "events", "")] = 1
-    print(f"{'verb':8} {'resource':32} {'all':>6} {'operator':>9} {'per job':>8}")
-    operator_total = writes = 0.0
-    for (verb, group, resource, subresource), count in sorted(delta.items()):
-        if (group, resource) not in OBJECTS or (verb in ("WATCH", "LIST") and count == 0):
-            continue
-        own = count - others.get((verb, group, resource, subresource), 0)
-        per_job = own / args.jobs
-        operator_total += per_job
-        writes += per_job if verb in ("POST", "PATCH", "PUT", "DELETE") and resource != "events" else 0
-        name = f"{resource}/{subresource}" if subresource else resource
-        print(f"{verb:8} {name:32} {count:6} {own:9} {per_job:8.2f}")
-    print(f"operator (and unattributed) per job: {operator_total:.1f} requests, {writes:.1f} writes besides Events")
-    return f"api jobs={args.jobs} requests/job={operator_total:.1f} writes/job={writes:.1f} minimum={MINIMUM_WRITES}"
+    figures: dict[str, list[str]] = {}
+    for side in _sides(args):
+        with _scene("api", args.jobs, side) as scene:
+            bench, scope = scene.bench, scene.scope
+            settle(bench)
+            before = apiserver_requests(bench)
+            names = scene.start_jobs(args.jobs)
+            parallel([partial(set_pod_status, bench, scope, f"{name}-chief-0", ended_status(0)) for name in names])
+            scene.wait_for_phase("Succeeded", args.jobs)
+            scene.play_kubelet_until(lambda: _deleted(scene.pods) == args.jobs * (PODS_PER_JOB - 1))
+            time.sleep(2)  # the side's last writes of the finished jobs land
+            left = (
+                len(bench.kube.list_items(f"/api/v1/namespaces/{scope}/pods", {})),
+                len(bench.kube.list_items(f"/api/v1/namespaces/{scope}/services", {})),
+            )
+            parallel([partial(side.delete_job, bench, scope, name) for name in names])
+            wait("every pod gone", lambda: _deleted(scene.pods) == args.jobs * PODS_PER_JOB)
+            time.sleep(2)  # the garbage collector's last deletions land
+            delta = apiserver_requests(bench) - before
+            others = _events_of_others(bench, scope, side, delta, show=True)  # Events stay until the namespace goes
+        others.update(_lifecycle_others(delta, args.jobs, side, left))
+        requests, writes = _operator_requests(delta, others, args.jobs, side, show=True)
+        print(f"{side.name} per job: {requests:.1f} requests, {writes:.1f} writes besides Events")
+        _record(args, f"api-{side.name}", {"requests_per_job": requests, "writes_per_job": writes})
+        figures[side.name] = [f"requests/job={requests:.1f}", f"writes/job={writes:.1f}"]
+    return f"api jobs={args.jobs} {' '.join(figures['operator'])} minimum={MINIMUM_WRITES}{_beside(figures)}"
 
 
 def footprint(args: argparse.Namespace) -> str:
-    """The operator's memory and CPU while `jobs` jobs are created, run, lose pods and run on."""
-    with _scene("footprint", args.jobs) as scene:
-        phases: list[tuple[str, float, float, float]] = []
-        start = scene.operator.usage()
+    """Each side's memory and CPU while `jobs` jobs are created, run, lose pods and run on."""
+    figures: dict[str, list[str]] = {}
+    for side in _sides(args):
+        with _scene("footprint", args.jobs, side) as scene:
+            start = scene.operator.usage()
+            last = start.cpu_seconds
 
-        def phase(name: str, began: float) -> None:
-            usage = scene.operator.usage()
-            phases.append((name, time.monotonic() - began, usage.rss_mb, usage.cpu_seconds))
-            took = phases[-1][1]
-            print(f"{name:8} {took:7.1f} s  RSS {usage.rss_mb:6.1f} MB  CPU {usage.cpu_seconds:6.1f} s", flush=True)
+            def phase(name: str, began: float, side: Side = side) -> None:
+                nonlocal last
+                usage = scene.operator.usage()
+                took, cpu = time.monotonic() - began, usage.cpu_seconds - last
+                last = usage.cpu_seconds
+                print(f"{side.name} {name:8} {took:7.1f} s  RSS {usage.rss_mb:6.1f} MB  CPU {cpu:6.1f} s", flush=True)
 
-        began = time.monotonic()
-        scene.start_jobs(args.jobs)
-        phase("created", began)
-        began = time.monotonic()
-        time.sleep(args.steady)
-        phase("steady", began)
-        began = time.monotonic()
-        victims = [f"job-{i}-worker-{i % 4}" for i in range(0, args.jobs, 10)]
-        parallel([partial(set_pod_status, scene.bench, scene.scope, victim, ended_status(137)) for victim in victims])
-        scene.play_kubelet_until(lambda: _running(scene.pods) == args.jobs * PODS_PER_JOB)
-        phase("changed", began)
-        peak = scene.operator.usage().peak_rss_mb
-    cpu = phases[-1][3] - start.cpu_seconds
-    print(f"peak RSS {peak:.0f} MB; CPU {cpu:.1f} s in all, from {start.rss_mb:.0f} MB at start")
-    return f"footprint jobs={args.jobs} pods={args.jobs * PODS_PER_JOB} peak_rss_mb={peak:.0f} cpu_s={cpu:.1f}"
+            began = time.monotonic()
+            scene.start_jobs(args.jobs)
+            phase("created", began)
+            began = time.monotonic()
+            time.sleep(args.steady)
+            phase("steady", began)
+            began = time.monotonic()
+            victims = [f"job-{i}-worker-{i % 4}" for i in range(0, args.jobs, 10)]
+            parallel([partial(set_pod_status, scene.bench, scene.scope, v, ended_status(137)) for v in victims])
+            time.sleep(1)  # the side sees the failures before the kubelet's part counts the pods running
+            scene.play_kubelet_until(lambda: _running(scene.pods) == args.jobs * PODS_PER_JOB)
+            phase("changed", began)
+            end = scene.operator.usage()
+        cpu = end.cpu_seconds - start.cpu_seconds
+        print(f"{side.name}: peak RSS {end.peak_rss_mb:.0f} MB; CPU {cpu:.1f} s in all, ", end="")
+        print(f"from {start.rss_mb:.0f} MB at start")
+        _record(
+            args,
+            f"footprint-{side.name}",
+            {"peak_rss_mb": end.peak_rss_mb, "cpu_seconds": cpu, "start_rss_mb": start.rss_mb},
+        )
+        figures[side.name] = [f"peak_rss_mb={end.peak_rss_mb:.0f}", f"cpu_s={cpu:.1f}"]
+    ours = " ".join(figures["operator"])
+    return f"footprint jobs={args.jobs} pods={args.jobs * PODS_PER_JOB} {ours}{_beside(figures)}"
+
+
+def growth(args: argparse.Namespace) -> str:
+    """Admission at each size in turn, one round per side: seconds, the operators' CPU seconds, peak RSS
+    and requests per job, for the plots of docs/benchmarks.md."""
+    bench = local_cluster()
+    ensure_capacity(bench, max(args.jobs) * PODS_PER_JOB)
+    sides = _with_floor(args)
+    rows: list[dict[str, Any]] = []
+    for jobs in args.jobs:
+        for side in sides:
+            admitted = _admission_round(bench, jobs, side)
+            rows.append({"jobs": jobs, "side": side.name if side else FLOOR, **vars(admitted)})
+            _record(args, "growth", rows)
+            print(json.dumps(rows[-1]), flush=True)
+    largest = [row for row in rows if row["jobs"] == max(args.jobs)]
+    figures = " ".join(f"{row['side']}={max(row['pods_seconds'], row['services_seconds']):.1f}s" for row in largest)
+    return f"growth jobs={','.join(map(str, args.jobs))} at {max(args.jobs)}: {figures}"
+
+
+def _record(args: argparse.Namespace, name: str, data: object) -> None:
+    """The run's raw numbers, by benchmark, in the JSON file --record names (plots are made from it)."""
+    if not args.record:
+        return
+    path = Path(args.record)
+    recorded = json.loads(path.read_text()) if path.is_file() else {}
+    recorded[name] = data
+    path.write_text(json.dumps(recorded, indent=1) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench/run.py", description=__doc__.split("\n")[0])
+    parser.add_argument("--record", help="a JSON file to keep the run's raw numbers in, by benchmark")
+    sides = argparse.ArgumentParser(add_help=False)
+    sides.add_argument("--peer", action="store_true", help="training-operator v1.8.1, unthrottled, as a side")
+    sides.add_argument("--peer-as-shipped", action="store_true", help="and training-operator as shipped")
     benchmarks = parser.add_subparsers(dest="benchmark", required=True)
-    admission_parser = benchmarks.add_parser("admission", help="N jobs at once: operator against a plain client")
+    admission_parser = benchmarks.add_parser("admission", parents=[sides], help="N jobs at once, side by side")
     admission_parser.add_argument("--jobs", type=int, default=50)
     admission_parser.add_argument("--rounds", type=int, default=3)
-    admission_parser.add_argument("--baseline", help="another checkout whose operator runs as a third side")
+    admission_parser.add_argument("--baseline", help="another checkout whose operator runs as a side")
     admission_parser.set_defaults(run=admission)
-    latency_parser = benchmarks.add_parser("latency", help="a failed pod's replacement, with many jobs running")
+    latency_parser = benchmarks.add_parser("latency", parents=[sides], help="a failed pod's replacement")
     latency_parser.add_argument("--jobs", type=int, default=200)
     latency_parser.add_argument("--failures", type=int, default=100)
     latency_parser.add_argument("--rate", type=float, default=5.0, help="failures per second")
     latency_parser.set_defaults(run=latency)
-    api_parser = benchmarks.add_parser("api", help="API requests per job lifecycle")
+    api_parser = benchmarks.add_parser("api", parents=[sides], help="API requests per job lifecycle")
     api_parser.add_argument("--jobs", type=int, default=20)
     api_parser.set_defaults(run=api)
-    footprint_parser = benchmarks.add_parser("footprint", help="the operator's memory and CPU with many jobs")
+    footprint_parser = benchmarks.add_parser("footprint", parents=[sides], help="memory and CPU with many jobs")
     footprint_parser.add_argument("--jobs", type=int, default=1000)
     footprint_parser.add_argument("--steady", type=float, default=30.0, help="seconds of running jobs to watch")
     footprint_parser.set_defaults(run=footprint)
+    growth_parser = benchmarks.add_parser("growth", parents=[sides], help="admission at growing numbers of jobs")
+    growth_parser.add_argument("--jobs", type=int, nargs="+", default=[250, 1000, 2500, 5000])
+    growth_parser.set_defaults(run=growth)
     trainer_parser = benchmarks.add_parser("trainer", help="MultiWorkerMirrored against one process (TensorFlow)")
     trainer_parser.add_argument("--batch", type=int, default=256, help="global batch size")
     trainer_parser.add_argument("--steps", type=int, default=60)

@@ -29,7 +29,7 @@ def go_env(cgo: bool = False) -> dict[str, str]:
     return env
 
 
-def _go(args: list[str], cwd: Path) -> None:
+def run_go(args: list[str], cwd: Path) -> None:
     print(f"+ go {' '.join(args)}", file=sys.stderr, flush=True)
     subprocess.run(["go", *args], cwd=cwd, env=go_env(), check=True)
 
@@ -87,10 +87,10 @@ def build_kubernetes(paths: CachePaths, names: tuple[str, ...], out: Path) -> No
         + "".join(f'\t_ "k8s.io/kubernetes/cmd/{name}"\n' for name in every)
         + ")\n"
     )
-    _go(["mod", "tidy"], folder)
+    run_go(["mod", "tidy"], folder)
     build_args = ["build", "-trimpath", "-tags=selinux,notest", f"-ldflags={_version_ldflags()}"]
     out.mkdir(parents=True, exist_ok=True)
-    _go([*build_args, "-o", str(out) + "/", *(f"k8s.io/kubernetes/cmd/{name}" for name in names)], folder)
+    run_go([*build_args, "-o", str(out) + "/", *(f"k8s.io/kubernetes/cmd/{name}" for name in names)], folder)
 
 
 def build_etcd(paths: CachePaths) -> None:
@@ -98,9 +98,9 @@ def build_etcd(paths: CachePaths) -> None:
     module = "go.etcd.io/etcd/server/v3"
     _write_module(folder, "disttrain.local/etcd", {}, {})
     (folder / "tools.go").write_text(f'//go:build tools\n\npackage tools\n\nimport _ "{module}"\n')
-    _go(["get", f"{module}@{versions.ETCD_VERSION}"], folder)
-    _go(["mod", "tidy"], folder)
-    _go(["build", "-trimpath", "-ldflags=-s -w", "-o", str(paths.binary("etcd")), module], folder)
+    run_go(["get", f"{module}@{versions.ETCD_VERSION}"], folder)
+    run_go(["mod", "tidy"], folder)
+    run_go(["build", "-trimpath", "-ldflags=-s -w", "-o", str(paths.binary("etcd")), module], folder)
 
 
 def build_kwok(paths: CachePaths) -> None:

@@ -19,6 +19,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from disttrain_dev import containerd, images, kwok_stages, node_build, node_kinds, pki, pod_network, real_node, versions
 from disttrain_dev.build import ensure_binaries
@@ -475,8 +476,12 @@ def _install_crd(paths: CachePaths, folder: Path) -> None:
 
 def _crd_established(paths: CachePaths, folder: Path) -> bool:
     """Polled rather than `kubectl wait`, which fails on a CRD whose status has no conditions yet."""
-    crd = json.loads(_kubectl(paths, folder, "get", "crd", f"{api.PLURAL}.{api.GROUP}", "-o", "json"))
-    conditions = crd.get("status", {}).get("conditions") or []
+    return crd_established(json.loads(_kubectl(paths, folder, "get", "crd", f"{api.PLURAL}.{api.GROUP}", "-o", "json")))
+
+
+def crd_established(definition: dict[str, Any]) -> bool:
+    """A CRD just created has no status, or a status without conditions, until the API server takes it up."""
+    conditions = (definition.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
 
 

@@ -1,5 +1,6 @@
-"""The local cluster's own certificate authority: the kubelet trusts it, and the API server presents a
-client certificate of it when it calls the kubelet (logs, exec, port-forward)."""
+"""The local cluster's own certificate authority (the kubelet trusts it, and the API server presents a
+client certificate of it when it calls the kubelet: logs, exec, port-forward), and the self-signed
+serving pairs that controllers run as host processes need to start."""
 
 from __future__ import annotations
 
@@ -12,6 +13,17 @@ CLIENT = "kubelet-client"  # the API server's: kubelet-client.crt, kubelet-clien
 
 def _openssl(*args: str) -> None:
     subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+
+def write_serving_pair(folder: Path, common_name: str) -> None:
+    """A self-signed tls.crt/tls.key where a controller's webhook or metrics server looks, unless one is
+    there; nothing connects to it, as no webhook configuration names it."""
+    if (folder / "tls.crt").is_file() and (folder / "tls.key").is_file():
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    curve = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    keys = ["-keyout", str(folder / "tls.key"), "-out", str(folder / "tls.crt")]
+    _openssl("req", "-x509", *curve, *keys, "-days", "3650", "-subj", f"/CN={common_name}")
 
 
 def make_kubelet_client_certificate(pki: Path) -> None:

@@ -42,8 +42,8 @@ def test_panels_have_unique_ids_and_fit_the_grid() -> None:
 
 
 def test_jobs_by_phase_follow_the_known_jobs() -> None:
-    metrics.set_active({"a": ("team", "Running"), "b": ("team", "Running")})
-    metrics.set_active({"a": ("team", "Running"), "b": ("team", "Succeeded")})
+    metrics.set_active({("team", "Running"): 2})
+    metrics.set_active({("team", "Running"): 1, ("team", "Succeeded"): 1})
     value = REGISTRY.get_sample_value
     assert value("disttrain_jobs", {"namespace": "team", "phase": "Running"}) == 1
     assert value("disttrain_jobs", {"namespace": "team", "phase": "Succeeded"}) == 1

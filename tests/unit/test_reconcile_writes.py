@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from fakes import RecordingApi
+from prometheus_client import REGISTRY
 
 from disttrain_operator.api.spec import ReplicaType
 from disttrain_operator.core.builders.settings import BuildSettings
@@ -141,3 +142,18 @@ def test_a_new_jobs_created_status_is_written_when_due() -> None:
     [written] = setup.kube.statuses
     assert written["phase"] == "Pending"
     assert [condition["type"] for condition in written["conditions"]] == ["Created"]
+
+
+def test_the_phase_gauges_follow_a_job_from_its_phase_to_its_deletion() -> None:
+    setup = _Setup()
+    setup.job["metadata"]["namespace"] = "gauges"
+    created = setup.reconcile([], [])
+    pods, children = setup.observed(created, running=len(created))
+    setup.now = START + STATUS_BATCH / 4
+    setup.reconcile(pods, children)
+    value = REGISTRY.get_sample_value
+    assert value("disttrain_jobs", {"namespace": "gauges", "phase": "Running"}) == 1
+    assert value("disttrain_jobs_active", {"namespace": "gauges"}) == 1
+    setup.reconciler.forget("u1")
+    assert value("disttrain_jobs", {"namespace": "gauges", "phase": "Running"}) == 0
+    assert value("disttrain_jobs_active", {"namespace": "gauges"}) == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter as Tally
+from collections.abc import Mapping
 
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
@@ -41,15 +42,16 @@ def count_transition(namespace: str, condition_type: str, reason: str) -> None:
 _seen: set[tuple[str, str]] = set()  # (namespace, phase) series set so far, zeroed when they empty
 
 
-def set_active(phases: dict[str, tuple[str, str]]) -> None:
-    """Active jobs and jobs by phase per namespace, from every known job's (namespace, phase)."""
-    active = Tally(namespace for namespace, phase in phases.values() if phase not in ("Succeeded", "Failed"))
-    for namespace in {namespace for namespace, _ in phases.values()} | set(active):
-        JOBS_ACTIVE.labels(namespace).set(active.get(namespace, 0))
-    by_phase = Tally(phases.values())
-    _seen.update(by_phase)
+def set_active(jobs: Mapping[tuple[str, str], int]) -> None:
+    """Active jobs and jobs by phase per namespace, from the number of known jobs in each (namespace, phase)."""
+    active: Tally[str] = Tally()
+    for (namespace, phase), count in jobs.items():
+        active[namespace] += count if phase not in ("Succeeded", "Failed") else 0
+    for namespace, count in active.items():
+        JOBS_ACTIVE.labels(namespace).set(count)
+    _seen.update(jobs)
     for namespace, phase in _seen:
-        JOBS_BY_PHASE.labels(namespace, phase).set(by_phase.get((namespace, phase), 0))
+        JOBS_BY_PHASE.labels(namespace, phase).set(jobs.get((namespace, phase), 0))
 
 
 _serving: set[int] = set()

@@ -9,6 +9,8 @@ status back.
 from __future__ import annotations
 
 import logging
+import threading
+from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -117,17 +119,30 @@ class Reconciler:
         self._emit = emit
         self._clock = clock
         self._jobs: dict[str, JobMemory] = {}  # by the job's uid
+        # Known jobs by (namespace, phase), kept as phases change: the gauges are set per status write, and
+        # counting every job's phase on each one made a burst of N new jobs cost N^2.
+        self._phases: Counter[tuple[str, str]] = Counter()
+        self._phases_lock = threading.Lock()  # reconciles of different jobs run on different threads
 
     def _memory(self, uid: str) -> JobMemory:
         return self._jobs.setdefault(uid, JobMemory())
 
     def forget(self, uid: str) -> None:
         """Drop what is remembered of a deleted job."""
-        self._jobs.pop(uid, None)
-        self._publish_phases()
+        memory = self._jobs.pop(uid, None)
+        if memory is not None:
+            self._set_phase(memory, None)
 
-    def _publish_phases(self) -> None:
-        metrics.set_active({uid: memory.phase for uid, memory in list(self._jobs.items()) if memory.phase})
+    def _set_phase(self, memory: JobMemory, phase: tuple[str, str] | None) -> None:
+        with self._phases_lock:
+            if phase == memory.phase:
+                return
+            if memory.phase is not None:
+                self._phases[memory.phase] -= 1
+            if phase is not None:
+                self._phases[phase] += 1
+            memory.phase = phase
+            metrics.set_active(self._phases)
 
     def reconcile(
         self,
@@ -369,8 +384,7 @@ class Reconciler:
             if condition["type"] != ConditionType.CREATED:
                 self._emit(body, type=kind, reason=condition["reason"], message=condition.get("message", ""))
             metrics.count_transition(metadata["namespace"], condition["type"], condition["reason"])
-        memory.phase = (metadata["namespace"], str(new.get("phase", "")))
-        self._publish_phases()
+        self._set_phase(memory, (metadata["namespace"], str(new.get("phase", ""))))
         if new.get("phase") != previous.get("phase"):
             logger.info("job %s/%s is %s", metadata["namespace"], metadata["name"], new.get("phase"))
         return None

@@ -1,0 +1,105 @@
+"""Plots of a growth run: `python bench/plot.py RECORD.json FOLDER`.
+
+RECORD.json is what `python bench/run.py --record RECORD.json growth --peer` kept: one row per size
+and side. This writes admission-seconds.png (time until every pod and Service exists, against jobs)
+and operator-memory.png (peak RSS and CPU seconds against jobs), the plots of docs/benchmarks.md,
+and prints the run as a Markdown table.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display
+
+import matplotlib.pyplot as plt  # after the backend is chosen
+
+LABELS = {
+    "operator": "disttrain",
+    "peer": "training-operator v1.8.1, unthrottled",
+    "peer-as-shipped": "training-operator v1.8.1, as shipped",
+    "floor": "floor: a plain client making disttrain's objects",
+}
+STYLES = {"operator": "o-", "peer": "s-", "peer-as-shipped": "^:", "floor": "x--"}
+
+
+def _series(rows: list[dict[str, Any]], field: str) -> dict[str, tuple[list[int], list[float]]]:
+    """By side, the jobs and the field's values, in order of jobs; rows without the field are left out."""
+    series: dict[str, tuple[list[int], list[float]]] = {}
+    for row in sorted(rows, key=lambda row: int(row["jobs"])):
+        value = max(row["pods_seconds"], row["services_seconds"]) if field == "seconds" else row.get(field)
+        if value is None:
+            continue
+        jobs, values = series.setdefault(row["side"], ([], []))
+        jobs.append(int(row["jobs"]))
+        values.append(float(value))
+    return series
+
+
+def _plot(axes: Any, series: dict[str, tuple[list[int], list[float]]], ylabel: str) -> None:
+    for side, (jobs, values) in series.items():
+        axes.plot(jobs, values, STYLES.get(side, "-"), label=LABELS.get(side, side))
+    axes.set_xlabel("jobs (7 pods each)")
+    axes.set_ylabel(ylabel)
+    axes.grid(True, alpha=0.3)
+    axes.legend()
+
+
+def _save(figure: Any, path: Path) -> Path:
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+def plot(record: Path, folder: Path) -> list[Path]:
+    rows: list[dict[str, Any]] = json.loads(record.read_text())["growth"]
+    folder.mkdir(parents=True, exist_ok=True)
+
+    admission, axes = plt.subplots(figsize=(7, 4.5))
+    _plot(axes, _series(rows, "seconds"), "seconds until every pod and Service exists")
+    axes.set_title("Admission of N jobs at once (Chief 1, Worker 4, PS 2)")
+
+    footprint, (memory, cpu) = plt.subplots(1, 2, figsize=(11, 4.5))
+    _plot(memory, _series(rows, "peak_rss_mb"), "peak RSS, MB")
+    memory.set_title("Operator memory")
+    _plot(cpu, _series(rows, "cpu_seconds"), "CPU seconds during admission")
+    cpu.set_title("Operator CPU")
+    return [_save(admission, folder / "admission-seconds.png"), _save(footprint, folder / "operator-memory.png")]
+
+
+def table(record: Path) -> str:
+    """The growth run by size: each side's seconds (and per job), the operators' CPU, RSS and requests."""
+    rows: list[dict[str, Any]] = json.loads(record.read_text())["growth"]
+    by_size: dict[int, dict[str, dict[str, Any]]] = {}
+    for row in rows:
+        by_size.setdefault(int(row["jobs"]), {})[row["side"]] = row
+    lines = [
+        "| jobs | disttrain s (ms/job) | peer s (ms/job) | floor s (ms/job) | disttrain/peer | disttrain/floor "
+        "| CPU s, disttrain / peer | peak RSS MB, disttrain / peer | requests/job, disttrain / peer |",
+        "| --- " * 9 + "|",
+    ]
+    for jobs, sides in sorted(by_size.items()):
+        seconds = {side: max(row["pods_seconds"], row["services_seconds"]) for side, row in sides.items()}
+        if not {"operator", "peer", "floor"} <= seconds.keys():
+            continue
+        timed = [f"{seconds[side]:.1f} ({1000 * seconds[side] / jobs:.1f})" for side in ("operator", "peer", "floor")]
+        ours, peer = sides["operator"], sides["peer"]
+        lines.append(
+            f"| {jobs} | {' | '.join(timed)} | {seconds['operator'] / seconds['peer']:.2f} "
+            f"| {seconds['operator'] / seconds['floor']:.2f} | {ours['cpu_seconds']:.1f} / {peer['cpu_seconds']:.1f} "
+            f"| {ours['peak_rss_mb']:.0f} / {peer['peak_rss_mb']:.0f} "
+            f"| {ours['requests_per_job']:.1f} / {peer['requests_per_job']:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    for path in plot(Path(sys.argv[1]), Path(sys.argv[2])):
+        print(path)
+    print(table(Path(sys.argv[1])))

@@ -1,0 +1,80 @@
+"""Every benchmark runs with the peer (training-operator, built from its module) beside the operator,
+at sizes small enough for CI, and its last line is the one README and docs/benchmarks.md quote.
+Nothing here asserts a time: the figures come from full runs (docs/benchmarks.md)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cluster_support import Cluster, OperatorProcess
+
+ROOT = Path(__file__).resolve().parents[2]
+FIGURE = r"\d+\.\d+"
+
+
+@pytest.fixture(scope="module")
+def bench_cluster(cluster: Cluster, operator: OperatorProcess) -> Iterator[Cluster]:
+    """The suite's own operator pauses meanwhile: it watches every namespace, the benchmarks' too."""
+    operator.stop()
+    yield cluster
+    operator.start()
+
+
+def _bench(*args: str) -> str:
+    """`python bench/run.py ARGS`; its last line."""
+    command = [sys.executable, str(ROOT / "bench" / "run.py"), *args]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
+    assert result.returncode == 0, f"{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+    return result.stdout.strip().splitlines()[-1]
+
+
+def test_admission_against_the_floor_and_both_peers(bench_cluster: Cluster) -> None:
+    last = _bench("admission", "--jobs", "2", "--rounds", "1", "--peer", "--peer-as-shipped")
+    assert re.fullmatch(rf"admission jobs=2 operator/floor={FIGURE} operator/peer={FIGURE}", last), last
+
+
+def test_latency_beside_the_peer(bench_cluster: Cluster) -> None:
+    last = _bench("latency", "--jobs", "3", "--failures", "3", "--rate", "5", "--peer")
+    expected = rf"latency jobs=3 p50={FIGURE}s p99={FIGURE}s peer_p50={FIGURE}s peer_p99={FIGURE}s"
+    assert re.fullmatch(expected, last), last
+
+
+def test_api_requests_attributed_to_each_side(bench_cluster: Cluster) -> None:
+    last = _bench("api", "--jobs", "2", "--peer")
+    pattern = rf"api jobs=2 requests/job=({FIGURE}) writes/job=({FIGURE}) minimum=16 "
+    pattern += rf"peer_requests/job=({FIGURE}) peer_writes/job=({FIGURE})"
+    figures = re.fullmatch(pattern, last)
+    assert figures, last
+    writes, peer_writes = float(figures[2]), float(figures[4])
+    assert writes >= 16  # a Service, 7 pods, Running and Succeeded, 6 pods deleted
+    assert peer_writes >= 26  # 7 pods and 7 Services created, 6 of each deleted: a Service per pod
+
+
+def test_footprint_beside_the_peer(bench_cluster: Cluster) -> None:
+    last = _bench("footprint", "--jobs", "3", "--steady", "1", "--peer")
+    pattern = rf"footprint jobs=3 pods=21 peak_rss_mb=\d+ cpu_s={FIGURE} peer_peak_rss_mb=\d+ peer_cpu_s={FIGURE}"
+    assert re.fullmatch(pattern, last), last
+
+
+def test_growth_is_recorded_and_plotted(bench_cluster: Cluster, tmp_path: Path) -> None:
+    record = tmp_path / "run.json"
+    _bench("--record", str(record), "growth", "--jobs", "1", "2", "--peer")
+    rows = json.loads(record.read_text())["growth"]
+    assert [(row["jobs"], row["side"]) for row in rows] == [
+        (jobs, side) for jobs in (1, 2) for side in ("operator", "floor", "peer")
+    ]
+    assert all(row["peak_rss_mb"] > 0 for row in rows if row["side"] != "floor")
+    plots = tmp_path / "plots"
+    command = [sys.executable, str(ROOT / "bench" / "plot.py"), str(record), str(plots)]
+    printed = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    for name in ("admission-seconds.png", "operator-memory.png"):
+        assert (plots / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    table = [line for line in printed.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    assert [line.split(" | ")[0] for line in table] == ["| 1", "| 2"]  # a row per size, every side measured
