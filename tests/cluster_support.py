@@ -109,6 +109,31 @@ def holds(job: dict[str, Any], kind: str) -> bool:
 OPERATOR_TEST_NAMESPACE = "disttrain-operator-under-test"
 
 
+def running_pods(cluster: Cluster, namespace: str, job: str, count: int) -> dict[str, dict[str, Any]]:
+    """The job's pods once exactly `count` exist and all run."""
+
+    def check() -> dict[str, dict[str, Any]] | None:
+        pods = cluster.job_pods(namespace, job)
+        live = [
+            p
+            for p in pods.values()
+            if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+        ]
+        return pods if len(pods) == count and len(live) == count else None
+
+    return wait_for(f"{count} running pods of {job}", check, timeout=90)
+
+
+def job_where(cluster: Cluster, namespace: str, job: str, what: str, test: Any) -> dict[str, Any]:
+    """The job once `test` holds of it."""
+
+    def check() -> dict[str, Any] | None:
+        current = cluster.job(namespace, job)
+        return current if test(current) else None
+
+    return wait_for(f"{job}: {what}", check, timeout=90)
+
+
 def operator_kubeconfig(cluster: Cluster, folder: Path) -> Path:
     """Credentials of the operator's own ServiceAccount with deploy/rbac.yaml's rules, not an admin's.
 

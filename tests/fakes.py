@@ -33,5 +33,8 @@ class RecordingApi:
     def apply_status_condition(self, manifest: dict[str, Any], condition: dict[str, Any], field_manager: str) -> None:
         raise AssertionError("no job here has a Workload")
 
+    def patch_object_status(self, manifest: dict[str, Any], patch: dict[str, Any]) -> None:
+        raise AssertionError("no job here has a Workload")
+
     def get_cluster_object(self, api_version: str, plural: str, name: str) -> dict[str, Any] | None:
         raise AssertionError("no job here has a Workload")

@@ -6,12 +6,10 @@ import json
 import threading
 import time
 import urllib.request
-from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from cluster_support import Cluster, OperatorProcess, condition, holds
-from disttrain_contract.timestamps import format_time
+from cluster_support import Cluster, OperatorProcess, condition, holds, job_where, running_pods
 from disttrain_dev.cluster import UNATTENDED_ANNOTATION
 from support import ROOT, wait_for
 
@@ -19,35 +17,14 @@ MWMS = (ROOT / "examples" / "multi-worker-mirrored-gpu.yaml").read_text()
 PS = (ROOT / "examples" / "parameter-server.yaml").read_text()
 
 
-def _running(cluster: Cluster, namespace: str, job: str, count: int) -> dict[str, dict[str, Any]]:
-    def check() -> dict[str, dict[str, Any]] | None:
-        pods = cluster.job_pods(namespace, job)
-        live = [
-            p
-            for p in pods.values()
-            if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
-        ]
-        return pods if len(pods) == count and len(live) == count else None
-
-    return wait_for(f"{count} running pods of {job}", check, timeout=90)
-
-
-def _job_where(cluster: Cluster, namespace: str, job: str, what: str, test: Any) -> dict[str, Any]:
-    def check() -> dict[str, Any] | None:
-        current = cluster.job(namespace, job)
-        return current if test(current) else None
-
-    return wait_for(f"{job}: {what}", check, timeout=90)
-
-
 def test_a_failed_worker_restarts_the_whole_job_with_the_same_names(
     cluster: Cluster, operator: OperatorProcess, namespace: str
 ) -> None:
     cluster.apply(namespace, MWMS)
-    before = _running(cluster, namespace, "mnist-mwms", 4)
+    before = running_pods(cluster, namespace, "mnist-mwms", 4)
     cluster.set_pod_status(namespace, "mnist-mwms-worker-2", "Failed", exit_code=130)
 
-    _job_where(cluster, namespace, "mnist-mwms", "restartCount 1", lambda j: j["status"].get("restartCount") == 1)
+    job_where(cluster, namespace, "mnist-mwms", "restartCount 1", lambda j: j["status"].get("restartCount") == 1)
 
     def restarting_event() -> str | None:  # the condition may already say the pods run again; the Event stays
         messages = [event["message"] for event in cluster.items("events", namespace) if event["reason"] == "Restarting"]
@@ -56,7 +33,7 @@ def test_a_failed_worker_restarts_the_whole_job_with_the_same_names(
     assert "mnist-mwms-worker-2 failed with exit code 130" in wait_for("the Restarting event", restarting_event)
 
     def all_replaced() -> dict[str, dict[str, Any]] | None:
-        pods = _running(cluster, namespace, "mnist-mwms", 4)
+        pods = running_pods(cluster, namespace, "mnist-mwms", 4)
         fresh = all(pods[name]["metadata"]["uid"] != before[name]["metadata"]["uid"] for name in before)
         return pods if fresh else None
 
@@ -64,7 +41,7 @@ def test_a_failed_worker_restarts_the_whole_job_with_the_same_names(
     assert set(after) == set(before)
     for name, pod in after.items():
         assert pod["spec"]["containers"][0]["env"] == before[name]["spec"]["containers"][0]["env"]  # same TF_CONFIG
-    recovered = _job_where(
+    recovered = job_where(
         cluster, namespace, "mnist-mwms", "Running again", lambda j: j["status"]["phase"] == "Running"
     )
     assert recovered["status"]["replicaStatuses"]["Worker"]["restarts"] == 1
@@ -74,14 +51,14 @@ def test_a_failed_worker_restarts_the_whole_job_with_the_same_names(
 
 def test_backoff_limit_fails_the_job_and_cleans_up(cluster: Cluster, operator: OperatorProcess, namespace: str) -> None:
     cluster.apply(namespace, MWMS.replace("backoffLimit: 3", "backoffLimit: 1"))
-    _running(cluster, namespace, "mnist-mwms", 4)
+    running_pods(cluster, namespace, "mnist-mwms", 4)
     cluster.set_pod_status(namespace, "mnist-mwms-worker-1", "Failed", exit_code=143)
-    _job_where(cluster, namespace, "mnist-mwms", "restartCount 1", lambda j: j["status"].get("restartCount") == 1)
-    _running(cluster, namespace, "mnist-mwms", 4)
-    _job_where(cluster, namespace, "mnist-mwms", "Running again", lambda j: j["status"]["phase"] == "Running")
+    job_where(cluster, namespace, "mnist-mwms", "restartCount 1", lambda j: j["status"].get("restartCount") == 1)
+    running_pods(cluster, namespace, "mnist-mwms", 4)
+    job_where(cluster, namespace, "mnist-mwms", "Running again", lambda j: j["status"]["phase"] == "Running")
     cluster.set_pod_status(namespace, "mnist-mwms-worker-3", "Failed", exit_code=143)
 
-    failed = _job_where(cluster, namespace, "mnist-mwms", "Failed", lambda j: holds(j, "Failed"))
+    failed = job_where(cluster, namespace, "mnist-mwms", "Failed", lambda j: holds(j, "Failed"))
     assert condition(failed, "Failed")["reason"] == "BackoffLimitExceeded"  # type: ignore[index]
     assert failed["status"]["restartCount"] == 1
     wait_for(
@@ -97,14 +74,14 @@ def test_success_stops_ps_and_evaluator_and_stays_succeeded(
 ) -> None:
     cluster.create_claim(namespace, "team-checkpoints")
     cluster.apply(namespace, PS)
-    _running(cluster, namespace, "census-ps", 6)
+    running_pods(cluster, namespace, "census-ps", 6)
     cluster.set_pod_status(namespace, "census-ps-evaluator-0", "Failed", exit_code=1)
-    _job_where(cluster, namespace, "census-ps", "evaluator restarted", lambda j: j["status"].get("restartCount") == 1)
+    job_where(cluster, namespace, "census-ps", "evaluator restarted", lambda j: j["status"].get("restartCount") == 1)
     assert not holds(cluster.job(namespace, "census-ps"), "Failed")  # an evaluator never fails the job
 
-    _running(cluster, namespace, "census-ps", 6)
+    running_pods(cluster, namespace, "census-ps", 6)
     cluster.set_pod_status(namespace, "census-ps-chief-0", "Succeeded", exit_code=0)
-    _job_where(cluster, namespace, "census-ps", "Succeeded", lambda j: holds(j, "Succeeded"))
+    job_where(cluster, namespace, "census-ps", "Succeeded", lambda j: holds(j, "Succeeded"))
 
     def only_the_chief_left() -> dict[str, dict[str, Any]] | None:
         pods = cluster.job_pods(namespace, "census-ps")
@@ -122,8 +99,8 @@ def test_deadline_is_enforced_when_nothing_else_happens(
     cluster.apply(
         namespace, MWMS.replace("    backoffLimit: 3\n", "    backoffLimit: 3\n    activeDeadlineSeconds: 8\n")
     )
-    _running(cluster, namespace, "mnist-mwms", 4)
-    failed = _job_where(cluster, namespace, "mnist-mwms", "DeadlineExceeded", lambda j: holds(j, "Failed"))
+    running_pods(cluster, namespace, "mnist-mwms", 4)
+    failed = job_where(cluster, namespace, "mnist-mwms", "DeadlineExceeded", lambda j: holds(j, "Failed"))
     assert condition(failed, "Failed")["reason"] == "DeadlineExceeded"  # type: ignore[index]
     assert cluster.has_event(namespace, "DeadlineExceeded")
 
@@ -135,7 +112,7 @@ def test_ttl_deletes_the_finished_job_and_its_children(
         namespace,
         MWMS.replace("    backoffLimit: 3\n", "    backoffLimit: 3\n    ttlSecondsAfterFinished: 3\n"),
     )
-    _running(cluster, namespace, "mnist-mwms", 4)
+    running_pods(cluster, namespace, "mnist-mwms", 4)
     cluster.set_pod_status(namespace, "mnist-mwms-worker-0", "Succeeded", exit_code=0)
     wait_for("the job to be deleted", lambda: cluster.get("dtj", "mnist-mwms", namespace) is None, timeout=90)
     wait_for("its pods to be collected", lambda: not cluster.job_pods(namespace, "mnist-mwms"), timeout=90)
@@ -166,7 +143,7 @@ def test_what_shapes_the_cluster_cannot_change_but_run_policy_can(
 def test_suspend_and_resume_as_kueue_drives_them(cluster: Cluster, operator: OperatorProcess, namespace: str) -> None:
     """Created suspended (Kueue's webhook does that), admitted with a node selector, preempted, resumed."""
     cluster.apply(namespace, MWMS.replace("    backoffLimit: 3\n", "    backoffLimit: 3\n    suspend: true\n"))
-    suspended = _job_where(cluster, namespace, "mnist-mwms", "Suspended", lambda j: holds(j, "Suspended"))
+    suspended = job_where(cluster, namespace, "mnist-mwms", "Suspended", lambda j: holds(j, "Suspended"))
     assert suspended["status"]["phase"] == "Suspended" and "startTime" not in suspended["status"]
     wait_for("the volume", lambda: cluster.get("pvc", "mnist-mwms-checkpoint", namespace))
     assert not cluster.job_pods(namespace, "mnist-mwms")
@@ -176,28 +153,28 @@ def test_suspend_and_resume_as_kueue_drives_them(cluster: Cluster, operator: Ope
 
     admitted = {"Worker": {"template": {"spec": {"nodeSelector": {"kubernetes.io/os": "linux"}}}}}
     patch({"replicaSpecs": admitted, "runPolicy": {"suspend": False}})
-    pods = _running(cluster, namespace, "mnist-mwms", 4)
+    pods = running_pods(cluster, namespace, "mnist-mwms", 4)
     assert all(pod["spec"]["nodeSelector"] == {"kubernetes.io/os": "linux"} for pod in pods.values())
-    first = _job_where(cluster, namespace, "mnist-mwms", "Running", lambda j: j["status"]["phase"] == "Running")
+    first = job_where(cluster, namespace, "mnist-mwms", "Running", lambda j: j["status"]["phase"] == "Running")
 
     patch({"runPolicy": {"suspend": True}})
-    _job_where(cluster, namespace, "mnist-mwms", "Suspended again", lambda j: j["status"]["phase"] == "Suspended")
+    job_where(cluster, namespace, "mnist-mwms", "Suspended again", lambda j: j["status"]["phase"] == "Suspended")
     wait_for("pods deleted", lambda: not cluster.job_pods(namespace, "mnist-mwms"), timeout=90)
     assert cluster.get("pvc", "mnist-mwms-checkpoint", namespace) is not None
 
     time.sleep(1.1)  # startTime has one-second resolution
     patch({"runPolicy": {"suspend": False}})
-    _running(cluster, namespace, "mnist-mwms", 4)
-    resumed = _job_where(cluster, namespace, "mnist-mwms", "Running", lambda j: j["status"]["phase"] == "Running")
+    running_pods(cluster, namespace, "mnist-mwms", 4)
+    resumed = job_where(cluster, namespace, "mnist-mwms", "Running", lambda j: j["status"]["phase"] == "Running")
     assert resumed["status"]["startTime"] > first["status"]["startTime"]
     assert condition(resumed, "Suspended")["reason"] == "JobResumed"  # type: ignore[index]
 
 
 def test_metrics_count_jobs_by_namespace(cluster: Cluster, operator: OperatorProcess, namespace: str) -> None:
     cluster.apply(namespace, MWMS)
-    _running(cluster, namespace, "mnist-mwms", 4)
+    running_pods(cluster, namespace, "mnist-mwms", 4)
     cluster.set_pod_status(namespace, "mnist-mwms-worker-0", "Succeeded", exit_code=0)
-    _job_where(cluster, namespace, "mnist-mwms", "Succeeded", lambda j: holds(j, "Succeeded"))
+    job_where(cluster, namespace, "mnist-mwms", "Succeeded", lambda j: holds(j, "Succeeded"))
 
     def scrape() -> str | None:
         with urllib.request.urlopen(operator.metrics_url, timeout=5) as response:
@@ -216,7 +193,7 @@ def test_metrics_count_jobs_by_namespace(cluster: Cluster, operator: OperatorPro
 def test_a_pod_stuck_on_a_lost_node_is_replaced(cluster: Cluster, operator: OperatorProcess, namespace: str) -> None:
     """A pod whose kubelet stopped answering stays Terminating; the operator removes it by force and replaces it."""
     cluster.apply(namespace, MWMS)
-    victim = _running(cluster, namespace, "mnist-mwms", 4)["mnist-mwms-worker-1"]
+    victim = running_pods(cluster, namespace, "mnist-mwms", 4)["mnist-mwms-worker-1"]
     cluster.kubectl("annotate", "pod", "mnist-mwms-worker-1", "-n", namespace, UNATTENDED_ANNOTATION)
     cluster.kubectl("delete", "pod", "mnist-mwms-worker-1", "-n", namespace, "--grace-period=1", "--wait=false")
 
@@ -248,12 +225,12 @@ def test_gang_scheduling_makes_one_pod_group_never_recreated_after_the_end(
         assert pod["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "mnist-mwms"
 
     cluster.set_pod_status(namespace, "mnist-mwms-worker-0", "Succeeded", exit_code=0)
-    _job_where(cluster, namespace, "mnist-mwms", "Succeeded", lambda j: holds(j, "Succeeded"))
+    job_where(cluster, namespace, "mnist-mwms", "Succeeded", lambda j: holds(j, "Succeeded"))
     cluster.kubectl("delete", "podgroups.scheduling.x-k8s.io", "mnist-mwms", "-n", namespace)
     patch = json.dumps({"spec": {"runPolicy": {"backoffLimit": 4}}})  # a change to react to
     cluster.kubectl("patch", "dtj", "mnist-mwms", "-n", namespace, "--type=merge", "-p", patch)
     generation = cluster.job(namespace, "mnist-mwms")["metadata"]["generation"]
-    _job_where(
+    job_where(
         cluster,
         namespace,
         "mnist-mwms",
@@ -294,12 +271,12 @@ def test_trainer_progress_reaches_status_and_kubectl_get(
     trainer.record = {"step": 120, "totalSteps": 300, "epoch": 2, "loss": 0.31, "updateTime": "2026-01-01T00:00:00Z"}
     try:
         cluster.apply(namespace, MWMS.replace("spec:\n", f"spec:\n  progressPort: {trainer.port}\n", 1))
-        _running(cluster, namespace, "mnist-mwms", 4)
+        running_pods(cluster, namespace, "mnist-mwms", 4)
         # Worker 0 reports (there is no chief); its address becomes this machine, where the stand-in listens.
         cluster.kubectl("annotate", "pod", "mnist-mwms-worker-0", "-n", namespace, UNATTENDED_ANNOTATION)
         address = {"podIP": "127.0.0.1", "podIPs": [{"ip": "127.0.0.1"}]}
         cluster.patch_pod_status(namespace, "mnist-mwms-worker-0", address)
-        polled = _job_where(
+        polled = job_where(
             cluster, namespace, "mnist-mwms", "progress step 120", lambda j: j["status"].get("progress", {}).get("step")
         )
         assert polled["status"]["progress"] == {
@@ -315,93 +292,7 @@ def test_trainer_progress_reaches_status_and_kubectl_get(
 
         final = {"step": 300, "totalSteps": 300, "epoch": 5, "loss": 0.12, "updateTime": "2026-01-01T00:10:00Z"}
         cluster.set_pod_status(namespace, "mnist-mwms-worker-0", "Succeeded", exit_code=0, message=json.dumps(final))
-        done = _job_where(cluster, namespace, "mnist-mwms", "Succeeded", lambda j: holds(j, "Succeeded"))
+        done = job_where(cluster, namespace, "mnist-mwms", "Succeeded", lambda j: holds(j, "Succeeded"))
         assert done["status"]["progress"]["step"] == 300
     finally:
         trainer.server.shutdown()
-
-
-def _kueue_status(cluster: Cluster, namespace: str, name: str, admitted: bool) -> None:
-    """Play Kueue's scheduler: admit the Workload to flavor gpu-a, or evict it as a preemption does."""
-    now = format_time(datetime.now(UTC))
-
-    def condition(kind: str, holds: bool, reason: str) -> dict[str, str]:
-        status = "True" if holds else "False"
-        return {"type": kind, "status": status, "reason": reason, "message": reason, "lastTransitionTime": now}
-
-    assignment = {"name": "worker", "count": 4, "flavors": {"nvidia.com/gpu": "gpu-a"}}
-    status: dict[str, Any] = {
-        "admission": {"clusterQueue": "cluster-gpus", "podSetAssignments": [assignment]} if admitted else None,
-        "conditions": [
-            condition("QuotaReserved", admitted, "QuotaReserved" if admitted else "Pending"),
-            condition("Admitted", admitted, "Admitted" if admitted else "NoReservation"),
-            condition("Evicted", not admitted, "Preempted" if not admitted else "QuotaReserved"),
-        ],
-    }
-    patch = json.dumps({"status": status})
-    cluster.kubectl(
-        "patch", "workloads.kueue.x-k8s.io", name, "-n", namespace, "--subresource=status", "--type=merge", "-p", patch
-    )
-
-
-def test_kueue_queues_admits_evicts_and_releases_a_job(
-    cluster: Cluster, operator: OperatorProcess, namespace: str
-) -> None:
-    """The job side of Kueue's contract for an external framework, with the test as Kueue."""
-    cluster.kubectl("apply", "--server-side", "-f", str(ROOT / "tests" / "integration" / "crds" / "kueue.yaml"))
-    cluster.kubectl("wait", "--for=condition=Established", "crd/workloads.kueue.x-k8s.io", "--timeout=60s")
-    flavor = {
-        "apiVersion": "kueue.x-k8s.io/v1beta2",
-        "kind": "ResourceFlavor",
-        "metadata": {"name": "gpu-a"},
-        "spec": {
-            "nodeLabels": {"type": "kwok"},
-            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-        },
-    }
-    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(flavor))
-    queued = MWMS.replace(
-        "  name: mnist-mwms\n", "  name: mnist-mwms\n  labels:\n    kueue.x-k8s.io/queue-name: team-a\n"
-    )
-    cluster.apply(namespace, queued)
-
-    workload = wait_for(
-        "the Workload", lambda: cluster.get("workloads.kueue.x-k8s.io", "disttrainjob-mnist-mwms", namespace)
-    )
-    assert workload["spec"]["queueName"] == "team-a"
-    assert [(s["name"], s["count"]) for s in workload["spec"]["podSets"]] == [("worker", 4)]
-    assert workload["metadata"]["ownerReferences"][0]["kind"] == "DistTrainJob"
-    held = _job_where(cluster, namespace, "mnist-mwms", "Suspended", lambda j: j["status"].get("phase") == "Suspended")
-    assert held["spec"]["runPolicy"]["suspend"] is True
-    assert cluster.job_pods(namespace, "mnist-mwms") == {}
-    assert cluster.has_event(namespace, "Queued")
-
-    _kueue_status(cluster, namespace, "disttrainjob-mnist-mwms", admitted=True)
-    pods = _running(cluster, namespace, "mnist-mwms", 4)
-    for pod in pods.values():
-        assert pod["spec"]["nodeSelector"] == {"type": "kwok"}
-        assert flavor["spec"]["tolerations"][0] in pod["spec"]["tolerations"]  # type: ignore[index]
-    assert cluster.has_event(namespace, "Admitted")
-
-    _kueue_status(cluster, namespace, "disttrainjob-mnist-mwms", admitted=False)
-    evicted = _job_where(
-        cluster, namespace, "mnist-mwms", "suspended again", lambda j: j["status"].get("phase") == "Suspended"
-    )
-    template = evicted["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]
-    assert "nodeSelector" not in template and not template.get("tolerations")  # restored from the Workload
-    wait_for("the pods gone", lambda: not cluster.job_pods(namespace, "mnist-mwms"), timeout=60)
-    assert cluster.has_event(namespace, "Evicted")
-
-    _kueue_status(cluster, namespace, "disttrainjob-mnist-mwms", admitted=True)
-    _running(cluster, namespace, "mnist-mwms", 4)
-    cluster.set_pod_status(namespace, "mnist-mwms-worker-0", "Succeeded", exit_code=0)
-    _job_where(cluster, namespace, "mnist-mwms", "Succeeded", lambda j: holds(j, "Succeeded"))
-
-    def finished() -> dict[str, Any] | None:
-        current = cluster.get("workloads.kueue.x-k8s.io", "disttrainjob-mnist-mwms", namespace) or {}
-        kinds = {c["type"]: c for c in current.get("status", {}).get("conditions", [])}
-        return kinds if kinds.get("Finished", {}).get("status") == "True" else None
-
-    conditions = wait_for("the Workload Finished", finished, timeout=60)
-    assert conditions["Finished"]["reason"] == "JobSucceeded"
-    assert conditions["Admitted"]["status"] == "True"  # Kueue's own conditions are kept

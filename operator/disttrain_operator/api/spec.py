@@ -220,10 +220,6 @@ _SPEC_RULES = schema_rules(
         "the job needs a Chief or at least one Worker",
     ),
     Rule(
-        f"self.strategy != 'ParameterServer' || {_replicas(ReplicaType.CHIEF)} == 1",
-        "ParameterServer needs exactly one Chief (the coordinator)",
-    ),
-    Rule(
         f"self.strategy != 'ParameterServer' || {_replicas(ReplicaType.PS)} >= 1",
         "ParameterServer needs at least one PS replica",
     ),

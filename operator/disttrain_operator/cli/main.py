@@ -42,6 +42,18 @@ def _render(args: argparse.Namespace) -> int:
     return 0
 
 
+def _convert(args: argparse.Namespace) -> int:
+    from disttrain_operator.cli.convert import convert_text  # noqa: PLC0415
+
+    try:
+        sys.stdout.write(convert_text(_read_input(args.file)))
+    except (RenderError, UnicodeDecodeError) as error:
+        label = "<stdin>" if args.file == "-" else args.file
+        print(f"error: {label}: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def _crd(args: argparse.Namespace) -> int:
     folder = Path(args.dir)
     if args.action == "generate":
@@ -165,6 +177,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="whose PodGroup a job with a schedulingPolicy gets (default: scheduler-plugins)",
     )
     render_parser.set_defaults(handler=_render)
+
+    convert_parser = commands.add_parser(
+        "convert", help="turn Kubeflow TFJob manifests into DistTrainJobs, with comments on what changes"
+    )
+    convert_parser.add_argument("file", help="manifest file (several documents, or a List), or - for standard input")
+    convert_parser.set_defaults(handler=_convert)
 
     crd_parser = commands.add_parser("crd", help="generate the CRD from the models, or check it did not drift")
     crd_parser.add_argument("action", choices=["generate", "check"])

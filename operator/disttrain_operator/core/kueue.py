@@ -9,8 +9,15 @@ its own job reconciler does for built-in kinds:
 - once admitted, each pod set's template gets the node labels and tolerations of its assigned
   ResourceFlavors and the admission checks' pod set updates, and the job is unsuspended;
 - when the Workload loses its admission (evicted, preempted) the job is suspended again and its
-  templates restored from the Workload's own copy;
-- when the job ends, the Workload gets a `Finished` condition, which releases its quota.
+  templates restored from the Workload's own copy; once its pods are gone, the job's controller
+  releases the quota: the Workload's admission is cleared (`QuotaReserved` and `Admitted` False,
+  `Requeued` True after a preemption), as Kueue's own job reconciler does for built-in kinds, and
+  Kueue queues it again;
+- when the job ends, the Workload gets a `Finished` condition, which releases its quota;
+- the Workload carries the job's priority, as Kueue's own integrations set it: from the
+  WorkloadPriorityClass the label `kueue.x-k8s.io/priority-class` names, else from the PriorityClass
+  of the pods (`schedulingPolicy.priorityClass`, else a template's `priorityClassName`). Kueue orders
+  and preempts by `spec.priority`; a Workload without it has priority 0.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from disttrain_operator.api.job import DistTrainJob
-from disttrain_operator.api.spec import ReplicaType
+from disttrain_operator.api.spec import ReplicaSpec, ReplicaType
 from disttrain_operator.api.status import JobPhase
 from disttrain_operator.core.builders import naming
 from disttrain_operator.core.builders.objects import owner_references
@@ -28,7 +35,9 @@ from disttrain_operator.core.status import is_finished
 from disttrain_operator.core.types import Manifest, Verdict
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-WORKLOAD_API_VERSION = "kueue.x-k8s.io/v1beta2"
+PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+KUEUE_GROUP = "kueue.x-k8s.io"
+WORKLOAD_API_VERSION = f"{KUEUE_GROUP}/v1beta2"
 RESOURCE_FLAVOR_API_VERSION = WORKLOAD_API_VERSION
 MANAGER = "disttrain-operator"
 
@@ -70,10 +79,47 @@ class WorkloadView:
     flavors: dict[str, tuple[str, ...]]  # per pod set: the ResourceFlavors assigned to it
     updates: dict[str, PodSetInfo]  # per pod set: what admission checks add
     originals: dict[str, PodSetInfo]  # per pod set: the job's template as the Workload was made
+    eviction: Verdict | None = None  # the reason and message of a true Evicted condition
+    reserved: bool = False  # the Workload holds quota (has an admission)
+    generation: int | None = None
+    resource_version: str | None = None
+    conditions: tuple[Mapping[str, Any], ...] = ()
 
 
 def queue_name(job: DistTrainJob) -> str | None:
     return job.metadata.labels.get(QUEUE_LABEL) or None
+
+
+@dataclass(frozen=True)
+class PriorityClassRef:
+    """What a Workload's `spec.priorityClassRef` names: a WorkloadPriorityClass or a PriorityClass."""
+
+    group: str
+    kind: str
+    name: str
+
+    @property
+    def reference(self) -> Manifest:
+        return {"group": self.group, "kind": self.kind, "name": self.name}
+
+    @property
+    def path(self) -> tuple[str, str]:
+        """The API version and plural to read the class at."""
+        if self.group == KUEUE_GROUP:
+            return WORKLOAD_API_VERSION, "workloadpriorityclasses"
+        return "scheduling.k8s.io/v1", "priorityclasses"
+
+
+def priority_class(job: DistTrainJob) -> PriorityClassRef | None:
+    """Where the job's priority comes from, in Kueue's order; None when nothing names one."""
+    workload_class = job.metadata.labels.get(PRIORITY_CLASS_LABEL)
+    if workload_class:
+        return PriorityClassRef(KUEUE_GROUP, "WorkloadPriorityClass", workload_class)
+    policy = job.spec.run_policy.scheduling_policy
+    pod_class = policy.priority_class if policy is not None else None
+    for _, spec in _pod_sets(job):
+        pod_class = pod_class or (spec.template.get("spec") or {}).get("priorityClassName")
+    return PriorityClassRef("scheduling.k8s.io", "PriorityClass", pod_class) if pod_class else None
 
 
 def pod_set_name(replica_type: ReplicaType) -> str:
@@ -90,8 +136,15 @@ def workload_reference(job: DistTrainJob) -> Manifest:
     return {"apiVersion": WORKLOAD_API_VERSION, "kind": "Workload", "metadata": {"name": name, "namespace": namespace}}
 
 
-def workload(job: DistTrainJob) -> Manifest:
-    """The job's Workload: its pod sets are the replica types, with counts and original templates."""
+def _pod_sets(job: DistTrainJob) -> list[tuple[ReplicaType, ReplicaSpec]]:
+    """The replica types with pods, in the declared order."""
+    specs = job.spec.replica_specs
+    return [(kind, specs[kind]) for kind in ReplicaType if job.spec.replicas(kind) > 0]
+
+
+def workload(job: DistTrainJob, priority: int | None) -> Manifest:
+    """The job's Workload: its pod sets are the replica types, with counts and original templates;
+    `priority` is the value of `priority_class(job)`, None where that names nothing that exists."""
     metadata: Manifest = {
         "name": workload_name(job.metadata.name),
         "namespace": job.metadata.namespace,
@@ -100,16 +153,13 @@ def workload(job: DistTrainJob) -> Manifest:
     }
     pod_sets = [
         {"name": pod_set_name(replica_type), "count": spec.replicas, "template": spec.template}
-        for replica_type, spec in sorted(
-            job.spec.replica_specs.items(), key=lambda item: list(ReplicaType).index(item[0])
-        )
-        if spec.replicas > 0
+        for replica_type, spec in _pod_sets(job)
     ]
     spec: Manifest = {"queueName": queue_name(job), "podSets": pod_sets}
-    policy = job.spec.run_policy.scheduling_policy
-    if policy is not None and policy.priority_class:
-        spec["priorityClassName"] = policy.priority_class
-        spec["priorityClassSource"] = "scheduling.k8s.io/priorityclass"
+    source = priority_class(job)
+    if source is not None and priority is not None:
+        spec["priorityClassRef"] = source.reference
+        spec["priority"] = priority
     return {"apiVersion": WORKLOAD_API_VERSION, "kind": "Workload", "metadata": metadata, "spec": spec}
 
 
@@ -136,8 +186,10 @@ def workload_view(body: Mapping[str, Any]) -> WorkloadView:
             )
             name = str(update.get("name"))
             updates[name] = updates.get(name, PodSetInfo()).merged(info)
+    evicted = next((c for c in conditions if c.get("type") == "Evicted" and c.get("status") == "True"), None)
+    metadata = body.get("metadata") or {}
     return WorkloadView(
-        name=str((body.get("metadata") or {}).get("name", "")),
+        name=str(metadata.get("name", "")),
         admitted=bool(admission) and _holds(conditions, "Admitted") and not _holds(conditions, "Evicted"),
         finished=_holds(conditions, "Finished"),
         flavors=flavors,
@@ -145,7 +197,45 @@ def workload_view(body: Mapping[str, Any]) -> WorkloadView:
         originals={
             str(p.get("name")): PodSetInfo.of_template(p.get("template") or {}) for p in spec.get("podSets") or []
         },
+        eviction=Verdict(str(evicted.get("reason", "")), str(evicted.get("message", ""))) if evicted else None,
+        reserved=bool(admission),
+        generation=metadata.get("generation"),
+        resource_version=metadata.get("resourceVersion"),
+        conditions=tuple(conditions),
     )
+
+
+# Evictions after which Kueue's own job reconciler marks a Workload to be queued again at once.
+_REQUEUED_AFTER = ("Preempted", "NodeFailures")
+
+
+def released_status(current: WorkloadView, now: str) -> Manifest:
+    """A merge patch of the Workload's status that gives its quota back after an eviction, as Kueue's job
+    reconciler does once the job is stopped; the resourceVersion makes it fail rather than overwrite a
+    change made since the Workload was read."""
+    eviction = current.eviction or Verdict("Evicted", "")
+
+    def condition(kind: str, holds: bool, reason: str, message: str) -> Manifest:
+        status = "True" if holds else "False"
+        previous = next((c for c in current.conditions if c.get("type") == kind), None)
+        unchanged = previous is not None and previous.get("status") == status
+        since = previous.get("lastTransitionTime", now) if previous is not None and unchanged else now
+        built: Manifest = {"type": kind, "status": status, "reason": reason, "message": message}
+        built["lastTransitionTime"] = since
+        if current.generation is not None:
+            built["observedGeneration"] = current.generation
+        return built
+
+    replaced = {
+        "QuotaReserved": condition("QuotaReserved", False, "PendingEvaluation", eviction.message),
+        "Admitted": condition("Admitted", False, "NoReservation", "The workload has no reservation"),
+        "Requeued": condition("Requeued", eviction.reason in _REQUEUED_AFTER, eviction.reason, eviction.message),
+    }
+    conditions = [replaced.pop(c.get("type", ""), c) for c in current.conditions] + list(replaced.values())
+    return {
+        "metadata": {"resourceVersion": current.resource_version},
+        "status": {"admission": None, "conditions": conditions},
+    }
 
 
 def flavor_info(flavor: Mapping[str, Any]) -> PodSetInfo:
@@ -160,6 +250,8 @@ class KueueStep:
     job_patch: Manifest | None = None  # a JSON merge patch of the job
     finish: Verdict | None = None  # the Workload's Finished condition
     event: Verdict | None = None  # what the step means to the job's owner
+    warning: Verdict | None = None  # something the job's owner must fix
+    release: bool = False  # clear the evicted Workload's admission (`released_status`)
 
 
 def _keyed_patch(patch: Manifest, key: str, before: dict[str, str], after: dict[str, str]) -> None:
@@ -196,19 +288,25 @@ def _job_patch(job: DistTrainJob, suspend: bool, targets: Mapping[str, PodSetInf
     return {"spec": {"runPolicy": {"suspend": suspend}, "replicaSpecs": replica_specs}}
 
 
-def kueue_step(job: DistTrainJob, current: WorkloadView | None, flavor: Callable[[str], PodSetInfo]) -> KueueStep:
-    """The next step of the contract for a queued job; nothing for a job without a queue name."""
+def kueue_step(
+    job: DistTrainJob,
+    current: WorkloadView | None,
+    flavor: Callable[[str], PodSetInfo],
+    priority: Callable[[PriorityClassRef], int | None],
+    *,
+    has_pods: bool,
+) -> KueueStep:
+    """The next step of the contract for a queued job; nothing for a job without a queue name.
+
+    `flavor` reads a ResourceFlavor, `priority` the value of a priority class (None if it is missing);
+    `has_pods`: some of the job's pods still exist, terminating ones included."""
     if queue_name(job) is None:
         return KueueStep()
     suspended = job.spec.run_policy.suspend
     if is_finished(job.status):
         return _finish(job, current)
     if current is None:
-        hold = None if suspended else {"spec": {"runPolicy": {"suspend": True}}}
-        queued = Verdict(
-            "Queued", f"waiting in Kueue queue {queue_name(job)} (Workload {workload_name(job.metadata.name)})"
-        )
-        return KueueStep(create=workload(job), job_patch=hold, event=queued)
+        return _queue(job, priority)
     if current.admitted and suspended:
         targets = {
             name: _admitted_info(original, current, name, flavor) for name, original in current.originals.items()
@@ -218,7 +316,23 @@ def kueue_step(job: DistTrainJob, current: WorkloadView | None, flavor: Callable
     if not current.admitted and not suspended:
         evicted = Verdict("Evicted", f"Workload {current.name} lost its admission: suspending until admitted again")
         return KueueStep(job_patch=_job_patch(job, suspend=True, targets=current.originals), event=evicted)
-    return KueueStep()
+    return KueueStep(release=current.eviction is not None and current.reserved and suspended and not has_pods)
+
+
+def _queue(job: DistTrainJob, priority: Callable[[PriorityClassRef], int | None]) -> KueueStep:
+    """A queued job's first step: its Workload, with its priority, and the job held suspended."""
+    hold = None if job.spec.run_policy.suspend else {"spec": {"runPolicy": {"suspend": True}}}
+    queued = Verdict(
+        "Queued", f"waiting in Kueue queue {queue_name(job)} (Workload {workload_name(job.metadata.name)})"
+    )
+    source = priority_class(job)
+    value = priority(source) if source is not None else None
+    missing = None
+    if source is not None and value is None:
+        missing = Verdict(
+            "PriorityClassNotFound", f"{source.kind} {source.name} not found: the Workload has priority 0"
+        )
+    return KueueStep(create=workload(job, value), job_patch=hold, event=queued, warning=missing)
 
 
 def _finish(job: DistTrainJob, current: WorkloadView | None) -> KueueStep:

@@ -147,6 +147,13 @@ class Kube:
         """A JSON merge patch of the job itself (Kueue's suspend and pod set changes)."""
         self._patch(_JOB, {"namespace": namespace, "name": name}, patch, "application/merge-patch+json")
 
+    def patch_object_status(self, manifest: Manifest, patch: dict[str, Any]) -> None:
+        """A JSON merge patch of an object's status subresource (a Workload's released quota)."""
+        metadata = manifest["metadata"]
+        path = f"{_collection(manifest)}/{{name}}/status"
+        params = {"namespace": metadata["namespace"], "name": metadata["name"]}
+        self._patch(path, params, patch, "application/merge-patch+json")
+
     def apply_status_condition(self, manifest: Manifest, condition: dict[str, Any], field_manager: str) -> None:
         """Server-side apply of one condition to an object's status: other owners' conditions stay."""
         metadata = manifest["metadata"]

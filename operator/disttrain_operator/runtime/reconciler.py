@@ -27,11 +27,13 @@ from disttrain_operator.core.kueue import (
     MANAGER,
     RESOURCE_FLAVOR_API_VERSION,
     PodSetInfo,
+    PriorityClassRef,
     WorkloadView,
     finished_condition,
     flavor_info,
     kueue_step,
     merge_patch,
+    released_status,
     workload_reference,
 )
 from disttrain_operator.core.observed import PodView, own_pods
@@ -68,6 +70,7 @@ class JobApi(Protocol):
     def patch_job(self, namespace: str, name: str, patch: dict[str, Any]) -> None: ...
     def patch_job_status(self, namespace: str, name: str, status: dict[str, Any]) -> None: ...
     def apply_status_condition(self, manifest: Manifest, condition: dict[str, Any], field_manager: str) -> None: ...
+    def patch_object_status(self, manifest: Manifest, patch: dict[str, Any]) -> None: ...
     def get_cluster_object(self, api_version: str, plural: str, name: str) -> dict[str, Any] | None: ...
 
 
@@ -165,8 +168,9 @@ class Reconciler:
         if job is None:
             return
         with metrics.RECONCILE_SECONDS.time():
-            job = self._follow_kueue(body, job, workload)
-            self._reconcile(body, memory, job, own_pods(job, pods), children, reported=reported)
+            owned = own_pods(job, pods)
+            job = self._follow_kueue(body, job, workload, has_pods=bool(owned))
+            self._reconcile(body, memory, job, owned, children, reported=reported)
         memory.settled = _essence(body, memory.written)
 
     def _parsed(self, body: Body, memory: JobMemory, current: Mapping[str, Any]) -> DistTrainJob | None:
@@ -300,9 +304,15 @@ class Reconciler:
             del expected[key]
         return set(expected)
 
-    def _follow_kueue(self, body: Body, job: DistTrainJob, workload: WorkloadView | None) -> DistTrainJob:
+    def _follow_kueue(
+        self, body: Body, job: DistTrainJob, workload: WorkloadView | None, *, has_pods: bool
+    ) -> DistTrainJob:
         """Kueue's contract for a queued job; returns the job as it is after any change made to it."""
-        step = kueue_step(job, workload, self._flavor)
+        step = kueue_step(job, workload, self._flavor, self._priority, has_pods=has_pods)
+        if step.release and workload is not None:
+            self._kube.patch_object_status(
+                workload_reference(job), released_status(workload, format_time(self._clock()))
+            )
         if step.create is not None:
             try:
                 self._kube.create(step.create)
@@ -314,12 +324,18 @@ class Reconciler:
             self._kube.apply_status_condition(workload_reference(job), condition, MANAGER)
         if step.event is not None:
             self._emit(body, type="Normal", reason=step.event.reason, message=step.event.message)
+        if step.warning is not None:
+            self._emit(body, type="Warning", reason=step.warning.reason, message=step.warning.message)
         if step.job_patch is None:
             return job
         metadata = job.metadata
         self._kube.patch_job(metadata.namespace, metadata.name, step.job_patch)
         patched = merge_patch(job.model_dump(mode="json", by_alias=True, exclude_none=True), step.job_patch)
         return DistTrainJob.model_validate(patched)
+
+    def _priority(self, source: PriorityClassRef) -> int | None:
+        found = self._kube.get_cluster_object(*source.path, source.name)
+        return int(found["value"]) if found is not None else None
 
     def _flavor(self, name: str) -> PodSetInfo:
         flavor = self._kube.get_cluster_object(RESOURCE_FLAVOR_API_VERSION, "resourceflavors", name)

@@ -1,0 +1,116 @@
+"""Kueue, built from its source tarball (the module proxy does not serve its module), cached, and run as
+a host process against the local cluster, so the integration suite proves the Workload path with the
+real thing.
+
+The tarball holds what `cmd/kueue` needs, vendored modules included. Run as a host process it needs
+no webhook on any request's path: with `internalCertManagement.enable: false` it reads a serving pair
+from the folders below (nothing connects to them) and, without a webhook configuration, the API
+server calls none. Its visibility server wants an in-cluster config, so that gate is off.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from disttrain_dev.build import require_built, run_go
+from disttrain_dev.pki import write_serving_pair
+from disttrain_dev.versions import cache_root
+
+TARBALL_ENV = "DISTTRAIN_KUEUE_SOURCE"
+TARBALL = "kueue-ff69552e79-src.tar.gz"
+# Beside the checkout, where the workspace keeps third-party sources the proxy does not serve.
+DEFAULT_TARBALL = Path(__file__).resolve().parents[3] / "shared" / "third_party" / TARBALL
+CRD_FOLDER = "config/components/crd/bases"
+WEBHOOK_CERTS = Path("/tmp/k8s-webhook-server/serving-certs")
+METRICS_CERTS = Path("/etc/kueue/metrics/certs")
+NAMESPACE = "kueue-system"
+EXTERNAL_FRAMEWORK = "DistTrainJob.v1alpha1.disttrain.io"
+
+
+def tarball() -> Path:
+    return Path(os.environ.get(TARBALL_ENV) or DEFAULT_TARBALL)
+
+
+@dataclass(frozen=True)
+class KueueBuild:
+    root: Path
+
+    @property
+    def binary(self) -> Path:
+        return self.root / "bin" / "kueue"
+
+    @property
+    def crds(self) -> Path:
+        return self.root / "crds"
+
+    def missing(self) -> list[str]:
+        return [name for name, path in (("kueue", self.binary), ("crds", self.crds)) if not path.exists()]
+
+
+def kueue_build() -> KueueBuild:
+    """The cache folder, keyed by the tarball's name (which names Kueue's commit)."""
+    return KueueBuild(cache_root() / "devcluster" / TARBALL.removesuffix(".tar.gz"))
+
+
+def missing_source() -> str | None:
+    """Why Kueue cannot be built here, or None."""
+    if not kueue_build().missing():
+        return None
+    if not tarball().is_file():
+        return f"Kueue's source {tarball()} is missing (set {TARBALL_ENV})"
+    if shutil.which("go") is None:
+        return "Go is needed once to build Kueue, and none is on PATH"
+    return None
+
+
+def ensure_kueue() -> KueueBuild:
+    """Build the binary and keep the CRDs, once; a warm cache returns at once."""
+    build = kueue_build()
+    if not build.missing():
+        return build
+    problem = missing_source()
+    if problem:
+        raise RuntimeError(problem)
+    source = build.root / "src"
+    shutil.rmtree(source, ignore_errors=True)
+    source.mkdir(parents=True)
+    with tarfile.open(tarball()) as archive:
+        archive.extractall(source, filter="data")
+    (build.root / "bin").mkdir(exist_ok=True)
+    run_go(["build", "-mod=vendor", "-trimpath", "-ldflags=-s -w", "-o", str(build.binary), "./cmd/kueue"], source)
+    shutil.rmtree(build.crds, ignore_errors=True)
+    shutil.copytree(source / CRD_FOLDER, build.crds)
+    shutil.rmtree(source)
+    require_built(build.missing())
+    return build
+
+
+def configuration(health_port: int, metrics_port: int, webhook_port: int) -> str:
+    """Kueue's configuration: DistTrainJobs as an external framework, no leader election, local ports."""
+    config = {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "namespace": NAMESPACE,
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{health_port}"},
+        "metrics": {"bindAddress": f"127.0.0.1:{metrics_port}"},
+        "webhook": {"port": webhook_port, "host": "127.0.0.1"},
+        "leaderElection": {"leaderElect": False},
+        "internalCertManagement": {"enable": False},
+        "integrations": {"frameworks": [], "externalFrameworks": [EXTERNAL_FRAMEWORK]},
+    }
+    return json.dumps(config, indent=1)
+
+
+def write_certificates() -> None:
+    """Self-signed serving pairs where its webhook and metrics servers look; nothing connects to them."""
+    for folder in (WEBHOOK_CERTS, METRICS_CERTS):
+        write_serving_pair(folder, "kueue")
+
+
+if __name__ == "__main__":
+    print(ensure_kueue().root)

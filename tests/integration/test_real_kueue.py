@@ -1,0 +1,193 @@
+"""Kueue itself, built from its source and run beside the operator: queued jobs are admitted within
+quota, wait while it is used, start when it is freed, and a job of a higher WorkloadPriorityClass
+preempts a lower one, which is suspended, gets its templates back and resumes once readmitted."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from cluster_support import Cluster, OperatorProcess, holds, job_where, running_pods
+from disttrain_dev import kueue
+from disttrain_dev.cluster import crd_established
+from disttrain_operator.cli.ports import free_port
+from support import ROOT, wait_for
+
+WORKLOADS = "workloads.kueue.x-k8s.io"
+FLAVOR_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+
+
+def _ready(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def kueue_process(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Kueue with DistTrainJobs as an external framework, its CRDs applied, for this module."""
+    problem = kueue.missing_source()
+    if problem:
+        pytest.skip(problem)
+    build = kueue.ensure_kueue()
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(build.crds))
+    for crd in ("workloads", "clusterqueues", "localqueues", "resourceflavors", "workloadpriorityclasses"):
+        wait_for(f"the {crd} CRD", lambda name=crd: crd_established(_crd(cluster, name)), timeout=60)  # type: ignore[misc]
+    cluster.kubectl("create", "namespace", kueue.NAMESPACE, check=False)
+    kueue.write_certificates()
+    folder = tmp_path_factory.mktemp("kueue")
+    health = free_port()
+    config = folder / "config.yaml"
+    config.write_text(kueue.configuration(health, free_port(), free_port()))
+    with (folder / "kueue.log").open("w") as log:
+        process = subprocess.Popen(
+            [str(build.binary), f"--config={config}", "--feature-gates=VisibilityOnDemand=false"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=cluster.env,
+        )
+    try:
+        wait_for("Kueue ready", lambda: _ready(health) or process.poll() is not None, timeout=120)
+        assert process.poll() is None, (folder / "kueue.log").read_text()[-3000:]
+        yield
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def _crd(cluster: Cluster, plural: str) -> dict[str, Any]:
+    found = cluster.kubectl("get", "crd", f"{plural}.kueue.x-k8s.io", "-o", "json", check=False)
+    return json.loads(found.stdout) if found.returncode == 0 else {}
+
+
+@pytest.fixture
+def queue(cluster: Cluster, kueue_process: None, namespace: str) -> Iterator[str]:
+    """A LocalQueue in the test's namespace, on a ClusterQueue of 4 GPUs that preempts lower priorities."""
+    suffix = uuid.uuid4().hex[:6]
+    flavor, cluster_queue = f"gpu-{suffix}", f"gpus-{suffix}"
+    quota = [{"name": "nvidia.com/gpu", "nominalQuota": 4}, {"name": "cpu", "nominalQuota": 100}]
+    quota.append({"name": "memory", "nominalQuota": "400Gi"})
+    objects = [
+        _object("ResourceFlavor", flavor, {"nodeLabels": {"type": "kwok"}, "tolerations": [FLAVOR_TOLERATION]}),
+        _object(
+            "ClusterQueue",
+            cluster_queue,
+            {
+                "namespaceSelector": {},
+                "preemption": {"withinClusterQueue": "LowerPriority"},
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["nvidia.com/gpu", "cpu", "memory"],
+                        "flavors": [{"name": flavor, "resources": quota}],
+                    }
+                ],
+            },
+        ),
+        _object("WorkloadPriorityClass", f"urgent-{suffix}", None, value=1000),
+        {
+            **_object("LocalQueue", "team", {"clusterQueue": cluster_queue}),
+            "metadata": {"name": "team", "namespace": namespace},
+        },
+    ]
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    yield suffix
+    for kind, name in (
+        ("clusterqueue", cluster_queue),
+        ("resourceflavor", flavor),
+        ("workloadpriorityclass", f"urgent-{suffix}"),
+    ):
+        cluster.kubectl("delete", f"{kind}.kueue.x-k8s.io", name, "--wait=false", check=False)
+
+
+def _object(kind: str, name: str, spec: dict[str, Any] | None, **fields: Any) -> dict[str, Any]:
+    manifest: dict[str, Any] = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": kind, "metadata": {"name": name}}
+    if spec is not None:
+        manifest["spec"] = spec
+    return {**manifest, **fields}
+
+
+def _job(name: str, labels: dict[str, str]) -> str:
+    """The 4-GPU multi-worker example, named and labelled for a queue."""
+    text = (ROOT / "examples" / "multi-worker-mirrored-gpu.yaml").read_text()
+    rendered = "".join(f"    {key}: {value}\n" for key, value in labels.items())
+    return text.replace("  name: mnist-mwms\n", f"  name: {name}\n  labels:\n{rendered}")
+
+
+def _workload(cluster: Cluster, namespace: str, job: str) -> dict[str, Any]:
+    return wait_for(f"the Workload of {job}", lambda: cluster.get(WORKLOADS, f"disttrainjob-{job}", namespace))
+
+
+def _conditions(cluster: Cluster, namespace: str, job: str) -> dict[str, str]:
+    workload = cluster.get(WORKLOADS, f"disttrainjob-{job}", namespace) or {}
+    return {c["type"]: c["status"] for c in (workload.get("status") or {}).get("conditions") or []}
+
+
+def _suspended(cluster: Cluster, namespace: str, job: str) -> dict[str, Any]:
+    return job_where(cluster, namespace, job, "suspended", lambda j: j["status"].get("phase") == "Suspended")
+
+
+def _succeed(cluster: Cluster, namespace: str, job: str) -> None:
+    cluster.set_pod_status(namespace, f"{job}-worker-0", "Succeeded", exit_code=0)
+    job_where(cluster, namespace, job, "Succeeded", lambda j: holds(j, "Succeeded"))
+    wait_for(f"{job}'s Workload Finished", lambda: _conditions(cluster, namespace, job).get("Finished") == "True")
+
+
+def test_jobs_are_admitted_within_quota_queue_and_start_when_it_frees(
+    cluster: Cluster, operator: OperatorProcess, namespace: str, queue: str
+) -> None:
+    cluster.apply(namespace, _job("first", {"kueue.x-k8s.io/queue-name": "team"}))
+    pods = running_pods(cluster, namespace, "first", 4)
+    for pod in pods.values():
+        assert pod["spec"]["nodeSelector"] == {"type": "kwok"}
+        assert FLAVOR_TOLERATION in pod["spec"]["tolerations"]
+    assert cluster.has_event(namespace, "Admitted")
+
+    cluster.apply(namespace, _job("second", {"kueue.x-k8s.io/queue-name": "team"}))
+    wait_for(
+        "second waits for quota", lambda: _conditions(cluster, namespace, "second").get("QuotaReserved") == "False"
+    )
+    assert _suspended(cluster, namespace, "second")["spec"]["runPolicy"]["suspend"] is True
+    assert cluster.job_pods(namespace, "second") == {}
+
+    _succeed(cluster, namespace, "first")
+    running_pods(cluster, namespace, "second", 4)
+    _succeed(cluster, namespace, "second")
+
+
+def test_a_higher_workload_priority_class_preempts_and_the_lower_job_resumes(
+    cluster: Cluster, operator: OperatorProcess, namespace: str, queue: str
+) -> None:
+    cluster.apply(namespace, _job("low", {"kueue.x-k8s.io/queue-name": "team"}))
+    running_pods(cluster, namespace, "low", 4)
+    assert "priority" not in _workload(cluster, namespace, "low")["spec"]
+
+    urgent = f"urgent-{queue}"
+    cluster.apply(namespace, _job("high", {"kueue.x-k8s.io/queue-name": "team", PRIORITY_LABEL: urgent}))
+    workload = _workload(cluster, namespace, "high")
+    assert workload["spec"]["priority"] == 1000
+    assert workload["spec"]["priorityClassRef"] == {
+        "group": "kueue.x-k8s.io",
+        "kind": "WorkloadPriorityClass",
+        "name": urgent,
+    }
+
+    wait_for("low evicted", lambda: _conditions(cluster, namespace, "low").get("Evicted") == "True")
+    low = _suspended(cluster, namespace, "low")
+    template = low["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]
+    assert "nodeSelector" not in template and not template.get("tolerations")  # restored from the Workload
+    assert cluster.has_event(namespace, "Evicted")
+    running_pods(cluster, namespace, "high", 4)
+    wait_for("low's pods gone", lambda: not cluster.job_pods(namespace, "low"), timeout=60)
+
+    _succeed(cluster, namespace, "high")
+    running_pods(cluster, namespace, "low", 4)
+    _succeed(cluster, namespace, "low")
