@@ -134,22 +134,23 @@ def job_where(cluster: Cluster, namespace: str, job: str, what: str, test: Any) 
     return wait_for(f"{job}: {what}", check, timeout=90)
 
 
-def operator_kubeconfig(cluster: Cluster, folder: Path) -> Path:
-    """Credentials of the operator's own ServiceAccount with deploy/rbac.yaml's rules, not an admin's.
+def operator_kubeconfig(cluster: Cluster, folder: Path, rbac: Path = ROOT / "deploy" / "rbac.yaml") -> Path:
+    """Credentials of the operator's own ServiceAccount with deploy/rbac.yaml's rules (or another file's,
+    such as an overlay's additions), not an admin's.
 
     The cluster-wide objects are deploy/'s, renamed, and the namespaced ones (the ServiceAccount and
     the leader-election Role) move to the test's own namespace, so that tests installing deploy/
     itself leave them alone.
     """
     cluster.kubectl("create", "namespace", OPERATOR_TEST_NAMESPACE, check=False)
-    documents = [doc for doc in yaml.safe_load_all((ROOT / "deploy" / "rbac.yaml").read_text()) if doc]
+    documents = [doc for doc in yaml.safe_load_all(rbac.read_text()) if doc]
     for document in documents:
         if document["kind"] in {"ServiceAccount", "Role", "RoleBinding"}:
             document["metadata"]["namespace"] = OPERATOR_TEST_NAMESPACE
         else:
-            document["metadata"]["name"] = OPERATOR_TEST_NAMESPACE
+            document["metadata"]["name"] = f"{OPERATOR_TEST_NAMESPACE}-{document['metadata']['name']}"
         if document["kind"] == "ClusterRoleBinding":
-            document["roleRef"]["name"] = OPERATOR_TEST_NAMESPACE
+            document["roleRef"]["name"] = f"{OPERATOR_TEST_NAMESPACE}-{document['roleRef']['name']}"
         if document["kind"].endswith("RoleBinding"):
             document["subjects"][0]["namespace"] = OPERATOR_TEST_NAMESPACE
     cluster.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": documents}))
@@ -193,12 +194,14 @@ class OperatorProcess:
         *,
         leader_election: list[str] | None = None,
         pod_name: str = "operator",
+        options: list[str] | None = None,
     ) -> None:
         self._cluster = cluster
         self._kubeconfig = kubeconfig
         self.log_path = log_path
         self._scope = scope or ["--all-namespaces"]
         self._leader_election = leader_election or []
+        self._options = options or []
         self.pod_name = pod_name
         self._process: subprocess.Popen[bytes] | None = None
         self._port = free_port()
@@ -212,6 +215,7 @@ class OperatorProcess:
             "operator",
             *self._scope,
             *self._leader_election,
+            *self._options,
             "--standalone",
             f"--liveness=http://127.0.0.1:{self._port}/healthz",
         ]

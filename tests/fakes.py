@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -10,30 +11,34 @@ class RecordingApi:
 
     def __init__(self) -> None:
         self.created: list[str] = []
+        self.manifests: list[dict[str, Any]] = []
         self.statuses: list[dict[str, Any]] = []
+        self.status_kinds: list[str] = []  # the kind of the job each status was written to
         self.deleted: list[str] = []
 
     def create(self, manifest: dict[str, Any]) -> bool:
         self.created.append(f"{manifest['kind']}/{manifest['metadata']['name']}")
+        self.manifests.append(manifest)
         return True
 
     def delete_pod(self, namespace: str, name: str, force: bool = False) -> bool:
         self.deleted.append(name)
         return True
 
-    def patch_job_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+    def patch_job_status(self, job: Mapping[str, Any], status: dict[str, Any]) -> None:
         self.statuses.append(status)
+        self.status_kinds.append(str(job.get("kind")))
 
-    def delete_job(self, namespace: str, name: str) -> bool:
+    def delete_job(self, job: Mapping[str, Any]) -> bool:
         raise AssertionError("no job here outlives its TTL")
 
-    def patch_job(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+    def patch_job(self, job: Mapping[str, Any], patch: dict[str, Any]) -> None:
         raise AssertionError("no job here is queued in Kueue")
 
     def apply_status_condition(self, manifest: dict[str, Any], condition: dict[str, Any], field_manager: str) -> None:
         raise AssertionError("no job here has a Workload")
 
-    def patch_object_status(self, manifest: dict[str, Any], patch: dict[str, Any]) -> None:
+    def patch_object_status(self, manifest: Mapping[str, Any], patch: dict[str, Any]) -> None:
         raise AssertionError("no job here has a Workload")
 
     def get_cluster_object(self, api_version: str, plural: str, name: str) -> dict[str, Any] | None:

@@ -16,8 +16,9 @@ from typing import Any
 import yaml
 
 from disttrain_operator.api import job as api
+from disttrain_operator.api import tfjob
 from disttrain_operator.api.rules import schema_rules
-from disttrain_operator.api.spec import DistTrainJobSpec
+from disttrain_operator.api.spec import ApiModel, DistTrainJobSpec
 from disttrain_operator.api.status import DistTrainJobStatus
 
 Schema = dict[str, Any]
@@ -75,7 +76,7 @@ def structural(node: Any, definitions: dict[str, Schema]) -> Any:
     return result
 
 
-def model_schema(model: type[DistTrainJobSpec] | type[DistTrainJobStatus]) -> Schema:
+def model_schema(model: type[ApiModel]) -> Schema:
     raw = model.model_json_schema(by_alias=True, mode="validation")
     definitions = raw.get("$defs", {})
     return dict(structural(raw, definitions))
@@ -130,19 +131,91 @@ def custom_resource_definition() -> Schema:
 
 
 def render_crd() -> str:
-    body = yaml.safe_dump(custom_resource_definition(), sort_keys=False, width=1 << 16, allow_unicode=True)
-    return _HEADER + body
+    return _render(custom_resource_definition())
+
+
+def _render(definition: Schema) -> str:
+    return _HEADER + yaml.safe_dump(definition, sort_keys=False, width=1 << 16, allow_unicode=True)
+
+
+TFJOB_FOLDER = "tfjob"
+TFJOB_CRD_FILE = f"{tfjob.GROUP}_{tfjob.PLURAL}.yaml"
+TFJOB_PRINTER_COLUMNS = [
+    {"name": "State", "type": "string", "jsonPath": ".status.conditions[-1:].type"},
+    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+    {"name": "Restarts", "type": "integer", "jsonPath": ".status.restartCount"},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
+# Marks the TFJob CRD as disttrain's: the operator serves TFJobs only where this label says the CRD is its own.
+CRD_OWNER_LABEL = "disttrain.io/crd-owner"
+
+
+def tfjob_resource_definition() -> Schema:
+    """TFJob's CRD as disttrain serves it (`--serve-tfjobs`): the same group, names and version as
+    training-operator's, so manifests and clients keep working; labelled as disttrain's."""
+    schema = {
+        "type": "object",
+        "description": "A TensorFlow training job in Kubeflow's TFJob shape, run by disttrain.",
+        "required": ["spec"],
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": model_schema(tfjob.TFJobSpec),
+            "status": model_schema(tfjob.TFJobStatus),
+        },
+    }
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{tfjob.PLURAL}.{tfjob.GROUP}", "labels": {CRD_OWNER_LABEL: "disttrain"}},
+        "spec": {
+            "group": tfjob.GROUP,
+            "scope": "Namespaced",
+            "names": {
+                "kind": tfjob.KIND,
+                "listKind": f"{tfjob.KIND}List",
+                "plural": tfjob.PLURAL,
+                "singular": tfjob.SINGULAR,
+                "categories": ["all", "kubeflow"],
+            },
+            "versions": [
+                {
+                    "name": tfjob.VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": TFJOB_PRINTER_COLUMNS,
+                    "schema": {"openAPIV3Schema": schema},
+                }
+            ],
+        },
+    }
+
+
+def render_tfjob_crd() -> str:
+    return _render(tfjob_resource_definition())
+
+
+def _kustomization(resource: str) -> str:
+    kustomization = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": [resource]}
+    return _HEADER + yaml.safe_dump(kustomization, sort_keys=False)
 
 
 def generated_files() -> dict[str, str]:
-    """Every file of `crds/`: the CRD and a kustomization, so `deploy/` can include the folder."""
-    kustomization = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": [CRD_FILE]}
-    return {CRD_FILE: render_crd(), "kustomization.yaml": _HEADER + yaml.safe_dump(kustomization, sort_keys=False)}
+    """Every file of `crds/`: each CRD with a kustomization beside it, so `deploy/` and its overlays can
+    include the folders. The TFJob CRD is in a folder of its own: only the TFJob overlay installs it."""
+    return {
+        CRD_FILE: render_crd(),
+        "kustomization.yaml": _kustomization(CRD_FILE),
+        f"{TFJOB_FOLDER}/{TFJOB_CRD_FILE}": render_tfjob_crd(),
+        f"{TFJOB_FOLDER}/kustomization.yaml": _kustomization(TFJOB_CRD_FILE),
+    }
 
 
 def write(folder: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
     for name, text in generated_files().items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(text)
     return folder / CRD_FILE
 

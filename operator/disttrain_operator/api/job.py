@@ -50,10 +50,13 @@ class ObjectMeta(ApiModel):
 
 
 class DistTrainJob(ApiModel):
+    """A job as the core works on it: a DistTrainJob, or a TFJob served in its terms (`core/served.py`),
+    whose apiVersion and kind its children's owner references and labels name."""
+
     model_config = ConfigDict(extra="ignore")
 
-    api_version: Literal["disttrain.io/v1alpha1"] = API_VERSION
-    kind: Literal["DistTrainJob"] = KIND
+    api_version: Literal["disttrain.io/v1alpha1", "kubeflow.org/v1"] = API_VERSION
+    kind: Literal["DistTrainJob", "TFJob"] = KIND
     metadata: ObjectMeta
     spec: DistTrainJobSpec
     status: DistTrainJobStatus = Field(default_factory=DistTrainJobStatus)

@@ -14,6 +14,7 @@ from disttrain_operator.api import crd
 from disttrain_operator.cli.render import RenderError, render
 from disttrain_operator.core.builders.gang import GangScheduler
 from disttrain_operator.core.builders.settings import BuildSettings
+from disttrain_operator.runtime.settings import SERVE_TFJOBS_ENV
 
 # Other distributions add subcommands here: each entry point is called with the subparsers to add to.
 COMMAND_PLUGINS = "disttrain.commands"
@@ -96,6 +97,10 @@ def _leader_election_parser() -> argparse.ArgumentParser:
     parser.add_argument("--lease-seconds", type=float, default=15.0)
     parser.add_argument("--renew-seconds", type=float, default=10.0)
     parser.add_argument("--retry-seconds", type=float, default=2.0)
+    parser.add_argument("--serve-tfjobs", action="store_true", help="also serve Kubeflow's TFJobs (kubeflow.org/v1)")
+    parser.add_argument(
+        "--adopt-tfjobs", action="store_true", help="serve TFJobs even though their CRD is not disttrain's"
+    )
     return parser
 
 
@@ -122,6 +127,9 @@ def run_operator(operator_args: Sequence[str]) -> int:
 
     parser = _leader_election_parser()
     election, args = parser.parse_known_args(operator_args)
+    if election.serve_tfjobs:
+        _check_tfjob_ownership(adopt=election.adopt_tfjobs)
+        os.environ[SERVE_TFJOBS_ENV] = "1"  # read by the handlers module as kopf imports it
     if not any(arg.startswith(("--namespace", "-n", "--all-namespaces", "-A")) for arg in args):
         args.append("--all-namespaces")
     os.environ["DISTTRAIN_WATCH_NAMESPACES"] = ",".join(namespace_arguments(args))  # for the pod watch
@@ -135,6 +143,17 @@ def run_operator(operator_args: Sequence[str]) -> int:
         if elector is not None:
             elector.release()
     return 0
+
+
+def _check_tfjob_ownership(adopt: bool) -> None:
+    """Exit with the reason when another controller owns TFJobs here (see `tfjob_ownership`)."""
+    from disttrain_operator.runtime import tfjob_ownership  # noqa: PLC0415
+    from disttrain_operator.runtime.kube import Kube, load_client  # noqa: PLC0415
+
+    definition = Kube(load_client()).read(tfjob_ownership.CRD_PATH, {"name": tfjob_ownership.CRD_NAME})
+    problem = tfjob_ownership.refusal(definition, adopt)
+    if problem:
+        raise SystemExit(f"error: not serving TFJobs: {problem}")
 
 
 def _lead(election: argparse.Namespace, parser: argparse.ArgumentParser) -> LeaderElector:

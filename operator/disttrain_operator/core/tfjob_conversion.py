@@ -14,16 +14,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from disttrain_operator.api import tfjob
 from disttrain_operator.api.job import API_VERSION, KIND
 from disttrain_operator.api.spec import CleanPodPolicy, ReplicaType, RestartPolicy, Strategy, SuccessPolicy
 from disttrain_operator.core.builders.objects import TF_CONTAINER, tensorflow_container
 from disttrain_operator.core.types import Manifest
 
-TFJOB_API_VERSION = "kubeflow.org/v1"
-TFJOB_KIND = "TFJob"
+TFJOB_API_VERSION = tfjob.API_VERSION
+TFJOB_KIND = tfjob.KIND
 TFJOB_PORT_NAME = "tfjob-port"
 TFJOB_DEFAULT_PORT = 2222
-TRAINING_OPERATOR = "kubeflow.org/training-operator"
+TRAINING_OPERATOR = tfjob.TRAINING_OPERATOR
 
 # Replica type names as TFJob accepts them, in any case; Master is its older name for Chief.
 _REPLICA_TYPES = {
@@ -143,6 +144,16 @@ def _metadata(metadata: Mapping[str, Any], tfjob: Mapping[str, Any], notes: list
 _ReplicaEntry = tuple[int, RestartPolicy, Manifest]
 
 
+def replica_type_of(name: str) -> ReplicaType:
+    """The replica type a `tfReplicaSpecs` key names, in any case (Master is Chief)."""
+    replica_type = _REPLICA_TYPES.get(name.lower())
+    if replica_type is None:
+        raise UnconvertibleError(
+            f"spec.tfReplicaSpecs.{name}", "not a TFJob replica type (Chief, Master, Worker, PS, Evaluator)"
+        )
+    return replica_type
+
+
 def _replica_specs(specs: Mapping[str, Any]) -> dict[ReplicaType, _ReplicaEntry]:
     """Per replica type, in DistTrainJob's order: replicas and restartPolicy with TFJob's defaults, the template."""
     if not specs:
@@ -151,9 +162,7 @@ def _replica_specs(specs: Mapping[str, Any]) -> dict[ReplicaType, _ReplicaEntry]
     names: dict[ReplicaType, str] = {}
     for name, value in specs.items():
         field = f"spec.tfReplicaSpecs.{name}"
-        replica_type = _REPLICA_TYPES.get(str(name).lower())
-        if replica_type is None:
-            raise UnconvertibleError(field, "not a TFJob replica type (Chief, Master, Worker, PS, Evaluator)")
+        replica_type = replica_type_of(str(name))
         if replica_type in names:
             raise UnconvertibleError(field, f"names the same replica type as {names[replica_type]}")
         names[replica_type] = str(name)

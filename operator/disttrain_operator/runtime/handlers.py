@@ -28,6 +28,7 @@ from typing import Any, cast
 import kopf
 import pydantic
 
+from disttrain_operator.api import tfjob
 from disttrain_operator.api.job import GROUP, PLURAL, VERSION
 from disttrain_operator.api.spec import DistTrainJobSpec
 from disttrain_operator.api.status import JobPhase
@@ -160,12 +161,19 @@ def _progress_targets(runtime: Runtime) -> Iterator[tuple[JobKey, str]]:
             yield key, url
 
 
+def _jobs(indexes: Mapping[str, Any], key: JobKey) -> list[dict[str, Any]]:
+    """The job of this key: a DistTrainJob, else a served TFJob (a DistTrainJob of the same name wins, as
+    both would name the same pods)."""
+    found = _values(indexes["disttrain_jobs"], key)
+    return found + (_values(indexes[TFJOBS_INDEX], key) if TFJOBS_INDEX in indexes else [])
+
+
 def _reconcile_job(runtime: Runtime, key: JobKey) -> None:
     """Reconcile the job as the indexes hold it now, in a copy of a kopf handler's context (for its Events).
 
     Before kopf's first handler ran there is nothing to read: every job gets an event once kopf starts."""
     indexes, context = runtime.indexes, runtime.context
-    jobs = _values(indexes["disttrain_jobs"], key) if indexes is not None else []
+    jobs = _jobs(indexes, key) if indexes is not None else []
     if jobs and indexes is not None and context is not None:
         body = jobs[0]
 
@@ -206,6 +214,14 @@ def _job_body(body: kopf.Body) -> dict[str, Any]:
 async def disttrain_jobs(
     *, namespace: str | None, name: str, body: kopf.Body, **_: Any
 ) -> dict[JobKey, dict[str, Any]]:
+    return {(namespace or "", name): _job_body(body)}
+
+
+TFJOBS_INDEX = "served_tfjobs"
+
+
+async def served_tfjobs(*, namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[JobKey, dict[str, Any]]:
+    """Kubeflow's TFJobs, indexed only where the operator serves them (`--serve-tfjobs`)."""
     return {(namespace or "", name): _job_body(body)}
 
 
@@ -276,3 +292,8 @@ async def workload_changed(*, namespace: str | None, labels: kopf.Labels, memo: 
     runtime = runtime_of(memo)
     _remember_kopf(runtime, indexes)
     runtime.queue.add((namespace or "", labels[JOB_NAME_LABEL]))
+
+
+if OperatorSettings.from_environment().serve_tfjobs:  # registered as kopf imports this module
+    kopf.index(tfjob.GROUP, tfjob.VERSION, tfjob.PLURAL)(served_tfjobs)
+    kopf.on.event(tfjob.GROUP, tfjob.VERSION, tfjob.PLURAL, id="served_tfjob_event")(job_event)

@@ -14,13 +14,14 @@ bug and surfaces as itself, with its traceback.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from kubernetes import client, config
 from urllib3.exceptions import HTTPError
 
-from disttrain_operator.api.job import GROUP, PLURAL, VERSION
+from disttrain_operator.api import tfjob
+from disttrain_operator.api.job import PLURAL
 from disttrain_operator.core.types import Manifest
 from disttrain_operator.runtime import metrics
 
@@ -30,9 +31,13 @@ _PERMANENT = {400, 422}
 _CORE_CLUSTER_PLURALS = {"Node": "nodes", "Namespace": "namespaces"}
 _CORE_PLURALS = {"Pod": "pods", "Service": "services", "PersistentVolumeClaim": "persistentvolumeclaims"}
 # Their group and version come with the manifest.
-_CUSTOM_PLURALS = {"PodGroup": "podgroups", "Workload": "workloads", "Lease": "leases", "DistTrainJob": PLURAL}
-_JOB = f"/apis/{GROUP}/{VERSION}/namespaces/{{namespace}}/{PLURAL}/{{name}}"
-_JOB_STATUS = f"{_JOB}/status"
+_CUSTOM_PLURALS = {
+    "PodGroup": "podgroups",
+    "Workload": "workloads",
+    "Lease": "leases",
+    "DistTrainJob": PLURAL,
+    tfjob.KIND: tfjob.PLURAL,
+}
 POD_PATH = "/api/v1/namespaces/{namespace}/pods/{name}"
 _CONNECT_TIMEOUT = 30.0
 # Connection refused or reset, timeouts, TLS, a broken response: urllib3's errors and the OS's.
@@ -129,8 +134,10 @@ class Kube:
         """`force` removes the pod without its kubelet's confirmation (a node that stopped reporting)."""
         return self._delete(POD_PATH, namespace, name, grace_seconds=0 if force else None)
 
-    def delete_job(self, namespace: str, name: str) -> bool:
-        return self._delete(_JOB, namespace, name)
+    def delete_job(self, job: Mapping[str, Any]) -> bool:
+        """A DistTrainJob or a served TFJob, addressed by its apiVersion, kind and metadata."""
+        path, params = _object_path(job)
+        return self._delete(path, params["namespace"], params["name"])
 
     def _patch(
         self, path: str, params: dict[str, str], body: Any, content_type: str, query: dict[str, str] | None = None
@@ -139,20 +146,18 @@ class Kube:
         if code >= 300:
             raise TransientApiError(status_message(code, text))
 
-    def patch_job_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
-        params = {"namespace": namespace, "name": name}
-        self._patch(_JOB_STATUS, params, {"status": status}, "application/merge-patch+json")
+    def patch_job_status(self, job: Mapping[str, Any], status: dict[str, Any]) -> None:
+        self.patch_object_status(job, {"status": status})
 
-    def patch_job(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+    def patch_job(self, job: Mapping[str, Any], patch: dict[str, Any]) -> None:
         """A JSON merge patch of the job itself (Kueue's suspend and pod set changes)."""
-        self._patch(_JOB, {"namespace": namespace, "name": name}, patch, "application/merge-patch+json")
-
-    def patch_object_status(self, manifest: Manifest, patch: dict[str, Any]) -> None:
-        """A JSON merge patch of an object's status subresource (a Workload's released quota)."""
-        metadata = manifest["metadata"]
-        path = f"{_collection(manifest)}/{{name}}/status"
-        params = {"namespace": metadata["namespace"], "name": metadata["name"]}
+        path, params = _object_path(job)
         self._patch(path, params, patch, "application/merge-patch+json")
+
+    def patch_object_status(self, manifest: Mapping[str, Any], patch: dict[str, Any]) -> None:
+        """A JSON merge patch of an object's status subresource (a job's status, a Workload's released quota)."""
+        path, params = _object_path(manifest)
+        self._patch(f"{path}/status", params, patch, "application/merge-patch+json")
 
     def apply_status_condition(self, manifest: Manifest, condition: dict[str, Any], field_manager: str) -> None:
         """Server-side apply of one condition to an object's status: other owners' conditions stay."""
@@ -232,7 +237,12 @@ class Kube:
         return found
 
 
-def _collection(manifest: Manifest) -> str:
+def _object_path(manifest: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
+    metadata = manifest["metadata"]
+    return f"{_collection(manifest)}/{{name}}", {"namespace": metadata["namespace"], "name": metadata["name"]}
+
+
+def _collection(manifest: Mapping[str, Any]) -> str:
     kind = manifest["kind"]
     if kind in _CORE_CLUSTER_PLURALS:
         return f"/api/v1/{_CORE_CLUSTER_PLURALS[kind]}"

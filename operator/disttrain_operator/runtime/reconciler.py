@@ -22,6 +22,7 @@ from disttrain_contract.timestamps import format_time
 from disttrain_operator.api.job import DistTrainJob
 from disttrain_operator.api.status import ConditionType, DistTrainJobStatus, JobPhase, Progress
 from disttrain_operator.api.validation import spec_violations
+from disttrain_operator.core import served
 from disttrain_operator.core.builders.settings import BuildSettings
 from disttrain_operator.core.kueue import (
     MANAGER,
@@ -39,6 +40,7 @@ from disttrain_operator.core.kueue import (
 from disttrain_operator.core.observed import PodView, own_pods
 from disttrain_operator.core.planner import STUCK_TERMINATING, Plan, object_key, plan
 from disttrain_operator.core.status import aggregate, record_restart, with_condition
+from disttrain_operator.core.tfjob_conversion import UnconvertibleError
 from disttrain_operator.core.types import JobKey, Manifest, ObjectRef, Verdict
 from disttrain_operator.runtime import metrics
 from disttrain_operator.runtime.kube import ChildRejectedError, TransientApiError
@@ -66,11 +68,11 @@ class JobApi(Protocol):
 
     def create(self, manifest: Manifest) -> bool: ...
     def delete_pod(self, namespace: str, name: str, force: bool = False) -> bool: ...
-    def delete_job(self, namespace: str, name: str) -> bool: ...
-    def patch_job(self, namespace: str, name: str, patch: dict[str, Any]) -> None: ...
-    def patch_job_status(self, namespace: str, name: str, status: dict[str, Any]) -> None: ...
+    def delete_job(self, job: Body) -> bool: ...
+    def patch_job(self, job: Body, patch: dict[str, Any]) -> None: ...
+    def patch_job_status(self, job: Body, status: dict[str, Any]) -> None: ...
     def apply_status_condition(self, manifest: Manifest, condition: dict[str, Any], field_manager: str) -> None: ...
-    def patch_object_status(self, manifest: Manifest, patch: dict[str, Any]) -> None: ...
+    def patch_object_status(self, manifest: Body, patch: dict[str, Any]) -> None: ...
     def get_cluster_object(self, api_version: str, plural: str, name: str) -> dict[str, Any] | None: ...
 
 
@@ -88,6 +90,7 @@ class JobMemory:
     unwatched: set[ObjectRef] = field(default_factory=set)  # children known to exist that no index watches
     expected: dict[Expected, datetime] = field(default_factory=dict)  # done, not yet indexed; until when
     checked_generation: int | None = None  # the last generation whose spec passed the CRD's schema
+    served_names: dict[str, str] | None = None  # a served TFJob's replica type keys (`served.replica_names`)
 
 
 def utcnow() -> datetime:
@@ -162,16 +165,33 @@ class Reconciler:
         """
         uid = str(body["metadata"]["uid"])
         memory = self._memory(uid)
-        known = memory.unwritten or memory.written or body.get("status") or {}
-        current = {**body, "status": known}  # a status held back keeps its times (start, transitions)
-        job = self._parsed(body, memory, current)
+        core = self._core_body(body, memory)
+        if core is None:
+            return
+        known = memory.unwritten or memory.written or core.get("status") or {}
+        current = {**core, "status": known}  # a status held back keeps its times (start, transitions)
+        job = self._parsed(core, memory, current)
         if job is None:
             return
         with metrics.RECONCILE_SECONDS.time():
             owned = own_pods(job, pods)
-            job = self._follow_kueue(body, job, workload, has_pods=bool(owned))
-            self._reconcile(body, memory, job, owned, children, reported=reported)
-        memory.settled = _essence(body, memory.written)
+            job = self._follow_kueue(core, memory, job, workload, has_pods=bool(owned))
+            self._reconcile(core, memory, job, owned, children, reported=reported)
+        memory.settled = _essence(core, memory.written)
+
+    def _core_body(self, body: Body, memory: JobMemory) -> Body | None:
+        """The job as the core reads it: a DistTrainJob as it is, a served TFJob in DistTrainJob's terms
+        (None, and the job failed, when it has a field disttrain cannot serve)."""
+        if not served.is_served(body):
+            return body
+        memory.served_names = served.replica_names(body)
+        try:
+            return served.job_manifest(body)
+        except UnconvertibleError as error:
+            bare = {key: body[key] for key in ("apiVersion", "kind", "metadata")}
+            status = served.core_status(body.get("status") or {})
+            self._reject_spec({**bare, "status": status}, status, [str(error)])
+            return None
 
     def _parsed(self, body: Body, memory: JobMemory, current: Mapping[str, Any]) -> DistTrainJob | None:
         """The job, or None when its spec was refused: the CRD's schema normally keeps such a spec out, but an
@@ -196,7 +216,10 @@ class Reconciler:
         Every status write comes back as an event of the job; reconciling it again would cost a full plan for
         nothing, and in a burst of new jobs these echoes were a large part of the operator's CPU."""
         memory = self._jobs.get(str(body["metadata"]["uid"]))
-        return memory is not None and memory.settled == _essence(body, body.get("status") or {})
+        status = body.get("status") or {}
+        if served.is_served(body):
+            status = served.core_status(status)
+        return memory is not None and memory.settled == _essence(body, status)
 
     def _reconcile(
         self,
@@ -305,7 +328,7 @@ class Reconciler:
         return set(expected)
 
     def _follow_kueue(
-        self, body: Body, job: DistTrainJob, workload: WorkloadView | None, *, has_pods: bool
+        self, body: Body, memory: JobMemory, job: DistTrainJob, workload: WorkloadView | None, *, has_pods: bool
     ) -> DistTrainJob:
         """Kueue's contract for a queued job; returns the job as it is after any change made to it."""
         step = kueue_step(job, workload, self._flavor, self._priority, has_pods=has_pods)
@@ -328,8 +351,10 @@ class Reconciler:
             self._emit(body, type="Warning", reason=step.warning.reason, message=step.warning.message)
         if step.job_patch is None:
             return job
-        metadata = job.metadata
-        self._kube.patch_job(metadata.namespace, metadata.name, step.job_patch)
+        patch = (
+            step.job_patch if memory.served_names is None else served.wire_patch(step.job_patch, memory.served_names)
+        )
+        self._kube.patch_job(body, patch)
         patched = merge_patch(job.model_dump(mode="json", by_alias=True, exclude_none=True), step.job_patch)
         return DistTrainJob.model_validate(patched)
 
@@ -372,7 +397,7 @@ class Reconciler:
     def _delete_job(self, body: Body) -> None:
         metadata = body["metadata"]
         self._emit(body, type="Normal", reason="TTLExpired", message="ttlSecondsAfterFinished passed: deleting the job")
-        self._kube.delete_job(metadata["namespace"], metadata["name"])
+        self._kube.delete_job(body)
         self.forget(str(metadata["uid"]))
 
     def _write_status(
@@ -393,7 +418,8 @@ class Reconciler:
             memory.unwritten = new
             return due
         metadata = body["metadata"]
-        self._kube.patch_job_status(metadata["namespace"], metadata["name"], new)
+        names = memory.served_names
+        self._kube.patch_job_status(body, new if names is None else served.wire_status(new, names, format_time(now)))
         memory.written, memory.last_write, memory.unwritten = new, now, None
         for condition in _newly_true(previous, new):
             kind = "Warning" if condition["type"] in _WARNING_CONDITIONS else "Normal"

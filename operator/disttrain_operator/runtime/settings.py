@@ -14,6 +14,7 @@ from disttrain_operator.core.planner import STUCK_TERMINATING
 DEFAULT_RECONCILE_WORKERS = min(32, (os.cpu_count() or 1) + 4)  # asyncio's default pool, where kopf ran handlers
 DEFAULT_PROGRESS_SECONDS = 10.0
 DEFAULT_METRICS_PORT = 9090
+SERVE_TFJOBS_ENV = "DISTTRAIN_SERVE_TFJOBS"
 
 
 @dataclass(frozen=True)
@@ -24,12 +25,14 @@ class OperatorSettings:
     progress_seconds: float = DEFAULT_PROGRESS_SECONDS
     stuck_after: timedelta = STUCK_TERMINATING
     metrics_port: int = DEFAULT_METRICS_PORT
+    serve_tfjobs: bool = False  # also serve Kubeflow's TFJobs (`disttrain operator --serve-tfjobs`)
 
     @classmethod
     def from_environment(cls, env: Mapping[str, str] = os.environ) -> OperatorSettings:
         """DISTTRAIN_CLUSTER_DOMAIN, DISTTRAIN_GANG_SCHEDULER, DISTTRAIN_WATCH_NAMESPACES (comma-separated, set by
         `disttrain operator` from its --namespace values), DISTTRAIN_RECONCILE_WORKERS, DISTTRAIN_PROGRESS_SECONDS,
-        DISTTRAIN_STUCK_POD_SECONDS and DISTTRAIN_METRICS_PORT; an empty or absent value keeps the default."""
+        DISTTRAIN_STUCK_POD_SECONDS, DISTTRAIN_METRICS_PORT and DISTTRAIN_SERVE_TFJOBS (1 or true); an empty or
+        absent value keeps the default."""
         stuck = env.get("DISTTRAIN_STUCK_POD_SECONDS")
         return cls(
             build=BuildSettings(
@@ -41,4 +44,5 @@ class OperatorSettings:
             progress_seconds=float(env.get("DISTTRAIN_PROGRESS_SECONDS") or DEFAULT_PROGRESS_SECONDS),
             stuck_after=timedelta(seconds=float(stuck)) if stuck else STUCK_TERMINATING,
             metrics_port=int(env.get("DISTTRAIN_METRICS_PORT") or DEFAULT_METRICS_PORT),
+            serve_tfjobs=env.get(SERVE_TFJOBS_ENV, "").lower() in ("1", "true"),
         )

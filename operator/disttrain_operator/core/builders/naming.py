@@ -15,6 +15,13 @@ REPLICA_INDEX_LABEL = f"{GROUP}/replica-index"
 TF_PORT_NAME = "tf-port"
 PROGRESS_PORT_NAME = "progress"
 CHECKPOINT_VOLUME = "disttrain-checkpoint"
+# training-operator's labels, which pods of a served TFJob carry too: selectors users wrote keep working.
+KUBEFLOW_JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+KUBEFLOW_REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
+KUBEFLOW_REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
+KUBEFLOW_JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
+KUBEFLOW_OPERATOR_NAME_LABEL = "training.kubeflow.org/operator-name"
+KUBEFLOW_OPERATOR_NAME = "tfjob-controller"
 
 
 def pod_name(job_name: str, replica_type: ReplicaType, index: int) -> str:
@@ -40,3 +47,16 @@ def replica_labels(job_name: str, replica_type: ReplicaType, index: int) -> dict
         REPLICA_TYPE_LABEL: replica_type.task_type,
         REPLICA_INDEX_LABEL: str(index),
     }
+
+
+def kubeflow_replica_labels(job_name: str, replica_type: ReplicaType, index: int, has_chief: bool) -> dict[str, str]:
+    """training-operator's labels of a TFJob's pod: `job-role=master` on the Chief, or worker 0 without one."""
+    labels = {
+        KUBEFLOW_JOB_NAME_LABEL: job_name,
+        KUBEFLOW_REPLICA_TYPE_LABEL: replica_type.task_type,
+        KUBEFLOW_REPLICA_INDEX_LABEL: str(index),
+        KUBEFLOW_OPERATOR_NAME_LABEL: KUBEFLOW_OPERATOR_NAME,
+    }
+    if replica_type is ReplicaType.CHIEF or (not has_chief and replica_type is ReplicaType.WORKER and index == 0):
+        labels[KUBEFLOW_JOB_ROLE_LABEL] = "master"
+    return labels

@@ -13,7 +13,8 @@ from disttrain_contract.progress import (
     PROGRESS_PORT_ENV,
     TERMINATION_MESSAGE_ENV,
 )
-from disttrain_operator.api.job import API_VERSION, KIND, DistTrainJob
+from disttrain_operator.api import tfjob
+from disttrain_operator.api.job import DistTrainJob
 from disttrain_operator.api.spec import ReplicaType
 from disttrain_operator.core.builders import naming
 from disttrain_operator.core.builders.gang import pod_group, pod_membership
@@ -35,8 +36,8 @@ def owner_references(job: DistTrainJob) -> list[Manifest]:
         return []
     return [
         {
-            "apiVersion": API_VERSION,
-            "kind": KIND,
+            "apiVersion": job.api_version,
+            "kind": job.kind,
             "name": job.metadata.name,
             "uid": job.metadata.uid,
             "controller": True,
@@ -139,6 +140,9 @@ def pod(job: DistTrainJob, replica_type: ReplicaType, index: int, settings: Buil
         **(template_metadata.get("labels") or {}),
         **naming.replica_labels(job.metadata.name, replica_type, index),
     }
+    if job.kind == tfjob.KIND:
+        has_chief = job.spec.replicas(ReplicaType.CHIEF) > 0
+        labels.update(naming.kubeflow_replica_labels(job.metadata.name, replica_type, index, has_chief))
 
     membership = pod_membership(job, settings.gang_scheduler)
     if membership is not None:

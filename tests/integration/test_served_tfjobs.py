@@ -1,0 +1,155 @@
+"""TFJobs served unchanged (`disttrain operator --serve-tfjobs`, with disttrain's TFJob CRD and the
+overlay's rights): Kubeflow's own example runs as training-operator ran it, as its users see it, and
+the operator refuses to serve TFJobs whose CRD is another controller's."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cluster_support import Cluster, OperatorProcess, operator_kubeconfig
+from disttrain_dev import cluster as devcluster
+from disttrain_dev import images, kubeflow_sdk, node_kinds, peer, real_node
+from disttrain_dev.build import module_dir
+from disttrain_dev.cluster import crd_established
+from disttrain_operator.api import crd
+from disttrain_operator.cli import yaml_io
+from support import ROOT, wait_for
+
+TFJOB_CRD = "tfjobs.kubeflow.org"
+
+
+@pytest.fixture(scope="module")
+def tfjob_crd(cluster: Cluster) -> Cluster:
+    """disttrain's TFJob CRD, in place of any other (the benchmarks' peer installs training-operator's)."""
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds" / "tfjob"))
+    cluster.kubectl("label", "crd", TFJOB_CRD, f"{crd.CRD_OWNER_LABEL}=disttrain", "--overwrite")
+
+    def established() -> bool:
+        found = cluster.kubectl("get", "crd", TFJOB_CRD, "-o", "json", check=False)
+        return found.returncode == 0 and crd_established(json.loads(found.stdout))
+
+    wait_for("the TFJob CRD established", established, timeout=60)
+    return cluster
+
+
+@pytest.fixture
+def serving(tfjob_crd: Cluster, namespace: str, tmp_path: Path) -> Iterator[OperatorProcess]:
+    """An operator serving TFJobs in the test's namespace, with deploy/'s and the overlay's rights."""
+    kubeconfig = operator_kubeconfig(tfjob_crd, tmp_path)
+    operator_kubeconfig(tfjob_crd, tmp_path / "tfjobs", ROOT / "overlays" / "serve-tfjobs" / "rbac.yaml")
+    process = OperatorProcess(
+        tfjob_crd, tmp_path / "operator.log", ["--namespace", namespace], kubeconfig, options=["--serve-tfjobs"]
+    )
+    process.start()
+    yield process
+    process.stop()
+
+
+def _example(namespace: str) -> tuple[str, str]:
+    """Kubeflow's simple TFJob example as published (two workers, OnFailure), in the test's namespace."""
+    text = (module_dir(peer.MODULE, peer.VERSION) / "examples" / "tensorflow" / "simple.yaml").read_text()
+    manifest = yaml_io.load_all(text)[0]
+    manifest["metadata"]["namespace"] = namespace
+    return manifest["metadata"]["name"], json.dumps(manifest)
+
+
+def _tfjob(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
+    found: dict[str, Any] = json.loads(cluster.kubectl("get", "tfjob", name, "-n", namespace, "-o", "json").stdout)
+    return found
+
+
+def _conditions(job: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in job.get("status", {}).get("conditions", [])}
+
+
+def test_kubeflow_s_example_runs_as_training_operator_ran_it(
+    serving: OperatorProcess, cluster: Cluster, namespace: str
+) -> None:
+    name, manifest = _example(namespace)
+    cluster.kubectl("apply", "-f", "-", stdin=manifest)
+    selector = f"training.kubeflow.org/job-name={name}"
+    pods = wait_for(
+        "the TFJob's pods",
+        lambda: len(cluster.items("pods", namespace, selector)) == 2 and cluster.items("pods", namespace, selector),
+    )
+    by_name = {pod["metadata"]["name"]: pod for pod in pods}
+    worker0 = by_name[f"{name}-worker-0"]
+    labels = worker0["metadata"]["labels"]
+    assert labels["training.kubeflow.org/replica-type"] == "worker"
+    assert labels["training.kubeflow.org/replica-index"] == "0"
+    assert labels["training.kubeflow.org/job-role"] == "master"
+    assert worker0["metadata"]["ownerReferences"][0]["kind"] == "TFJob"
+    env = {e["name"]: e.get("value") for e in worker0["spec"]["containers"][0]["env"]}
+    config = json.loads(env["TF_CONFIG"])
+    assert config["task"] == {"type": "worker", "index": 0} and config["environment"] == "cloud"
+    assert len(config["cluster"]["worker"]) == 2
+
+    created = wait_for("Created", lambda: _conditions(_tfjob(cluster, namespace, name)).get("Created"))
+    assert created["reason"] == "TFJobCreated" and created["lastUpdateTime"]
+    for pod in by_name:
+        cluster.set_pod_status(namespace, pod, "Running")
+    running = wait_for("Running", lambda: _conditions(_tfjob(cluster, namespace, name)).get("Running"))
+    assert running["reason"] == "TFJobRunning"
+    assert _tfjob(cluster, namespace, name)["status"]["replicaStatuses"]["Worker"]["active"] == 2
+
+    cluster.set_pod_status(namespace, f"{name}-worker-0", "Succeeded", exit_code=0)
+    cluster.kubectl("wait", f"tfjob/{name}", "-n", namespace, "--for=condition=Succeeded", "--timeout=60s")
+    done = _tfjob(cluster, namespace, name)["status"]
+    assert _conditions({"status": done})["Succeeded"]["reason"] == "TFJobSucceeded"
+    assert done["completionTime"] and done["startTime"] and done["lastReconcileTime"]
+    assert done["replicaStatuses"]["Worker"]["succeeded"] == 1
+
+
+def test_the_operator_refuses_to_serve_tfjobs_beside_another_controller_s_crd(tfjob_crd: Cluster) -> None:
+    tfjob_crd.kubectl("label", "crd", TFJOB_CRD, f"{crd.CRD_OWNER_LABEL}-")
+    try:
+        command = [sys.executable, "-m", "disttrain_operator.cli.main", "operator", "--serve-tfjobs"]
+        refused = subprocess.run(command, env=tfjob_crd.env, capture_output=True, text=True, timeout=60, check=False)
+    finally:
+        tfjob_crd.kubectl("label", "crd", TFJOB_CRD, f"{crd.CRD_OWNER_LABEL}=disttrain", "--overwrite")
+    assert refused.returncode != 0
+    assert "not serving TFJobs: the CRD tfjobs.kubeflow.org is not disttrain's" in refused.stderr
+
+
+@pytest.mark.real_node
+def test_kubeflow_s_sdk_runs_a_real_tfjob_unchanged(tfjob_crd: Cluster, tmp_path: Path) -> None:
+    """`kubeflow-training` from PyPI drives the digits model as a TFJob in the trainer image on the real
+    node: create, list, get, wait for Succeeded, pods (the master among them), logs, delete."""
+    missing = real_node.missing_requirement()
+    if missing is not None:
+        pytest.skip(missing)
+    devcluster.up(real_node=True)
+    built = images.ensure_images(ROOT)
+    devcluster.load_images([f"{name}:{images.VERSION}" for name in built])
+    namespace = f"sdk-{uuid.uuid4().hex[:8]}"
+    tfjob_crd.kubectl("apply", "-f", "-", stdin=json.dumps(devcluster.node_namespace(namespace, node_kinds.REAL)))
+    wait_for("the namespace's default ServiceAccount", lambda: tfjob_crd.get("serviceaccount", "default", namespace))
+    kubeconfig = operator_kubeconfig(tfjob_crd, tmp_path)
+    operator_kubeconfig(tfjob_crd, tmp_path / "tfjobs", ROOT / "overlays" / "serve-tfjobs" / "rbac.yaml")
+    process = OperatorProcess(
+        tfjob_crd, tmp_path / "operator.log", ["--namespace", namespace], kubeconfig, options=["--serve-tfjobs"]
+    )
+    process.start()
+    try:
+        script = Path(__file__).parent / "sdk" / "drive_tfjob.py"
+        image = f"{images.TRAINER.name}:{images.VERSION}"
+        command = [str(kubeflow_sdk.sdk_python()), str(script), str(tfjob_crd.kubeconfig), namespace, "digits", image]
+        answered = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
+        assert answered.returncode == 0, answered.stderr[-3000:]
+        result = json.loads(answered.stdout.strip().splitlines()[-1])
+    finally:
+        process.stop()
+        tfjob_crd.kubectl("delete", "namespace", namespace, "--wait=false")
+    assert "digits" in result["listed"] and result["fetched"] == "digits" and result["succeeded"] is True
+    assert ["Succeeded", "True", "TFJobSucceeded"] in result["conditions"]
+    assert result["replica_statuses"]["Worker"] >= 1 and result["completion_time"] != "None"
+    assert "digits-worker-0" in result["pods"] and result["master"] == ["digits-worker-0"]
+    assert "digits-worker-0" in result["logs"] and result["logs"]["digits-worker-0"].strip()
