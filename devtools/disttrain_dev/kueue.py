@@ -29,7 +29,8 @@ CRD_FOLDER = "config/components/crd/bases"
 WEBHOOK_CERTS = Path("/tmp/k8s-webhook-server/serving-certs")
 METRICS_CERTS = Path("/etc/kueue/metrics/certs")
 NAMESPACE = "kueue-system"
-EXTERNAL_FRAMEWORK = "DistTrainJob.v1alpha1.disttrain.io"
+# DistTrainJobs, and TFJobs where the operator serves them: Kueue leaves both kinds' jobs to it.
+EXTERNAL_FRAMEWORKS = ["DistTrainJob.v1alpha1.disttrain.io", "TFJob.v1.kubeflow.org"]
 
 
 def tarball() -> Path:
@@ -91,7 +92,7 @@ def ensure_kueue() -> KueueBuild:
 
 
 def configuration(health_port: int, metrics_port: int, webhook_port: int) -> str:
-    """Kueue's configuration: DistTrainJobs as an external framework, no leader election, local ports."""
+    """Kueue's configuration: DistTrainJobs and TFJobs as external frameworks, no leader election, local ports."""
     config = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
@@ -101,7 +102,7 @@ def configuration(health_port: int, metrics_port: int, webhook_port: int) -> str
         "webhook": {"port": webhook_port, "host": "127.0.0.1"},
         "leaderElection": {"leaderElect": False},
         "internalCertManagement": {"enable": False},
-        "integrations": {"frameworks": [], "externalFrameworks": [EXTERNAL_FRAMEWORK]},
+        "integrations": {"frameworks": [], "externalFrameworks": EXTERNAL_FRAMEWORKS},
     }
     return json.dumps(config, indent=1)
 

@@ -1,6 +1,7 @@
 """Kueue itself, built from its source and run beside the operator: queued jobs are admitted within
 quota, wait while it is used, start when it is freed, and a job of a higher WorkloadPriorityClass
-preempts a lower one, which is suspended, gets its templates back and resumes once readmitted."""
+preempts a lower one, which is suspended, gets its templates back and resumes once readmitted.
+Served TFJobs take the same path."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ import subprocess
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cluster_support import Cluster, OperatorProcess, holds, job_where, running_pods
+from cluster_support import Cluster, OperatorProcess, holds, job_where, operator_kubeconfig, running_pods
 from disttrain_dev import kueue
 from disttrain_dev.cluster import crd_established
 from disttrain_operator.cli.ports import free_port
@@ -22,6 +24,7 @@ from support import ROOT, wait_for
 WORKLOADS = "workloads.kueue.x-k8s.io"
 FLAVOR_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+GPU = {"nvidia.com/gpu": 1}
 
 
 def _ready(port: int) -> bool:
@@ -40,6 +43,7 @@ def kueue_process(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) ->
         pytest.skip(problem)
     build = kueue.ensure_kueue()
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(build.crds))
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds" / "tfjob"))
     for crd in ("workloads", "clusterqueues", "localqueues", "resourceflavors", "workloadpriorityclasses"):
         wait_for(f"the {crd} CRD", lambda name=crd: crd_established(_crd(cluster, name)), timeout=60)  # type: ignore[misc]
     cluster.kubectl("create", "namespace", kueue.NAMESPACE, check=False)
@@ -191,3 +195,39 @@ def test_a_higher_workload_priority_class_preempts_and_the_lower_job_resumes(
     _succeed(cluster, namespace, "high")
     running_pods(cluster, namespace, "low", 4)
     _succeed(cluster, namespace, "low")
+
+
+def test_a_served_tfjob_waits_for_quota_starts_when_it_frees_and_releases_it(
+    cluster: Cluster, operator: OperatorProcess, namespace: str, queue: str, tmp_path: Path
+) -> None:
+    kubeconfig = operator_kubeconfig(cluster, tmp_path)
+    operator_kubeconfig(cluster, tmp_path / "tfjobs", ROOT / "overlays" / "serve-tfjobs" / "rbac.yaml")
+    serving = OperatorProcess(
+        cluster, tmp_path / "serving.log", ["--namespace", namespace], kubeconfig, options=["--serve-tfjobs"]
+    )
+    serving.start()
+    try:
+        cluster.apply(namespace, _job("first", {"kueue.x-k8s.io/queue-name": "team"}))
+        running_pods(cluster, namespace, "first", 4)
+        template = {"spec": {"containers": [{"name": "tensorflow", "image": "i", "resources": {"limits": GPU}}]}}
+        tfjob = {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "TFJob",
+            "metadata": {"name": "second", "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": "team"}},
+            "spec": {"tfReplicaSpecs": {"Worker": {"replicas": 4, "restartPolicy": "OnFailure", "template": template}}},
+        }
+        cluster.kubectl("apply", "-f", "-", stdin=json.dumps(tfjob))
+        wait_for("the TFJob waits", lambda: _conditions(cluster, namespace, "second").get("QuotaReserved") == "False")
+        held = json.loads(cluster.kubectl("get", "tfjob", "second", "-n", namespace, "-o", "json").stdout)
+        assert held["spec"]["runPolicy"]["suspend"] is True
+        assert _workload(cluster, namespace, "second")["metadata"]["ownerReferences"][0]["kind"] == "TFJob"
+
+        _succeed(cluster, namespace, "first")
+        pods = running_pods(cluster, namespace, "second", 4)
+        assert all(pod["spec"]["nodeSelector"] == {"type": "kwok"} for pod in pods.values())
+        cluster.set_pod_status(namespace, "second-worker-0", "Succeeded", exit_code=0)
+        wait_for(
+            "the TFJob's Workload Finished", lambda: _conditions(cluster, namespace, "second").get("Finished") == "True"
+        )
+    finally:
+        serving.stop()
