@@ -159,6 +159,7 @@ def operator_kubeconfig(cluster: Cluster, folder: Path, rbac: Path = ROOT / "dep
     ).stdout.strip()
     config = json.loads(cluster.kubeconfig.read_text())
     config["users"] = [{"name": "admin", "user": {"token": token}}]
+    folder.mkdir(parents=True, exist_ok=True)
     path = folder / "operator.kubeconfig"
     path.write_text(json.dumps(config))
     return path

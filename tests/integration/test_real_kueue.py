@@ -43,7 +43,7 @@ def kueue_process(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) ->
         pytest.skip(problem)
     build = kueue.ensure_kueue()
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(build.crds))
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds" / "tfjob"))
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-k", str(ROOT / "crds" / "tfjob"))
     for crd in ("workloads", "clusterqueues", "localqueues", "resourceflavors", "workloadpriorityclasses"):
         wait_for(f"the {crd} CRD", lambda name=crd: crd_established(_crd(cluster, name)), timeout=60)  # type: ignore[misc]
     cluster.kubectl("create", "namespace", kueue.NAMESPACE, check=False)
@@ -202,9 +202,8 @@ def test_a_served_tfjob_waits_for_quota_starts_when_it_frees_and_releases_it(
 ) -> None:
     kubeconfig = operator_kubeconfig(cluster, tmp_path)
     operator_kubeconfig(cluster, tmp_path / "tfjobs", ROOT / "overlays" / "serve-tfjobs" / "rbac.yaml")
-    serving = OperatorProcess(
-        cluster, tmp_path / "serving.log", ["--namespace", namespace], kubeconfig, options=["--serve-tfjobs"]
-    )
+    serving = OperatorProcess(cluster, tmp_path / "serving.log", kubeconfig=kubeconfig, options=["--serve-tfjobs"])
+    operator.stop()  # the serving operator acts on the DistTrainJob too: one operator at a time
     serving.start()
     try:
         cluster.apply(namespace, _job("first", {"kueue.x-k8s.io/queue-name": "team"}))
@@ -216,6 +215,7 @@ def test_a_served_tfjob_waits_for_quota_starts_when_it_frees_and_releases_it(
             "metadata": {"name": "second", "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": "team"}},
             "spec": {"tfReplicaSpecs": {"Worker": {"replicas": 4, "restartPolicy": "OnFailure", "template": template}}},
         }
+        cluster.kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=baseline", "--overwrite")
         cluster.kubectl("apply", "-f", "-", stdin=json.dumps(tfjob))
         wait_for("the TFJob waits", lambda: _conditions(cluster, namespace, "second").get("QuotaReserved") == "False")
         held = json.loads(cluster.kubectl("get", "tfjob", "second", "-n", namespace, "-o", "json").stdout)
@@ -231,3 +231,4 @@ def test_a_served_tfjob_waits_for_quota_starts_when_it_frees_and_releases_it(
         )
     finally:
         serving.stop()
+        operator.start()

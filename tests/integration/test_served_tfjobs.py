@@ -29,7 +29,7 @@ TFJOB_CRD = "tfjobs.kubeflow.org"
 @pytest.fixture(scope="module")
 def tfjob_crd(cluster: Cluster) -> Cluster:
     """disttrain's TFJob CRD, in place of any other (the benchmarks' peer installs training-operator's)."""
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds" / "tfjob"))
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-k", str(ROOT / "crds" / "tfjob"))
     cluster.kubectl("label", "crd", TFJOB_CRD, f"{crd.CRD_OWNER_LABEL}=disttrain", "--overwrite")
 
     def established() -> bool:
@@ -42,11 +42,12 @@ def tfjob_crd(cluster: Cluster) -> Cluster:
 
 @pytest.fixture
 def serving(tfjob_crd: Cluster, namespace: str, tmp_path: Path) -> Iterator[OperatorProcess]:
-    """An operator serving TFJobs in the test's namespace, with deploy/'s and the overlay's rights."""
+    """An operator serving TFJobs, with deploy/'s and the overlay's rights; the suite's own operator serves
+    none, so only this one acts on the test's TFJobs."""
     kubeconfig = operator_kubeconfig(tfjob_crd, tmp_path)
     operator_kubeconfig(tfjob_crd, tmp_path / "tfjobs", ROOT / "overlays" / "serve-tfjobs" / "rbac.yaml")
     process = OperatorProcess(
-        tfjob_crd, tmp_path / "operator.log", ["--namespace", namespace], kubeconfig, options=["--serve-tfjobs"]
+        tfjob_crd, tmp_path / "operator.log", ["--all-namespaces"], kubeconfig, options=["--serve-tfjobs"]
     )
     process.start()
     yield process
@@ -74,6 +75,8 @@ def test_kubeflow_s_example_runs_as_training_operator_ran_it(
     serving: OperatorProcess, cluster: Cluster, namespace: str
 ) -> None:
     name, manifest = _example(namespace)
+    # as published, the example's pods set no securityContext, which the suite's `restricted` refuses
+    cluster.kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=baseline", "--overwrite")
     cluster.kubectl("apply", "-f", "-", stdin=manifest)
     selector = f"training.kubeflow.org/job-name={name}"
     pods = wait_for(
@@ -135,7 +138,7 @@ def test_kubeflow_s_sdk_runs_a_real_tfjob_unchanged(tfjob_crd: Cluster, tmp_path
     kubeconfig = operator_kubeconfig(tfjob_crd, tmp_path)
     operator_kubeconfig(tfjob_crd, tmp_path / "tfjobs", ROOT / "overlays" / "serve-tfjobs" / "rbac.yaml")
     process = OperatorProcess(
-        tfjob_crd, tmp_path / "operator.log", ["--namespace", namespace], kubeconfig, options=["--serve-tfjobs"]
+        tfjob_crd, tmp_path / "operator.log", ["--all-namespaces"], kubeconfig, options=["--serve-tfjobs"]
     )
     process.start()
     try:
