@@ -41,6 +41,7 @@ job = models.KubeflowOrgV1TFJob(
     kind="TFJob",
     metadata=client.V1ObjectMeta(name=name, namespace=namespace),
     spec=models.KubeflowOrgV1TFJobSpec(
+        run_policy=models.KubeflowOrgV1RunPolicy(clean_pod_policy="Running"),
         tf_replica_specs={
             "Worker": models.KubeflowOrgV1ReplicaSpec(replicas=2, restart_policy="OnFailure", template=template)
         },
