@@ -27,7 +27,7 @@ CRD_FILE = f"{api.GROUP}_{api.PLURAL}.yaml"
 _DROPPED = {"title", "propertyNames", "$defs"}
 _HEADER = "# Generated from the pydantic models by `disttrain crd generate`; do not edit by hand.\n"
 
-PRINTER_COLUMNS = [
+PRINTER_COLUMNS: list[Schema] = [
     {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
     {"name": "Strategy", "type": "string", "jsonPath": ".spec.strategy"},
     {"name": "Ready", "type": "string", "jsonPath": ".status.ready"},
@@ -82,52 +82,66 @@ def model_schema(model: type[ApiModel]) -> Schema:
     return dict(structural(raw, definitions))
 
 
-@cache
-def openapi_schema() -> Schema:
-    """The whole object's schema, root-level CEL rules included."""
+def _object_schema(description: str, spec: type[ApiModel], status: type[ApiModel]) -> Schema:
+    """A custom resource's whole schema: its spec and status from the models."""
     return {
         "type": "object",
-        "description": "A distributed TensorFlow training job.",
+        "description": description,
         "required": ["spec"],
         "properties": {
             "apiVersion": {"type": "string"},
             "kind": {"type": "string"},
             "metadata": {"type": "object"},
-            "spec": model_schema(DistTrainJobSpec),
-            "status": model_schema(DistTrainJobStatus),
+            "spec": model_schema(spec),
+            "status": model_schema(status),
         },
-        **schema_rules(*api.ROOT_RULES),
     }
 
 
-def custom_resource_definition() -> Schema:
+def _definition(
+    group: str, version: str, names: Schema, schema: Schema, *, columns: list[Schema], metadata: Schema
+) -> Schema:
+    """A namespaced CRD of one served and stored version with a status subresource."""
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{api.PLURAL}.{api.GROUP}"},
+        "metadata": metadata,
         "spec": {
-            "group": api.GROUP,
+            "group": group,
             "scope": "Namespaced",
-            "names": {
-                "kind": api.KIND,
-                "listKind": f"{api.KIND}List",
-                "plural": api.PLURAL,
-                "singular": api.SINGULAR,
-                "shortNames": list(api.SHORT_NAMES),
-                "categories": ["all", "disttrain"],
-            },
+            "names": names,
             "versions": [
                 {
-                    "name": api.VERSION,
+                    "name": version,
                     "served": True,
                     "storage": True,
                     "subresources": {"status": {}},
-                    "additionalPrinterColumns": PRINTER_COLUMNS,
-                    "schema": {"openAPIV3Schema": openapi_schema()},
+                    "additionalPrinterColumns": columns,
+                    "schema": {"openAPIV3Schema": schema},
                 }
             ],
         },
     }
+
+
+@cache
+def openapi_schema() -> Schema:
+    """The whole object's schema, root-level CEL rules included."""
+    schema = _object_schema("A distributed TensorFlow training job.", DistTrainJobSpec, DistTrainJobStatus)
+    return {**schema, **schema_rules(*api.ROOT_RULES)}
+
+
+def custom_resource_definition() -> Schema:
+    names = {
+        "kind": api.KIND,
+        "listKind": f"{api.KIND}List",
+        "plural": api.PLURAL,
+        "singular": api.SINGULAR,
+        "shortNames": list(api.SHORT_NAMES),
+        "categories": ["all", "disttrain"],
+    }
+    metadata = {"name": f"{api.PLURAL}.{api.GROUP}"}
+    return _definition(api.GROUP, api.VERSION, names, openapi_schema(), columns=PRINTER_COLUMNS, metadata=metadata)
 
 
 def render_crd() -> str:
@@ -140,7 +154,7 @@ def _render(definition: Schema) -> str:
 
 TFJOB_FOLDER = "tfjob"
 TFJOB_CRD_FILE = f"{tfjob.GROUP}_{tfjob.PLURAL}.yaml"
-TFJOB_PRINTER_COLUMNS = [
+TFJOB_PRINTER_COLUMNS: list[Schema] = [
     {"name": "State", "type": "string", "jsonPath": ".status.conditions[-1:].type"},
     {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
     {"name": "Restarts", "type": "integer", "jsonPath": ".status.restartCount"},
@@ -153,44 +167,17 @@ CRD_OWNER_LABEL = "disttrain.io/crd-owner"
 def tfjob_resource_definition() -> Schema:
     """TFJob's CRD as disttrain serves it (`--serve-tfjobs`): the same group, names and version as
     training-operator's, so manifests and clients keep working; labelled as disttrain's."""
-    schema = {
-        "type": "object",
-        "description": "A TensorFlow training job in Kubeflow's TFJob shape, run by disttrain.",
-        "required": ["spec"],
-        "properties": {
-            "apiVersion": {"type": "string"},
-            "kind": {"type": "string"},
-            "metadata": {"type": "object"},
-            "spec": model_schema(tfjob.TFJobSpec),
-            "status": model_schema(tfjob.TFJobStatus),
-        },
+    description = "A TensorFlow training job in Kubeflow's TFJob shape, run by disttrain."
+    names = {
+        "kind": tfjob.KIND,
+        "listKind": f"{tfjob.KIND}List",
+        "plural": tfjob.PLURAL,
+        "singular": tfjob.SINGULAR,
+        "categories": ["all", "kubeflow"],
     }
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{tfjob.PLURAL}.{tfjob.GROUP}", "labels": {CRD_OWNER_LABEL: "disttrain"}},
-        "spec": {
-            "group": tfjob.GROUP,
-            "scope": "Namespaced",
-            "names": {
-                "kind": tfjob.KIND,
-                "listKind": f"{tfjob.KIND}List",
-                "plural": tfjob.PLURAL,
-                "singular": tfjob.SINGULAR,
-                "categories": ["all", "kubeflow"],
-            },
-            "versions": [
-                {
-                    "name": tfjob.VERSION,
-                    "served": True,
-                    "storage": True,
-                    "subresources": {"status": {}},
-                    "additionalPrinterColumns": TFJOB_PRINTER_COLUMNS,
-                    "schema": {"openAPIV3Schema": schema},
-                }
-            ],
-        },
-    }
+    metadata = {"name": f"{tfjob.PLURAL}.{tfjob.GROUP}", "labels": {CRD_OWNER_LABEL: "disttrain"}}
+    schema = _object_schema(description, tfjob.TFJobSpec, tfjob.TFJobStatus)
+    return _definition(tfjob.GROUP, tfjob.VERSION, names, schema, columns=TFJOB_PRINTER_COLUMNS, metadata=metadata)
 
 
 def render_tfjob_crd() -> str:
