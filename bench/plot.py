@@ -2,8 +2,8 @@
 
 RECORD.json is what `python bench/run.py --record RECORD.json growth --peer` kept: one row per size
 and side. This writes admission-seconds.png (time until every pod and Service exists, against jobs)
-and operator-memory.png (peak RSS and CPU seconds against jobs), the plots of docs/benchmarks.md,
-and prints the run as a Markdown table.
+with the same per job beside it (a flat line is linear growth), and operator-memory.png (peak RSS and
+CPU seconds against jobs), the plots of docs/benchmarks.md, and prints the run as a Markdown table.
 """
 
 from __future__ import annotations
@@ -61,9 +61,16 @@ def plot(record: Path, folder: Path) -> list[Path]:
     rows: list[dict[str, Any]] = json.loads(record.read_text())["growth"]
     folder.mkdir(parents=True, exist_ok=True)
 
-    admission, axes = plt.subplots(figsize=(7, 4.5))
-    _plot(axes, _series(rows, "seconds"), "seconds until every pod and Service exists")
+    admission, (axes, per_job) = plt.subplots(1, 2, figsize=(12, 4.5))
+    seconds = _series(rows, "seconds")
+    _plot(axes, seconds, "seconds until every pod and Service exists")
     axes.set_title("Admission of N jobs at once (Chief 1, Worker 4, PS 2)")
+    per_job_ms = {
+        side: (jobs, [1000 * s / n for s, n in zip(values, jobs, strict=True)])
+        for side, (jobs, values) in seconds.items()
+    }
+    _plot(per_job, per_job_ms, "milliseconds per job")
+    per_job.set_title("Per job: flat where time grows linearly")
 
     footprint, (memory, cpu) = plt.subplots(1, 2, figsize=(11, 4.5))
     _plot(memory, _series(rows, "peak_rss_mb"), "peak RSS, MB")
@@ -86,16 +93,21 @@ def table(record: Path) -> str:
     ]
     for jobs, sides in sorted(by_size.items()):
         seconds = {side: max(row["pods_seconds"], row["services_seconds"]) for side, row in sides.items()}
-        if not {"operator", "peer", "floor"} <= seconds.keys():
+        if "operator" not in seconds:
             continue
-        timed = [f"{seconds[side]:.1f} ({1000 * seconds[side] / jobs:.1f})" for side in ("operator", "peer", "floor")]
-        ours, peer = sides["operator"], sides["peer"]
-        lines.append(
-            f"| {jobs} | {' | '.join(timed)} | {seconds['operator'] / seconds['peer']:.2f} "
-            f"| {seconds['operator'] / seconds['floor']:.2f} | {ours['cpu_seconds']:.1f} / {peer['cpu_seconds']:.1f} "
-            f"| {ours['peak_rss_mb']:.0f} / {peer['peak_rss_mb']:.0f} "
-            f"| {ours['requests_per_job']:.1f} / {peer['requests_per_job']:.1f} |"
-        )
+        timed = [
+            f"{seconds[side]:.1f} ({1000 * seconds[side] / jobs:.1f})" if side in seconds else "not measured"
+            for side in ("operator", "peer", "floor")
+        ]
+        ratios = [
+            f"{seconds['operator'] / seconds[side]:.2f}" if side in seconds else "-" for side in ("peer", "floor")
+        ]
+        ours, peer = sides["operator"], sides.get("peer", {})
+        figures = [
+            f"{ours[field]:{form}} / " + (f"{peer[field]:{form}}" if field in peer else "-")
+            for field, form in (("cpu_seconds", ".1f"), ("peak_rss_mb", ".0f"), ("requests_per_job", ".1f"))
+        ]
+        lines.append(f"| {jobs} | {' | '.join(timed)} | {' | '.join(ratios)} | {' | '.join(figures)} |")
     return "\n".join(lines)
 
 

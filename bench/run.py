@@ -149,8 +149,16 @@ def _sides(args: argparse.Namespace) -> list[Side]:
 
 
 def _with_floor(args: argparse.Namespace) -> list[Side | None]:
-    """The sides of an admission round: the operator, the floor (None), then the other operators."""
-    return [OPERATOR, None, *_sides(args)[1:]]
+    """The sides of an admission round: the operator, the floor (None) unless --no-floor, then the other
+    operators."""
+    return [OPERATOR, *([] if getattr(args, "no_floor", False) else [None]), *_sides(args)[1:]]
+
+
+def _rotated(sides: list[Side | None], shift: int) -> list[Side | None]:
+    """The sides in the order of round `shift`: each round starts one side later, so that every side
+    follows every other equally often and no side always pays for the cleanup of the one before."""
+    shift %= len(sides)
+    return sides[shift:] + sides[:shift]
 
 
 def _admission_round(bench: Cluster, jobs: int, side: Side | None) -> Admitted:
@@ -165,7 +173,7 @@ def admission(args: argparse.Namespace) -> str:
     sides = _with_floor(args)
     measured: dict[str, list[Admitted]] = {side.name if side else FLOOR: [] for side in sides}
     for round_number in range(args.rounds):
-        for side in sides:
+        for side in _rotated(sides, round_number):
             admitted = _admission_round(bench, args.jobs, side)
             name = side.name if side else FLOOR
             measured[name].append(admitted)
@@ -462,25 +470,33 @@ def growth(args: argparse.Namespace) -> str:
     ensure_capacity(bench, max(args.jobs) * PODS_PER_JOB)
     sides = _with_floor(args)
     rows: list[dict[str, Any]] = []
-    for jobs in args.jobs:
-        for side in sides:
+    # Sizes measured by an earlier run stay in the record: a size is measured whole, its sides side by
+    # side, and the largest can take a session of their own.
+    kept = [row for row in _recorded(args).get("growth", []) if row["jobs"] not in args.jobs]
+    for size_number, jobs in enumerate(args.jobs):
+        for side in _rotated(sides, size_number):
             admitted = _admission_round(bench, jobs, side)
             rows.append({"jobs": jobs, "side": side.name if side else FLOOR, **vars(admitted)})
-            _record(args, "growth", rows)
+            _record(args, "growth", kept + rows)
             print(json.dumps(rows[-1]), flush=True)
     largest = [row for row in rows if row["jobs"] == max(args.jobs)]
     figures = " ".join(f"{row['side']}={max(row['pods_seconds'], row['services_seconds']):.1f}s" for row in largest)
     return f"growth jobs={','.join(map(str, args.jobs))} at {max(args.jobs)}: {figures}"
 
 
+def _recorded(args: argparse.Namespace) -> dict[str, Any]:
+    """What the JSON file --record names holds so far (nothing without one)."""
+    path = Path(args.record) if args.record else None
+    return json.loads(path.read_text()) if path is not None and path.is_file() else {}
+
+
 def _record(args: argparse.Namespace, name: str, data: object) -> None:
     """The run's raw numbers, by benchmark, in the JSON file --record names (plots are made from it)."""
     if not args.record:
         return
-    path = Path(args.record)
-    recorded = json.loads(path.read_text()) if path.is_file() else {}
+    recorded = _recorded(args)
     recorded[name] = data
-    path.write_text(json.dumps(recorded, indent=1) + "\n")
+    Path(args.record).write_text(json.dumps(recorded, indent=1) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -509,6 +525,7 @@ def main(argv: list[str] | None = None) -> int:
     footprint_parser.set_defaults(run=footprint)
     growth_parser = benchmarks.add_parser("growth", parents=[sides], help="admission at growing numbers of jobs")
     growth_parser.add_argument("--jobs", type=int, nargs="+", default=[250, 1000, 2500, 5000])
+    growth_parser.add_argument("--no-floor", action="store_true", help="the operators alone: a size's run is shorter")
     growth_parser.set_defaults(run=growth)
     trainer_parser = benchmarks.add_parser("trainer", help="MultiWorkerMirrored against one process (TensorFlow)")
     trainer_parser.add_argument("--batch", type=int, default=256, help="global batch size")

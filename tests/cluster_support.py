@@ -125,10 +125,12 @@ def running_pods(cluster: Cluster, namespace: str, job: str, count: int) -> dict
 
 
 def job_where(cluster: Cluster, namespace: str, job: str, what: str, test: Any) -> dict[str, Any]:
-    """The job once `test` holds of it."""
+    """The job once `test` holds of it. A job whose first status is not written yet (the operator holds
+    it back up to 2 s, for its pods to run) reads with an empty one."""
 
     def check() -> dict[str, Any] | None:
         current = cluster.job(namespace, job)
+        current.setdefault("status", {})
         return current if test(current) else None
 
     return wait_for(f"{job}: {what}", check, timeout=90)

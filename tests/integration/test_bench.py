@@ -65,10 +65,18 @@ def test_footprint_beside_the_peer(bench_cluster: Cluster) -> None:
 
 def test_growth_is_recorded_and_plotted(bench_cluster: Cluster, tmp_path: Path) -> None:
     record = tmp_path / "run.json"
+    earlier = {"jobs": 7, "side": "floor", "pods_seconds": 1.0, "services_seconds": 1.0, "cpu_seconds": None}
+    record.write_text(json.dumps({"growth": [earlier]}))  # a size measured by an earlier run stays
     _bench("--record", str(record), "growth", "--jobs", "1", "2", "--peer")
     rows = json.loads(record.read_text())["growth"]
-    assert [(row["jobs"], row["side"]) for row in rows] == [
-        (jobs, side) for jobs in (1, 2) for side in ("operator", "floor", "peer")
+    assert rows[0] == earlier
+    assert [(row["jobs"], row["side"]) for row in rows[1:]] == [  # each size starts one side later
+        (1, "operator"),
+        (1, "floor"),
+        (1, "peer"),
+        (2, "floor"),
+        (2, "peer"),
+        (2, "operator"),
     ]
     assert all(row["peak_rss_mb"] > 0 for row in rows if row["side"] != "floor")
     plots = tmp_path / "plots"

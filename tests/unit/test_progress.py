@@ -124,6 +124,27 @@ def test_the_poller_passes_on_only_new_reports() -> None:
     poller.stop()
 
 
+def test_a_job_whose_polls_fail_is_polled_less_often_until_it_answers() -> None:
+    clock = [0.0]
+    answers: dict[str, Progress | None] = {"http://a/progress": None}
+    polled: list[float] = []
+
+    def fetch(url: str) -> Progress | None:
+        polled.append(clock[0])
+        return answers[url]
+
+    targets = [(("ns", "a"), "http://a/progress")]
+    poller = ProgressPoller(lambda: targets, lambda _: None, 10, fetch=fetch, clock=lambda: clock[0])
+    for tick in range(22):
+        clock[0] = tick * 10.0
+        if tick == 15:
+            answers["http://a/progress"] = _report(1, T0)
+        poller.poll_once()
+    # 1, 2, 4, then 6 intervals apart; it answers from 150 on, which the poll at 190 finds, and each interval after
+    assert polled == [0, 10, 30, 70, 130, 190, 200, 210]
+    poller.stop()
+
+
 def test_a_failing_callback_does_not_stop_the_poll() -> None:
     def broken(key: tuple[str, str]) -> None:
         raise RuntimeError(key)

@@ -5,6 +5,7 @@ patches in TFJob's names, and the refusal to serve beside another controller's T
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -12,9 +13,12 @@ from fakes import RecordingApi
 
 from disttrain_operator.api import crd
 from disttrain_operator.api.job import DistTrainJob
+from disttrain_operator.api.spec import ReplicaType
 from disttrain_operator.core import served
 from disttrain_operator.core.builders.objects import desired_objects, tensorflow_container
 from disttrain_operator.core.builders.settings import BuildSettings
+from disttrain_operator.core.observed import PodPhase, PodView
+from disttrain_operator.runtime.handlers import TFJOBS_INDEX, jobs_of, name_in_use
 from disttrain_operator.runtime.reconciler import Reconciler
 from disttrain_operator.runtime.tfjob_ownership import refusal
 
@@ -133,3 +137,83 @@ def test_tfjobs_are_served_only_with_disttrain_s_own_crd_unless_adopted() -> Non
     assert "not disttrain's" in (refusal(theirs, adopt=False) or "")
     assert refusal(theirs, adopt=True) is None
     assert "not installed" in (refusal(None, adopt=True) or "")
+
+
+def test_a_tfjob_named_as_an_older_disttrainjob_fails_once_and_creates_nothing() -> None:
+    """Both would name the same pods and Service: the job created first keeps them, the other fails saying so."""
+    kube = RecordingApi()
+    events: list[tuple[str, str]] = []
+
+    def record(body: Mapping[str, Any], *, type: str, reason: str, message: str) -> None:
+        events.append((type, reason))
+
+    reconciler = Reconciler(kube, BuildSettings(), record, clock=lambda: NOW)
+    tfjob = _tfjob(Worker=1)
+    tfjob["metadata"]["creationTimestamp"] = "2026-01-01T00:00:05Z"
+    older = {**served.job_manifest(_tfjob(Worker=1)), "apiVersion": "disttrain.io/v1alpha1", "kind": "DistTrainJob"}
+    older["metadata"] = {**older["metadata"], "uid": "u0", "creationTimestamp": "2026-01-01T00:00:00Z"}
+    key = ("team", "mnist")
+    holder, *namesakes = jobs_of({"disttrain_jobs": {key: [older]}, TFJOBS_INDEX: {key: [tfjob]}}, key)
+    assert holder is older and namesakes == [tfjob]
+    reconciler.refuse(tfjob, name_in_use(holder))
+    reconciler.refuse({**tfjob, "status": kube.statuses[-1]}, name_in_use(holder))  # after a restart: no change
+    assert kube.created == [] and kube.status_kinds == ["TFJob"]
+    failed = next(c for c in kube.statuses[-1]["conditions"] if c["type"] == "Failed")
+    assert failed["reason"] == "TFJobFailed" and failed["message"].startswith("NameInUse: the DistTrainJob mnist")
+    assert events == [("Warning", "NameInUse")]
+    older["metadata"]["creationTimestamp"] = "2026-01-01T00:00:09Z"  # the TFJob came first: it keeps the names
+    assert jobs_of({"disttrain_jobs": {key: [older]}, TFJOBS_INDEX: {key: [tfjob]}}, key)[0] is tfjob
+
+
+def _pod(kind: ReplicaType, index: int, phase: PodPhase, **fields: Any) -> PodView:
+    name = f"mnist-{kind.task_type}-{index}"
+    fields = {"uid": f"uid-{name}", **fields}
+    return PodView(name=name, replica_type=kind, index=index, phase=phase, **fields)
+
+
+def _served(body: dict[str, Any], pods: list[PodView]) -> tuple[RecordingApi, dict[str, Any]]:
+    """One reconcile of a served TFJob over these pods: the calls it made, and the last TFJob status written."""
+    kube = RecordingApi()
+    Reconciler(kube, BuildSettings(), lambda *_, **__: None, clock=lambda: NOW).reconcile(body, pods, [])
+    return kube, kube.statuses[-1] if kube.statuses else {}
+
+
+def _true(status: dict[str, Any]) -> dict[str, str]:
+    """The message of each condition that holds: disttrain's own reason, a colon, and its words."""
+    return {c["type"]: c["message"] for c in status.get("conditions", []) if c["status"] == "True"}
+
+
+def test_ps_and_evaluator_of_a_served_tfjob_are_stopped_once_the_chief_succeeds() -> None:
+    body = _tfjob(Chief=1, Worker=1, PS=1, Evaluator=1)
+    pods = [
+        _pod(ReplicaType.CHIEF, 0, PodPhase.SUCCEEDED),
+        _pod(ReplicaType.WORKER, 0, PodPhase.SUCCEEDED),
+        _pod(ReplicaType.PS, 0, PodPhase.RUNNING, ready=True),
+        _pod(ReplicaType.EVALUATOR, 0, PodPhase.RUNNING, ready=True),
+    ]
+    kube, status = _served(body, pods)
+    assert sorted(kube.deleted) == ["mnist-evaluator-0", "mnist-ps-0"]
+    assert "Succeeded" in _true(status) and status["completionTime"]
+
+
+def test_a_served_multi_worker_tfjob_restarts_whole_and_counts_it_against_backoff_limit() -> None:
+    body = _tfjob(Worker=2)
+    body["spec"]["tfReplicaSpecs"]["Worker"]["restartPolicy"] = "OnFailure"
+    body["spec"]["runPolicy"] = {"backoffLimit": 1}
+    failed = _pod(ReplicaType.WORKER, 1, PodPhase.FAILED, exit_code=1)
+    kube, status = _served(body, [_pod(ReplicaType.WORKER, 0, PodPhase.RUNNING, ready=True), failed])
+    assert sorted(kube.deleted) == ["mnist-worker-0", "mnist-worker-1"]  # the whole job, not the failed pod alone
+    assert _true(status)["Restarting"].endswith("the whole job restarts") and status["restartCount"] == 1
+    again = {**body, "status": status}
+    second = _pod(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=1, uid="uid-second")
+    kube, status = _served(again, [second, _pod(ReplicaType.WORKER, 1, PodPhase.RUNNING, uid="uid-new")])
+    assert _true(status)["Failed"].startswith("BackoffLimitExceeded")
+    assert status["conditions"][-1]["reason"] == "TFJobFailed"
+
+
+def test_a_served_tfjob_past_its_deadline_fails_on_time() -> None:
+    body = _tfjob(Worker=1)
+    body["spec"]["runPolicy"] = {"activeDeadlineSeconds": 60}
+    body["status"] = {"startTime": "2025-12-31T23:58:00Z", "conditions": []}
+    kube, status = _served(body, [_pod(ReplicaType.WORKER, 0, PodPhase.RUNNING, ready=True)])
+    assert kube.deleted == ["mnist-worker-0"] and _true(status)["Failed"].startswith("DeadlineExceeded")

@@ -29,12 +29,13 @@ import kopf
 import pydantic
 
 from disttrain_operator.api import tfjob
+from disttrain_operator.api.crd import openapi_schema
 from disttrain_operator.api.job import GROUP, PLURAL, VERSION
 from disttrain_operator.api.spec import DistTrainJobSpec
 from disttrain_operator.api.status import JobPhase
 from disttrain_operator.core.builders.naming import JOB_NAME_LABEL
 from disttrain_operator.core.kueue import WorkloadView, workload_view
-from disttrain_operator.core.types import JobKey, ObjectRef
+from disttrain_operator.core.types import JobKey, ObjectRef, Verdict
 from disttrain_operator.runtime import metrics
 from disttrain_operator.runtime.failures import FailurePolicy
 from disttrain_operator.runtime.job_queue import JobQueue
@@ -129,6 +130,7 @@ def configure(*, settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> 
     # all the others, so a limit below the number of objects would stall a restarted operator.
     settings.queueing.idle_timeout = IDLE_WORKER_SECONDS
     settings.persistence.diffbase_storage = NoDiffBase()
+    openapi_schema()  # each new spec is checked against it: built now, not in the first reconcile of a burst
     operator_settings = OperatorSettings.from_environment()
     runtime = memo["runtime"] = _build_runtime(operator_settings)
     metrics.serve(operator_settings.metrics_port)
@@ -161,11 +163,13 @@ def _progress_targets(runtime: Runtime) -> Iterator[tuple[JobKey, str]]:
             yield key, url
 
 
-def _jobs(indexes: Mapping[str, Any], key: JobKey) -> list[dict[str, Any]]:
-    """The job of this key: a DistTrainJob, else a served TFJob (a DistTrainJob of the same name wins, as
-    both would name the same pods)."""
-    found = _values(indexes["disttrain_jobs"], key)
-    return found + (_values(indexes[TFJOBS_INDEX], key) if TFJOBS_INDEX in indexes else [])
+def jobs_of(indexes: Mapping[str, Any], key: JobKey) -> list[dict[str, Any]]:
+    """The jobs of this key, the oldest first: a DistTrainJob, and where TFJobs are served, a TFJob of the
+    same name, which would name the same pods and Service; the one created first keeps them."""
+    found = _values(indexes["disttrain_jobs"], key) + (
+        _values(indexes[TFJOBS_INDEX], key) if TFJOBS_INDEX in indexes else []
+    )
+    return sorted(found, key=lambda body: str(body["metadata"].get("creationTimestamp") or ""))
 
 
 def _reconcile_job(runtime: Runtime, key: JobKey) -> None:
@@ -173,14 +177,26 @@ def _reconcile_job(runtime: Runtime, key: JobKey) -> None:
 
     Before kopf's first handler ran there is nothing to read: every job gets an event once kopf starts."""
     indexes, context = runtime.indexes, runtime.context
-    jobs = _jobs(indexes, key) if indexes is not None else []
+    jobs = jobs_of(indexes, key) if indexes is not None else []
     if jobs and indexes is not None and context is not None:
-        body = jobs[0]
+        body, *namesakes = jobs
 
         def surface(message: str) -> None:
             _post_event(body, type="Warning", reason="ReconcileError", message=message)
 
-        context.copy().run(runtime.failures.run, key, lambda: _reconcile(runtime, body, indexes), surface)
+        def reconcile() -> None:
+            _reconcile(runtime, body, indexes)
+            for namesake in namesakes:
+                runtime.reconciler.refuse(namesake, name_in_use(body))
+
+        context.copy().run(runtime.failures.run, key, reconcile, surface)
+
+
+def name_in_use(holder: Body) -> Verdict:
+    """Why a job is refused: `holder`, its namesake created first, has the names its pods would take."""
+    name = holder["metadata"]["name"]
+    message = f"the {holder['kind']} {name}, created first, holds the names of this job's pods and Service: rename one"
+    return Verdict("NameInUse", message)
 
 
 def _post_event(body: Body, *, type: str, reason: str, message: str) -> None:
@@ -201,6 +217,7 @@ def _job_body(body: kopf.Body) -> dict[str, Any]:
             "namespace": metadata.namespace,
             "uid": metadata.uid,
             "generation": metadata.get("generation"),
+            "creationTimestamp": metadata.get("creationTimestamp"),
             "labels": dict(metadata.labels),
             "annotations": {},
             **({"deletionTimestamp": metadata["deletionTimestamp"]} if metadata.get("deletionTimestamp") else {}),
@@ -281,6 +298,8 @@ async def job_event(
         runtime.progress.forget(key)
         runtime.wakeups.cancel(key)
         runtime.failures.forget(key)
+        if jobs_of(indexes, key):  # its namesake's wake-ups went with it: a reconcile sets them again
+            runtime.queue.add(key)
         return
     if not runtime.reconciler.echoes(_job_body(body)):
         runtime.queue.add(key)

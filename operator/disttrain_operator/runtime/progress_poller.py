@@ -2,13 +2,16 @@
 
 The operator reads progress over the pod network, like a metrics scraper, so trainer pods need no
 API access. A poll that fails (no server yet, a user's own container, a NetworkPolicy) is skipped
-quietly: the final report still arrives through the pod's termination message.
+quietly: the final report still arrives through the pod's termination message. A job whose polls keep
+failing is polled less often (`MAX_BACKOFF_INTERVALS`), so that thousands of such jobs cost a poll
+each a minute rather than every interval, and polls that time out cannot fill every interval.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 import urllib.request
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -24,6 +27,8 @@ logger = logging.getLogger(__name__)
 
 POLL_TIMEOUT_SECONDS = 2.0
 MAX_RESPONSE_BYTES = 65536
+# After n failed polls in a row a job waits min(2^(n-1), this) intervals for its next: 1, 2, 4, then 6.
+MAX_BACKOFF_INTERVALS = 6
 
 
 def progress_url(spec: DistTrainJobSpec, pods: Sequence[PodView]) -> str | None:
@@ -54,15 +59,20 @@ class ProgressPoller:
         targets: Callable[[], Iterable[tuple[JobKey, str]]],
         on_report: Callable[[JobKey], None],
         interval: float,
+        *,
         fetch: Callable[[str], Progress | None] = fetch_progress,
         concurrency: int = 16,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._targets = targets
         self._on_report = on_report
         self._interval = interval
         self._fetch = fetch
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="disttrain-progress")
+        self._clock = clock
         self._latest: dict[JobKey, Progress] = {}
+        self._misses: dict[JobKey, int] = {}  # failed polls in a row
+        self._due: dict[JobKey, float] = {}  # a job that keeps failing is not polled before then
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="disttrain-progress-poller", daemon=True)
 
@@ -78,13 +88,17 @@ class ProgressPoller:
 
     def forget(self, key: JobKey) -> None:
         self._latest.pop(key, None)
+        self._misses.pop(key, None)
+        self._due.pop(key, None)
 
     def poll_once(self) -> list[JobKey]:
-        """Poll every target now; returns the jobs with a new report (each already passed on)."""
-        targets = list(self._targets())
+        """Poll every target that is due; returns the jobs with a new report (each already passed on)."""
+        now = self._clock()
+        targets = [(key, url) for key, url in self._targets() if self._due.get(key, now) <= now]
         reports = self._pool.map(self._fetch, [url for _, url in targets])
         changed: list[JobKey] = []
         for (key, _), report in zip(targets, reports, strict=True):
+            self._back_off(key, now, failed=report is None)
             if report is not None and report != self._latest.get(key):
                 self._latest[key] = report
                 changed.append(key)
@@ -94,6 +108,15 @@ class ProgressPoller:
             except Exception:  # one job's failed reconcile must not stop the polling of every other job
                 logger.exception("progress update of %s failed", key)
         return changed
+
+    def _back_off(self, key: JobKey, now: float, *, failed: bool) -> None:
+        if not failed:
+            self._misses.pop(key, None)
+            self._due.pop(key, None)
+            return
+        misses = self._misses[key] = self._misses.get(key, 0) + 1
+        intervals = min(2 ** (misses - 1), MAX_BACKOFF_INTERVALS)
+        self._due[key] = now + (intervals - 0.5) * self._interval  # due at the tick `intervals` from now
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):

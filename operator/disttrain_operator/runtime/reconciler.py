@@ -188,10 +188,18 @@ class Reconciler:
         try:
             return served.job_manifest(body)
         except UnconvertibleError as error:
-            bare = {key: body[key] for key in ("apiVersion", "kind", "metadata")}
-            status = served.core_status(body.get("status") or {})
-            self._reject_spec({**bare, "status": status}, status, [str(error)])
+            bare = _bare_core(body)
+            self._reject_spec(bare, bare["status"], [str(error)])
             return None
+
+    def refuse(self, body: Body, verdict: Verdict) -> None:
+        """Fail a job the operator does not act on at all (another job holds its names): a Warning Event
+        and a Failed condition saying why, written once."""
+        memory = self._memory(str(body["metadata"]["uid"]))
+        if served.is_served(body):
+            memory.served_names = served.replica_names(body)
+            body = _bare_core(body)
+        self._fail_as_it_is(body, body.get("status") or {}, verdict)
 
     def _parsed(self, body: Body, memory: JobMemory, current: Mapping[str, Any]) -> DistTrainJob | None:
         """The job, or None when its spec was refused: the CRD's schema normally keeps such a spec out, but an
@@ -434,6 +442,10 @@ class Reconciler:
     def _reject_spec(self, body: Body, previous: Mapping[str, Any], problems: Sequence[str]) -> None:
         """A spec the operator cannot act on: a Warning event and a Failed condition, never a crash."""
         verdict = Verdict("InvalidSpec", f"the operator cannot act on this spec: {'; '.join(problems[:5])}")
+        self._fail_as_it_is(body, previous, verdict)
+
+    def _fail_as_it_is(self, body: Body, previous: Mapping[str, Any], verdict: Verdict) -> None:
+        """The job's status, as far as it parses, with the Failed condition of `verdict`."""
         try:
             status = DistTrainJobStatus.model_validate(previous)
         except pydantic.ValidationError:
@@ -441,6 +453,12 @@ class Reconciler:
         generation = body["metadata"].get("generation")
         memory = self._memory(str(body["metadata"]["uid"]))
         self._write_status(body, memory, _failed(status, verdict, self._clock(), generation))
+
+
+def _bare_core(body: Body) -> dict[str, Any]:
+    """A served TFJob without its spec, its status in the core's terms."""
+    bare = {key: body[key] for key in ("apiVersion", "kind", "metadata")}
+    return {**bare, "status": served.core_status(body.get("status") or {})}
 
 
 def _failed(status: DistTrainJobStatus, verdict: Verdict, now: datetime, generation: int | None) -> DistTrainJobStatus:
