@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from fakes import RecordingApi
@@ -147,7 +147,8 @@ def test_a_tfjob_named_as_an_older_disttrainjob_fails_once_and_creates_nothing()
     def record(body: Mapping[str, Any], *, type: str, reason: str, message: str) -> None:
         events.append((type, reason))
 
-    reconciler = Reconciler(kube, BuildSettings(), record, clock=lambda: NOW)
+    clock = [NOW]
+    reconciler = Reconciler(kube, BuildSettings(), record, clock=lambda: clock[0])
     tfjob = _tfjob(Worker=1)
     tfjob["metadata"]["creationTimestamp"] = "2026-01-01T00:00:05Z"
     older = {**served.job_manifest(_tfjob(Worker=1)), "apiVersion": "disttrain.io/v1alpha1", "kind": "DistTrainJob"}
@@ -156,7 +157,9 @@ def test_a_tfjob_named_as_an_older_disttrainjob_fails_once_and_creates_nothing()
     holder, *namesakes = jobs_of({"disttrain_jobs": {key: [older]}, TFJOBS_INDEX: {key: [tfjob]}}, key)
     assert holder is older and namesakes == [tfjob]
     reconciler.refuse(tfjob, name_in_use(holder))
-    reconciler.refuse({**tfjob, "status": kube.statuses[-1]}, name_in_use(holder))  # after a restart: no change
+    clock[0] += timedelta(seconds=5)
+    reconciler.refuse(tfjob, name_in_use(holder))  # before the index shows the write: no second one
+    reconciler.refuse({**tfjob, "status": kube.statuses[-1]}, name_in_use(holder))  # once it shows it: none
     assert kube.created == [] and kube.status_kinds == ["TFJob"]
     failed = next(c for c in kube.statuses[-1]["conditions"] if c["type"] == "Failed")
     assert failed["reason"] == "TFJobFailed" and failed["message"].startswith("NameInUse: the DistTrainJob mnist")

@@ -199,7 +199,7 @@ class Reconciler:
         if served.is_served(body):
             memory.served_names = served.replica_names(body)
             body = _bare_core(body)
-        self._fail_as_it_is(body, body.get("status") or {}, verdict)
+        self._fail_as_it_is(body, memory.written or body.get("status") or {}, verdict)  # the job's index may lag
 
     def _parsed(self, body: Body, memory: JobMemory, current: Mapping[str, Any]) -> DistTrainJob | None:
         """The job, or None when its spec was refused: the CRD's schema normally keeps such a spec out, but an
