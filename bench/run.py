@@ -155,8 +155,8 @@ def _with_floor(args: argparse.Namespace) -> list[Side | None]:
 
 
 def _rotated(sides: list[Side | None], shift: int) -> list[Side | None]:
-    """The sides in the order of round `shift`: each round starts one side later, so that every side
-    follows every other equally often and no side always pays for the cleanup of the one before."""
+    """The sides in the order of round `shift`: each round starts one side later, so that no side always
+    runs first, right after the quiet start. (The cyclic order stays: a side follows the same one.)"""
     shift %= len(sides)
     return sides[shift:] + sides[:shift]
 
