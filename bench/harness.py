@@ -490,7 +490,7 @@ def apiserver_requests(bench: Cluster) -> Counter[Request]:
 # keeps 2 cores about 6 % busy with leases and heartbeats. A machine that stays busier (other work on it)
 # is waited for this long at most once the pods are quiet.
 IDLE_BUSY_SHARE = 0.2
-BUSY_WAIT_SECONDS = 120.0
+BUSY_WAIT_SECONDS = 30.0
 
 
 def _cpu_times() -> tuple[int, int]:
