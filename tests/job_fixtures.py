@@ -27,8 +27,9 @@ def make_job(counts: dict[str, int], **spec: Any) -> DistTrainJob:
     return parse_job(manifest)
 
 
-def make_pod(kind: ReplicaType, index: int, phase: PodPhase, **fields: Any) -> PodView:
-    name = f"job-{kind.task_type}-{index}"
+def make_pod(kind: ReplicaType, index: int, phase: PodPhase, *, job: str = "job", **fields: Any) -> PodView:
+    """A task of the job named `job` (`make_job`'s by default)."""
+    name = f"{job}-{kind.task_type}-{index}"
     fields = {"name": name, "uid": f"uid-{name}", **fields}
     return PodView(replica_type=kind, index=index, phase=phase, **fields)
 

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from fakes import RecordingApi
+from job_fixtures import make_pod
 
 from disttrain_operator.api import crd
 from disttrain_operator.api.job import DistTrainJob
@@ -169,9 +170,7 @@ def test_a_tfjob_named_as_an_older_disttrainjob_fails_once_and_creates_nothing()
 
 
 def _pod(kind: ReplicaType, index: int, phase: PodPhase, **fields: Any) -> PodView:
-    name = f"mnist-{kind.task_type}-{index}"
-    fields = {"uid": f"uid-{name}", **fields}
-    return PodView(name=name, replica_type=kind, index=index, phase=phase, **fields)
+    return make_pod(kind, index, phase, job="mnist", **fields)
 
 
 def _served(body: dict[str, Any], pods: list[PodView]) -> tuple[RecordingApi, dict[str, Any]]:
