@@ -129,7 +129,7 @@ def run_operator(operator_args: Sequence[str]) -> int:
     election, args = parser.parse_known_args(operator_args)
     if election.serve_tfjobs:
         _check_tfjob_ownership(adopt=election.adopt_tfjobs)
-        os.environ[SERVE_TFJOBS_ENV] = "1"  # read by the handlers module as kopf imports it
+        os.environ[SERVE_TFJOBS_ENV] = "1"  # read by the operator's settings at start-up
     if not any(arg.startswith(("--namespace", "-n", "--all-namespaces", "-A")) for arg in args):
         args.append("--all-namespaces")
     os.environ["DISTTRAIN_WATCH_NAMESPACES"] = ",".join(namespace_arguments(args))  # for the pod watch

@@ -15,14 +15,17 @@ from collections import deque
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
+from disttrain_operator.runtime.workers import Workers
+
 logger = logging.getLogger(__name__)
 
 Key = TypeVar("Key", bound=Hashable)
 
 
-class JobQueue(Generic[Key]):
+class JobQueue(Workers, Generic[Key]):
     def __init__(self, handle: Callable[[Key], None], workers: int, ready: threading.Event | None = None) -> None:
-        """`ready`: threads handle nothing before it is set (the operator's pod listing is complete)."""
+        """`ready`: threads handle nothing before it is set (each of the operator's watches listed once)."""
+        super().__init__(*(f"disttrain-reconcile-{n}" for n in range(workers)))
         self._handle = handle
         self._ready = ready or threading.Event()
         if ready is None:
@@ -30,26 +33,10 @@ class JobQueue(Generic[Key]):
         self._order: deque[Key] = deque()
         self._waiting: set[Key] = set()
         self._running: set[Key] = set()
-        self._condition = threading.Condition()
-        self._stopped = False
-        self._threads = [
-            threading.Thread(target=self._work, name=f"disttrain-reconcile-{n}", daemon=True) for n in range(workers)
-        ]
-
-    def start(self) -> None:
-        for thread in self._threads:
-            thread.start()
 
     def stop(self) -> None:
-        with self._condition:
-            self._stopped = True
-            self._condition.notify_all()
+        super().stop()
         self._ready.set()
-
-    def join(self, timeout: float | None = None) -> None:
-        """After `stop`: wait for the threads to end, each once the reconcile it runs ended."""
-        for thread in self._threads:
-            thread.join(timeout)
 
     def add(self, key: Key) -> None:
         with self._condition:

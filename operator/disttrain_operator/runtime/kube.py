@@ -27,9 +27,15 @@ from disttrain_operator.runtime import metrics
 
 HTTP_CONFLICT = 409
 HTTP_NOT_FOUND = 404
+HTTP_FORBIDDEN = 403
 _PERMANENT = {400, 422}
 _CORE_CLUSTER_PLURALS = {"Node": "nodes", "Namespace": "namespaces"}
-_CORE_PLURALS = {"Pod": "pods", "Service": "services", "PersistentVolumeClaim": "persistentvolumeclaims"}
+_CORE_PLURALS = {
+    "Pod": "pods",
+    "Service": "services",
+    "PersistentVolumeClaim": "persistentvolumeclaims",
+    "Event": "events",
+}
 # Their group and version come with the manifest.
 _CUSTOM_PLURALS = {
     "PodGroup": "podgroups",
@@ -51,6 +57,11 @@ class ChildRejectedError(Exception):
 
 class TransientApiError(Exception):
     """The request failed in a way that may pass later (network, 5xx, quota, missing ServiceAccount)."""
+
+
+class NotServedError(TransientApiError):
+    """A listing the API server does not serve, or not to the operator (404, 403): a CRD not installed yet,
+    or rights not granted yet."""
 
 
 def load_client() -> client.ApiClient:
@@ -180,6 +191,8 @@ class Kube:
     def list_page(self, path: str, query: dict[str, str]) -> dict[str, Any]:
         """A list as the API server answers it: items, and metadata with resourceVersion and continue."""
         code, text = self.request("GET", path, {}, None, query=query)
+        if code in (HTTP_NOT_FOUND, HTTP_FORBIDDEN):
+            raise NotServedError(status_message(code, text))
         if code >= 300:
             raise TransientApiError(status_message(code, text))
         page: dict[str, Any] = json.loads(text)
@@ -253,7 +266,6 @@ def _collection(manifest: Mapping[str, Any]) -> str:
 
 # Admission refusing the object as built, not the operator's rights or a full quota, which can pass later.
 _POLICY_REFUSALS = ("violates PodSecurity", "denied request", "denied the request")
-HTTP_FORBIDDEN = 403
 
 
 def _refused_by_policy(status: int, text: str) -> bool:
@@ -266,4 +278,4 @@ def status_message(status: int, text: str) -> str:
         message = str(json.loads(text).get("message", text))
     except (ValueError, AttributeError):
         message = text
-    return f"{status}: {message[:500]}"
+    return f"{status}: {message.strip()[:500]}"

@@ -50,7 +50,7 @@ logger = logging.getLogger(__name__)
 Body = Mapping[str, Any]
 
 
-# How long the indexes may take to show a child the operator created (or a pod it deleted) before the plan
+# How long the watches may take to show a child the operator created (or a pod it deleted) before the plan
 # may ask for it again: the child may have gone before any reconcile saw it. A duplicate costs a 409.
 EXPECTATION = timedelta(seconds=15)
 # A job's status writes that change only counts and progress come at most this often (see `_write_status`).
@@ -87,8 +87,8 @@ class JobMemory:
     phase: tuple[str, str] | None = None  # namespace and phase, for the active gauge
     handled: set[str] = field(default_factory=set)  # uids of pods restarted, or deleted by the operator
     forced: set[str] = field(default_factory=set)  # uids of pods removed by force (one Event each)
-    unwatched: set[ObjectRef] = field(default_factory=set)  # children known to exist that no index watches
-    expected: dict[Expected, datetime] = field(default_factory=dict)  # done, not yet indexed; until when
+    unwatched: set[ObjectRef] = field(default_factory=set)  # children known to exist that no watch sees
+    expected: dict[Expected, datetime] = field(default_factory=dict)  # done, not yet seen by a watch; until when
     checked_generation: int | None = None  # the last generation whose spec passed the CRD's schema
     served_names: dict[str, str] | None = None  # a served TFJob's replica type keys (`served.replica_names`)
 
@@ -199,7 +199,8 @@ class Reconciler:
         if served.is_served(body):
             memory.served_names = served.replica_names(body)
             body = _bare_core(body)
-        self._fail_as_it_is(body, memory.written or body.get("status") or {}, verdict)  # the job's index may lag
+        self._fail_as_it_is(body, memory.written or body.get("status") or {}, verdict)  # the job's watch may lag
+        memory.settled = _essence(body, memory.written)  # the echo of that write needs no reconcile
 
     def _parsed(self, body: Body, memory: JobMemory, current: Mapping[str, Any]) -> DistTrainJob | None:
         """The job, or None when its spec was refused: the CRD's schema normally keeps such a spec out, but an
@@ -296,7 +297,7 @@ class Reconciler:
         memory.handled.update(by_name[name].uid for name in next_plan.delete)  # not a loss to restart for
         for name in next_plan.delete:
             pod_uid = by_name[name].uid
-            if pod_uid in expected:  # deleted already; the index has yet to show it
+            if pod_uid in expected:  # deleted already; the watch has yet to show it
                 continue
             try:
                 self._kube.delete_pod(namespace, name)
@@ -319,9 +320,9 @@ class Reconciler:
     def _still_expected(
         self, memory: JobMemory, pods: Sequence[PodView], children: Collection[ObjectRef]
     ) -> set[Expected]:
-        """What this operator created or deleted that the indexes do not show yet: not to be done again.
+        """What this operator created or deleted that the watches do not show yet: not to be done again.
 
-        An index lags the operator's own writes by a few events; without this, every reconcile in that
+        A watch lags the operator's own writes by a few events; without this, every reconcile in that
         window asked to create the same pods again (a 409 each) or to delete them again."""
         expected = memory.expected
         present = {ObjectRef("Pod", pod.name) for pod in pods} | set(children)
@@ -380,7 +381,7 @@ class Reconciler:
         """Create in order; stop at the first refusal. Returns (what was created, refusal, error worth a retry).
 
         PodGroups are not watched (their CRD may be absent): once created they are remembered as `unwatched`;
-        the rest are expected in the indexes soon.
+        the rest are expected in the watches soon.
         """
         created: list[str] = []
         rejected: Verdict | None = None

@@ -8,32 +8,22 @@ from __future__ import annotations
 
 import heapq
 import logging
-import threading
 from collections.abc import Callable
 from datetime import datetime
 
 from disttrain_operator.core.types import JobKey
+from disttrain_operator.runtime.workers import Workers
 
 logger = logging.getLogger(__name__)
 
 
-class Wakeups:
+class Wakeups(Workers):
     def __init__(self, callback: Callable[[JobKey], None]) -> None:
+        super().__init__("disttrain-wakeups")
         self._callback = callback
         self._heap: list[tuple[float, int, JobKey]] = []
         self._due: dict[JobKey, float] = {}
         self._counter = 0
-        self._condition = threading.Condition()
-        self._stopped = False
-        self._thread = threading.Thread(target=self._run, name="disttrain-wakeups", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        with self._condition:
-            self._stopped = True
-            self._condition.notify()
 
     def schedule(self, key: JobKey, when: datetime) -> None:
         at = when.timestamp()
@@ -69,7 +59,7 @@ class Wakeups:
                 return key
             return None
 
-    def _run(self) -> None:
+    def _work(self) -> None:
         while (key := self._next_due()) is not None:
             try:
                 self._callback(key)

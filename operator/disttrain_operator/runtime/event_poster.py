@@ -1,0 +1,71 @@
+"""The operator's Events, posted by a thread of their own: a reconcile hands an Event over and goes on.
+
+Events are for people reading `kubectl describe`; a job's state lives in its status. So an Event
+the API server does not take is logged and dropped, never retried, and when the API server falls
+behind, at most `QUEUE_LIMIT` wait: the oldest go first.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections import deque
+from collections.abc import Callable
+from datetime import datetime
+from typing import Protocol
+
+from disttrain_contract.timestamps import format_time
+from disttrain_operator.core.builders.events import event_manifest
+from disttrain_operator.core.types import Manifest
+from disttrain_operator.runtime.kube import ChildRejectedError, TransientApiError
+from disttrain_operator.runtime.reconciler import Body
+from disttrain_operator.runtime.workers import Workers
+
+logger = logging.getLogger(__name__)
+
+QUEUE_LIMIT = 10_000
+
+
+class EventApi(Protocol):
+    def create(self, manifest: Manifest) -> bool: ...
+
+
+class EventPoster(Workers):
+    def __init__(
+        self, kube: EventApi, clock: Callable[[], datetime], instance: str = "", limit: int = QUEUE_LIMIT
+    ) -> None:
+        """`instance`: the operator's pod (the host name) by default, as each Event's reportingInstance."""
+        super().__init__("disttrain-events")
+        self._kube = kube
+        self._clock = clock
+        self._instance = instance or socket.gethostname()
+        self._waiting: deque[Manifest] = deque(maxlen=limit)
+
+    def __call__(self, body: Body, *, type: str, reason: str, message: str) -> None:
+        """Queue an Event of the job `body`: the reconciler's `EventSink`."""
+        manifest = event_manifest(
+            body, type=type, reason=reason, message=message, now=format_time(self._clock()), instance=self._instance
+        )
+        with self._condition:
+            if len(self._waiting) == self._waiting.maxlen:
+                logger.warning("too many Events waiting: the oldest, %s, is dropped", self._waiting[0]["reason"])
+            self._waiting.append(manifest)
+            self._condition.notify()
+
+    def _next(self) -> Manifest | None:
+        """The oldest Event waiting; None once stopped and none is left."""
+        with self._condition:
+            while not self._waiting and not self._stopped:
+                self._condition.wait()
+            return self._waiting.popleft() if self._waiting else None
+
+    def _post(self, manifest: Manifest) -> None:
+        try:
+            self._kube.create(manifest)
+        except (TransientApiError, ChildRejectedError) as error:
+            involved = manifest["involvedObject"]
+            logger.warning("Event %s of %s not posted: %s", manifest["reason"], involved["name"], error)
+
+    def _work(self) -> None:
+        while (manifest := self._next()) is not None:
+            self._post(manifest)

@@ -1,0 +1,82 @@
+"""What the operator watches, and the view it keeps of each object: its jobs (and served TFJobs) as the
+reconcile reads them, its pods as `PodView`s, its Services and PVCs by name, Kueue's Workloads as
+`WorkloadView`s. Children are the objects labelled with their job's name."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from disttrain_operator.api import tfjob
+from disttrain_operator.api.job import GROUP, PLURAL, VERSION
+from disttrain_operator.core.builders.naming import JOB_NAME_LABEL
+from disttrain_operator.core.kueue import WORKLOAD_API_VERSION, WorkloadView, workload_view
+from disttrain_operator.core.observed import PodView, pod_view
+from disttrain_operator.core.types import JobKey, ObjectRef
+from disttrain_operator.runtime.watch import Found, Resource
+
+
+def job_body(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The parts of a job the operator reads (no managedFields, no resourceVersion): an event that changes
+    none of them changes nothing kept."""
+    metadata = body.get("metadata") or {}
+    return {
+        "apiVersion": body.get("apiVersion"),
+        "kind": body.get("kind"),
+        "metadata": {
+            "name": metadata.get("name"),
+            "namespace": metadata.get("namespace"),
+            "uid": metadata.get("uid"),
+            "generation": metadata.get("generation"),
+            "creationTimestamp": metadata.get("creationTimestamp"),
+            "labels": dict(metadata.get("labels") or {}),
+            "annotations": {},
+            **({"deletionTimestamp": metadata["deletionTimestamp"]} if metadata.get("deletionTimestamp") else {}),
+        },
+        "spec": dict(body.get("spec") or {}),
+        "status": dict(body.get("status") or {}),
+    }
+
+
+def _uid(body: Mapping[str, Any]) -> str | None:
+    uid = (body.get("metadata") or {}).get("uid")
+    return uid if isinstance(uid, str) and uid else None
+
+
+def _job(body: dict[str, Any]) -> Found[dict[str, Any]] | None:
+    metadata, uid = body.get("metadata") or {}, _uid(body)
+    key = (str(metadata.get("namespace", "")), str(metadata.get("name")))
+    return None if uid is None else (key, uid, job_body(body))
+
+
+def _owner(body: Mapping[str, Any]) -> tuple[JobKey, str] | None:
+    """The job of a labelled child, and the child's uid."""
+    metadata, uid = body.get("metadata") or {}, _uid(body)
+    job = (metadata.get("labels") or {}).get(JOB_NAME_LABEL)
+    return None if job is None or uid is None else ((str(metadata.get("namespace", "")), str(job)), uid)
+
+
+def _pod(body: dict[str, Any]) -> Found[PodView] | None:
+    owner, view = _owner(body), pod_view(body)
+    return None if owner is None or view is None else (*owner, view)
+
+
+def _child(kind: str) -> Callable[[dict[str, Any]], Found[ObjectRef] | None]:
+    def found(body: dict[str, Any]) -> Found[ObjectRef] | None:
+        owner = _owner(body)
+        return None if owner is None else (*owner, ObjectRef(kind, str(body["metadata"].get("name"))))
+
+    return found
+
+
+def _workload(body: dict[str, Any]) -> Found[WorkloadView] | None:
+    owner = _owner(body)
+    return None if owner is None else (*owner, workload_view(body))
+
+
+DISTTRAIN_JOBS = Resource(f"apis/{GROUP}/{VERSION}", PLURAL, _job, optional=True)
+SERVED_TFJOBS = Resource(f"apis/{tfjob.GROUP}/{tfjob.VERSION}", tfjob.PLURAL, _job, optional=True)
+PODS = Resource("api/v1", "pods", _pod, selector=JOB_NAME_LABEL)
+SERVICES = Resource("api/v1", "services", _child("Service"), selector=JOB_NAME_LABEL)
+CLAIMS = Resource("api/v1", "persistentvolumeclaims", _child("PersistentVolumeClaim"), selector=JOB_NAME_LABEL)
+WORKLOADS = Resource(f"apis/{WORKLOAD_API_VERSION}", "workloads", _workload, selector=JOB_NAME_LABEL, optional=True)

@@ -1,0 +1,33 @@
+"""Daemon threads that sleep on one condition until there is work or they are stopped: the shape of
+the job queue, the wake-ups and the Event poster."""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+
+
+class Workers(ABC):
+    def __init__(self, *names: str) -> None:
+        self._condition = threading.Condition()
+        self._stopped = False
+        self._threads = [threading.Thread(target=self._work, name=name, daemon=True) for name in names]
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self) -> None:
+        """Wake every thread: each ends once it sees `_stopped`."""
+        with self._condition:
+            self._stopped = True
+            self._condition.notify_all()
+
+    def join(self, timeout: float | None = None) -> None:
+        """After `stop`: wait for the threads to end."""
+        for thread in self._threads:
+            thread.join(timeout)
+
+    @abstractmethod
+    def _work(self) -> None:
+        """A thread's loop; it returns once `_stopped` is set."""
