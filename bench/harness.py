@@ -35,6 +35,7 @@ from disttrain_dev import peer
 from disttrain_dev.cluster import UNATTENDED_ANNOTATION, crd_established
 from disttrain_dev.kubelet import KubeletApi
 from disttrain_dev.versions import cache_paths
+from disttrain_operator.core.builders.events import COMPONENT
 from disttrain_operator.runtime.kube import TransientApiError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -206,9 +207,10 @@ class Side:
         return f"/apis/{version}/namespaces/{scope}/{resource}"
 
     @property
-    def event_component(self) -> str:
-        """Who its Events name as their source: the operator posts through kopf."""
-        return peer.CONTROLLER_NAME if self.peer else "kopf"
+    def event_components(self) -> frozenset[str]:
+        """Who its Events name as their source: disttrain's operator as itself, or through kopf before
+        it posted its own (another checkout's, `--baseline`)."""
+        return frozenset({peer.CONTROLLER_NAME} if self.peer else {COMPONENT, "kopf"})
 
     def job(self, name: str, scope: str, *, kubelet: bool = True) -> dict[str, Any]:
         return (peer_job if self.peer else bench_job)(name, scope, kubelet=kubelet)
@@ -488,7 +490,7 @@ def apiserver_requests(bench: Cluster) -> Counter[Request]:
 
 # The machine counts as idle below this share of its CPU busy: a quiet cluster with a few dozen kwok nodes
 # keeps 2 cores about 6 % busy with leases and heartbeats. A machine that stays busier (other work on it)
-# is waited for this long at most once the pods are quiet.
+# is waited for this long at most once the writes of a round are over.
 IDLE_BUSY_SHARE = 0.2
 BUSY_WAIT_SECONDS = 30.0
 
@@ -499,34 +501,39 @@ def _cpu_times() -> tuple[int, int]:
     return sum(fields), fields[3] + fields[4]
 
 
-def settle(bench: Cluster, quiet_seconds: float = 3, timeout: float = 900) -> None:
-    """Wait until the API server serves no write on pods for `quiet_seconds` and the machine's CPU is
-    mostly idle meanwhile: the controllers, the scheduler and kwok have caught up with what came before,
-    which would otherwise count or compete. (Reads go on: the process node lists its pods twice a
-    second.) The CPU matters besides the pods: after a round of the peer's, the endpoints controller
-    and the API server go on for a minute over its thousands of Services."""
+# Written by the controllers, the scheduler and kwok in the wake of a round; nodes and Leases are
+# written all the time.
+SETTLING = frozenset({"pods", "services", "endpoints", "endpointslices"})
 
-    def pod_requests() -> int:
+
+def settle(bench: Cluster, quiet_seconds: float = 3, timeout: float = 900) -> None:
+    """Wait until the API server serves no write on pods, Services and their endpoints for
+    `quiet_seconds` and the machine's CPU is mostly idle meanwhile: the controllers, the scheduler and
+    kwok have caught up with what came before, which would otherwise count or compete. (Reads go on:
+    the process node lists its pods twice a second.) After a round of the peer's, the endpoints
+    controller goes on deleting the endpoints of its thousands of Services for over a minute."""
+
+    def settling_writes() -> int:
         writes = ("POST", "PUT", "PATCH", "DELETE")
         counts = apiserver_requests(bench).items()
-        return sum(count for (verb, _, resource, _), count in counts if resource == "pods" and verb in writes)
+        return sum(count for (verb, _, resource, _), count in counts if resource in SETTLING and verb in writes)
 
-    last = pod_requests()
-    pods_quiet_since: float | None = None
+    last = settling_writes()
+    quiet_since: float | None = None
 
     def quiet() -> bool:
-        nonlocal last, pods_quiet_since
+        nonlocal last, quiet_since
         total, idle = _cpu_times()
         time.sleep(quiet_seconds)
-        now, before = pod_requests(), last
+        now, before = settling_writes(), last
         total_after, idle_after = _cpu_times()
         last = now
         if now != before:
-            pods_quiet_since = None
+            quiet_since = None
             return False
-        pods_quiet_since = pods_quiet_since or time.monotonic()
+        quiet_since = quiet_since or time.monotonic()
         busy = 1 - (idle_after - idle) / max(1, total_after - total)
-        return busy < IDLE_BUSY_SHARE or time.monotonic() - pods_quiet_since > BUSY_WAIT_SECONDS
+        return busy < IDLE_BUSY_SHARE or time.monotonic() - quiet_since > BUSY_WAIT_SECONDS
 
     wait("a quiet cluster", quiet, timeout=timeout, interval=0)
 

@@ -322,7 +322,7 @@ def _events_of_others(
     for event in bench.kube.list_items(f"/api/v1/namespaces/{scope}/events", {}):
         source = event.get("reportingComponent") or (event.get("source") or {}).get("component", "")
         seen[source, event.get("reason", "")] += event.get("count") or 1
-        if source == side.event_component:
+        if source in side.event_components:
             posts += 1
             patches += (event.get("count") or 1) - 1
     for (source, reason), count in sorted(seen.items()) if show else ():
