@@ -19,7 +19,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -52,6 +52,7 @@ from disttrain_operator.cli.render import render_objects
 from disttrain_operator.core.builders.settings import BuildSettings
 
 LOGS = Path(tempfile.gettempdir()) / "disttrain-bench"
+Rotated = TypeVar("Rotated")  # a side, or None for the floor
 
 
 @dataclass
@@ -154,7 +155,7 @@ def _with_floor(args: argparse.Namespace) -> list[Side | None]:
     return [OPERATOR, *([] if getattr(args, "no_floor", False) else [None]), *_sides(args)[1:]]
 
 
-def _rotated(sides: list[Side | None], shift: int) -> list[Side | None]:
+def _rotated(sides: list[Rotated], shift: int) -> list[Rotated]:
     """The sides in the order of round `shift`: each round starts one side later, so that no side always
     runs first, right after the quiet start. (The cyclic order stays: a side follows the same one.)"""
     shift %= len(sides)
@@ -267,29 +268,40 @@ def _beside(figures: dict[str, list[str]]) -> str:
 
 
 def latency(args: argparse.Namespace) -> str:
-    """Pods fail one after another across `jobs` running jobs; each replacement is timed, side by side."""
+    """Pods fail one after another across `jobs` running jobs; each replacement is timed. The sides
+    alternate round by round, and each side's p50 and p99 are of its replacements over every round: a
+    p99 of one round's 100 is its second slowest, and one stall of the machine moves it."""
+    sides = _sides(args)
+    seconds: dict[str, list[list[float]]] = {side.name: [] for side in sides}
+    for number in range(args.rounds):
+        for side in _rotated(sides, number):
+            seconds[side.name].append(_latency_round(args, side))
+            print(f"{side.name} round {number + 1}: p99 {percentile(seconds[side.name][-1], 0.99):.3f} s")
     figures: dict[str, list[str]] = {}
-    for side in _sides(args):
-        with _scene("latency", args.jobs, side) as scene:
-            scene.start_jobs(args.jobs)
-            time.sleep(5)  # quiet: the operator has nothing left to do
-            uids = {event.name: event.uid for event in scene.pods.snapshot() if event.type == "ADDED"}
-            victims = [f"job-{(i * 7) % args.jobs}-worker-{i % 4}" for i in range(args.failures)]
-            for victim in victims:
-                set_pod_status(scene.bench, scene.scope, victim, ended_status(137))
-                time.sleep(1 / args.rate)
-            seconds = [_replacement_latency(scene.pods, victim, uids[victim]) for victim in victims]
-            usage = scene.operator.usage()
-        p50, p99 = percentile(seconds, 0.5), percentile(seconds, 0.99)
-        _record(args, f"latency-{side.name}", {"seconds": seconds})
-        print(
-            f"{side.name}: {len(seconds)} replacements among {args.jobs} jobs at {args.rate}/s: p50 {p50:.3f} s, ",
-            end="",
-        )
-        print(f"p99 {p99:.3f} s, max {max(seconds):.3f} s; ", end="")
-        print(f"{usage.peak_rss_mb:.0f} MB peak RSS, {usage.cpu_seconds:.1f} CPU s")
+    for side in sides:
+        pooled = [value for rounds in seconds[side.name] for value in rounds]
+        p50, p99 = percentile(pooled, 0.5), percentile(pooled, 0.99)
+        _record(args, f"latency-{side.name}", {"seconds": pooled, "rounds": seconds[side.name]})
+        print(f"{side.name}: {len(pooled)} replacements among {args.jobs} jobs at {args.rate}/s: ", end="")
+        print(f"p50 {p50:.3f} s, p99 {p99:.3f} s, max {max(pooled):.3f} s")
         figures[side.name] = [f"p50={p50:.3f}s", f"p99={p99:.3f}s"]
     return f"latency jobs={args.jobs} {' '.join(figures['operator'])}{_beside(figures)}"
+
+
+def _latency_round(args: argparse.Namespace, side: Side) -> list[float]:
+    """One side's round: its jobs running and quiet, then `failures` workers Failed at `rate` per second."""
+    with _scene("latency", args.jobs, side) as scene:
+        scene.start_jobs(args.jobs)
+        time.sleep(5)  # quiet: the operator has nothing left to do
+        uids = {event.name: event.uid for event in scene.pods.snapshot() if event.type == "ADDED"}
+        victims = [f"job-{(i * 7) % args.jobs}-worker-{i % 4}" for i in range(args.failures)]
+        for victim in victims:
+            set_pod_status(scene.bench, scene.scope, victim, ended_status(137))
+            time.sleep(1 / args.rate)
+        seconds = [_replacement_latency(scene.pods, victim, uids[victim]) for victim in victims]
+        usage = scene.operator.usage()
+    print(f"{side.name}: {usage.peak_rss_mb:.0f} MB peak RSS, {usage.cpu_seconds:.1f} CPU s")
+    return seconds
 
 
 def _phases(watch: Watch) -> dict[str, str]:
@@ -515,6 +527,7 @@ def main(argv: list[str] | None = None) -> int:
     latency_parser.add_argument("--jobs", type=int, default=200)
     latency_parser.add_argument("--failures", type=int, default=100)
     latency_parser.add_argument("--rate", type=float, default=5.0, help="failures per second")
+    latency_parser.add_argument("--rounds", type=int, default=3)
     latency_parser.set_defaults(run=latency)
     api_parser = benchmarks.add_parser("api", parents=[sides], help="API requests per job lifecycle")
     api_parser.add_argument("--jobs", type=int, default=20)

@@ -41,7 +41,7 @@ def test_admission_against_the_floor_and_both_peers(bench_cluster: Cluster) -> N
 
 
 def test_latency_beside_the_peer(bench_cluster: Cluster) -> None:
-    last = _bench("latency", "--jobs", "3", "--failures", "3", "--rate", "5", "--peer")
+    last = _bench("latency", "--jobs", "3", "--failures", "3", "--rate", "5", "--rounds", "2", "--peer")
     expected = rf"latency jobs=3 p50={FIGURE}s p99={FIGURE}s peer_p50={FIGURE}s peer_p99={FIGURE}s"
     assert re.fullmatch(expected, last), last
 
