@@ -62,7 +62,9 @@ trap 'collect' ERR
 
 if [ "$cluster" = local ]; then
   # FROM python:...-slim cannot be pulled without a registry: the same Dockerfiles on a Debian-made base
-  python -m disttrain_dev.images | while read -r image built; do docker tag "$built" "$image:$tag"; done
+  # the images built are read from a file of the tool's: what the builds print never reaches it
+  python -m disttrain_dev.images --output "$work/images"
+  while read -r image built; do docker tag "$built" "$image:$tag"; done <"$work/images"
 else
   docker build -t "disttrain/operator:$tag" .
   docker build -f trainer_image/Dockerfile -t "disttrain/trainer:$tag" .
@@ -81,7 +83,8 @@ case $cluster in
     kubectl config use-context "$name"
     ;;
   local)
-    KUBECONFIG=$(disttrain dev-cluster up --real-node | tail -n 1)
+    disttrain dev-cluster up --real-node
+    KUBECONFIG=$(disttrain dev-cluster kubeconfig)
     export KUBECONFIG
     disttrain dev-cluster load "disttrain/operator:$tag" "disttrain/trainer:$tag"
     # pods of these namespaces run on the real node (the fake GPU nodes take the rest)

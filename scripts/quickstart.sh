@@ -12,10 +12,19 @@
 #   process node otherwise (root only): pods run as processes of this machine, and the operator runs
 #                here too (`disttrain operator`).
 # DISTTRAIN_QUICKSTART_NODE=real|process chooses. Stop everything with `disttrain dev-cluster down`.
+#
+# It installs into the Python environment that `python3` runs in when that is a virtual environment, and
+# otherwise makes `.venv` here (or reuses it) and installs there; any pip from 23.2 (Python 3.11's) on works.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-python3 -m pip install --quiet -e ./contract -e ./trainer_image -e ./devtools -e '.[trainer]'
+if ! python3 -c 'import sys; sys.exit(sys.prefix == sys.base_prefix)'; then
+  [ -x .venv/bin/python3 ] || python3 -m venv .venv
+  # shellcheck disable=SC1091
+  source .venv/bin/activate
+  echo "installing into $PWD/.venv: activate it to use disttrain afterwards (source .venv/bin/activate)"
+fi
+python3 -m pip install --quiet -e ./contract -e './trainer_image[tensorflow]' -e ./devtools -e .
 node=${DISTTRAIN_QUICKSTART_NODE:-}
 if [ -z "$node" ]; then
   why_not=$(python3 -c 'from disttrain_dev.real_node import missing_requirement; print(missing_requirement() or "")')
@@ -24,11 +33,10 @@ fi
 echo "quickstart on the $node node"
 
 if [ "$node" = real ]; then
-  python3 -m disttrain_dev.images >/dev/null  # the base from Debian packages, then both Dockerfiles
-  kubeconfig=$(disttrain dev-cluster up --real-node | tail -n 1)
-else
-  kubeconfig=$(disttrain dev-cluster up --process-node | tail -n 1)
+  python3 -m disttrain_dev.images --output /dev/null  # the base from Debian packages, then both Dockerfiles
 fi
+disttrain dev-cluster up "--$node-node"
+kubeconfig=$(disttrain dev-cluster kubeconfig)
 export KUBECONFIG=$kubeconfig
 kubectl_bin=$(python3 -c 'from disttrain_dev.versions import cache_paths; print(cache_paths().binary("kubectl"))')
 kubectl() { "$kubectl_bin" "$@"; }

@@ -4,9 +4,9 @@ Actions workflow that runs the project's CI on hosted runners."""
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
+from disttrain_dev.tool_run import run_tool
 from disttrain_dev.versions import cache_root
 
 ACTIONLINT_VERSION = "v1.7.12"
@@ -19,5 +19,5 @@ def ensure_actionlint() -> Path:
     if not binary.is_file():
         env = {**os.environ, "GOBIN": str(folder), "CGO_ENABLED": "0", "GOTOOLCHAIN": "local"}
         module = f"github.com/rhysd/actionlint/cmd/actionlint@{ACTIONLINT_VERSION}"
-        subprocess.run(["go", "install", "-trimpath", "-ldflags=-s -w", module], env=env, check=True)
+        run_tool(["go", "install", "-trimpath", "-ldflags=-s -w", module], env=env)
     return binary

@@ -14,11 +14,11 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 from disttrain_contract.timestamps import format_time
 from disttrain_dev import versions
+from disttrain_dev.tool_run import run_tool
 from disttrain_dev.versions import CachePaths
 from disttrain_operator.api.kubernetes_version import KUBERNETES_VERSION
 
@@ -30,15 +30,13 @@ def go_env(cgo: bool = False) -> dict[str, str]:
 
 
 def run_go(args: list[str], cwd: Path) -> None:
-    print(f"+ go {' '.join(args)}", file=sys.stderr, flush=True)
-    subprocess.run(["go", *args], cwd=cwd, env=go_env(), check=True)
+    run_tool(["go", *args], cwd=cwd, env=go_env())
 
 
 def go_install(target: str, bin_dir: Path, cgo: bool = False, tags: str = "") -> None:
     """`go install` a module's command at a version into `bin_dir` (modules without replace directives)."""
     args = ["install", "-trimpath", "-ldflags=-s -w", *([f"-tags={tags}"] if tags else []), target]
-    print(f"+ go {' '.join(args)}", file=sys.stderr, flush=True)
-    subprocess.run(["go", *args], env=go_env(cgo) | {"GOBIN": str(bin_dir)}, check=True)
+    run_tool(["go", *args], env=go_env(cgo) | {"GOBIN": str(bin_dir)})
 
 
 def module_dir(module: str, version: str) -> Path:

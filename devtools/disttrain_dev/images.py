@@ -8,11 +8,13 @@ files it copies, the base) and built again only when that digest is new; it is a
 version the manifests name (`disttrain/trainer:0.1.0`).
 
 Needs root and a running Docker engine; pip inside the builds reaches the package index through the
-host's network (`--network host`) with this machine's CA bundle.
+host's network (`--network host`) with this machine's CA bundle. What the tools print goes to stderr;
+`python -m disttrain_dev.images --output FILE` writes the images built to FILE, for scripts to read.
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import os
 import re
@@ -23,6 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from disttrain_dev.tool_run import run_tool
 from disttrain_dev.versions import cache_root
 
 DEBIAN_SUITE = "bookworm"
@@ -96,16 +99,12 @@ def input_digest(root: Path, image: Image, base: str) -> str:
     return digest.hexdigest()
 
 
-def _docker(*args: str, check: bool = True, quiet: bool = False) -> subprocess.CompletedProcess[str]:
-    if not quiet:
-        print(f"+ docker {' '.join(args)}", file=sys.stderr, flush=True)
-    if quiet:
-        return subprocess.run(["docker", *args], check=check, text=True, capture_output=True)
-    return subprocess.run(["docker", *args], check=check, text=True, stdout=sys.stderr)  # stdout is the caller's
+def _docker_quietly(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["docker", *args], check=check, text=True, capture_output=True)
 
 
 def has_image(tag: str) -> bool:
-    return _docker("image", "inspect", tag, check=False, quiet=True).returncode == 0
+    return _docker_quietly("image", "inspect", tag, check=False).returncode == 0
 
 
 def debian_mirror() -> str:
@@ -127,6 +126,13 @@ def base_tag() -> str:
     return f"{BASE_NAME}:{DEBIAN_SUITE}-{key}"
 
 
+def forget_base() -> None:
+    """Untag the base image, so that the next build makes it from Debian packages as on a new machine.
+
+    Images built on it keep its layers; only the name goes."""
+    _docker_quietly("image", "rm", "--no-prune", base_tag(), check=False)
+
+
 def ensure_base() -> str:
     """The Python base image, made from Debian packages once per suite and package list."""
     tag = base_tag()
@@ -137,7 +143,7 @@ def ensure_base() -> str:
     root = cache_root() / "images" / "python-base"
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
-    subprocess.run(["debootstrap", "--variant=minbase", DEBIAN_SUITE, str(root), debian_mirror()], check=True)
+    run_tool(["debootstrap", "--variant=minbase", DEBIAN_SUITE, str(root), debian_mirror()])
     shutil.copy(CA_BUNDLE, root / "host-ca-certificates.crt")
     script = (
         "set -e; export DEBIAN_FRONTEND=noninteractive; apt-get update -qq; "
@@ -146,14 +152,14 @@ def ensure_base() -> str:
         "mv /host-ca-certificates.crt /etc/ssl/certs/ca-certificates.crt; "
         "python3 -m venv /usr/local"
     )
-    subprocess.run(["mount", "--bind", "/proc", str(root / "proc")], check=True)
+    run_tool(["mount", "--bind", "/proc", str(root / "proc")])
     try:
-        subprocess.run(["chroot", str(root), "/bin/sh", "-c", script], check=True, env={"PATH": os.environ["PATH"]})
+        run_tool(["chroot", str(root), "/bin/sh", "-c", script], env={"PATH": os.environ["PATH"]})
     finally:
         subprocess.run(["umount", str(root / "proc")], check=False)
     environment = "ENV PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8"
     tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
-    subprocess.run(["docker", "import", "-c", environment, "-", tag], stdin=tar.stdout, check=True)
+    run_tool(["docker", "import", "-c", environment, "-", tag], stdin=tar.stdout)
     tar.wait()
     shutil.rmtree(root, ignore_errors=True)
     return tag
@@ -164,8 +170,8 @@ def ensure_image(root: Path, image: Image, base: str) -> str:
     tag = image.tag(input_digest(root, image, base))
     if not has_image(tag):
         build = ["build", "--network", "host", "--build-arg", f"PYTHON_IMAGE={base}", "-f", image.dockerfile]
-        _docker(*build, "-t", tag, str(root))
-    _docker("tag", tag, f"{image.name}:{VERSION}", quiet=True)
+        run_tool(["docker", *build, "-t", tag, str(root)])
+    _docker_quietly("tag", tag, f"{image.name}:{VERSION}")
     return tag
 
 
@@ -175,7 +181,22 @@ def ensure_images(root: Path) -> dict[str, str]:
     return {image.name: ensure_image(root, image, base) for image in (OPERATOR, TRAINER)}
 
 
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m disttrain_dev.images", description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--output", type=Path, help="write the images built to this file, one `name tag` line each (default: stdout)"
+    )
+    args = parser.parse_args(argv)
+    try:
+        built = ensure_images(Path(__file__).resolve().parents[2])
+    except (RuntimeError, subprocess.CalledProcessError) as error:
+        sys.exit(f"error: {error}")  # what the tool itself said is above, on stderr
+    lines = "".join(f"{name} {tag}\n" for name, tag in built.items())
+    if args.output is None:
+        sys.stdout.write(lines)
+    else:
+        args.output.write_text(lines)
+
+
 if __name__ == "__main__":
-    # One line per image, `name tag`, for scripts: `python -m disttrain_dev.images`
-    for name, tag in ensure_images(Path(__file__).resolve().parents[2]).items():
-        print(name, tag)
+    main()

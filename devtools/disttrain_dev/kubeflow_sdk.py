@@ -4,11 +4,10 @@ Created once and cached, keyed by the version."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import venv
 from pathlib import Path
 
+from disttrain_dev.tool_run import run_tool
 from disttrain_dev.versions import cache_root
 
 VERSION = "1.9.4"
@@ -21,8 +20,6 @@ def sdk_python() -> Path:
     if (folder / "installed").is_file():
         return python
     venv.create(folder, with_pip=True, clear=True)
-    command = [str(python), "-m", "pip", "install", "--quiet", f"kubeflow-training=={VERSION}"]
-    print(f"+ {' '.join(command)}", file=sys.stderr, flush=True)
-    subprocess.run(command, check=True)
+    run_tool([str(python), "-m", "pip", "install", "--quiet", f"kubeflow-training=={VERSION}"])
     (folder / "installed").write_text(VERSION + "\n")
     return python

@@ -9,11 +9,10 @@ program is the kubernetes module's own C source, linked statically with gcc.
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 
 from disttrain_dev import versions
 from disttrain_dev.build import build_kubernetes, ensure_binaries, go_install, module_dir, require_built
+from disttrain_dev.tool_run import run_tool
 from disttrain_dev.versions import CachePaths
 from disttrain_operator.api.kubernetes_version import KUBERNETES_VERSION
 
@@ -27,9 +26,8 @@ def missing_node_binaries(node: CachePaths) -> list[str]:
 def build_pause(node: CachePaths) -> None:
     source = module_dir("k8s.io/kubernetes", KUBERNETES_VERSION) / PAUSE_SOURCE
     tag = versions.PAUSE_IMAGE.rsplit(":", 1)[1]
-    command = ["gcc", "-Os", "-static", "-Wall", "-Werror", f"-DVERSION=v{tag}", "-o", str(node.binary("pause"))]
-    print(f"+ {' '.join(command)} {PAUSE_SOURCE}", file=sys.stderr, flush=True)
-    subprocess.run([*command, str(source)], check=True)
+    output = str(node.binary("pause"))
+    run_tool(["gcc", "-Os", "-static", "-Wall", "-Werror", f"-DVERSION=v{tag}", "-o", output, str(source)])
 
 
 def ensure_node_binaries() -> CachePaths:

@@ -1,6 +1,7 @@
 """README's first command, `scripts/quickstart.sh`, run as a user runs it, on each node it can choose.
 
-It installs the packages (already installed here, so pip only checks), reuses the running local
+It installs the packages into the environment that runs the tests (already installed there, so pip only
+checks), reuses the running local
 cluster, trains the digits example to Succeeded and lists the exported model. Needs root; the real
 node also needs what `real_node.missing_requirement` names."""
 
@@ -8,7 +9,9 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -37,7 +40,9 @@ def test_the_quickstart_trains_the_example_and_shows_the_model(node: str, left_b
     missing = real_node.missing_requirement() if node == "real" else None
     if missing is not None:
         pytest.skip(missing)
-    env = {**os.environ, "DISTTRAIN_QUICKSTART_NODE": node}
+    # the script installs into the environment `python3` runs in: this one, activated or not
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    env = {**os.environ, "PATH": path, "DISTTRAIN_QUICKSTART_NODE": node}
     script = ["bash", str(ROOT / "scripts" / "quickstart.sh")]
     result = subprocess.run(script, env=env, capture_output=True, text=True, timeout=1800, check=False)
     output = result.stdout + result.stderr

@@ -32,15 +32,15 @@ def test_up_is_idempotent_and_down_removes_everything(cluster: Cluster, tmp_path
 
     first = _cli(state, "up")
     assert first.returncode == 0, first.stderr
-    kubeconfig = Path(first.stdout.strip().splitlines()[-1])
-    assert kubeconfig == state / "kubeconfig" and kubeconfig.is_file()
+    kubeconfig = state / "kubeconfig"
+    assert first.stdout == f"{kubeconfig}\n" and kubeconfig.is_file()  # the result alone: scripts read it
     pids = json.loads((state / "state.json").read_text())["pids"]
     assert set(pids) == {"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"}
 
     started = time.monotonic()
     again = _cli(state, "up")
     assert again.returncode == 0
-    assert again.stdout.strip().splitlines()[-1] == str(kubeconfig)
+    assert again.stdout == f"{kubeconfig}\n"
     assert json.loads((state / "state.json").read_text())["pids"] == pids  # reused, not restarted
     assert time.monotonic() - started < 30
     assert _cli(state, "kubeconfig").stdout.strip() == str(kubeconfig)

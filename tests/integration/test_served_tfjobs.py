@@ -144,10 +144,11 @@ def test_kubeflow_s_sdk_runs_a_real_tfjob_unchanged(tfjob_crd: Cluster, tmp_path
     try:
         script = Path(__file__).parent / "sdk" / "drive_tfjob.py"
         image = f"{images.TRAINER.name}:{images.VERSION}"
+        answer = tmp_path / "answered.json"
         command = [str(kubeflow_sdk.sdk_python()), str(script), str(tfjob_crd.kubeconfig), namespace, "digits", image]
-        answered = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
+        answered = subprocess.run([*command, str(answer)], capture_output=True, text=True, timeout=900, check=False)
         assert answered.returncode == 0, answered.stderr[-3000:]
-        result = json.loads(answered.stdout.strip().splitlines()[-1])
+        result = json.loads(answer.read_text())
     finally:
         process.stop()
         tfjob_crd.kubectl("delete", "namespace", namespace, "--wait=false")

@@ -1,16 +1,18 @@
 """A user's script with Kubeflow's SDK (`kubeflow-training`), unchanged: it runs a TFJob through
-TrainingClient and prints what each call answered as JSON. Run with the SDK's own Python:
-`drive_tfjob.py KUBECONFIG NAMESPACE NAME IMAGE`."""
+TrainingClient and writes what each call answered as JSON to a file (the SDK and its client may print
+too, so stdout is not read). Run with the SDK's own Python:
+`drive_tfjob.py KUBECONFIG NAMESPACE NAME IMAGE RESULT_FILE`."""
 
 from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 from kubeflow.training import TrainingClient, models
 from kubernetes import client
 
-kubeconfig, namespace, name, image = sys.argv[1:5]
+kubeconfig, namespace, name, image, result_file = sys.argv[1:6]
 trainer = TrainingClient(config_file=kubeconfig, namespace=namespace, job_kind="TFJob")
 container = client.V1Container(
     name="tensorflow",
@@ -57,7 +59,7 @@ pods = [pod.metadata.name for pod in trainer.get_job_pods(name)]
 master = [pod.metadata.name for pod in trainer.get_job_pods(name, is_master=True)]
 logs, _ = trainer.get_job_logs(name)
 trainer.delete_job(name)
-print(
+Path(result_file).write_text(
     json.dumps(
         {
             "listed": listed,

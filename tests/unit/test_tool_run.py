@@ -1,0 +1,24 @@
+"""Build tools run by the development commands print to stderr: their stdout is the commands' result."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from disttrain_dev.tool_run import run_tool
+
+
+def test_a_tool_s_output_goes_to_stderr_after_the_command(capfd: pytest.CaptureFixture[str]) -> None:
+    run_tool([sys.executable, "-c", "print('progress of a build')"])
+    out, err = capfd.readouterr()
+    assert out == ""
+    assert err.splitlines()[-1] == "progress of a build"
+    assert err.startswith(f"+ {sys.executable} -c ")
+
+
+def test_a_failing_tool_raises_with_its_own_message_on_stderr(capfd: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(subprocess.CalledProcessError):
+        run_tool([sys.executable, "-c", "import sys; sys.exit('the mirror did not answer')"])
+    assert "the mirror did not answer" in capfd.readouterr().err
