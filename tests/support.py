@@ -42,3 +42,11 @@ def expected_message(path: Path) -> str:
     first = path.read_text().splitlines()[0]
     assert first.startswith(EXPECT_PREFIX), f"{path} must start with '{EXPECT_PREFIX}...'"
     return first.removeprefix(EXPECT_PREFIX)
+
+
+def readme_block(marker: str) -> str:
+    """The fenced block between `<!-- marker -->` and `<!-- /marker -->` in README.md, as `.ci/run` reads it."""
+    text = (ROOT / "README.md").read_text()
+    marked = text.split(f"<!-- {marker} -->\n", 1)[1].split(f"<!-- /{marker} -->", 1)[0]
+    fenced = marked.split("```", 2)[1]
+    return fenced.split("\n", 1)[1]  # past the fence's language

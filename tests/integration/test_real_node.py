@@ -22,7 +22,7 @@ import pytest
 from cluster_support import Cluster, OperatorProcess, bridged_traffic_through_iptables, condition, holds
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import containerd, images, node_kinds, real_node, versions
-from support import ROOT, wait_for
+from support import ROOT, readme_block, wait_for
 
 pytestmark = pytest.mark.real_node
 MWMS = ROOT / "examples" / "local-multi-worker-digits.yaml"
@@ -58,16 +58,26 @@ def installed(real_cluster: Cluster, operator: OperatorProcess) -> Iterator[Clus
     operator.start()
 
 
+def _node_namespace(cluster: Cluster, labels: dict[str, str]) -> Iterator[str]:
+    """A namespace whose pods run on the real node, as `disttrain dev-cluster namespace` makes them."""
+    name = f"real-{uuid.uuid4().hex[:8]}"
+    namespace = devcluster.node_namespace(name, node_kinds.REAL, labels=labels)
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(namespace))
+    wait_for("the namespace's default ServiceAccount", lambda: cluster.get("serviceaccount", "default", name))
+    yield name
+    cluster.kubectl("delete", "namespace", name, "--wait=true", "--timeout=120s")
+
+
 @pytest.fixture
 def real_namespace(installed: Cluster) -> Iterator[str]:
     """A namespace enforcing `restricted` whose pods run on the real node."""
-    name = f"real-{uuid.uuid4().hex[:8]}"
-    restricted = {"pod-security.kubernetes.io/enforce": "restricted"}
-    namespace = devcluster.node_namespace(name, node_kinds.REAL, labels=restricted)
-    installed.kubectl("apply", "-f", "-", stdin=json.dumps(namespace))
-    wait_for("the namespace's default ServiceAccount", lambda: installed.get("serviceaccount", "default", name))
-    yield name
-    installed.kubectl("delete", "namespace", name, "--wait=true", "--timeout=120s")
+    yield from _node_namespace(installed, {"pod-security.kubernetes.io/enforce": "restricted"})
+
+
+@pytest.fixture
+def plain_namespace(installed: Cluster) -> Iterator[str]:
+    """A namespace as a user creates one, whose pods run on the real node."""
+    yield from _node_namespace(installed, {})
 
 
 def _submit(cluster: Cluster, namespace: str, example: Path, epochs: int, *extra: str) -> str:
@@ -168,6 +178,15 @@ def test_both_digits_examples_train_in_the_trainer_image(installed: Cluster, rea
     volume = _host_folder(installed, real_namespace, f"{mwms}-checkpoint")
     assert (volume / "export" / "saved_model.pb").is_file(), sorted(p.name for p in volume.iterdir())
     assert any(path.name.startswith("ckpt") for path in volume.rglob("*")), sorted(p.name for p in volume.iterdir())
+
+
+def test_readme_s_first_job_succeeds_as_written(installed: Cluster, plain_namespace: str) -> None:
+    """README's first job, applied, waited for and read as README shows it."""
+    installed.apply(plain_namespace, readme_block("first-job"))
+    _wait_succeeded(installed, plain_namespace, "digits")
+    assert _finished_line(installed, plain_namespace, "digits-worker-0")["steps"] == 5 * STEPS_PER_EPOCH
+    table = installed.kubectl("get", "dtj", "-n", plain_namespace).stdout.split()
+    assert table[:7] == ["NAME", "PHASE", "STRATEGY", "READY", "RESTARTS", "STEP", "AGE"], table
 
 
 def test_a_worker_killed_through_containerd_resumes_to_the_exact_step(installed: Cluster, real_namespace: str) -> None:

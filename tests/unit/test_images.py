@@ -69,10 +69,10 @@ def test_constraints_pin_every_runtime_dependency_within_what_the_project_allows
         assert requirement.specifier.contains(pins[name], prereleases=True), (name, pins[name])
 
 
-def test_the_readme_says_how_to_build_both_images() -> None:
-    readme = (ROOT / "README.md").read_text()
-    assert "docker build -t disttrain/operator:0.1.0 ." in readme
-    assert "docker build -f trainer_image/Dockerfile -t disttrain/trainer:0.1.0 ." in readme
+def test_the_docs_say_how_to_build_both_images() -> None:
+    page = (ROOT / "docs" / "images.md").read_text()
+    assert "docker build -t disttrain/operator:0.1.0 ." in page
+    assert "docker build -f trainer_image/Dockerfile -t disttrain/trainer:0.1.0 ." in page
 
 
 def _build_stage_wheels(dockerfile: Path, context: Path, out: Path) -> list[Path]:

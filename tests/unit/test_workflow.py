@@ -29,5 +29,5 @@ def test_the_workflow_lints_runs_ci_and_the_kind_end_to_end() -> None:
     assert all(check in steps["lint"] for check in ("ruff check", "lint-imports", "disttrain crd check", "mypy"))
     assert "bash .ci/run" in steps["test"]
     assert "go install sigs.k8s.io/kind@" in steps["e2e-kind"] and "pytest -m e2e" in steps["e2e-kind"]
-    assert "go install sigs.k8s.io/kind@v0.30.0" in (ROOT / "README.md").read_text()  # the version README names
+    assert "go install sigs.k8s.io/kind@v0.30.0" in (ROOT / "docs" / "testing.md").read_text()  # the version named
     assert "go install sigs.k8s.io/kind@v0.30.0" in steps["e2e-kind"]
