@@ -74,5 +74,6 @@ else
   folder=$(dirname "$kubeconfig")/process-node/volumes/$volume
 fi
 echo "checkpoints and exported model, in the job's volume on this machine ($folder):"
-ls "$folder" "$folder/export"
+(cd "$folder" && ls -C . export)
 echo "KUBECONFIG=$KUBECONFIG"
+echo "kubectl of the cluster's version: $kubectl_bin"
