@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -169,6 +170,21 @@ def operator_kubeconfig(cluster: Cluster, folder: Path, rbac: Path = ROOT / "dep
 
 RECONCILE_COUNT = "disttrain_reconcile_duration_seconds_count"
 BRIDGE_NETFILTER = Path("/proc/sys/net/bridge/bridge-nf-call-iptables")
+
+
+def says_a_worker_is_unreachable(cluster: Cluster, namespace: str, job: str, seconds: int, timeout: float) -> None:
+    """Two workers cut off from each other both wait; whichever gives up first names the other, on the job's
+    Restarting condition and in an Event."""
+
+    def said_on_the_job() -> str | None:
+        restarting = condition(cluster.job(namespace, job), "Restarting")
+        return restarting["message"] if restarting and "unreachable" in restarting["message"] else None
+
+    message = wait_for("the job to say which replica is unreachable", said_on_the_job, timeout=timeout)
+    named = re.search(rf"{job}-worker-(\d) failed .*peers unreachable after {seconds}s: {job}-worker-(\d)\.", message)
+    assert named is not None and named.group(1) != named.group(2), message
+    said = cluster.items("events", namespace)
+    assert any(event["reason"] == "Restarting" and message in event["message"] for event in said), said
 
 
 @contextmanager

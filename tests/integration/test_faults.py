@@ -24,9 +24,9 @@ from cluster_support import (
     Cluster,
     OperatorProcess,
     bridged_traffic_through_iptables,
-    condition,
     holds,
     operator_kubeconfig,
+    says_a_worker_is_unreachable,
 )
 from disttrain_dev import cluster as devcluster
 from support import wait_for
@@ -268,14 +268,7 @@ def test_workers_cut_off_from_each_other_say_whom_they_wait_for_then_resume_once
 
             wait_for("worker 0's log naming the peer it waits for", waiting_logged, timeout=60)
 
-            def said_on_the_job() -> str | None:
-                restarting = condition(_job(process_cluster, process_namespace), "Restarting")
-                return restarting["message"] if restarting and "unreachable" in restarting["message"] else None
-
-            message = wait_for("the job to say which replica is unreachable", said_on_the_job, timeout=90)
-            assert f"peers unreachable after 15s: {peer}" in message, message
-            warnings = process_cluster.items("events", process_namespace)
-            assert any(event["reason"] == "Restarting" and peer in event["message"] for event in warnings), warnings
+            says_a_worker_is_unreachable(process_cluster, process_namespace, JOB, 15, timeout=90)
         finally:
             subprocess.run(["iptables", "-D", *cut], check=True)
     _succeeded(process_cluster, process_namespace, total)

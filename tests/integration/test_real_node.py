@@ -19,7 +19,13 @@ from typing import Any
 
 import pytest
 
-from cluster_support import Cluster, OperatorProcess, bridged_traffic_through_iptables, condition, holds
+from cluster_support import (
+    Cluster,
+    OperatorProcess,
+    bridged_traffic_through_iptables,
+    holds,
+    says_a_worker_is_unreachable,
+)
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import containerd, images, node_kinds, real_node, versions
 from support import ROOT, readme_block, wait_for
@@ -256,16 +262,7 @@ def test_workers_cut_off_from_each_other_say_so_on_the_job_then_finish(installed
 
             wait_for("worker 0's log naming the peer it waits for", waiting_logged, timeout=90)
 
-            def said_on_the_job() -> str | None:
-                restarting = condition(installed.job(real_namespace, job), "Restarting")
-                return restarting["message"] if restarting and "unreachable" in restarting["message"] else None
-
-            message = wait_for("the job to say which replica is unreachable", said_on_the_job, timeout=120)
-            # whichever worker gives up first names the other
-            named = re.search(rf"{job}-worker-(\d) failed .*peers unreachable after 15s: {job}-worker-(\d)\.", message)
-            assert named is not None and named.group(1) != named.group(2), message
-            said = installed.items("events", real_namespace)
-            assert any(event["reason"] == "Restarting" and message in event["message"] for event in said), said
+            says_a_worker_is_unreachable(installed, real_namespace, job, 15, timeout=120)
         finally:
             subprocess.run(["iptables", "-D", *cut], check=True)
     _wait_succeeded(installed, real_namespace, job)
