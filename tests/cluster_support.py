@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -168,7 +171,7 @@ def operator_kubeconfig(cluster: Cluster, folder: Path, rbac: Path = ROOT / "dep
     return path
 
 
-RECONCILE_COUNT = "disttrain_reconcile_duration_seconds_count"
+RECONCILE_COUNT = "controller_runtime_reconcile_time_seconds_count"
 BRIDGE_NETFILTER = Path("/proc/sys/net/bridge/bridge-nf-call-iptables")
 
 
@@ -185,6 +188,51 @@ def says_a_worker_is_unreachable(cluster: Cluster, namespace: str, job: str, sec
     assert named is not None and named.group(1) != named.group(2), message
     said = cluster.items("events", namespace)
     assert any(event["reason"] == "Restarting" and message in event["message"] for event in said), said
+
+
+class SilencingProxy:
+    """A TCP proxy in front of the API server. `silence` stops every connection open now in both directions
+    without closing it, as a dead peer behind a NAT or a half-open connection does; connections made
+    afterwards pass as before."""
+
+    def __init__(self, address: str, port: int) -> None:
+        self._target = (address, port)
+        self._listener = socket.create_server((address, 0))
+        self.port = int(self._listener.getsockname()[1])
+        self._lock = threading.Lock()
+        self._open: list[threading.Event] = []  # per connection: set once it is silenced
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def silence(self) -> None:
+        with self._lock:
+            for silenced in self._open:
+                silenced.set()
+            self._open = []
+
+    def close(self) -> None:
+        self._listener.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:  # closed
+                return
+            upstream = socket.create_connection(self._target)
+            silenced = threading.Event()
+            with self._lock:
+                self._open.append(silenced)
+            for source, sink in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(source, sink, silenced), daemon=True).start()
+
+    @staticmethod
+    def _pipe(source: socket.socket, sink: socket.socket, silenced: threading.Event) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                if not silenced.is_set():  # else dropped, and the socket stays open
+                    sink.sendall(data)
+            if not silenced.is_set():
+                sink.shutdown(socket.SHUT_WR)
 
 
 @contextmanager
@@ -214,8 +262,11 @@ class OperatorProcess:
         leader_election: list[str] | None = None,
         pod_name: str = "operator",
         options: list[str] | None = None,
+        environment: dict[str, str] | None = None,
     ) -> None:
+        """`environment`: more of the operator's variables (its settings)."""
         self._cluster = cluster
+        self._environment = environment or {}
         self._kubeconfig = kubeconfig
         self.log_path = log_path
         self._scope = scope or ["--all-namespaces"]
@@ -249,6 +300,7 @@ class OperatorProcess:
             "DISTTRAIN_PROGRESS_SECONDS": "1",
             "POD_NAME": self.pod_name,
             "POD_NAMESPACE": OPERATOR_TEST_NAMESPACE,
+            **self._environment,
         }
         self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
         wait_for("the operator's liveness endpoint", self._healthy, timeout=60)
@@ -278,11 +330,27 @@ class OperatorProcess:
             self._process.wait()
         self._process = None
 
+    def health(self) -> dict[str, Any]:
+        """What the liveness endpoint answers: kopf's probes by id."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self._port}/healthz", timeout=5) as response:
+            answer: dict[str, Any] = json.loads(response.read())
+            return answer
+
+    def pause(self) -> None:
+        """Freeze the process (SIGSTOP): its connections stay open and unread, as in a long GC pause or a
+        node under memory pressure."""
+        assert self._process is not None
+        self._process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self._process is not None
+        self._process.send_signal(signal.SIGCONT)
+
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
     def reconciles(self) -> int:
-        """Reconciles this process has finished (its `disttrain_reconcile_duration_seconds` count): a sign that it
+        """Reconciles this process has finished (`controller_runtime_reconcile_time_seconds`): a sign that it
         acted, to wait for before asserting that something did not happen."""
         with urllib.request.urlopen(self.metrics_url, timeout=5) as response:
             text = response.read().decode()

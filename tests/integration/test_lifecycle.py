@@ -186,7 +186,8 @@ def test_metrics_count_jobs_by_namespace(cluster: Cluster, operator: OperatorPro
     assert f'disttrain_jobs_active{{namespace="{namespace}"}} 0.0' in text
     assert f'disttrain_jobs{{namespace="{namespace}",phase="Succeeded"}} 1.0' in text
     assert f'disttrain_jobs{{namespace="{namespace}",phase="Running"}} 0.0' in text
-    assert "disttrain_reconcile_duration_seconds_count" in text
+    assert 'controller_runtime_reconcile_time_seconds_count{controller="disttrainjob"}' in text
+    assert 'workqueue_depth{name="disttrainjob"}' in text
     assert "# TYPE disttrain_api_errors_total counter" in text
 
 

@@ -12,6 +12,7 @@ from support import ROOT
 
 DASHBOARD = ROOT / "deploy" / "grafana-dashboard.json"
 SERIES_SUFFIXES = ("_bucket", "_count", "_sum", "_total")
+OPERATOR_PREFIXES = ("disttrain_", "controller_runtime_", "workqueue_")
 
 
 def _exported() -> set[str]:
@@ -21,17 +22,18 @@ def _exported() -> set[str]:
     for family in REGISTRY.collect():
         names.add(family.name)
         names.update(f"{family.name}{suffix}" for suffix in SERIES_SUFFIXES)
-    return {name for name in names if name.startswith("disttrain_")}
+    return {name for name in names if name.startswith(OPERATOR_PREFIXES)}
 
 
 def test_every_query_names_an_exported_metric() -> None:
     dashboard = json.loads(DASHBOARD.read_text())
     expressions = [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
     expressions += [variable["definition"] for variable in dashboard["templating"]["list"] if "definition" in variable]
-    used = {name for expression in expressions for name in re.findall(r"\bdisttrain_[a-z_]+", expression)}
+    pattern = rf"\b(?:{'|'.join(OPERATOR_PREFIXES)})[a-z_]+"
+    used = {name for expression in expressions for name in re.findall(pattern, expression)}
     assert used and used <= _exported(), used - _exported()
     titles = [panel["title"] for panel in dashboard["panels"]]
-    for topic in ("phase", "Restarts", "Reconcile latency", "API errors"):
+    for topic in ("phase", "Restarts", "Reconcile latency", "API errors", "Work queue", "retries"):
         assert any(topic in title for title in titles), topic
 
 

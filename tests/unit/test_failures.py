@@ -100,3 +100,22 @@ def test_a_success_ends_the_run_of_failures() -> None:
         harness.run(ValueError("a bug"))
     assert harness.surfaced == []
     assert harness.scheduled[-1] == NOW + timedelta(seconds=5 * 2 ** (SURFACE_AFTER - 2))
+
+
+def _counts() -> list[float]:
+    """Reconciles that succeeded, that failed, and retries scheduled, so far."""
+    results = [
+        ("controller_runtime_reconcile_total", {"controller": "disttrainjob", "result": result})
+        for result in ("success", "error")
+    ]
+    samples = [*results, ("workqueue_retries_total", {"name": "disttrainjob"})]
+    return [REGISTRY.get_sample_value(name, labels) or 0.0 for name, labels in samples]
+
+
+def test_every_reconcile_is_counted_by_result_and_each_failure_as_a_retry() -> None:
+    before = _counts()
+    harness = _Harness()
+    harness.run(None)
+    harness.run(TransientApiError("GET /x: 503"))
+    harness.run(ValueError("a bug"))
+    assert [after - earlier for after, earlier in zip(_counts(), before, strict=True)] == [1, 2, 2]

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import threading
 
+from prometheus_client import REGISTRY
+
 from disttrain_operator.runtime.job_queue import JobQueue
 from support import wait_for
 
@@ -112,3 +114,25 @@ def test_a_failing_reconcile_leaves_the_threads_serving() -> None:
     queue.add("good")
     wait_for("good", lambda: handled == ["good"], timeout=10, interval=0.01)
     queue.stop()
+
+
+def _sample(name: str, queue: str) -> float:
+    return REGISTRY.get_sample_value(name, {"name": queue}) or 0.0
+
+
+def test_the_queue_reports_its_depth_adds_and_waits_as_client_go_names_them() -> None:
+    recorder = _Recorder()
+    queue: JobQueue[str] = JobQueue(recorder, workers=1, name="test-metrics")
+    queue.start()
+    queue.add("a")
+    assert recorder.entered.wait(10)  # "a" runs, held
+    for key in ("b", "c", "b", "a"):  # "b" once, "a" again after its run
+        queue.add(key)
+    assert (_sample("workqueue_depth", "test-metrics"), _sample("workqueue_adds_total", "test-metrics")) == (2, 4)
+    recorder.release.set()
+    queue.add("sentinel")
+    wait_for("the sentinel handled", lambda: "sentinel" in recorder.handled)
+    queue.stop()
+    assert _sample("workqueue_depth", "test-metrics") == 0
+    assert _sample("workqueue_queue_duration_seconds_count", "test-metrics") == 5  # a, b, c, a again, sentinel
+    assert _sample("workqueue_work_duration_seconds_count", "test-metrics") == 5

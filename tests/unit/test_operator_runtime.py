@@ -88,6 +88,8 @@ def test_changes_reconcile_a_job_its_own_status_write_does_not_and_a_deleted_nam
     queue.added.clear()
     jobs._apply(EVERYWHERE, "DELETED", disttrainjob)
     assert queue.added == [KEY]  # the TFJob left is reconciled again: its wake-ups (TTL) return
+    assert "u0" in runtime.reconciler._jobs  # forgotten by the queue's thread for the job, not the watch's
     created = len(api.created)
     _reconcile_job(runtime, KEY)
+    assert "u0" not in runtime.reconciler._jobs
     assert (len(api.created), api.status_kinds) == (created, ["TFJob"])  # it failed once, and stays failed

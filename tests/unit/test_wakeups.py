@@ -34,3 +34,15 @@ def test_the_latest_request_of_each_job_comes_due_once_and_a_cancelled_one_never
     wakeups.stop()
     wakeups.join(10)
     assert woken == [("team", "due"), ("team", "moved"), ("team", "sentinel")]
+
+
+def test_a_wall_clock_stepped_back_after_scheduling_does_not_hold_a_wake_up_back() -> None:
+    """The due time is read off the monotonic clock: NTP moving the wall clock an hour back changes nothing."""
+    woken = threading.Event()
+    wall = [1_000_000.0]
+    wakeups = Wakeups(lambda key: woken.set(), wall=lambda: wall[0])
+    wakeups.start()
+    wakeups.schedule(("team", "deadline"), datetime.fromtimestamp(wall[0] + 0.05, UTC))
+    wall[0] -= 3600
+    assert woken.wait(10)
+    wakeups.stop()

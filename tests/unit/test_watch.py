@@ -8,11 +8,21 @@ from typing import Any
 
 import pytest
 
+from disttrain_operator.core.backoff import Backoff
 from disttrain_operator.core.observed import PodPhase, PodView
 from disttrain_operator.core.types import JobKey, ObjectRef
-from disttrain_operator.runtime.kube import NotServedError
-from disttrain_operator.runtime.watch import Listings, ObjectStore, ObjectWatch, Resource, Scope, scopes
+from disttrain_operator.runtime.kube import NotServedError, ResourceExpiredError, TransientApiError
+from disttrain_operator.runtime.watch import (
+    Listings,
+    ObjectStore,
+    ObjectWatch,
+    Reconnects,
+    Resource,
+    Scope,
+    scopes,
+)
 from disttrain_operator.runtime.watched import DISTTRAIN_JOBS, PODS, SERVICES, WORKLOADS
+from support import wait_for
 
 
 def _pod(name: str, uid: str, *, job: str = "j", namespace: str = "ns", phase: str = "Running") -> dict[str, Any]:
@@ -27,24 +37,35 @@ def _pod(name: str, uid: str, *, job: str = "j", namespace: str = "ns", phase: s
 
 
 class _FakeKube:
-    """Pages of a listing, then the lines of one watch; `unserved`: every listing answers 404."""
+    """Pages of a listing, then the lines of one watch; `unserved`: every listing answers 404. `refusals`:
+    errors raised, in turn, by the next requests, listings and watches alike."""
 
     def __init__(self, pages: list[list[dict[str, Any]]], events: list[dict[str, Any]] | None = None) -> None:
         self.pages = pages
         self.events = events or []
         self.queries: list[dict[str, str]] = []
+        self.read_timeouts: list[float] = []
         self.unserved = False
+        self.refusals: list[Exception | None] = []
+
+    def _refuse(self) -> None:
+        refusal = self.refusals.pop(0) if self.refusals else None
+        if refusal is not None:
+            raise refusal
 
     def list_page(self, path: str, query: dict[str, str]) -> dict[str, Any]:
         self.queries.append(query)
         if self.unserved:
             raise NotServedError(f"404: the server could not find the requested resource ({path})")
+        self._refuse()
         number = int(query.get("continue", "0"))
         more = {"continue": str(number + 1)} if number + 1 < len(self.pages) else {}
         return {"items": self.pages[number], "metadata": {"resourceVersion": "10", **more}}
 
     def stream_lines(self, path: str, query: dict[str, str], read_timeout: float) -> Iterator[bytes]:
         self.queries.append(query)
+        self.read_timeouts.append(read_timeout)
+        self._refuse()
         for event in self.events:
             yield json.dumps(event).encode()
 
@@ -62,7 +83,8 @@ def _watch(
         told.append((key, view, present))
 
     listings = listings or Listings()
-    watch = ObjectWatch(kube, resource, store, [NAMESPACE], changed, listings=listings, retry_seconds=0.01)
+    reconnects = Reconnects(Backoff(0.01, 0.01))
+    watch = ObjectWatch(kube, resource, store, [NAMESPACE], changed, listings=listings, reconnects=reconnects)
     return watch, told
 
 
@@ -116,9 +138,58 @@ def test_deletion_tells_the_last_view_and_a_gone_version_asks_for_a_relisting() 
     watch, told = _watch(_FakeKube([[pod]], [{"type": "DELETED", "object": pod}, gone]), store)
     watch._list(NAMESPACE)
     told.clear()
-    assert watch._watch(NAMESPACE, "10") is None
+    with pytest.raises(ResourceExpiredError):
+        watch._watch(NAMESPACE, "10")
     assert store.views(("ns", "j")) == []
     assert [(key, view.uid, present) for key, view, present in told] == [(("ns", "j"), "u1", False)]
+
+
+def test_a_version_gone_before_the_stream_starts_lists_again() -> None:
+    """The API server may refuse an expired resourceVersion as the response's status (410), not only as an
+    ERROR event in the stream: either way the watch lists again rather than asking for the same version."""
+    store: ObjectStore[PodView] = ObjectStore()
+    kube = _FakeKube([[_pod("j-chief-0", "u1")]])
+    kube.refusals = [None, ResourceExpiredError("410: too old resource version")]
+    watch, _ = _watch(kube, store)
+    watch.start()
+    wait_for("a second listing", lambda: sum("watch" not in query for query in kube.queries) >= 2)
+    watch.stop()
+    assert [query.get("resourceVersion") for query in kube.queries[:3]] == [None, "10", None]
+
+
+def test_an_expired_continue_token_starts_the_listing_over() -> None:
+    store: ObjectStore[PodView] = ObjectStore()
+    kube = _FakeKube([[_pod("j-chief-0", "u1")], [_pod("j-worker-0", "u2")]])
+    kube.refusals = [None, ResourceExpiredError("410: the provided continue parameter is too old")]
+    watch, _ = _watch(kube, store)
+    assert watch._list(NAMESPACE) == "10"
+    assert [query.get("continue") for query in kube.queries] == [None, "1", None, "1"]
+    assert sorted(pod.name for pod in store.views(("ns", "j"))) == ["j-chief-0", "j-worker-0"]
+
+
+def test_a_listing_broken_off_still_tells_what_it_changed() -> None:
+    """The next listing finds those objects unchanged and would tell nobody."""
+    store: ObjectStore[PodView] = ObjectStore()
+    kube = _FakeKube([[_pod("j-chief-0", "u1")], [_pod("k-chief-0", "u2", job="k")]])
+    kube.refusals = [None, TransientApiError("503: the API server is shutting down")]
+    watch, told = _watch(kube, store)
+    with pytest.raises(TransientApiError):
+        watch._list(NAMESPACE)
+    assert _keys(told) == [("ns", "j")]
+
+
+def test_a_watch_asks_the_api_server_to_end_it_and_gives_up_on_a_silent_stream_soon_after() -> None:
+    kube = _FakeKube([[]])
+    watch, _ = _watch(kube, ObjectStore())
+    watch._watch(NAMESPACE, "10")
+    assert (kube.queries[-1]["timeoutSeconds"], kube.read_timeouts) == ("60", [70])
+
+
+def test_reconnects_lengthen_for_every_watch_and_shorten_on_any_success() -> None:
+    reconnects = Reconnects(Backoff(1, 30))
+    assert [reconnects.failed() for _ in range(4)] == [1, 2, 4, 8]  # four watches failing at once
+    reconnects.succeeded()
+    assert reconnects.failed() == 1
 
 
 def test_a_relisting_drops_objects_that_went_while_unwatched() -> None:

@@ -14,7 +14,7 @@ from disttrain_operator.api import crd
 from disttrain_operator.cli.render import RenderError, render
 from disttrain_operator.core.builders.gang import GangScheduler
 from disttrain_operator.core.builders.settings import BuildSettings
-from disttrain_operator.runtime.settings import SERVE_TFJOBS_ENV
+from disttrain_operator.runtime.settings import SERVE_TFJOBS_ENV, OperatorSettings, SettingsError
 
 # Other distributions add subcommands here: each entry point is called with the subparsers to add to.
 COMMAND_PLUGINS = "disttrain.commands"
@@ -133,6 +133,10 @@ def run_operator(operator_args: Sequence[str]) -> int:
     if not any(arg.startswith(("--namespace", "-n", "--all-namespaces", "-A")) for arg in args):
         args.append("--all-namespaces")
     os.environ["DISTTRAIN_WATCH_NAMESPACES"] = ",".join(namespace_arguments(args))  # for the pod watch
+    try:  # a bad variable is named here, before the Lease or kopf
+        OperatorSettings.from_environment()
+    except SettingsError as error:
+        raise SystemExit(f"error: the operator's environment: {error}") from None
     if not any(arg.startswith(("--peering", "--standalone")) for arg in args):
         args.append("--standalone")
     args.append(f"--liveness={election.liveness}")
@@ -160,7 +164,6 @@ def _lead(election: argparse.Namespace, parser: argparse.ArgumentParser) -> Lead
     """Wait for the Lease, answering the liveness probe meanwhile; kopf takes the probe's port over after."""
     from disttrain_operator.runtime import leader_election, metrics  # noqa: PLC0415
     from disttrain_operator.runtime.kube import Kube, load_client  # noqa: PLC0415
-    from disttrain_operator.runtime.settings import OperatorSettings  # noqa: PLC0415
 
     try:
         timing = leader_election.Timing(election.lease_seconds, election.renew_seconds, election.retry_seconds)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 Manifest = dict[str, Any]  # a Kubernetes object as JSON, as the builders make it and the API takes it
+Body = Mapping[str, Any]  # an object as the API server sent it, read only (a job as its watch keeps it)
 JobKey = tuple[str, str]  # a job's namespace and name: what triggers name and the queue holds
 
 

@@ -16,9 +16,8 @@ from typing import Protocol
 
 from disttrain_contract.timestamps import format_time
 from disttrain_operator.core.builders.events import event_manifest
-from disttrain_operator.core.types import Manifest
+from disttrain_operator.core.types import Body, Manifest
 from disttrain_operator.runtime.kube import ChildRejectedError, TransientApiError
-from disttrain_operator.runtime.reconciler import Body
 from disttrain_operator.runtime.workers import Workers
 
 logger = logging.getLogger(__name__)

@@ -7,7 +7,8 @@ as it is first listed), a change of an object the operator labelled (its pods, S
 Kueue Workload, a deadline, TTL or retry coming due (`Wakeups`) and a new progress report from a
 trainer (`ProgressPoller`). The operator's own watches (`watch.py`) hold what it knows, and the
 queue's threads wait until each was listed once, so a restarted operator sees every existing object
-before it plans anything. Events are posted by a thread of their own (`EventPoster`).
+before it plans anything. A job's deletion too is only named to the queue (`Departures`), whose
+thread for the job forgets it. Events are posted by a thread of their own (`EventPoster`).
 
 kopf runs the operator: its command line (`kopf run`, --namespace), start-up and clean-up, signals,
 logging and the liveness probe. It watches nothing, so it keeps no state on the job either: no
@@ -23,7 +24,7 @@ from __future__ import annotations
 import gc
 import logging
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import kopf
@@ -34,17 +35,26 @@ from disttrain_operator.api.spec import DistTrainJobSpec
 from disttrain_operator.api.status import JobPhase
 from disttrain_operator.core.kueue import WorkloadView
 from disttrain_operator.core.observed import PodView
-from disttrain_operator.core.types import JobKey, ObjectRef, Verdict
+from disttrain_operator.core.types import Body, JobKey, ObjectRef, Verdict
 from disttrain_operator.runtime import metrics
+from disttrain_operator.runtime.departures import Departures
 from disttrain_operator.runtime.event_poster import EventApi, EventPoster
 from disttrain_operator.runtime.failures import FailurePolicy
 from disttrain_operator.runtime.job_queue import JobQueue
 from disttrain_operator.runtime.kube import Kube, load_client
 from disttrain_operator.runtime.progress_poller import ProgressPoller, progress_url
-from disttrain_operator.runtime.reconciler import Body, JobApi, Reconciler, utcnow
+from disttrain_operator.runtime.reconciler import JobApi, Reconciler, utcnow
 from disttrain_operator.runtime.settings import OperatorSettings
 from disttrain_operator.runtime.wakeups import Wakeups
-from disttrain_operator.runtime.watch import ListAndWatch, Listings, ObjectStore, ObjectWatch, Resource, scopes
+from disttrain_operator.runtime.watch import (
+    ListAndWatch,
+    Listings,
+    ObjectStore,
+    ObjectWatch,
+    Reconnects,
+    Resource,
+    scopes,
+)
 from disttrain_operator.runtime.watched import CLAIMS, DISTTRAIN_JOBS, PODS, SERVED_TFJOBS, SERVICES, WORKLOADS
 
 logger = logging.getLogger(__name__)
@@ -74,6 +84,8 @@ class Runtime:
     pods: ObjectStore[PodView]
     children: Sequence[ObjectStore[ObjectRef]]  # Services and PVCs
     workloads: ObjectStore[WorkloadView]
+    listings: Listings = field(default_factory=Listings)
+    departures: Departures = field(default_factory=Departures)
     watches: Sequence[ObjectWatch[Any]] = ()
 
     def parts(self) -> list[Part]:
@@ -116,8 +128,10 @@ def build_runtime(settings: OperatorSettings, kube: OperatorApi) -> Runtime:
         pods=ObjectStore(),
         children=(ObjectStore(), ObjectStore()),
         workloads=ObjectStore(),
+        listings=listings,
     )
     watched = scopes(settings.watch_namespaces)
+    reconnects = Reconnects()
 
     def job_changed(key: JobKey, body: dict[str, Any], present: bool) -> None:
         _job_changed(runtime, key, body, present)
@@ -126,7 +140,16 @@ def build_runtime(settings: OperatorSettings, kube: OperatorApi) -> Runtime:
         runtime.queue.add(key)
 
     def watch(resource: Resource[Any], store: ObjectStore[Any], changed: Changed) -> ObjectWatch[Any]:
-        return ObjectWatch(kube, resource, store, watched, changed, listings=listings)
+        return ObjectWatch(
+            kube,
+            resource,
+            store,
+            watched,
+            changed,
+            listings=listings,
+            reconnects=reconnects,
+            watch_seconds=settings.watch_seconds,
+        )
 
     services, claims = runtime.children
     runtime.watches = [
@@ -156,6 +179,18 @@ def configure(*, memo: kopf.Memo, **_: Any) -> None:
         part.start()
 
 
+@kopf.on.probe(id="watches")
+def watches_listed(*, memo: kopf.Memo, **_: Any) -> dict[str, bool]:
+    """On the liveness endpoint: each watched path, and whether it was listed once (no reconcile runs
+    before all were)."""
+    return runtime_of(memo).listings.state()
+
+
+@kopf.on.probe(id="queue_depth")
+def queue_depth(*, memo: kopf.Memo, **_: Any) -> int:
+    return runtime_of(memo).queue.depth()
+
+
 @kopf.on.cleanup()
 def stop(*, memo: kopf.Memo, **_: Any) -> None:
     for part in runtime_of(memo).parts():
@@ -163,18 +198,25 @@ def stop(*, memo: kopf.Memo, **_: Any) -> None:
 
 
 def _job_changed(runtime: Runtime, key: JobKey, body: Body, present: bool) -> None:
-    """A job's change is reconciled unless it only carries the operator's own last status write; a job
-    gone takes what is remembered of it along."""
+    """A job's change is reconciled unless it only carries the operator's own last status write; a job gone
+    is noted, and forgotten by the queue's thread for its key."""
     if present:
         if not runtime.reconciler.echoes(body):
             runtime.queue.add(key)
         return
-    runtime.reconciler.forget(str(body["metadata"]["uid"]))
-    runtime.progress.forget(key)
-    runtime.wakeups.cancel(key)
-    runtime.failures.forget(key)
-    if jobs_of(runtime.job_stores(), key):  # its namesake's wake-ups went with it: a reconcile sets them again
-        runtime.queue.add(key)
+    runtime.departures.note(key, str(body["metadata"]["uid"]))
+    runtime.queue.add(key)
+
+
+def _forget_departed(runtime: Runtime, key: JobKey) -> None:
+    """What is remembered of the key's deleted jobs goes; a namesake left sets its wake-ups again."""
+    departed = runtime.departures.take(key)
+    for uid in departed:
+        runtime.reconciler.forget(uid)
+    if departed:
+        runtime.progress.forget(key)
+        runtime.wakeups.cancel(key)
+        runtime.failures.forget(key)
 
 
 def _progress_targets(runtime: Runtime) -> Iterator[tuple[JobKey, str]]:
@@ -201,6 +243,7 @@ def jobs_of(stores: Sequence[ObjectStore[dict[str, Any]]], key: JobKey) -> list[
 
 def _reconcile_job(runtime: Runtime, key: JobKey) -> None:
     """Reconcile the job as the watches hold it now; a namesake created later is refused."""
+    _forget_departed(runtime, key)
     jobs = jobs_of(runtime.job_stores(), key)
     if not jobs:
         return

@@ -28,6 +28,7 @@ from disttrain_operator.runtime import metrics
 HTTP_CONFLICT = 409
 HTTP_NOT_FOUND = 404
 HTTP_FORBIDDEN = 403
+HTTP_GONE = 410
 _PERMANENT = {400, 422}
 _CORE_CLUSTER_PLURALS = {"Node": "nodes", "Namespace": "namespaces"}
 _CORE_PLURALS = {
@@ -62,6 +63,11 @@ class TransientApiError(Exception):
 class NotServedError(TransientApiError):
     """A listing the API server does not serve, or not to the operator (404, 403): a CRD not installed yet,
     or rights not granted yet."""
+
+
+class ResourceExpiredError(TransientApiError):
+    """The API server no longer has the resourceVersion or continue token asked for (410 Gone, after etcd's
+    compaction): a watch must list again, not retry the same version."""
 
 
 def load_client() -> client.ApiClient:
@@ -113,7 +119,7 @@ class Kube:
         except NETWORK_ERRORS as error:
             metrics.API_ERRORS.labels(method).inc()
             raise TransientApiError(f"{method} {path}: {error}") from error
-        if response.status >= 300 and response.status not in (HTTP_CONFLICT, HTTP_NOT_FOUND):
+        if response.status >= 300 and response.status not in (HTTP_CONFLICT, HTTP_NOT_FOUND, HTTP_GONE):
             metrics.API_ERRORS.labels(method).inc()
         return response.status, (response.data or b"").decode(errors="replace")
 
@@ -193,6 +199,8 @@ class Kube:
         code, text = self.request("GET", path, {}, None, query=query)
         if code in (HTTP_NOT_FOUND, HTTP_FORBIDDEN):
             raise NotServedError(status_message(code, text))
+        if code == HTTP_GONE:
+            raise ResourceExpiredError(status_message(code, text))
         if code >= 300:
             raise TransientApiError(status_message(code, text))
         page: dict[str, Any] = json.loads(text)
@@ -204,7 +212,8 @@ class Kube:
         raw = response.response
         try:
             if response.status >= 300:
-                raise TransientApiError(status_message(response.status, raw.read().decode(errors="replace")))
+                message = status_message(response.status, raw.read().decode(errors="replace"))
+                raise (ResourceExpiredError if response.status == HTTP_GONE else TransientApiError)(message)
             pending = b""
             for chunk in raw.stream(_CHUNK):
                 lines = (pending + chunk).split(b"\n")

@@ -13,14 +13,44 @@ JOBS_FAILED = Counter("disttrain_jobs_failed_total", "Jobs that failed, by reaso
 JOBS_RESTARTED = Counter("disttrain_jobs_restarted_total", "Restarts of jobs or their pods.", ["namespace"])
 JOBS_ACTIVE = Gauge("disttrain_jobs_active", "Jobs neither succeeded nor failed.", ["namespace"])
 JOBS_BY_PHASE = Gauge("disttrain_jobs", "Jobs the operator knows, by phase.", ["namespace", "phase"])
-RECONCILE_SECONDS = Histogram(
-    "disttrain_reconcile_duration_seconds",
-    "Time of one reconcile of one job, API calls included.",
-    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
-)
 RECONCILE_ERRORS = Counter(
     "disttrain_reconcile_errors_total", "Reconciles that failed for another reason than the API, by error.", ["error"]
 )
+
+# A controller's internals under the names controller-runtime and client-go's work queue give them, so that
+# the panels and alerts admins already have for Go controllers read these too.
+CONTROLLER = "disttrainjob"  # the `controller` and `name` label of every series below
+_SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+RECONCILE_TIME = Histogram(
+    "controller_runtime_reconcile_time_seconds",
+    "Time of one reconcile of one job, API calls included.",
+    ["controller"],
+    buckets=_SECONDS,
+)
+RECONCILES = Counter(
+    "controller_runtime_reconcile_total", "Reconciles, by result: success or error.", ["controller", "result"]
+)
+RECONCILE_FAILURES = Counter(
+    "controller_runtime_reconcile_errors_total", "Reconciles that failed, API errors included.", ["controller"]
+)
+ACTIVE_WORKERS = Gauge("controller_runtime_active_workers", "Threads reconciling a job now.", ["controller"])
+MAX_WORKERS = Gauge(
+    "controller_runtime_max_concurrent_reconciles",
+    "Threads that reconcile jobs (DISTTRAIN_RECONCILE_WORKERS).",
+    ["controller"],
+)
+QUEUE_DEPTH = Gauge("workqueue_depth", "Jobs waiting for a reconcile.", ["name"])
+QUEUE_ADDS = Counter("workqueue_adds_total", "Jobs named to the queue while not already waiting.", ["name"])
+QUEUE_WAIT = Histogram(
+    "workqueue_queue_duration_seconds",
+    "Time a job waited in the queue before a thread took it.",
+    ["name"],
+    buckets=_SECONDS,
+)
+QUEUE_WORK = Histogram(
+    "workqueue_work_duration_seconds", "Time a thread spent on a job taken from the queue.", ["name"], buckets=_SECONDS
+)
+QUEUE_RETRIES = Counter("workqueue_retries_total", "Reconciles scheduled again after a failure.", ["name"])
 API_ERRORS = Counter("disttrain_api_errors_total", "Failed API requests of the operator, by operation.", ["operation"])
 LEADER = Gauge("disttrain_leader", "1 in the replica that acts (it holds the Lease, or runs without election), else 0.")
 

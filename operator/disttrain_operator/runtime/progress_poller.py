@@ -3,7 +3,7 @@
 The operator reads progress over the pod network, like a metrics scraper, so trainer pods need no
 API access. A poll that fails (no server yet, a user's own container, a NetworkPolicy) is skipped
 quietly: the final report still arrives through the pod's termination message. A job whose polls keep
-failing is polled less often (`MAX_BACKOFF_INTERVALS`), so that thousands of such jobs cost a poll
+failing is polled less often (`MISSED_POLL_BACKOFF`), so that thousands of such jobs cost a poll
 each a minute rather than every interval, and polls that time out cannot fill every interval.
 """
 
@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from disttrain_contract.progress import PROGRESS_PATH
 from disttrain_operator.api.spec import DistTrainJobSpec
 from disttrain_operator.api.status import Progress
+from disttrain_operator.core.backoff import Backoff
 from disttrain_operator.core.observed import PodPhase, PodView, find_pod
 from disttrain_operator.core.progress import parse_progress, reporting_task
 from disttrain_operator.core.types import JobKey
@@ -27,8 +28,8 @@ logger = logging.getLogger(__name__)
 
 POLL_TIMEOUT_SECONDS = 2.0
 MAX_RESPONSE_BYTES = 65536
-# After n failed polls in a row a job waits min(2^(n-1), this) intervals for its next: 1, 2, 4, then 6.
-MAX_BACKOFF_INTERVALS = 6
+# After n failed polls in a row a job waits this many intervals for its next: 1, 2, 4, then 6.
+MISSED_POLL_BACKOFF = Backoff(first=1, longest=6)
 
 
 def progress_url(spec: DistTrainJobSpec, pods: Sequence[PodView]) -> str | None:
@@ -115,7 +116,7 @@ class ProgressPoller:
             self._due.pop(key, None)
             return
         misses = self._misses[key] = self._misses.get(key, 0) + 1
-        intervals = min(2 ** (misses - 1), MAX_BACKOFF_INTERVALS)
+        intervals = MISSED_POLL_BACKOFF.delay(misses)
         self._due[key] = now + (intervals - 0.5) * self._interval  # due at the tick `intervals` from now
 
     def _run(self) -> None:

@@ -41,13 +41,11 @@ from disttrain_operator.core.observed import PodView, own_pods
 from disttrain_operator.core.planner import STUCK_TERMINATING, Plan, object_key, plan
 from disttrain_operator.core.status import aggregate, record_restart, with_condition
 from disttrain_operator.core.tfjob_conversion import UnconvertibleError
-from disttrain_operator.core.types import JobKey, Manifest, ObjectRef, Verdict
+from disttrain_operator.core.types import Body, JobKey, Manifest, ObjectRef, Verdict
 from disttrain_operator.runtime import metrics
 from disttrain_operator.runtime.kube import ChildRejectedError, TransientApiError
 
 logger = logging.getLogger(__name__)
-
-Body = Mapping[str, Any]
 
 
 # How long the watches may take to show a child the operator created (or a pod it deleted) before the plan
@@ -173,10 +171,9 @@ class Reconciler:
         job = self._parsed(core, memory, current)
         if job is None:
             return
-        with metrics.RECONCILE_SECONDS.time():
-            owned = own_pods(job, pods)
-            job = self._follow_kueue(core, memory, job, workload, has_pods=bool(owned))
-            self._reconcile(core, memory, job, owned, children, reported=reported)
+        owned = own_pods(job, pods)
+        job = self._follow_kueue(core, memory, job, workload, has_pods=bool(owned))
+        self._reconcile(core, memory, job, owned, children, reported=reported)
         memory.settled = _essence(core, memory.written)
 
     def _core_body(self, body: Body, memory: JobMemory) -> Body | None:

@@ -1,48 +1,67 @@
-"""The operator's settings, read once from its environment (the Deployment's `env`)."""
+"""The operator's settings, read once from its environment (the Deployment's `env`), each variable
+`DISTTRAIN_` and the field's name in capitals. An empty or absent variable keeps the default; a bad
+value stops the operator with the variable's name and what it expects."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Annotated, Any
+
+import pydantic
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from disttrain_operator.core.builders.gang import GangScheduler
 from disttrain_operator.core.builders.settings import BuildSettings
 from disttrain_operator.core.planner import STUCK_TERMINATING
+from disttrain_operator.runtime.watch import WATCH_SECONDS
 
+ENV_PREFIX = "DISTTRAIN_"
 DEFAULT_RECONCILE_WORKERS = min(32, (os.cpu_count() or 1) + 4)  # asyncio's default pool, where kopf ran handlers
 DEFAULT_PROGRESS_SECONDS = 10.0
 DEFAULT_METRICS_PORT = 9090
-SERVE_TFJOBS_ENV = "DISTTRAIN_SERVE_TFJOBS"
+SERVE_TFJOBS_ENV = f"{ENV_PREFIX}SERVE_TFJOBS"
 
 
-@dataclass(frozen=True)
-class OperatorSettings:
-    build: BuildSettings = field(default_factory=BuildSettings)
-    watch_namespaces: tuple[str, ...] = ()  # empty: every namespace
-    reconcile_workers: int = DEFAULT_RECONCILE_WORKERS
-    progress_seconds: float = DEFAULT_PROGRESS_SECONDS
-    stuck_after: timedelta = STUCK_TERMINATING
-    metrics_port: int = DEFAULT_METRICS_PORT
+class SettingsError(Exception):
+    """A variable of the operator's environment holds a value it cannot take."""
+
+
+class OperatorSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_ignore_empty=True, frozen=True, extra="ignore")
+
+    cluster_domain: str | None = None  # appended to TF_CONFIG's addresses (`BuildSettings`)
+    gang_scheduler: GangScheduler = GangScheduler.SCHEDULER_PLUGINS
+    # Comma-separated, set by `disttrain operator` from its --namespace values; empty: every namespace.
+    watch_namespaces: Annotated[tuple[str, ...], NoDecode] = ()
+    reconcile_workers: int = Field(DEFAULT_RECONCILE_WORKERS, ge=1)
+    progress_seconds: float = Field(DEFAULT_PROGRESS_SECONDS, gt=0)
+    stuck_pod_seconds: float = Field(STUCK_TERMINATING.total_seconds(), gt=0)
+    metrics_port: int = Field(DEFAULT_METRICS_PORT, ge=1, le=65535)
     serve_tfjobs: bool = False  # also serve Kubeflow's TFJobs (`disttrain operator --serve-tfjobs`)
+    watch_seconds: int = Field(WATCH_SECONDS, ge=5)  # how long the API server keeps one watch open
+
+    @field_validator("watch_namespaces", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        return tuple(name.strip() for name in value.split(",") if name.strip()) if isinstance(value, str) else value
+
+    @property
+    def build(self) -> BuildSettings:
+        return BuildSettings(cluster_domain=self.cluster_domain, gang_scheduler=self.gang_scheduler)
+
+    @property
+    def stuck_after(self) -> timedelta:
+        return timedelta(seconds=self.stuck_pod_seconds)
 
     @classmethod
-    def from_environment(cls, env: Mapping[str, str] = os.environ) -> OperatorSettings:
-        """DISTTRAIN_CLUSTER_DOMAIN, DISTTRAIN_GANG_SCHEDULER, DISTTRAIN_WATCH_NAMESPACES (comma-separated, set by
-        `disttrain operator` from its --namespace values), DISTTRAIN_RECONCILE_WORKERS, DISTTRAIN_PROGRESS_SECONDS,
-        DISTTRAIN_STUCK_POD_SECONDS, DISTTRAIN_METRICS_PORT and DISTTRAIN_SERVE_TFJOBS (1 or true); an empty or
-        absent value keeps the default."""
-        stuck = env.get("DISTTRAIN_STUCK_POD_SECONDS")
-        return cls(
-            build=BuildSettings(
-                cluster_domain=env.get("DISTTRAIN_CLUSTER_DOMAIN") or None,
-                gang_scheduler=GangScheduler(env.get("DISTTRAIN_GANG_SCHEDULER") or GangScheduler.SCHEDULER_PLUGINS),
-            ),
-            watch_namespaces=tuple(name for name in env.get("DISTTRAIN_WATCH_NAMESPACES", "").split(",") if name),
-            reconcile_workers=int(env.get("DISTTRAIN_RECONCILE_WORKERS") or DEFAULT_RECONCILE_WORKERS),
-            progress_seconds=float(env.get("DISTTRAIN_PROGRESS_SECONDS") or DEFAULT_PROGRESS_SECONDS),
-            stuck_after=timedelta(seconds=float(stuck)) if stuck else STUCK_TERMINATING,
-            metrics_port=int(env.get("DISTTRAIN_METRICS_PORT") or DEFAULT_METRICS_PORT),
-            serve_tfjobs=env.get(SERVE_TFJOBS_ENV, "").lower() in ("1", "true"),
-        )
+    def from_environment(cls) -> OperatorSettings:
+        try:
+            return cls()
+        except pydantic.ValidationError as error:
+            problems = "; ".join(
+                f"{ENV_PREFIX}{str(problem['loc'][0]).upper()}: {problem['msg']} (got {problem.get('input')!r})"
+                for problem in error.errors()
+            )
+            raise SettingsError(problems) from None

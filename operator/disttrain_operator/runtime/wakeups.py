@@ -1,13 +1,15 @@
 """Wake a job's reconcile at a given time, with nothing else happening: deadlines and TTLs on time.
 
 One thread for all jobs, and no per-object timer (kopf's timers would put a finalizer on every job).
-A later request for the same job replaces the earlier one.
+A later request for the same job replaces the earlier one. The wait runs on the monotonic clock: a
+wall clock stepped by NTP neither fires a deadline early nor holds it back.
 """
 
 from __future__ import annotations
 
 import heapq
 import logging
+import time
 from collections.abc import Callable
 from datetime import datetime
 
@@ -18,19 +20,29 @@ logger = logging.getLogger(__name__)
 
 
 class Wakeups(Workers):
-    def __init__(self, callback: Callable[[JobKey], None]) -> None:
+    def __init__(
+        self,
+        callback: Callable[[JobKey], None],
+        *,
+        wall: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         super().__init__("disttrain-wakeups")
         self._callback = callback
-        self._heap: list[tuple[float, int, JobKey]] = []
-        self._due: dict[JobKey, float] = {}
+        self._wall = wall
+        self._monotonic = monotonic
+        self._heap: list[tuple[float, int, JobKey]] = []  # (monotonic due time, order, job)
+        self._due: dict[JobKey, tuple[float, float]] = {}  # job -> (the time asked for, its monotonic due time)
         self._counter = 0
 
     def schedule(self, key: JobKey, when: datetime) -> None:
-        at = when.timestamp()
+        """Wake `key` at `when`, a wall-clock time turned into the monotonic clock's once, here."""
+        asked = when.timestamp()
         with self._condition:
-            if self._due.get(key) == at:
+            if key in self._due and self._due[key][0] == asked:
                 return
-            self._due[key] = at
+            at = self._monotonic() + (asked - self._wall())
+            self._due[key] = (asked, at)
             self._counter += 1
             heapq.heappush(self._heap, (at, self._counter, key))
             self._condition.notify()
@@ -47,10 +59,10 @@ class Wakeups(Workers):
                     self._condition.wait()
                     continue
                 at, _, key = self._heap[0]
-                if self._due.get(key) != at:
+                if key not in self._due or self._due[key][1] != at:
                     heapq.heappop(self._heap)  # replaced or cancelled
                     continue
-                delay = at - datetime.now().timestamp()
+                delay = at - self._monotonic()
                 if delay > 0:
                     self._condition.wait(timeout=delay)
                     continue

@@ -21,14 +21,21 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+from disttrain_operator.core.backoff import Backoff
 from disttrain_operator.core.types import JobKey
-from disttrain_operator.runtime.kube import NotServedError, TransientApiError
+from disttrain_operator.runtime.kube import NotServedError, ResourceExpiredError, TransientApiError
 
 logger = logging.getLogger(__name__)
 
 PAGE = 200  # objects per page of a listing: a bounded body at a restart with thousands of pods
-WATCH_SECONDS = 300  # the API server ends a watch after this long; the next one goes on from where it ended
-RETRY_SECONDS = 1.0
+# The API server ends a watch after this long (its bookmark first), and the next goes on from where it
+# ended; a stream silent for SILENCE_MARGIN past that is taken for a dead connection, as kopf's
+# client timeout does, so a connection that died without a word costs about 70 s rather than forever.
+WATCH_SECONDS = 60
+SILENCE_MARGIN = 10
+# client-go's reflector: 0.8 s after a failure, doubling to 30 s, with up to as much again at random.
+RECONNECT_BACKOFF = Backoff(first=0.8, longest=30, jitter=1.0)
+ENDED_AT_ONCE_SECONDS = 1.0  # a watch ended this soon without a word counts as a failure
 UNSERVED_RETRY_SECONDS = 30.0  # a kind not served (Kueue not installed yet) is listed again this often
 HTTP_GONE = 410
 _GLOB = set("*?[!")
@@ -145,6 +152,7 @@ class Listings:
     def __init__(self) -> None:
         self.done = threading.Event()
         self._pending: set[str] = set()
+        self._listed: set[str] = set()
         self._lock = threading.Lock()
 
     def expect(self, path: str) -> None:
@@ -153,9 +161,35 @@ class Listings:
 
     def listed(self, path: str) -> None:
         with self._lock:
+            self._listed.add(path)
             self._pending.discard(path)
             if not self._pending:
                 self.done.set()
+
+    def state(self) -> dict[str, bool]:
+        """Each watched path, and whether it was listed once."""
+        with self._lock:
+            return {path: path in self._listed for path in sorted(self._pending | self._listed)}
+
+
+class Reconnects:
+    """The pause before a watch tries the API server again, shared by every watch: when the API server goes
+    away each watch's failure lengthens the pause of all, and the first success shortens it again."""
+
+    def __init__(self, backoff: Backoff = RECONNECT_BACKOFF) -> None:
+        self._backoff = backoff
+        self._failures = 0
+        self._lock = threading.Lock()
+
+    def failed(self) -> float:
+        """Count a failure; the pause before the next try."""
+        with self._lock:
+            self._failures += 1
+            return self._backoff.delay(self._failures)
+
+    def succeeded(self) -> None:
+        with self._lock:
+            self._failures = 0
 
 
 class ObjectWatch(Generic[View]):
@@ -172,15 +206,18 @@ class ObjectWatch(Generic[View]):
         changed: Callable[[JobKey, View, bool], None],
         *,
         listings: Listings,
-        retry_seconds: float = RETRY_SECONDS,
+        reconnects: Reconnects,
+        watch_seconds: int = WATCH_SECONDS,
     ) -> None:
-        """`retry_seconds`: the pause after a failed request, or a watch the API server ended at once."""
+        """`reconnects`: the pause after a failed request, or a watch the API server ended at once.
+        `watch_seconds`: how long the API server keeps one watch open."""
         self._kube = kube
         self._resource = resource
         self._store = store
         self._changed = changed
         self._listings = listings
-        self._retry_seconds = retry_seconds
+        self._reconnects = reconnects
+        self._watch_seconds = watch_seconds
         self._stopped = threading.Event()
         self._unserved: set[str] = set()  # scopes whose last listing was refused, to log each change once
         self._threads = [
@@ -211,30 +248,61 @@ class ObjectWatch(Generic[View]):
                     self._stopped.wait(UNSERVED_RETRY_SECONDS)
                     continue
                 version = self._watch(scope, version)
+            except ResourceExpiredError as error:  # compacted away: what happened since is only in a listing
+                logger.info("watch of %s: %s; listing again", path, error)
+                version = None
             except TransientApiError as error:
-                logger.warning("watch of %s: %s; again in %.0f s", path, error, self._retry_seconds)
-                self._stopped.wait(self._retry_seconds)
+                pause = self._reconnects.failed()
+                logger.warning("watch of %s: %s; again in %.1f s", path, error, pause)
+                self._stopped.wait(pause)
             except Exception:  # a bug here must not stop the operator's sight of these objects for good
                 logger.exception("watch of %s failed; listing again", path)
                 version = None
-                self._stopped.wait(self._retry_seconds)
+                self._stopped.wait(self._reconnects.failed())
 
     def _list(self, scope: Scope) -> str | None:
         """Replace what the store holds of the scope with a fresh listing; its resourceVersion, or None when
-        the cluster does not serve an optional kind (then the store holds none of it)."""
+        the cluster does not serve an optional kind (then the store holds none of it). Every view it changed
+        is told, even when the listing breaks off: the next listing finds them unchanged."""
         path = self._resource.path(scope.namespace)
         seen: set[str] = set()
         touched: list[tuple[JobKey, View, bool]] = []
-        query = {"limit": str(PAGE), **self._resource.selection()}
-        version: str | None = None
+        try:
+            version = self._pages(path, scope, seen, touched)
+            for uid in self._store.uids(scope.accepts) - seen:
+                removed = self._store.remove(uid)
+                if removed is not None:
+                    touched.append((*removed, False))
+            self._reconnects.succeeded()
+            self._listings.listed(path)
+            return version
+        finally:
+            for key, view, present in touched:
+                self._changed(key, view, present)
+
+    def _pages(self, path: str, scope: Scope, seen: set[str], touched: list[tuple[JobKey, View, bool]]) -> str | None:
+        """Read the listing page by page into the store; its resourceVersion, None when not served. A
+        continue token that expired starts the listing over, as client-go does."""
+        first = {"limit": str(PAGE), **self._resource.selection()}
+        query = first
         try:
             while True:
-                page = self._kube.list_page(path, query)
+                try:
+                    page = self._kube.list_page(path, query)
+                except ResourceExpiredError:
+                    if "continue" not in query:
+                        raise
+                    logger.info("listing of %s: its continue token expired; listing from the start", path)
+                    seen.clear()
+                    query = first
+                    continue
                 self._keep(scope, page.get("items") or [], seen, touched)
                 listing = page.get("metadata") or {}
                 if not listing.get("continue"):
-                    version = str(listing.get("resourceVersion", ""))
-                    break
+                    if path in self._unserved:
+                        logger.info("%s served now", path)
+                    self._unserved.discard(path)
+                    return str(listing.get("resourceVersion", ""))
                 query = {**query, "continue": str(listing["continue"])}
         except NotServedError as error:
             if not self._resource.optional:
@@ -243,18 +311,7 @@ class ObjectWatch(Generic[View]):
                 logger.info("%s not served (%s): none, listed again every %.0f s", path, error, UNSERVED_RETRY_SECONDS)
             self._unserved.add(path)
             seen.clear()
-        else:
-            if path in self._unserved:
-                logger.info("%s served now", path)
-            self._unserved.discard(path)
-        for uid in self._store.uids(scope.accepts) - seen:
-            removed = self._store.remove(uid)
-            if removed is not None:
-                touched.append((*removed, False))
-        self._listings.listed(path)
-        for key, view, present in touched:
-            self._changed(key, view, present)
-        return version
+            return None
 
     def _keep(
         self, scope: Scope, items: list[dict[str, Any]], seen: set[str], touched: list[tuple[JobKey, View, bool]]
@@ -272,31 +329,34 @@ class ObjectWatch(Generic[View]):
         found = self._resource.view(item)
         return found if found is not None and scope.accepts(found[0][0]) else None
 
-    def _watch(self, scope: Scope, version: str) -> str | None:
-        """Follow events until the API server ends the watch; the version to go on from, None to relist."""
+    def _watch(self, scope: Scope, version: str) -> str:
+        """Follow events until the API server ends the watch; the version to go on from. Raises
+        ResourceExpiredError when the API server no longer has `version`, in the stream or before it."""
         path = self._resource.path(scope.namespace)
         query = {
             "watch": "true",
             "resourceVersion": version,
             "allowWatchBookmarks": "true",
-            "timeoutSeconds": str(WATCH_SECONDS),
+            "timeoutSeconds": str(self._watch_seconds),
             **self._resource.selection(),
         }
-        started = time.monotonic()
-        for line in self._kube.stream_lines(path, query, read_timeout=WATCH_SECONDS + 30):
+        heard, started = False, time.monotonic()
+        for line in self._kube.stream_lines(path, query, read_timeout=self._watch_seconds + SILENCE_MARGIN):
             if self._stopped.is_set():
                 return version
+            if not heard:
+                heard = True
+                self._reconnects.succeeded()
             event = json.loads(line)
             kind, item = event.get("type"), event.get("object") or {}
             if kind == "ERROR":
-                if item.get("code") == HTTP_GONE:
-                    return None
-                raise TransientApiError(f"watch of {path}: {item.get('message')}")
+                message = str(item.get("message"))  # the caller's log names the watch
+                raise (ResourceExpiredError if item.get("code") == HTTP_GONE else TransientApiError)(message)
             version = str((item.get("metadata") or {}).get("resourceVersion") or version)
             if kind != "BOOKMARK":
                 self._apply(scope, kind, item)
-        if time.monotonic() - started < self._retry_seconds:  # ended at once: do not hammer the API server
-            self._stopped.wait(self._retry_seconds)
+        if not heard and time.monotonic() - started < ENDED_AT_ONCE_SECONDS:  # do not hammer the API server
+            self._stopped.wait(self._reconnects.failed())
         return version
 
     def _apply(self, scope: Scope, kind: str | None, item: dict[str, Any]) -> None:

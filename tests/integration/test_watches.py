@@ -1,0 +1,141 @@
+"""The operator's own watches against the real API server, in the cases client-go is built for: a
+resourceVersion compacted away while the operator could not read, and a connection that went silent;
+and what the liveness endpoint says of them.
+
+Each test runs an operator of its own, scoped to its namespace, in place of the session's."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from cluster_support import Cluster, OperatorProcess, SilencingProxy, operator_kubeconfig
+from disttrain_dev import cluster as devcluster
+from disttrain_operator.runtime.watched import CLAIMS, DISTTRAIN_JOBS, PODS, SERVICES, WORKLOADS
+from support import ROOT, wait_for
+
+EXAMPLE = ROOT / "examples" / "multi-worker-mirrored-gpu.yaml"
+WORKERS = 4
+# The API server's watch cache keeps at least 75 s of events, growing as needed: a version falls out of
+# it only once it is older than that and more events have come since.
+CACHE_FRESH_SECONDS = 80
+CHURN = 150
+
+
+def _job(name: str, suspend: bool = False) -> dict[str, Any]:
+    job: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text())
+    job["metadata"] = {"name": name}
+    if suspend:
+        job["spec"].setdefault("runPolicy", {})["suspend"] = True
+    return job
+
+
+def _create(cluster: Cluster, namespace: str, jobs: list[dict[str, Any]]) -> None:
+    listed = {"apiVersion": "v1", "kind": "List", "items": jobs}
+    cluster.kubectl("create", "-n", namespace, "-f", "-", stdin=json.dumps(listed))
+
+
+def _pods_of(cluster: Cluster, namespace: str, job: str) -> dict[str, dict[str, Any]]:
+    return cluster.job_pods(namespace, job)
+
+
+def _has_pods(cluster: Cluster, namespace: str, job: str) -> dict[str, dict[str, Any]] | None:
+    pods = _pods_of(cluster, namespace, job)
+    return pods if len(pods) == WORKERS else None
+
+
+@pytest.fixture
+def own_operator(
+    cluster: Cluster, operator: OperatorProcess, namespace: str, tmp_path: Path
+) -> Iterator[tuple[OperatorProcess, Path]]:
+    """The session's operator stopped, and the kubeconfig for one scoped to the namespace; started again after."""
+    operator.stop()
+    try:
+        yield operator, operator_kubeconfig(cluster, tmp_path)
+    finally:
+        operator.start()
+
+
+def test_what_changed_while_the_operator_was_frozen_and_etcd_compacted_is_all_reconciled(
+    cluster: Cluster, own_operator: tuple[OperatorProcess, Path], namespace: str, tmp_path: Path
+) -> None:
+    """Frozen (SIGSTOP) with its watches open, the operator misses a job created, a pod deleted and enough
+    other writes that its jobs' resourceVersion leaves the API server's watch cache, then etcd is
+    compacted. Resumed, its watch of jobs is told the version is gone (410), lists again, and reconciles
+    all of it."""
+    _, kubeconfig = own_operator
+    churn = f"{namespace}-churn"
+    cluster.kubectl("create", "namespace", churn)
+    frozen = OperatorProcess(cluster, tmp_path / "operator.log", ["--namespace", namespace], kubeconfig)
+    frozen.start()
+    try:
+        _create(cluster, namespace, [_job("before")])
+        before = wait_for("the first job's pods", lambda: _has_pods(cluster, namespace, "before"), timeout=60)
+        frozen.pause()
+        try:
+            _create(cluster, namespace, [_job("meanwhile")])
+            cluster.kubectl("delete", "pod", "-n", namespace, "before-worker-1", "--wait=false")
+            _create(cluster, churn, [_job(f"churn-{n}", suspend=True) for n in range(CHURN)])
+            time.sleep(CACHE_FRESH_SECONDS)
+            _create(cluster, churn, [_job(f"later-{n}", suspend=True) for n in range(CHURN)])
+            devcluster.compact_etcd()
+        finally:
+            frozen.resume()
+
+        wait_for("the job created meanwhile reconciled", lambda: _has_pods(cluster, namespace, "meanwhile"), timeout=60)
+
+        def replaced() -> bool:
+            pod = _pods_of(cluster, namespace, "before").get("before-worker-1")
+            return pod is not None and pod["metadata"]["uid"] != before["before-worker-1"]["metadata"]["uid"]
+
+        wait_for("the pod deleted meanwhile replaced", replaced, timeout=60)
+        jobs_path = "/apis/disttrain.io/v1alpha1/namespaces/" + namespace + "/disttrainjobs"
+        assert f"watch of {jobs_path}: too old resource version" in frozen.log(), frozen.log()[-3000:]
+    finally:
+        frozen.stop()
+        cluster.kubectl("delete", "namespace", churn, "--wait=true", "--timeout=120s")
+
+
+def test_a_watch_that_went_silent_is_noticed_and_started_again(
+    cluster: Cluster, own_operator: tuple[OperatorProcess, Path], namespace: str, tmp_path: Path
+) -> None:
+    """Every connection the operator holds to the API server goes silent without closing. With the API
+    server ending each watch after 5 s here (60 s by default), the operator gives up on the silent stream
+    10 s past that, connects again, and reconciles the job created meanwhile."""
+    _, kubeconfig = own_operator
+    state = devcluster.running_state()
+    assert state is not None
+    proxy = SilencingProxy(state.address, state.apiserver_port)
+    config = json.loads(kubeconfig.read_text())
+    config["clusters"][0]["cluster"]["server"] = f"https://{state.address}:{proxy.port}"
+    kubeconfig.write_text(json.dumps(config))
+    scope, environment = ["--namespace", namespace], {"DISTTRAIN_WATCH_SECONDS": "5"}
+    watched = OperatorProcess(cluster, tmp_path / "operator.log", scope, kubeconfig, environment=environment)
+    watched.start()
+    try:
+        _create(cluster, namespace, [_job("before")])
+        wait_for("the first job's pods", lambda: _has_pods(cluster, namespace, "before"), timeout=60)
+        proxy.silence()
+        _create(cluster, namespace, [_job("meanwhile")])
+        wait_for("the job created after the silence", lambda: _has_pods(cluster, namespace, "meanwhile"), timeout=60)
+        assert "Read timed out" in watched.log(), watched.log()[-3000:]
+    finally:
+        watched.stop()
+        proxy.close()
+
+
+def test_the_liveness_endpoint_names_every_watch_once_listed_and_the_queue_depth(operator: OperatorProcess) -> None:
+    def all_listed() -> dict[str, Any] | None:
+        health = operator.health()
+        return health if health["watches"] and all(health["watches"].values()) else None
+
+    health = wait_for("every watch listed", all_listed)
+    expected = {resource.path(None) for resource in (DISTTRAIN_JOBS, PODS, SERVICES, CLAIMS, WORKLOADS)}
+    assert set(health["watches"]) == expected, health
+    assert isinstance(health["queue_depth"], int), health
