@@ -12,7 +12,9 @@ from disttrain_operator.api.spec import ReplicaType
 from disttrain_operator.core.builders.settings import BuildSettings
 from disttrain_operator.core.observed import PodPhase, PodView
 from disttrain_operator.core.types import ObjectRef
-from disttrain_operator.runtime.reconciler import EXPECTATION, STATUS_BATCH, Reconciler
+from disttrain_operator.runtime.expectations import EXPECTATION
+from disttrain_operator.runtime.reconciler import Reconciler
+from disttrain_operator.runtime.status_writer import STATUS_BATCH
 from support import EXAMPLES, load_one
 
 START = datetime(2026, 1, 1, tzinfo=UTC)

@@ -223,3 +223,19 @@ def test_a_served_tfjob_past_its_deadline_fails_on_time() -> None:
     body["status"] = {"startTime": "2025-12-31T23:58:00Z", "conditions": []}
     kube, status = _served(body, [_pod(ReplicaType.WORKER, 0, PodPhase.RUNNING, ready=True)])
     assert kube.deleted == ["mnist-worker-0"] and _true(status)["Failed"].startswith("DeadlineExceeded")
+
+
+def test_the_wire_leaves_a_disttrainjob_alone_and_takes_a_served_tfjobs_status_there_and_back() -> None:
+    status = {
+        "phase": "Running",
+        "replicaStatuses": {"Chief": {"active": 1}, "PS": {"active": 2}},
+        "conditions": [{"type": "Running", "status": "True", "reason": "PodsRunning", "message": "all running"}],
+    }
+    plain = served.Wire.of({"apiVersion": "disttrain.io/v1alpha1", "kind": "DistTrainJob"})
+    assert plain.status_out(status, "now") is status and plain.patch_out(status) is status
+    wire = served.Wire.of(_tfjob(Master=1, PS=2))
+    out = wire.status_out(status, "2026-01-01T00:00:00Z")
+    assert set(out["replicaStatuses"]) == {"Master", "PS"} and out["conditions"][0]["reason"] == "TFJobRunning"
+    assert wire.status_in(out) == status
+    patch = wire.patch_out({"spec": {"replicaSpecs": {"Chief": {"replicas": 1}}}})
+    assert patch == {"spec": {"tfReplicaSpecs": {"Master": {"replicas": 1}}}}

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from disttrain_operator.api import tfjob
 from disttrain_operator.api.status import Condition, DistTrainJobStatus, ReplicaStatus
 from disttrain_operator.core.tfjob_conversion import UnconvertibleError, convert, replica_type_of
-from disttrain_operator.core.types import Manifest
+from disttrain_operator.core.types import Body, Manifest
 
 _REASON_SEPARATOR = ": "
 
@@ -111,3 +112,36 @@ def wire_patch(patch: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, 
     if "replicaSpecs" in spec:
         spec["tfReplicaSpecs"] = {names.get(kind, kind): value for kind, value in spec.pop("replicaSpecs").items()}
     return {**patch, "spec": spec}
+
+
+@dataclass(frozen=True)
+class Wire:
+    """How one job is read and written: a DistTrainJob as it is, a served TFJob translated here and
+    nowhere else, on its way in (`body_in`, `bare_in`, `status_in`) and out (`status_out`, `patch_out`)."""
+
+    names: Mapping[str, str] | None = None  # a served TFJob's replica type keys (`replica_names`)
+
+    @classmethod
+    def of(cls, body: Body) -> Wire:
+        return cls(replica_names(body)) if is_served(body) else cls()
+
+    def body_in(self, body: Body) -> Body:
+        """The job as the core reads it; UnconvertibleError names a field disttrain cannot serve."""
+        return body if self.names is None else job_manifest(body)
+
+    def bare_in(self, body: Body) -> Body:
+        """The job without its spec's translation, its status in the core's terms: what a job the operator
+        refuses is failed with."""
+        if self.names is None:
+            return body
+        bare = {key: body[key] for key in ("apiVersion", "kind", "metadata")}
+        return {**bare, "status": core_status(body.get("status") or {})}
+
+    def status_in(self, status: Mapping[str, Any]) -> Mapping[str, Any]:
+        return status if self.names is None else core_status(status)
+
+    def status_out(self, status: dict[str, Any], now: str) -> dict[str, Any]:
+        return status if self.names is None else wire_status(status, self.names, now)
+
+    def patch_out(self, patch: dict[str, Any]) -> dict[str, Any]:
+        return patch if self.names is None else wire_patch(patch, self.names)

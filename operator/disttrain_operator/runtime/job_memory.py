@@ -1,0 +1,28 @@
+"""What the operator remembers of one job between its reconciles."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from disttrain_operator.core.served import Wire
+from disttrain_operator.core.types import ObjectRef
+from disttrain_operator.runtime.expectations import Expectations
+
+
+@dataclass
+class JobMemory:
+    """Dropped with the job (`Reconciler.forget`)."""
+
+    written: dict[str, Any] | None = None  # the status last written
+    unwritten: dict[str, Any] | None = None  # a status held back for the batch
+    last_write: datetime | None = None  # when the status was last written
+    settled: tuple[Any, ...] | None = None  # what the job looked like after its last reconcile
+    phase: tuple[str, str] | None = None  # namespace and phase, for the active gauge
+    handled: set[str] = field(default_factory=set)  # uids of pods restarted, or deleted by the operator
+    forced: set[str] = field(default_factory=set)  # uids of pods removed by force (one Event each)
+    unwatched: set[ObjectRef] = field(default_factory=set)  # children known to exist that no watch sees
+    expected: Expectations = field(default_factory=Expectations)  # done, not yet seen by a watch
+    checked_generation: int | None = None  # the last generation whose spec passed the CRD's schema
+    wire: Wire = field(default_factory=Wire)  # how the job is read and written (a served TFJob's shape)

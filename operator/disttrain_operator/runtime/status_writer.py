@@ -1,0 +1,126 @@
+"""A job's status write: only when it changed, counts batched, an Event per condition that became true,
+and the jobs-by-phase gauges kept as phases change."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from disttrain_contract.timestamps import format_time
+from disttrain_operator.api.status import ConditionType, DistTrainJobStatus, JobPhase
+from disttrain_operator.core.types import Body
+from disttrain_operator.runtime import metrics
+from disttrain_operator.runtime.job_memory import JobMemory
+
+logger = logging.getLogger(__name__)
+
+# A job's status writes that change only counts and progress come at most this often (see `StatusWriter.write`).
+STATUS_BATCH = timedelta(seconds=2)
+_COUNTS = frozenset({"replicaStatuses", "ready", "progress"})
+_WARNING_CONDITIONS = {ConditionType.FAILED.value, ConditionType.RESTARTING.value}
+
+
+class EventSink(Protocol):
+    def __call__(self, body: Body, *, type: str, reason: str, message: str) -> None: ...
+
+
+class StatusApi(Protocol):
+    def patch_job_status(self, job: Body, status: dict[str, Any]) -> None: ...
+
+
+def dump_status(status: DistTrainJobStatus) -> dict[str, Any]:
+    return status.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class StatusWriter:
+    def __init__(self, kube: StatusApi, emit: EventSink, clock: Callable[[], datetime]) -> None:
+        self._kube = kube
+        self._emit = emit
+        self._clock = clock
+        # Known jobs by (namespace, phase), kept as phases change: the gauges are set per status write, and
+        # counting every job's phase on each one made a burst of N new jobs cost N^2.
+        self._phases: Counter[tuple[str, str]] = Counter()
+        self._phases_lock = threading.Lock()  # reconciles of different jobs run on different threads
+
+    def forget(self, memory: JobMemory) -> None:
+        """A deleted job leaves the gauges."""
+        self._set_phase(memory, None)
+
+    def write(
+        self, body: Body, memory: JobMemory, status: DistTrainJobStatus, *, batch: bool = False
+    ) -> datetime | None:
+        """Write the status if it changed. With `batch`, a change nobody waits on is held back until it is
+        due (`_batch_due`), and that time is returned: pods of a job start within moments of each other,
+        and each one's report need not cost a write of its own.
+        Conditions newly true get an Event each; Created has one already, listing what was created."""
+        new = dump_status(status)
+        previous: dict[str, Any] = memory.written or dict(body.get("status") or {})
+        if new == previous:
+            memory.unwritten = None
+            return None
+        now = self._clock()
+        due = _batch_due(status, previous, new, memory.last_write) if batch else None
+        if due is not None and now < due:
+            memory.unwritten = new
+            return due
+        metadata = body["metadata"]
+        self._kube.patch_job_status(body, memory.wire.status_out(new, format_time(now)))
+        memory.written, memory.last_write, memory.unwritten = new, now, None
+        for condition in _newly_true(previous, new):
+            kind = "Warning" if condition["type"] in _WARNING_CONDITIONS else "Normal"
+            if condition["type"] != ConditionType.CREATED:
+                self._emit(body, type=kind, reason=condition["reason"], message=condition.get("message", ""))
+            metrics.count_transition(metadata["namespace"], condition["type"], condition["reason"])
+        self._set_phase(memory, (metadata["namespace"], str(new.get("phase", ""))))
+        if new.get("phase") != previous.get("phase"):
+            logger.info("job %s/%s is %s", metadata["namespace"], metadata["name"], new.get("phase"))
+        return None
+
+    def _set_phase(self, memory: JobMemory, phase: tuple[str, str] | None) -> None:
+        with self._phases_lock:
+            if phase == memory.phase:
+                return
+            if memory.phase is not None:
+                self._phases[memory.phase] -= 1
+            if phase is not None:
+                self._phases[phase] += 1
+            memory.phase = phase
+            metrics.set_active(self._phases)
+
+
+def _batch_due(
+    status: DistTrainJobStatus, previous: Mapping[str, Any], new: Mapping[str, Any], last_write: datetime | None
+) -> datetime | None:
+    """When a status change may wait until, None when it is written at once. Counts alone wait until
+    STATUS_BATCH after the job's last write. A new job's first status, Pending with its children created,
+    waits until STATUS_BATCH after their creation: its pods mostly run by then, and one write says both
+    (in a burst of new jobs, one write fewer per job)."""
+    if last_write is not None:
+        return last_write + STATUS_BATCH if _counts_alone(previous, new) else None
+    created = [condition for condition in status.conditions if condition.type is ConditionType.CREATED]
+    if (
+        not previous.get("conditions")
+        and status.phase is JobPhase.PENDING
+        and len(status.conditions) == 1 == len(created)
+    ):
+        return created[0].last_transition_time + STATUS_BATCH
+    return None
+
+
+def _counts_alone(previous: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Only replica counts, readiness or progress differ: nothing a user waits on (phase, conditions)."""
+    return {k: v for k, v in previous.items() if k not in _COUNTS} == {k: v for k, v in new.items() if k not in _COUNTS}
+
+
+def _newly_true(previous: Mapping[str, Any], new: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Conditions that became True (or changed reason while True): each is an Event users can search for."""
+    before = {c["type"]: (c["status"], c.get("reason")) for c in previous.get("conditions", [])}
+    return [
+        condition
+        for condition in new.get("conditions", [])
+        if condition["status"] == "True" and before.get(condition["type"]) != ("True", condition.get("reason"))
+    ]
