@@ -36,12 +36,8 @@ def _create(cluster: Cluster, namespace: str, jobs: list[dict[str, Any]]) -> Non
     cluster.kubectl("create", "-n", namespace, "-f", "-", stdin=json.dumps(listed))
 
 
-def _pods_of(cluster: Cluster, namespace: str, job: str) -> dict[str, dict[str, Any]]:
-    return cluster.job_pods(namespace, job)
-
-
 def _has_pods(cluster: Cluster, namespace: str, job: str) -> dict[str, dict[str, Any]] | None:
-    pods = _pods_of(cluster, namespace, job)
+    pods = cluster.job_pods(namespace, job)
     return pods if len(pods) == WORKERS else None
 
 
@@ -83,7 +79,7 @@ def test_what_changed_while_the_operator_was_frozen_and_etcd_compacted_is_all_re
         wait_for("the job created meanwhile reconciled", lambda: _has_pods(cluster, namespace, "meanwhile"), timeout=90)
 
         def replaced() -> bool:
-            pod = _pods_of(cluster, namespace, "before").get("before-worker-1")
+            pod = cluster.job_pods(namespace, "before").get("before-worker-1")
             return pod is not None and pod["metadata"]["uid"] != before["before-worker-1"]["metadata"]["uid"]
 
         wait_for("the pod deleted meanwhile replaced", replaced, timeout=60)

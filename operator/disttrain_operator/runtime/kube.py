@@ -70,6 +70,11 @@ class ResourceExpiredError(TransientApiError):
     compaction): a watch must list again, not retry the same version."""
 
 
+def watch_error(code: int, message: str) -> TransientApiError:
+    """What a list or watch answered with `code` means: list again after a 410, else try again later."""
+    return (ResourceExpiredError if code == HTTP_GONE else TransientApiError)(message)
+
+
 def load_client() -> client.ApiClient:
     """In-cluster credentials when running in a pod, else the kubeconfig (`KUBECONFIG`)."""
     try:
@@ -199,10 +204,8 @@ class Kube:
         code, text = self.request("GET", path, {}, None, query=query)
         if code in (HTTP_NOT_FOUND, HTTP_FORBIDDEN):
             raise NotServedError(status_message(code, text))
-        if code == HTTP_GONE:
-            raise ResourceExpiredError(status_message(code, text))
         if code >= 300:
-            raise TransientApiError(status_message(code, text))
+            raise watch_error(code, status_message(code, text))
         page: dict[str, Any] = json.loads(text)
         return page
 
@@ -212,8 +215,7 @@ class Kube:
         raw = response.response
         try:
             if response.status >= 300:
-                message = status_message(response.status, raw.read().decode(errors="replace"))
-                raise (ResourceExpiredError if response.status == HTTP_GONE else TransientApiError)(message)
+                raise watch_error(response.status, status_message(response.status, raw.read().decode(errors="replace")))
             pending = b""
             for chunk in raw.stream(_CHUNK):
                 lines = (pending + chunk).split(b"\n")

@@ -23,7 +23,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from disttrain_operator.core.backoff import Backoff
 from disttrain_operator.core.types import JobKey
-from disttrain_operator.runtime.kube import NotServedError, ResourceExpiredError, TransientApiError
+from disttrain_operator.runtime.kube import NotServedError, ResourceExpiredError, TransientApiError, watch_error
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +37,6 @@ SILENCE_MARGIN = 10
 RECONNECT_BACKOFF = Backoff(first=0.8, longest=30, jitter=1.0)
 ENDED_AT_ONCE_SECONDS = 1.0  # a watch ended this soon without a word counts as a failure
 UNSERVED_RETRY_SECONDS = 30.0  # a kind not served (Kueue not installed yet) is listed again this often
-HTTP_GONE = 410
 _GLOB = set("*?[!")
 
 View = TypeVar("View")
@@ -350,8 +349,7 @@ class ObjectWatch(Generic[View]):
             event = json.loads(line)
             kind, item = event.get("type"), event.get("object") or {}
             if kind == "ERROR":
-                message = str(item.get("message"))  # the caller's log names the watch
-                raise (ResourceExpiredError if item.get("code") == HTTP_GONE else TransientApiError)(message)
+                raise watch_error(int(item.get("code") or 0), str(item.get("message")))  # the log names the watch
             version = str((item.get("metadata") or {}).get("resourceVersion") or version)
             if kind != "BOOKMARK":
                 self._apply(scope, kind, item)
