@@ -286,7 +286,6 @@ class OperatorProcess:
             *self._scope,
             *self._leader_election,
             *self._options,
-            "--standalone",
             f"--liveness=http://127.0.0.1:{self._port}/healthz",
         ]
         log = self.log_path.open("ab")

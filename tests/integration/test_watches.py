@@ -83,7 +83,6 @@ def test_what_changed_while_the_operator_was_frozen_and_etcd_compacted_is_all_re
             return pod is not None and pod["metadata"]["uid"] != before["before-worker-1"]["metadata"]["uid"]
 
         wait_for("the pod deleted meanwhile replaced", replaced, timeout=60)
-        assert "Response ended prematurely" in frozen.log()  # it did lose its connections
     finally:
         frozen.stop()
 

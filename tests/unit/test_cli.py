@@ -11,7 +11,9 @@ import pytest
 from disttrain_operator.api import crd
 from disttrain_operator.cli import main as cli_main
 from disttrain_operator.cli import yaml_io
-from disttrain_operator.cli.main import build_parser, main, namespace_arguments
+from disttrain_operator.cli.main import build_parser, main
+from disttrain_operator.cli.operator_command import build_parser as operator_parser
+from disttrain_operator.cli.operator_command import read_settings
 from support import EXAMPLES, INVALID_CORPUS, ROOT, expected_message
 
 
@@ -85,10 +87,13 @@ def test_crd_check_and_generate(tmp_path: Path) -> None:
     assert stale.read_text() == (ROOT / "crds" / crd.CRD_FILE).read_text()
 
 
-def test_the_pod_watch_learns_the_operators_namespaces_in_every_spelling() -> None:
-    args = ["--namespace=a", "--namespace", "b", "-n", "c", "-nd", "--verbose", "--all-namespaces"]
-    assert namespace_arguments(args) == ["a", "b", "c", "d"]
-    assert namespace_arguments(["--all-namespaces"]) == []
+def test_the_operators_namespaces_reach_its_settings_in_every_spelling(capsys: pytest.CaptureFixture[str]) -> None:
+    args = operator_parser().parse_args(["--namespace=a", "--namespace", "b", "-n", "c", "-nd", "--verbose"])
+    assert read_settings(args).watch_namespaces == ("a", "b", "c", "d")
+    assert read_settings(operator_parser().parse_args(["--all-namespaces"])).watch_namespaces == ()
+    with pytest.raises(SystemExit):
+        operator_parser().parse_args(["-n", "a", "--all-namespaces"])
+    assert "not allowed with argument" in capsys.readouterr().err
 
 
 def test_dev_cluster_is_a_command_only_where_the_development_package_is_installed(

@@ -1,20 +1,30 @@
-"""The glue from the operator's watches to its reconciles (`build_runtime`), on a fake API: which changes
-reconcile a job, and which of two namesakes keeps the names."""
+"""The glue from kopf and the operator's own watches to its reconciles (`build_runtime` and kopf's
+handlers), on a fake API: which changes reconcile a job, which of two namesakes keeps the names, and
+when the reconciles may start."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
 
+import kopf
 from fakes import RecordingApi
 
 from disttrain_operator.core import served
 from disttrain_operator.core.types import JobKey
-from disttrain_operator.runtime.handlers import _reconcile_job, build_runtime
+from disttrain_operator.runtime.handlers import (
+    Runtime,
+    _reconcile_job,
+    build_runtime,
+    job_event,
+    nothing_to_index,
+    tune,
+)
+from disttrain_operator.runtime.indexed_jobs import IndexedJobs, copied
 from disttrain_operator.runtime.job_queue import JobQueue
 from disttrain_operator.runtime.settings import OperatorSettings
 from disttrain_operator.runtime.watch import Scope
-from disttrain_operator.runtime.watched import DISTTRAIN_JOBS, SERVED_TFJOBS
+from disttrain_operator.runtime.watched import DISTTRAIN_JOBS, SERVED_TFJOBS, job_body
 
 KEY = ("team", "mnist")
 EVERYWHERE = Scope(None)
@@ -63,14 +73,19 @@ def _disttrainjob() -> dict[str, Any]:
     return {**job, "status": {}}
 
 
+def _runtime(api: _Api, tfjob: dict[str, Any], disttrainjob: dict[str, Any]) -> tuple[Runtime, _Queue]:
+    indexes = {DISTTRAIN_JOBS.index: {KEY: [job_body(disttrainjob)]}, SERVED_TFJOBS.index: {KEY: [job_body(tfjob)]}}
+    runtime = build_runtime(OperatorSettings(serve_tfjobs=True), api, indexes)
+    queue = runtime.queue = _Queue()
+    return runtime, queue
+
+
 def test_changes_reconcile_a_job_its_own_status_write_does_not_and_a_deleted_namesake_wakes_the_other() -> None:
     tfjob, disttrainjob = _tfjob(), _disttrainjob()
-    api = _Api({DISTTRAIN_JOBS.path(None): [disttrainjob], SERVED_TFJOBS.path(None): [tfjob]})
-    runtime = build_runtime(OperatorSettings(serve_tfjobs=True), api)
-    queue = runtime.queue = _Queue()
-    jobs, tfjobs = runtime.watches[:2]
-    for watch in runtime.watches:
-        watch._list(EVERYWHERE)
+    api = _Api({})
+    runtime, queue = _runtime(api, tfjob, disttrainjob)
+    job_event(runtime, "ADDED", disttrainjob)
+    job_event(runtime, "ADDED", tfjob)
     assert queue.added == [KEY, KEY]
 
     _reconcile_job(runtime, KEY)  # the DistTrainJob, created first, keeps the names; the TFJob is refused
@@ -79,17 +94,76 @@ def test_changes_reconcile_a_job_its_own_status_write_does_not_and_a_deleted_nam
     assert api.status_kinds == ["TFJob"]
 
     queue.added.clear()
-    tfjobs._apply(EVERYWHERE, "MODIFIED", {**tfjob, "status": api.statuses[-1]})  # the echo of that write
+    job_event(runtime, "MODIFIED", {**tfjob, "status": api.statuses[-1]})  # the echo of that write
+    annotated = {**tfjob["metadata"], "annotations": {"a": "b"}, "managedFields": [{"manager": "kubectl"}]}
+    job_event(runtime, "MODIFIED", {**tfjob, "metadata": annotated, "status": api.statuses[-1]})  # nothing read
     assert queue.added == []
     relabelled = {**tfjob, "metadata": {**tfjob["metadata"], "labels": {"team": "a"}}, "status": api.statuses[-1]}
-    tfjobs._apply(EVERYWHERE, "MODIFIED", relabelled)
+    job_event(runtime, "MODIFIED", relabelled)
     assert queue.added == [KEY]
 
     queue.added.clear()
-    jobs._apply(EVERYWHERE, "DELETED", disttrainjob)
+    runtime.jobs = IndexedJobs([{}, {KEY: [job_body(relabelled)]}])  # kopf took the DistTrainJob out of its index
+    job_event(runtime, "DELETED", disttrainjob)
     assert queue.added == [KEY]  # the TFJob left is reconciled again: its wake-ups (TTL) return
-    assert "u0" in runtime.reconciler._jobs  # forgotten by the queue's thread for the job, not the watch's
+    assert "u0" in runtime.reconciler._jobs  # forgotten by the queue's thread for the job, not kopf's
     created = len(api.created)
     _reconcile_job(runtime, KEY)
     assert "u0" not in runtime.reconciler._jobs
     assert (len(api.created), api.status_kinds) == (created, ["TFJob"])  # it failed once, and stays failed
+
+
+def test_no_reconcile_runs_before_kopf_indexed_the_jobs_and_every_own_watch_listed_once() -> None:
+    api = _Api({})
+    runtime, _ = _runtime(api, _tfjob(), _disttrainjob())
+    for watch in runtime.watches:
+        watch._list(EVERYWHERE)
+    assert not runtime.listings.done.is_set()
+    assert runtime.listings.state()[DISTTRAIN_JOBS.path(None)] is False
+    job_event(runtime, None, _disttrainjob())  # kopf's first event handler call: every index is full
+    assert runtime.listings.done.is_set()
+    assert all(runtime.listings.state().values())
+
+
+def test_kopf_cannot_say_it_indexed_no_jobs_so_an_empty_list_at_start_says_so() -> None:
+    assert nothing_to_index(_Api({}), [DISTTRAIN_JOBS.path(None)])
+    assert not nothing_to_index(_Api({DISTTRAIN_JOBS.path(None): [_tfjob()]}), [DISTTRAIN_JOBS.path(None)])
+
+
+def test_kopf_indexes_only_what_the_reconcile_reads() -> None:
+    body = {**_disttrainjob(), "metadata": {**_disttrainjob()["metadata"], "managedFields": [{"manager": "kubectl"}]}}
+    assert job_body(body)["metadata"] == {
+        "name": "mnist",
+        "namespace": "team",
+        "uid": "u0",
+        "generation": 1,
+        "creationTimestamp": "2026-01-01T00:00:00Z",
+        "labels": {},
+        "annotations": {},
+    }
+
+
+def test_kopf_is_tuned_to_post_no_events_end_its_watches_as_the_operators_own_and_list_no_namespaces_in_vain() -> None:
+    kopf_settings = kopf.OperatorSettings()
+    tune(kopf_settings, OperatorSettings(watch_seconds=30))
+    assert kopf_settings.posting.enabled is False
+    assert (kopf_settings.watching.server_timeout, kopf_settings.watching.inactivity_timeout) == (30, 40)
+    assert kopf_settings.scanning.disabled is False  # every namespace: CRDs installed later are served
+    for namespaces, disabled in [(("team-a", "team-b"), True), (("team-*",), False)]:
+        tune(kopf_settings, OperatorSettings(watch_namespaces=namespaces))
+        assert kopf_settings.scanning.disabled is disabled, namespaces
+
+
+def test_a_copy_of_an_index_another_thread_changed_meanwhile_is_taken_again() -> None:
+    class Changing:
+        def __init__(self) -> None:
+            self.tries = 0
+
+        def __iter__(self) -> Iterator[int]:
+            self.tries += 1
+            if self.tries == 1:
+                raise RuntimeError("dictionary changed size during iteration")
+            return iter([1, 2])
+
+    changing = Changing()
+    assert (copied(changing), changing.tries) == ([1, 2], 2)

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from disttrain_operator.cli.main import run_operator
+from disttrain_operator.cli.operator_command import run_operator
 from disttrain_operator.core.builders.gang import GangScheduler
 from disttrain_operator.runtime.settings import DEFAULT_METRICS_PORT, OperatorSettings, SettingsError
 from support import ROOT

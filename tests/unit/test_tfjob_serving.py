@@ -19,10 +19,10 @@ from disttrain_operator.core import served
 from disttrain_operator.core.builders.objects import desired_objects, tensorflow_container
 from disttrain_operator.core.builders.settings import BuildSettings
 from disttrain_operator.core.observed import PodPhase, PodView
-from disttrain_operator.runtime.handlers import jobs_of, name_in_use
+from disttrain_operator.runtime.handlers import name_in_use
+from disttrain_operator.runtime.indexed_jobs import IndexedJobs
 from disttrain_operator.runtime.reconciler import Reconciler
 from disttrain_operator.runtime.tfjob_ownership import refusal
-from disttrain_operator.runtime.watch import ObjectStore
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -156,10 +156,8 @@ def test_a_tfjob_named_as_an_older_disttrainjob_fails_once_and_creates_nothing()
     older = {**served.job_manifest(_tfjob(Worker=1)), "apiVersion": "disttrain.io/v1alpha1", "kind": "DistTrainJob"}
     older["metadata"] = {**older["metadata"], "uid": "u0", "creationTimestamp": "2026-01-01T00:00:00Z"}
     key = ("team", "mnist")
-    stores: list[ObjectStore[dict[str, Any]]] = [ObjectStore(), ObjectStore()]
-    stores[0].put(key, "u0", older)
-    stores[1].put(key, tfjob["metadata"]["uid"], tfjob)
-    holder, *namesakes = jobs_of(stores, key)
+    jobs = IndexedJobs([{key: [older]}, {key: [tfjob]}])
+    holder, *namesakes = jobs.views(key)
     assert holder is older and namesakes == [tfjob]
     reconciler.refuse(tfjob, name_in_use(holder))
     clock[0] += timedelta(seconds=5)
@@ -170,7 +168,7 @@ def test_a_tfjob_named_as_an_older_disttrainjob_fails_once_and_creates_nothing()
     assert failed["reason"] == "TFJobFailed" and failed["message"].startswith("NameInUse: the DistTrainJob mnist")
     assert events == [("Warning", "NameInUse")]
     older["metadata"]["creationTimestamp"] = "2026-01-01T00:00:09Z"  # the TFJob came first: it keeps the names
-    assert jobs_of(stores, key)[0] is tfjob
+    assert jobs.views(key)[0] is tfjob
 
 
 def _pod(kind: ReplicaType, index: int, phase: PodPhase, **fields: Any) -> PodView:

@@ -243,40 +243,6 @@ def test_a_kind_that_must_be_served_is_an_error_until_it_is() -> None:
     assert not listings.done.is_set()
 
 
-def _job(uid: str = "u1", **metadata: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "disttrain.io/v1alpha1",
-        "kind": "DistTrainJob",
-        "metadata": {"name": "j", "namespace": "ns", "uid": uid, "generation": 1, **metadata},
-        "spec": {"replicaSpecs": {}},
-    }
-
-
-def test_jobs_are_kept_without_what_the_reconcile_never_reads() -> None:
-    """Every status write of the operator comes back as an event; one that changes nothing kept tells nobody."""
-    store: ObjectStore[dict[str, Any]] = ObjectStore()
-    listed = _job(resourceVersion="1", managedFields=[{"manager": "kubectl"}], annotations={"a": "b"})
-    touched = _job(resourceVersion="2", managedFields=[{"manager": "disttrain"}], annotations={"a": "c"})
-    labelled = _job(resourceVersion="3", labels={"team": "a"})
-    events = [{"type": "MODIFIED", "object": touched}, {"type": "MODIFIED", "object": labelled}]
-    kube = _FakeKube([[listed]], events)
-    watch, told = _watch(kube, store, DISTTRAIN_JOBS)
-    watch._list(NAMESPACE)
-    watch._watch(NAMESPACE, "10")
-    assert [view["metadata"]["labels"] for _, view, _ in told] == [{}, {"team": "a"}]
-    (kept,) = store.views(("ns", "j"))
-    assert kept["metadata"] == {
-        "name": "j",
-        "namespace": "ns",
-        "uid": "u1",
-        "generation": 1,
-        "creationTimestamp": None,
-        "labels": {"team": "a"},
-        "annotations": {},
-    }
-    assert all("labelSelector" not in query for query in kube.queries)  # every job is the operator's
-
-
 def test_scopes_follow_the_operators_namespaces() -> None:
     assert scopes([]) == [Scope(None)]
     assert scopes(["a", "b", "a"]) == [Scope("a"), Scope("b")]

@@ -3,24 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from disttrain_operator.api import crd
 from disttrain_operator.cli.render import RenderError, render
 from disttrain_operator.core.builders.gang import GangScheduler
 from disttrain_operator.core.builders.settings import BuildSettings
-from disttrain_operator.runtime.settings import SERVE_TFJOBS_ENV, OperatorSettings, SettingsError
 
 # Other distributions add subcommands here: each entry point is called with the subparsers to add to.
 COMMAND_PLUGINS = "disttrain.commands"
-
-if TYPE_CHECKING:
-    from disttrain_operator.runtime.leader_election import LeaderElector
 
 
 def _read_input(source: str) -> str:
@@ -89,99 +83,6 @@ def _local_run(args: argparse.Namespace) -> int:
         return 1
 
 
-def _leader_election_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="disttrain operator", add_help=False)
-    parser.add_argument("--liveness", default="http://0.0.0.0:8080/healthz", help="kopf's liveness endpoint")
-    parser.add_argument("--leader-elect", action="store_true", help="act only while holding the Lease")
-    parser.add_argument("--lease-namespace", help="default: POD_NAMESPACE, else the ServiceAccount's namespace")
-    parser.add_argument("--lease-seconds", type=float, default=15.0)
-    parser.add_argument("--renew-seconds", type=float, default=10.0)
-    parser.add_argument("--retry-seconds", type=float, default=2.0)
-    parser.add_argument("--serve-tfjobs", action="store_true", help="also serve Kubeflow's TFJobs (kubeflow.org/v1)")
-    parser.add_argument(
-        "--adopt-tfjobs", action="store_true", help="serve TFJobs even though their CRD is not disttrain's"
-    )
-    return parser
-
-
-def namespace_arguments(args: Sequence[str]) -> list[str]:
-    """The values of kopf's --namespace/-n options, in any of their spellings."""
-    found: list[str] = []
-    for position, arg in enumerate(args):
-        if arg in ("--namespace", "-n") and position + 1 < len(args):
-            found.append(args[position + 1])
-        elif arg.startswith("--namespace="):
-            found.append(arg.removeprefix("--namespace="))
-        elif arg.startswith("-n") and len(arg) > 2:
-            found.append(arg[2:].removeprefix("="))
-    return found
-
-
-def run_operator(operator_args: Sequence[str]) -> int:
-    """`kopf run` with the operator's module; standalone, cluster-wide and a liveness probe unless told otherwise.
-
-    With `--leader-elect`, several replicas may run: each waits (answering its liveness probe) until
-    it holds the Lease, and only then starts kopf, so exactly one acts.
-    """
-    import kopf.cli  # noqa: PLC0415 - only the operator pays for importing kopf
-
-    parser = _leader_election_parser()
-    election, args = parser.parse_known_args(operator_args)
-    if election.serve_tfjobs:
-        _check_tfjob_ownership(adopt=election.adopt_tfjobs)
-        os.environ[SERVE_TFJOBS_ENV] = "1"  # read by the operator's settings at start-up
-    if not any(arg.startswith(("--namespace", "-n", "--all-namespaces", "-A")) for arg in args):
-        args.append("--all-namespaces")
-    os.environ["DISTTRAIN_WATCH_NAMESPACES"] = ",".join(namespace_arguments(args))  # for the pod watch
-    try:  # a bad variable is named here, before the Lease or kopf
-        OperatorSettings.from_environment()
-    except SettingsError as error:
-        raise SystemExit(f"error: the operator's environment: {error}") from None
-    if not any(arg.startswith(("--peering", "--standalone")) for arg in args):
-        args.append("--standalone")
-    args.append(f"--liveness={election.liveness}")
-    elector = _lead(election, parser) if election.leader_elect else None
-    try:
-        kopf.cli.main(["run", "--module", "disttrain_operator.runtime.handlers", *args], standalone_mode=False)
-    finally:
-        if elector is not None:
-            elector.release()
-    return 0
-
-
-def _check_tfjob_ownership(adopt: bool) -> None:
-    """Exit with the reason when another controller owns TFJobs here (see `tfjob_ownership`)."""
-    from disttrain_operator.runtime import tfjob_ownership  # noqa: PLC0415
-    from disttrain_operator.runtime.kube import Kube, load_client  # noqa: PLC0415
-
-    definition = Kube(load_client()).read(tfjob_ownership.CRD_PATH, {"name": tfjob_ownership.CRD_NAME})
-    problem = tfjob_ownership.refusal(definition, adopt)
-    if problem:
-        raise SystemExit(f"error: not serving TFJobs: {problem}")
-
-
-def _lead(election: argparse.Namespace, parser: argparse.ArgumentParser) -> LeaderElector:
-    """Wait for the Lease, answering the liveness probe meanwhile; kopf takes the probe's port over after."""
-    from disttrain_operator.runtime import leader_election, metrics  # noqa: PLC0415
-    from disttrain_operator.runtime.kube import Kube, load_client  # noqa: PLC0415
-
-    try:
-        timing = leader_election.Timing(election.lease_seconds, election.renew_seconds, election.retry_seconds)
-    except ValueError as error:
-        parser.error(str(error))
-    elector = leader_election.LeaderElector(
-        Kube(load_client()),
-        election.lease_namespace or leader_election.default_namespace(),
-        leader_election.default_identity(),
-        timing=timing,
-        on_lost=lambda: os._exit(1),  # stop acting at once; the Deployment starts a fresh candidate
-    )
-    metrics.serve(OperatorSettings.from_environment().metrics_port)  # a standby answers its Service too
-    with leader_election.standby(election.liveness):
-        elector.acquire()
-    return elector
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="disttrain", description="Distributed TensorFlow training on Kubernetes.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -225,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("jobs", help="list, describe and read the logs of jobs (also `kubectl disttrain`)")
     commands.add_parser(
         "operator",
-        help="run the operator; further arguments go to `kopf run` (e.g. --namespace NS, --all-namespaces, --verbose)",
+        help="run the operator (kopf with disttrain's handlers); `disttrain operator --help` lists its options",
     )
     return parser
 
@@ -233,6 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["operator"]:
+        from disttrain_operator.cli.operator_command import run_operator  # noqa: PLC0415
+
         return run_operator(argv[1:])
     if argv[:1] == ["jobs"]:
         from disttrain_operator.cli import jobs  # noqa: PLC0415

@@ -1,29 +1,29 @@
-"""The operator's start and stop under kopf, and the glue from what it watches to the reconcile; all
-decisions live in `Reconciler`.
+"""kopf's handlers: the operator's start and stop, the watch of its jobs, and the glue from what it
+watches to the reconcile; all decisions live in `Reconciler`.
 
-Every trigger only names a job to `JobQueue`, whose threads reconcile it from what is known now: a
-change of the job (its creation, any change but the operator's own status write, and each job once
-as it is first listed), a change of an object the operator labelled (its pods, Service, PVCs) or of a
-Kueue Workload, a deadline, TTL or retry coming due (`Wakeups`) and a new progress report from a
-trainer (`ProgressPoller`). The operator's own watches (`watch.py`) hold what it knows, and the
-queue's threads wait until each was listed once, so a restarted operator sees every existing object
-before it plans anything. A job's deletion too is only named to the queue (`Departures`), whose
-thread for the job forgets it. Events are posted by a thread of their own (`EventPoster`).
+kopf watches the jobs: a `@kopf.index` holds what the reconcile reads of each `DistTrainJob` (and, where
+served, of each Kubeflow `TFJob`), and a `@kopf.on.event` names the job to `JobQueue`, unless the event
+only carries the operator's own last status write. Neither kind of handler makes kopf write to the job:
+no finalizer (children go with their owner through the garbage collector), no copy of the spec in an
+annotation (a large spec would push it past the API server's 256 KiB limit on annotations), no progress.
 
-kopf runs the operator: its command line (`kopf run`, --namespace), start-up and clean-up, signals,
-logging and the liveness probe. It watches nothing, so it keeps no state on the job either: no
-finalizer (children go with their owner through the garbage collector) and no copy of the spec in
-an annotation, which a large spec would push past the API server's 256 KiB limit on annotations.
+The children stay on the operator's own watches (`watch.py`), which keep a small view of each labelled
+pod, Service, PVC and Kueue Workload (docs/architecture.md has the figures). A change of one names its
+job to the queue too, as do a deadline, TTL or retry coming due (`Wakeups`) and a new progress report
+from a trainer (`ProgressPoller`). The queue's threads reconcile a job from what is known now, and wait
+until every watch, kopf's included, was listed once, so a restarted operator sees every existing object
+before it plans anything. A job's deletion is only named to the queue (`Departures`), whose thread for
+the job forgets it. Events are posted by a thread of their own (`EventPoster`).
 
-Settings come from the environment (`OperatorSettings`); everything the operator runs is one `Runtime`
-in kopf's memo.
+`disttrain operator` (cli/operator_command.py) starts kopf with these handlers; kopf's settings are set
+in the start-up handler, and everything the operator runs is one `Runtime` in kopf's memo.
 """
 
 from __future__ import annotations
 
 import gc
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -31,6 +31,7 @@ import kopf
 import pydantic
 
 from disttrain_operator.api.crd import openapi_schema
+from disttrain_operator.api.job import GROUP, KIND, PLURAL, VERSION
 from disttrain_operator.api.spec import DistTrainJobSpec
 from disttrain_operator.api.status import JobPhase
 from disttrain_operator.core.kueue import WorkloadView
@@ -40,13 +41,15 @@ from disttrain_operator.runtime import metrics
 from disttrain_operator.runtime.departures import Departures
 from disttrain_operator.runtime.event_poster import EventApi, EventPoster
 from disttrain_operator.runtime.failures import FailurePolicy
+from disttrain_operator.runtime.indexed_jobs import IndexedJobs, JobIndex
 from disttrain_operator.runtime.job_queue import JobQueue
-from disttrain_operator.runtime.kube import Kube, load_client
+from disttrain_operator.runtime.kube import Kube, NotServedError, load_client
 from disttrain_operator.runtime.progress_poller import ProgressPoller, progress_url
 from disttrain_operator.runtime.reconciler import JobApi, Reconciler, utcnow
 from disttrain_operator.runtime.settings import OperatorSettings
 from disttrain_operator.runtime.wakeups import Wakeups
 from disttrain_operator.runtime.watch import (
+    SILENCE_MARGIN,
     ListAndWatch,
     Listings,
     ObjectStore,
@@ -55,11 +58,21 @@ from disttrain_operator.runtime.watch import (
     Resource,
     scopes,
 )
-from disttrain_operator.runtime.watched import CLAIMS, DISTTRAIN_JOBS, PODS, SERVED_TFJOBS, SERVICES, WORKLOADS
+from disttrain_operator.runtime.watched import (
+    CLAIMS,
+    DISTTRAIN_JOBS,
+    PODS,
+    SERVED_TFJOBS,
+    SERVICES,
+    WORKLOADS,
+    JobKind,
+    job_body,
+)
 
 logger = logging.getLogger(__name__)
 
 Changed = Callable[[JobKey, Any, bool], None]
+SETTINGS = "settings"  # the memo's key for the OperatorSettings `disttrain operator` read
 
 
 class Part(Protocol):
@@ -71,7 +84,7 @@ class Part(Protocol):
 
 @dataclass
 class Runtime:
-    """Everything the operator runs: what its watches keep, and the threads that act on it."""
+    """Everything the operator runs: what kopf and its own watches keep, and the threads that act on it."""
 
     reconciler: Reconciler
     queue: JobQueue[JobKey]
@@ -79,20 +92,25 @@ class Runtime:
     progress: ProgressPoller
     failures: FailurePolicy
     events: EventPoster
-    jobs: ObjectStore[dict[str, Any]]
-    served_tfjobs: ObjectStore[dict[str, Any]] | None  # where the operator serves Kubeflow's TFJobs
+    jobs: IndexedJobs
+    job_paths: Sequence[str]  # what kopf watches, as the liveness probe names it
     pods: ObjectStore[PodView]
     children: Sequence[ObjectStore[ObjectRef]]  # Services and PVCs
     workloads: ObjectStore[WorkloadView]
     listings: Listings = field(default_factory=Listings)
     departures: Departures = field(default_factory=Departures)
     watches: Sequence[ObjectWatch[Any]] = ()
+    _indexed: bool = False
 
     def parts(self) -> list[Part]:
         return [*self.watches, self.queue, self.wakeups, self.progress, self.events]
 
-    def job_stores(self) -> list[ObjectStore[dict[str, Any]]]:
-        return [self.jobs] if self.served_tfjobs is None else [self.jobs, self.served_tfjobs]
+    def indexed(self) -> None:
+        """kopf has indexed every job it lists: it calls event handlers only once every index is full."""
+        if not self._indexed:
+            self._indexed = True
+            for path in self.job_paths:
+                self.listings.listed(path)
 
 
 def runtime_of(memo: kopf.Memo) -> Runtime:
@@ -106,9 +124,18 @@ class OperatorApi(JobApi, ListAndWatch, EventApi, Protocol):
     """Every API call the operator makes (`Kube`)."""
 
 
-def build_runtime(settings: OperatorSettings, kube: OperatorApi) -> Runtime:
-    """The operator's parts wired together, none started."""
+def job_kinds(settings: OperatorSettings) -> list[JobKind]:
+    return [DISTTRAIN_JOBS, SERVED_TFJOBS] if settings.serve_tfjobs else [DISTTRAIN_JOBS]
+
+
+def build_runtime(settings: OperatorSettings, kube: OperatorApi, indexes: Mapping[str, JobIndex]) -> Runtime:
+    """The operator's parts wired together, none started; `indexes`: kopf's index of each kind of job."""
     listings = Listings()
+    watched = scopes(settings.watch_namespaces)
+    kinds = job_kinds(settings)
+    job_paths = [kind.path(scope.namespace) for kind in kinds for scope in watched]
+    for path in job_paths:
+        listings.expect(path)
 
     def reconcile_job(key: JobKey) -> None:
         _reconcile_job(runtime, key)
@@ -123,29 +150,25 @@ def build_runtime(settings: OperatorSettings, kube: OperatorApi) -> Runtime:
         progress=ProgressPoller(lambda: _progress_targets(runtime), queue.add, interval=settings.progress_seconds),
         failures=FailurePolicy(wakeups.schedule, clock=utcnow),
         events=events,
-        jobs=ObjectStore(),
-        served_tfjobs=ObjectStore() if settings.serve_tfjobs else None,
+        jobs=IndexedJobs([indexes[kind.index] for kind in kinds]),
+        job_paths=job_paths,
         pods=ObjectStore(),
         children=(ObjectStore(), ObjectStore()),
         workloads=ObjectStore(),
         listings=listings,
     )
-    watched = scopes(settings.watch_namespaces)
     reconnects = Reconnects()
-
-    def job_changed(key: JobKey, body: dict[str, Any], present: bool) -> None:
-        _job_changed(runtime, key, body, present)
 
     def child_changed(key: JobKey, view: object, present: bool) -> None:
         runtime.queue.add(key)
 
-    def watch(resource: Resource[Any], store: ObjectStore[Any], changed: Changed) -> ObjectWatch[Any]:
+    def watch(resource: Resource[Any], store: ObjectStore[Any]) -> ObjectWatch[Any]:
         return ObjectWatch(
             kube,
             resource,
             store,
             watched,
-            changed,
+            child_changed,
             listings=listings,
             reconnects=reconnects,
             watch_seconds=settings.watch_seconds,
@@ -153,21 +176,46 @@ def build_runtime(settings: OperatorSettings, kube: OperatorApi) -> Runtime:
 
     services, claims = runtime.children
     runtime.watches = [
-        watch(DISTTRAIN_JOBS, runtime.jobs, job_changed),
-        *([watch(SERVED_TFJOBS, runtime.served_tfjobs, job_changed)] if runtime.served_tfjobs is not None else []),
-        watch(PODS, runtime.pods, child_changed),
-        watch(SERVICES, services, child_changed),
-        watch(CLAIMS, claims, child_changed),
-        watch(WORKLOADS, runtime.workloads, child_changed),
+        watch(PODS, runtime.pods),
+        watch(SERVICES, services),
+        watch(CLAIMS, claims),
+        watch(WORKLOADS, runtime.workloads),
     ]
     return runtime
 
 
+def tune(kopf_settings: kopf.OperatorSettings, settings: OperatorSettings) -> None:
+    """kopf as this operator needs it: the operator posts its own Events; kopf's watches end and notice a
+    silent stream as the operator's own do; and an operator given namespaces by name does not look for
+    more, which needs a right to list namespaces that a namespaced install lacks (kopf would retry the
+    list for 54 s before it watched a job)."""
+    kopf_settings.posting.enabled = False
+    kopf_settings.watching.server_timeout = settings.watch_seconds
+    kopf_settings.watching.inactivity_timeout = settings.watch_seconds + SILENCE_MARGIN
+    named = scopes(settings.watch_namespaces)
+    kopf_settings.scanning.disabled = all(scope.namespace is not None for scope in named)
+
+
+def nothing_to_index(kube: ListAndWatch, paths: Sequence[str]) -> bool:
+    """No job exists where kopf will look: kopf calls no event handler then, so none can say it indexed."""
+    for path in paths:
+        try:
+            if kube.list_page(path, {"limit": "1"})["items"]:
+                return False
+        except NotServedError:  # the kind's CRD is not installed (yet): kopf serves it once it is
+            continue
+    return True
+
+
 @kopf.on.startup()
-def configure(*, memo: kopf.Memo, **_: Any) -> None:
+def configure(*, memo: kopf.Memo, settings: kopf.OperatorSettings, **indexes: Any) -> None:
+    operator_settings = memo.get(SETTINGS) or OperatorSettings.from_environment()
+    tune(settings, operator_settings)
     openapi_schema()  # each new spec is checked against it: built now, not in the first reconcile of a burst
-    operator_settings = OperatorSettings.from_environment()
-    runtime = memo["runtime"] = build_runtime(operator_settings, Kube(load_client()))
+    kube = Kube(load_client())
+    runtime = memo["runtime"] = build_runtime(operator_settings, kube, indexes)
+    if nothing_to_index(kube, runtime.job_paths):
+        runtime.indexed()
     metrics.serve(operator_settings.metrics_port)
     metrics.LEADER.set(1)
     logger.info("metrics on port %d", operator_settings.metrics_port)
@@ -177,6 +225,25 @@ def configure(*, memo: kopf.Memo, **_: Any) -> None:
     gc.freeze()
     for part in runtime.parts():
         part.start()
+
+
+@kopf.index(GROUP, VERSION, PLURAL, id=DISTTRAIN_JOBS.index)
+async def index_job(body: kopf.Body, namespace: str | None, name: str, **_: Any) -> dict[JobKey, Body]:
+    """What the reconcile reads of a job (`job_body`), by its key."""
+    return {(str(namespace), name): job_body(body)}
+
+
+@kopf.on.event(GROUP, VERSION, PLURAL, id=f"{DISTTRAIN_JOBS.index}_changed")
+async def job_changed(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+    """Name the job to the queue; kopf has updated its index first."""
+    job_event(runtime_of(memo), event["type"], event["object"])
+
+
+def serve_tfjobs() -> None:
+    """kopf watches Kubeflow's TFJobs too, with the same handlers: only where the operator serves them."""
+    kind = SERVED_TFJOBS
+    kopf.index(kind.group, kind.version, kind.plural, id=kind.index)(index_job)
+    kopf.on.event(kind.group, kind.version, kind.plural, id=f"{kind.index}_changed")(job_changed)
 
 
 @kopf.on.probe(id="watches")
@@ -197,14 +264,17 @@ def stop(*, memo: kopf.Memo, **_: Any) -> None:
         part.stop()
 
 
-def _job_changed(runtime: Runtime, key: JobKey, body: Body, present: bool) -> None:
+def job_event(runtime: Runtime, kind: str | None, body: Body) -> None:
     """A job's change is reconciled unless it only carries the operator's own last status write; a job gone
-    is noted, and forgotten by the queue's thread for its key."""
-    if present:
+    is noted, and forgotten by the queue's thread for its key. `kind`: the event's type, None as listed."""
+    runtime.indexed()
+    metadata = body["metadata"]
+    key = str(metadata["namespace"]), str(metadata["name"])
+    if kind != "DELETED":
         if not runtime.reconciler.echoes(body):
             runtime.queue.add(key)
         return
-    runtime.departures.note(key, str(body["metadata"]["uid"]))
+    runtime.departures.note(key, str(metadata["uid"]))
     runtime.queue.add(key)
 
 
@@ -220,9 +290,9 @@ def _forget_departed(runtime: Runtime, key: JobKey) -> None:
 
 
 def _progress_targets(runtime: Runtime) -> Iterator[tuple[JobKey, str]]:
-    """Each running job's progress URL, from what the watches hold."""
+    """Each running DistTrainJob's progress URL, from what kopf's index and the pod watch hold."""
     for key in runtime.jobs.job_keys():
-        body = next(iter(runtime.jobs.views(key)), None)
+        body = next((job for job in runtime.jobs.views(key) if job["kind"] == KIND), None)
         if body is None or body["status"].get("phase") != JobPhase.RUNNING:
             continue
         try:
@@ -234,17 +304,10 @@ def _progress_targets(runtime: Runtime) -> Iterator[tuple[JobKey, str]]:
             yield key, url
 
 
-def jobs_of(stores: Sequence[ObjectStore[dict[str, Any]]], key: JobKey) -> list[dict[str, Any]]:
-    """The jobs of this key, the oldest first: a DistTrainJob, and where TFJobs are served, a TFJob of the
-    same name, which would name the same pods and Service; the one created first keeps them."""
-    found = [body for store in stores for body in store.views(key)]
-    return sorted(found, key=lambda body: str(body["metadata"].get("creationTimestamp") or ""))
-
-
 def _reconcile_job(runtime: Runtime, key: JobKey) -> None:
-    """Reconcile the job as the watches hold it now; a namesake created later is refused."""
+    """Reconcile the job as kopf's index holds it now; a namesake created later is refused."""
     _forget_departed(runtime, key)
-    jobs = jobs_of(runtime.job_stores(), key)
+    jobs = runtime.jobs.views(key)
     if not jobs:
         return
     body, *namesakes = jobs

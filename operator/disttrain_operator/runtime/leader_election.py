@@ -209,18 +209,12 @@ class _Alive(BaseHTTPRequestHandler):
 
 @contextmanager
 def standby(liveness_url: str) -> Iterator[None]:
-    """While waiting: log to stderr and answer the liveness probe, whose port kopf binds once we lead."""
+    """While waiting: answer the liveness probe, whose port kopf binds once we lead."""
     url = urlsplit(liveness_url)
     server = ThreadingHTTPServer((url.hostname or "0.0.0.0", url.port or 80), _Alive)
     threading.Thread(target=server.serve_forever, name="standby-probe", daemon=True).start()
-    handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("[%(asctime)s] %(name)-20.20s [%(levelname)-8.8s] %(message)s"))
-    root = logging.getLogger()
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)
     try:
         yield
     finally:
-        root.removeHandler(handler)  # kopf installs its own handler next
         server.shutdown()
         server.server_close()

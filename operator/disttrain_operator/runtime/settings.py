@@ -21,7 +21,6 @@ ENV_PREFIX = "DISTTRAIN_"
 DEFAULT_RECONCILE_WORKERS = min(32, (os.cpu_count() or 1) + 4)  # asyncio's default pool, where kopf ran handlers
 DEFAULT_PROGRESS_SECONDS = 10.0
 DEFAULT_METRICS_PORT = 9090
-SERVE_TFJOBS_ENV = f"{ENV_PREFIX}SERVE_TFJOBS"
 
 
 class SettingsError(Exception):
@@ -33,7 +32,7 @@ class OperatorSettings(BaseSettings):
 
     cluster_domain: str | None = None  # appended to TF_CONFIG's addresses (`BuildSettings`)
     gang_scheduler: GangScheduler = GangScheduler.SCHEDULER_PLUGINS
-    # Comma-separated, set by `disttrain operator` from its --namespace values; empty: every namespace.
+    # Comma-separated; `disttrain operator` sets it from its --namespace values. Empty: every namespace.
     watch_namespaces: Annotated[tuple[str, ...], NoDecode] = ()
     reconcile_workers: int = Field(DEFAULT_RECONCILE_WORKERS, ge=1)
     progress_seconds: float = Field(DEFAULT_PROGRESS_SECONDS, gt=0)

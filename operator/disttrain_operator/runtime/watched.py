@@ -1,10 +1,12 @@
-"""What the operator watches, and the view it keeps of each object: its jobs (and served TFJobs) as the
-reconcile reads them, its pods as `PodView`s, its Services and PVCs by name, Kueue's Workloads as
-`WorkloadView`s. Children are the objects labelled with their job's name."""
+"""What the operator watches, and the view it keeps of each object: its jobs (and served TFJobs), which
+kopf watches and indexes, as the reconcile reads them; and on its own watches its pods as `PodView`s,
+its Services and PVCs by name, Kueue's Workloads as `WorkloadView`s. Children are the objects labelled
+with their job's name."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from disttrain_operator.api import tfjob
@@ -43,12 +45,6 @@ def _uid(body: Mapping[str, Any]) -> str | None:
     return uid if isinstance(uid, str) and uid else None
 
 
-def _job(body: dict[str, Any]) -> Found[dict[str, Any]] | None:
-    metadata, uid = body.get("metadata") or {}, _uid(body)
-    key = (str(metadata.get("namespace", "")), str(metadata.get("name")))
-    return None if uid is None else (key, uid, job_body(body))
-
-
 def _owner(body: Mapping[str, Any]) -> tuple[JobKey, str] | None:
     """The job of a labelled child, and the child's uid."""
     metadata, uid = body.get("metadata") or {}, _uid(body)
@@ -74,8 +70,22 @@ def _workload(body: dict[str, Any]) -> Found[WorkloadView] | None:
     return None if owner is None else (*owner, workload_view(body))
 
 
-DISTTRAIN_JOBS = Resource(f"apis/{GROUP}/{VERSION}", PLURAL, _job, optional=True)
-SERVED_TFJOBS = Resource(f"apis/{tfjob.GROUP}/{tfjob.VERSION}", tfjob.PLURAL, _job, optional=True)
+@dataclass(frozen=True)
+class JobKind:
+    """A kind of job kopf watches, and the id of its index (also the keyword its handlers get it by)."""
+
+    group: str
+    version: str
+    plural: str
+    index: str
+
+    def path(self, namespace: str | None) -> str:
+        within = "" if namespace is None else f"/namespaces/{namespace}"
+        return f"/apis/{self.group}/{self.version}{within}/{self.plural}"
+
+
+DISTTRAIN_JOBS = JobKind(GROUP, VERSION, PLURAL, "disttrainjobs")
+SERVED_TFJOBS = JobKind(tfjob.GROUP, tfjob.VERSION, tfjob.PLURAL, "served_tfjobs")
 PODS = Resource("api/v1", "pods", _pod, selector=JOB_NAME_LABEL)
 SERVICES = Resource("api/v1", "services", _child("Service"), selector=JOB_NAME_LABEL)
 CLAIMS = Resource("api/v1", "persistentvolumeclaims", _child("PersistentVolumeClaim"), selector=JOB_NAME_LABEL)

@@ -1,0 +1,133 @@
+"""`disttrain operator`: its command line, the wait for the Lease where several replicas run, and kopf
+started with the operator's handlers (`runtime.handlers`) and the settings read here once."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from disttrain_operator.runtime.settings import OperatorSettings, SettingsError
+
+if TYPE_CHECKING:
+    from disttrain_operator.runtime.leader_election import LeaderElector
+
+LOG_FORMATS = ("plain", "full", "json")  # kopf.LogFormat by name
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="disttrain operator", description="Run the disttrain operator.")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
+        "-n",
+        "--namespace",
+        dest="namespaces",
+        action="append",
+        default=[],
+        help="watch this namespace; repeatable, and a glob (team-*, !team-x) watches those that match",
+    )
+    where.add_argument("-A", "--all-namespaces", action="store_true", help="watch every namespace (the default)")
+    parser.add_argument("-L", "--liveness", default="http://0.0.0.0:8080/healthz", help="kopf's liveness endpoint")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG")
+    parser.add_argument("-d", "--debug", action="store_true", help="log at DEBUG")
+    parser.add_argument("-q", "--quiet", action="store_true", help="log warnings and errors only")
+    parser.add_argument("--log-format", choices=LOG_FORMATS, default="full")
+    parser.add_argument("--serve-tfjobs", action="store_true", help="also serve Kubeflow's TFJobs (kubeflow.org/v1)")
+    parser.add_argument(
+        "--adopt-tfjobs", action="store_true", help="serve TFJobs even though their CRD is not disttrain's"
+    )
+    parser.add_argument("--leader-elect", action="store_true", help="act only while holding the Lease")
+    parser.add_argument("--lease-namespace", help="default: POD_NAMESPACE, else the ServiceAccount's namespace")
+    parser.add_argument("--lease-seconds", type=float, default=15.0)
+    parser.add_argument("--renew-seconds", type=float, default=10.0)
+    parser.add_argument("--retry-seconds", type=float, default=2.0)
+    return parser
+
+
+def read_settings(args: argparse.Namespace) -> OperatorSettings:
+    """The environment's settings, with what the command line says of namespaces and TFJobs; a bad
+    variable is named here, before the Lease or kopf."""
+    try:
+        settings = OperatorSettings.from_environment()
+    except SettingsError as error:
+        raise SystemExit(f"error: the operator's environment: {error}") from None
+    return settings.model_copy(
+        update={
+            "watch_namespaces": tuple(args.namespaces),
+            "serve_tfjobs": args.serve_tfjobs or settings.serve_tfjobs,
+        }
+    )
+
+
+def run_operator(argv: Sequence[str]) -> int:
+    """kopf with the operator's handlers, standalone, on every namespace unless told otherwise.
+
+    With `--leader-elect`, several replicas may run: each waits (answering its liveness probe) until
+    it holds the Lease, and only then starts kopf, so exactly one acts.
+    """
+    import kopf  # noqa: PLC0415 - only the operator pays for importing kopf
+
+    from disttrain_operator.runtime import handlers  # noqa: PLC0415
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    settings = read_settings(args)
+    kopf.configure(
+        verbose=args.verbose,
+        debug=args.debug,
+        quiet=args.quiet,
+        log_format=kopf.LogFormat[args.log_format.upper()],
+    )
+    if not (args.verbose or args.debug):
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)  # else a line for each event of a job
+    if settings.serve_tfjobs:
+        _check_tfjob_ownership(adopt=args.adopt_tfjobs)
+        handlers.serve_tfjobs()
+    elector = _lead(args, parser, settings) if args.leader_elect else None
+    try:
+        kopf.run(
+            standalone=True,
+            clusterwide=not args.namespaces,
+            namespaces=args.namespaces,
+            liveness_endpoint=args.liveness,
+            memo=kopf.Memo({handlers.SETTINGS: settings}),
+        )
+    finally:
+        if elector is not None:
+            elector.release()
+    return 0
+
+
+def _check_tfjob_ownership(adopt: bool) -> None:
+    """Exit with the reason when another controller owns TFJobs here (see `tfjob_ownership`)."""
+    from disttrain_operator.runtime import tfjob_ownership  # noqa: PLC0415
+    from disttrain_operator.runtime.kube import Kube, load_client  # noqa: PLC0415
+
+    definition = Kube(load_client()).read(tfjob_ownership.CRD_PATH, {"name": tfjob_ownership.CRD_NAME})
+    problem = tfjob_ownership.refusal(definition, adopt)
+    if problem:
+        raise SystemExit(f"error: not serving TFJobs: {problem}")
+
+
+def _lead(args: argparse.Namespace, parser: argparse.ArgumentParser, settings: OperatorSettings) -> LeaderElector:
+    """Wait for the Lease, answering the liveness probe meanwhile; kopf takes the probe's port over after."""
+    from disttrain_operator.runtime import leader_election, metrics  # noqa: PLC0415
+    from disttrain_operator.runtime.kube import Kube, load_client  # noqa: PLC0415
+
+    try:
+        timing = leader_election.Timing(args.lease_seconds, args.renew_seconds, args.retry_seconds)
+    except ValueError as error:
+        parser.error(str(error))
+    elector = leader_election.LeaderElector(
+        Kube(load_client()),
+        args.lease_namespace or leader_election.default_namespace(),
+        leader_election.default_identity(),
+        timing=timing,
+        on_lost=lambda: os._exit(1),  # stop acting at once; the Deployment starts a fresh candidate
+    )
+    metrics.serve(settings.metrics_port)  # a standby answers its Service too
+    with leader_election.standby(args.liveness):
+        elector.acquire()
+    return elector
