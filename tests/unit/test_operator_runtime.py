@@ -5,7 +5,7 @@ when the reconciles may start."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import kopf
 from fakes import RecordingApi
@@ -147,6 +147,7 @@ def test_kopf_is_tuned_to_post_no_events_end_its_watches_as_the_operators_own_an
     kopf_settings = kopf.OperatorSettings()
     tune(kopf_settings, OperatorSettings(watch_seconds=30))
     assert kopf_settings.posting.enabled is False
+    assert kopf_settings.persistence.diffbase_storage.build(body=kopf.Body(cast(kopf.RawBody, _tfjob()))) == {}
     assert (kopf_settings.watching.server_timeout, kopf_settings.watching.inactivity_timeout) == (30, 40)
     assert kopf_settings.scanning.disabled is False  # every namespace: CRDs installed later are served
     for namespaces, disabled in [(("team-a", "team-b"), True), (("team-*",), False)]:

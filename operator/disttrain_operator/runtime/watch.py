@@ -1,13 +1,13 @@
-"""The operator's own watches: each kind it reads is listed, then watched, by a thread per scope, and
-each event becomes a small view at once; its body is dropped.
+"""The operator's own watches of its jobs' children (kopf watches the jobs): each kind is listed, then
+watched, by a thread per scope, and each event becomes a small view at once; its body is dropped.
 
 Pods are the bulk of what streams through the operator: a job's 7 pods bring some 30 events between
 their creation and their deletion. Watched through kopf, each pod had a worker, a queue and a
 memory of its own, and every event's decoded body stayed alive until a thread ran its handler: at
-1,000 jobs that held most of the operator's 827 MB. Jobs, Services and PVCs went the same way
-later: at 1,000 jobs kopf's handling of their events and its Event poster were 58 % of the
-operator's CPU, and their cost per event grew with the number of jobs. Here a thread decodes a
-line, keeps the few fields the reconcile reads and tells which job changed.
+1,000 jobs that held most of the operator's 827 MB. With Services, PVCs and Workloads watched by
+kopf too, kopf's handling of their events and its Event poster were 58 % of the operator's CPU at
+1,000 jobs, and their cost per event grew with the number of jobs. Here a thread decodes a line,
+keeps the few fields the reconcile reads and tells which job changed.
 """
 
 from __future__ import annotations
