@@ -146,7 +146,7 @@ def test_kopf_indexes_only_what_the_reconcile_reads() -> None:
 def test_kopf_is_tuned_to_post_no_events_end_its_watches_as_the_operators_own_and_list_no_namespaces_in_vain() -> None:
     kopf_settings = kopf.OperatorSettings()
     tune(kopf_settings, OperatorSettings(watch_seconds=30))
-    assert kopf_settings.posting.enabled is False
+    assert (kopf_settings.posting.enabled, kopf_settings.queueing.idle_timeout) == (False, 0.5)
     assert kopf_settings.persistence.diffbase_storage.build(body=kopf.Body(cast(kopf.RawBody, _tfjob()))) == {}
     assert (kopf_settings.watching.server_timeout, kopf_settings.watching.inactivity_timeout) == (30, 40)
     assert kopf_settings.scanning.disabled is False  # every namespace: CRDs installed later are served

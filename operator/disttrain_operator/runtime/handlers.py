@@ -73,6 +73,7 @@ logger = logging.getLogger(__name__)
 
 Changed = Callable[[JobKey, Any, bool], None]
 SETTINGS = "settings"  # the memo's key for the OperatorSettings `disttrain operator` read
+IDLE_WORKER_SECONDS = 0.5
 
 
 class Part(Protocol):
@@ -200,12 +201,14 @@ class NoDiffBase(kopf.DiffBaseStorage):
 
 
 def tune(kopf_settings: kopf.OperatorSettings, settings: OperatorSettings) -> None:
-    """kopf as this operator needs it: the operator posts its own Events; kopf keeps no diff base; kopf's
-    watches end and notice a silent stream as the operator's own do; and an operator given namespaces by
-    name does not look for more, which needs a right to list namespaces that a namespaced install lacks
-    (kopf would retry the list for 54 s before it watched a job)."""
+    """kopf as this operator needs it: the operator posts its own Events; kopf keeps no diff base; a job's
+    worker in kopf ends 0.5 s after its last event (not 5 s), so fewer live on in a burst of new jobs;
+    kopf's watches end and notice a silent stream as the operator's own do; and an operator given
+    namespaces by name does not look for more, which needs a right to list namespaces that a namespaced
+    install lacks (kopf would retry the list for 54 s before it watched a job)."""
     kopf_settings.posting.enabled = False
     kopf_settings.persistence.diffbase_storage = NoDiffBase()
+    kopf_settings.queueing.idle_timeout = IDLE_WORKER_SECONDS
     kopf_settings.watching.server_timeout = settings.watch_seconds
     kopf_settings.watching.inactivity_timeout = settings.watch_seconds + SILENCE_MARGIN
     named = scopes(settings.watch_namespaces)
