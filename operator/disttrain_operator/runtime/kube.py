@@ -76,12 +76,18 @@ def watch_error(code: int, message: str) -> TransientApiError:
 
 
 def load_client() -> client.ApiClient:
-    """In-cluster credentials when running in a pod, else the kubeconfig (`KUBECONFIG`)."""
+    """In-cluster credentials when running in a pod, else the kubeconfig (`KUBECONFIG`).
+
+    The proxy the environment names is read once: a kubeconfig's token hook sets the host again before
+    every request, and each time the client would scan the whole environment for a proxy (0.27 ms a
+    request, 6 % of the operator's samples at 200 jobs)."""
     try:
         config.load_incluster_config()  # type: ignore[no-untyped-call]
     except config.ConfigException:
         config.load_kube_config()  # type: ignore[no-untyped-call]
-    return client.ApiClient()
+    api_client = client.ApiClient()
+    api_client.configuration.proxy = api_client.configuration.proxy
+    return api_client
 
 
 class Kube:
