@@ -24,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
         "-n",
         "--namespace",
         dest="namespaces",
+        metavar="NAMESPACE",
         action="append",
         default=[],
         help="watch this namespace; repeatable, and a glob (team-*, !team-x) watches those that match",
