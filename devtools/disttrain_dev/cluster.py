@@ -420,6 +420,7 @@ def _start_real_node(paths: CachePaths, folder: Path, state: ClusterState) -> Cl
     pids["containerd"] = _start(folder, "containerd", commands["containerd"], _node_environment(node))
     state = replace(state, pids=pids)
     _save_state(folder, state)
+    real_node.mount_pod_resources(files)
     _wait("containerd", lambda: containerd.ctr(files, node, "version", check=False).returncode == 0, 60)
     containerd.load_images(files, node, [containerd.ensure_pause_image(node), helper_image])
     objects = real_node.storage_objects()

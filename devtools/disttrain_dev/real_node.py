@@ -270,6 +270,16 @@ def write_configuration(
     files.helper_pod.write_text(json.dumps(helper_pod(helper_image)))
 
 
+def mount_pod_resources(files: NodeFiles) -> None:
+    """A tmpfs under the kubelet's pod-resources folder. The kubelet makes its socket there under a temporary
+    name and renames it; on an overlay filesystem that rename can fail with EXDEV, and the kubelet exits (seen
+    in CI, and in k3s's: https://github.com/k3s-io/k3s/issues/4042). `dev-cluster down` unmounts it."""
+    folder = files.kubelet_root / "pod-resources"
+    folder.mkdir(parents=True, exist_ok=True)
+    if not os.path.ismount(folder):
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0750", "tmpfs", str(folder)], check=True)
+
+
 def commands(files: NodeFiles, node: CachePaths, admin_kubeconfig: Path, ports: dict[str, int]) -> dict[str, list[str]]:
     kubeconfig = str(admin_kubeconfig)
     return {
