@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import socket
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from job_fixtures import T0, make_job, make_pod, running_pods
 
 from disttrain_operator.api.spec import ReplicaType
@@ -12,7 +15,12 @@ from disttrain_operator.api.status import Progress
 from disttrain_operator.core.observed import PodPhase, pod_view
 from disttrain_operator.core.progress import newest, parse_progress, reporting_task
 from disttrain_operator.core.status import aggregate
-from disttrain_operator.runtime.progress_poller import ProgressPoller, progress_url
+from disttrain_operator.runtime.progress_poller import (
+    ProgressPoller,
+    SilentTrainerError,
+    fetch_progress,
+    progress_url,
+)
 
 
 def _report(step: int, at: datetime | None) -> Progress:
@@ -124,25 +132,46 @@ def test_the_poller_passes_on_only_new_reports() -> None:
     poller.stop()
 
 
-def test_a_job_whose_polls_fail_is_polled_less_often_until_it_answers() -> None:
+def _polls(answers: Sequence[Progress | type[SilentTrainerError] | None]) -> list[float]:
+    """When a job is polled over len(answers) intervals of 10 s, each interval's answer given."""
     clock = [0.0]
-    answers: dict[str, Progress | None] = {"http://a/progress": None}
     polled: list[float] = []
 
     def fetch(url: str) -> Progress | None:
         polled.append(clock[0])
-        return answers[url]
+        answer = answers[int(clock[0] // 10)]
+        if answer is SilentTrainerError:
+            raise SilentTrainerError(url)
+        return answer  # type: ignore[return-value]
 
     targets = [(("ns", "a"), "http://a/progress")]
     poller = ProgressPoller(lambda: targets, lambda _: None, 10, fetch=fetch, clock=lambda: clock[0])
-    for tick in range(22):
+    for tick in range(len(answers)):
         clock[0] = tick * 10.0
-        if tick == 15:
-            answers["http://a/progress"] = _report(1, T0)
         poller.poll_once()
-    # 1, 2, 4, then 6 intervals apart; it answers from 150 on, which the poll at 190 finds, and each interval after
-    assert polled == [0, 10, 30, 70, 130, 190, 200, 210]
     poller.stop()
+    return polled
+
+
+def test_a_silent_job_is_polled_less_often_until_it_answers() -> None:
+    # 1, 2, 4, then 6 intervals apart; it answers from 150 on, which the poll at 190 finds, and each interval after
+    assert _polls([SilentTrainerError] * 15 + [_report(1, T0)] * 7) == [0, 10, 30, 70, 130, 190, 200, 210]
+
+
+def test_a_trainer_that_answers_without_a_report_yet_is_asked_every_interval() -> None:
+    """204 before the first report, or refused while it starts: its first report is in within an interval."""
+    assert _polls([None] * 15 + [_report(1, T0)] * 2) == [10.0 * tick for tick in range(17)]
+
+
+def test_only_a_poll_that_times_out_is_silent() -> None:
+    listening = socket.socket()
+    listening.bind(("127.0.0.1", 0))
+    listening.listen()  # accepts, never answers
+    port = listening.getsockname()[1]
+    with pytest.raises(SilentTrainerError):
+        fetch_progress(f"http://127.0.0.1:{port}/progress", timeout=0.2)
+    listening.close()
+    assert fetch_progress(f"http://127.0.0.1:{port}/progress", timeout=0.2) is None  # refused now
 
 
 def test_a_failing_callback_does_not_stop_the_poll() -> None:

@@ -1,10 +1,13 @@
 """Poll each running job's reporting pod for the trainer's progress; one thread for all jobs.
 
 The operator reads progress over the pod network, like a metrics scraper, so trainer pods need no
-API access. A poll that fails (no server yet, a user's own container, a NetworkPolicy) is skipped
-quietly: the final report still arrives through the pod's termination message. A job whose polls keep
-failing is polled less often (`MISSED_POLL_BACKOFF`), so that thousands of such jobs cost a poll
-each a minute rather than every interval, and polls that time out cannot fill every interval.
+API access. A poll without a report is skipped quietly: the final report still arrives through the
+pod's termination message. A trainer that answers without one (204 before its first report, or a
+refused connection while it starts and before it serves) is asked again at the next interval, so its
+first report reaches the status within one interval. A pod that does not answer at all (a
+NetworkPolicy dropping the poll, an unreachable address) holds a thread for the whole timeout: such a
+job is polled less often (`MISSED_POLL_BACKOFF`), so that thousands of them cost a poll each a minute
+rather than every interval, and polls that time out cannot fill every interval.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ logger = logging.getLogger(__name__)
 
 POLL_TIMEOUT_SECONDS = 2.0
 MAX_RESPONSE_BYTES = 65536
-# After n failed polls in a row a job waits this many intervals for its next: 1, 2, 4, then 6.
+# After n silent polls in a row a job waits this many intervals for its next: 1, 2, 4, then 6.
 MISSED_POLL_BACKOFF = Backoff(first=1, longest=6)
 
 
@@ -44,11 +47,19 @@ def progress_url(spec: DistTrainJobSpec, pods: Sequence[PodView]) -> str | None:
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # pod IPs are never behind a proxy
 
 
+class SilentTrainerError(Exception):
+    """The poll got no answer within the timeout: the pod drops or cannot be reached on the progress port."""
+
+
 def fetch_progress(url: str, timeout: float = POLL_TIMEOUT_SECONDS) -> Progress | None:
+    """The trainer's latest report; None when it answered without one (no report yet, refused, a bad body);
+    SilentTrainerError when nothing answered in time."""
     try:
         with _DIRECT.open(url, timeout=timeout) as response:
             return parse_progress(response.read(MAX_RESPONSE_BYTES).decode(errors="replace"))
-    except (OSError, ValueError):
+    except (OSError, ValueError) as error:
+        if isinstance(error, TimeoutError) or isinstance(getattr(error, "reason", None), TimeoutError):
+            raise SilentTrainerError(url) from error
         return None
 
 
@@ -72,8 +83,8 @@ class ProgressPoller:
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="disttrain-progress")
         self._clock = clock
         self._latest: dict[JobKey, Progress] = {}
-        self._misses: dict[JobKey, int] = {}  # failed polls in a row
-        self._due: dict[JobKey, float] = {}  # a job that keeps failing is not polled before then
+        self._misses: dict[JobKey, int] = {}  # silent polls in a row
+        self._due: dict[JobKey, float] = {}  # a job that stays silent is not polled before then
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="disttrain-progress-poller", daemon=True)
 
@@ -96,10 +107,10 @@ class ProgressPoller:
         """Poll every target that is due; returns the jobs with a new report (each already passed on)."""
         now = self._clock()
         targets = [(key, url) for key, url in self._targets() if self._due.get(key, now) <= now]
-        reports = self._pool.map(self._fetch, [url for _, url in targets])
+        answers = self._pool.map(self._ask, [url for _, url in targets])
         changed: list[JobKey] = []
-        for (key, _), report in zip(targets, reports, strict=True):
-            self._back_off(key, now, failed=report is None)
+        for (key, _), (report, silent) in zip(targets, answers, strict=True):
+            self._back_off(key, now, silent=silent)
             if report is not None and report != self._latest.get(key):
                 self._latest[key] = report
                 changed.append(key)
@@ -110,8 +121,15 @@ class ProgressPoller:
                 logger.exception("progress update of %s failed", key)
         return changed
 
-    def _back_off(self, key: JobKey, now: float, *, failed: bool) -> None:
-        if not failed:
+    def _ask(self, url: str) -> tuple[Progress | None, bool]:
+        """The report, if any, and whether the trainer was silent."""
+        try:
+            return self._fetch(url), False
+        except SilentTrainerError:
+            return None, True
+
+    def _back_off(self, key: JobKey, now: float, *, silent: bool) -> None:
+        if not silent:
             self._misses.pop(key, None)
             self._due.pop(key, None)
             return
