@@ -10,12 +10,12 @@ WORKDIR /src
 COPY pyproject.toml README.md constraints.txt ./
 COPY operator ./operator
 COPY contract ./contract
-RUN pip wheel --no-cache-dir --constraint constraints.txt --wheel-dir /wheels ./contract .
+RUN pip wheel --no-cache-dir --constraint constraints.txt --wheel-dir /wheels ./contract '.[operator]'
 
 FROM ${PYTHON_IMAGE}
 COPY --from=build /wheels /wheels
 # The user has a passwd entry: Python's getpass and anything else that asks who runs it gets an answer.
-RUN pip install --no-cache-dir --no-index --find-links /wheels disttrain \
+RUN pip install --no-cache-dir --no-index --find-links /wheels "disttrain[operator]" \
     && rm -rf /wheels \
     && pip uninstall --yes pip setuptools wheel \
     && useradd --uid 65532 --user-group --no-create-home --shell /usr/sbin/nologin disttrain

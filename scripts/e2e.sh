@@ -8,7 +8,7 @@
 #   E2E_CLUSTER=kind|minikube|local (default: kind if installed, else minikube, else local as root)
 #     local: the development cluster's real node (`disttrain dev-cluster up --real-node`: a kubelet
 #     and containerd on this machine); needs root, Docker, Go and the development tools installed
-#     (`pip install -e ./contract -e ./devtools -e .`). Its images are built from a base made of
+#     (`pip install -e ./contract -e ./devtools -e '.[operator]'`). Its images are built from a base made of
 #     Debian packages, so no registry is needed.
 #   E2E_KEEP=1 keeps the cluster (local: the operator and the namespace e2e) afterwards.
 #

@@ -4,16 +4,19 @@ The API server asks the node's InternalIP on the port of `status.daemonEndpoints
 over HTTPS, for `/containerLogs/{namespace}/{pod}/{container}`; it checks no kubelet certificate
 unless told to (`--kubelet-certificate-authority`), so a self-signed one serves. Container output is
 already in files (`pods/{namespace}_{pod}_{uid}/{container}.log`); this serves them, with
-`tailLines` and `limitBytes`. Following a log is not served: the answer is the log so far.
+`tailLines`, `limitBytes` and `follow` (the log so far, then what the container writes until its
+process ends). Lines carry no timestamps: the files hold the processes' output as it is.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import re
 import ssl
 import subprocess
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -39,6 +42,18 @@ def select(data: bytes, tail_lines: int | None, limit_bytes: int | None) -> byte
     return data[:limit_bytes] if limit_bytes is not None else data
 
 
+FOLLOW_POLL_SECONDS = 0.2
+
+
+def _running(log: Path) -> bool:
+    """Whether the container's process lives: the node writes its pid beside its log."""
+    try:
+        os.kill(int(log.with_suffix(".pid").read_text()), 0)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
 def _number(query: dict[str, list[str]], name: str) -> int | None:
     values = query.get(name)
     try:
@@ -57,12 +72,35 @@ def _handler(pods: Path) -> type[BaseHTTPRequestHandler]:
                 self.send_error(404, "no such container log")
                 return
             query = parse_qs(url.query)
-            body = select(log.read_bytes(), _number(query, "tailLines"), _number(query, "limitBytes"))
+            data = log.read_bytes()
+            body = select(data, _number(query, "tailLines"), _number(query, "limitBytes"))
+            follow = query.get("follow", [""])[0] == "true"
             self.send_response(200)
             self.send_header("Content-Type", "text/plain; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
+            if not follow:
+                self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
+            if follow:
+                try:
+                    self._follow(log, len(data))
+                except (BrokenPipeError, ConnectionResetError):  # the reader went away
+                    return
+
+        def _follow(self, log: Path, offset: int) -> None:
+            """What the container writes after `offset`, until its process ends (the connection closes then)."""
+            running = True
+            while running:
+                running = _running(log)  # read before the file: what is written before the exit is sent
+                with log.open("rb") as file:
+                    file.seek(offset)
+                    more = file.read()
+                if more:
+                    offset += len(more)
+                    self.wfile.write(more)
+                    self.wfile.flush()
+                elif running:
+                    time.sleep(FOLLOW_POLL_SECONDS)
 
         def log_message(self, format: str, *args: Any) -> None:
             logger.debug("logs: " + format, *args)

@@ -12,12 +12,14 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from disttrain import Client
 
 from cluster_support import (
     Cluster,
@@ -196,7 +198,12 @@ def test_readme_s_first_job_succeeds_as_written(installed: Cluster, plain_namesp
 
 
 def test_a_worker_killed_through_containerd_resumes_to_the_exact_step(installed: Cluster, real_namespace: str) -> None:
+    """And the Python client, following worker-1 from before its pod runs, reads every attempt's log."""
     job = _submit(installed, real_namespace, MWMS, epochs=FAULTED_EPOCHS)
+    client = Client(kubeconfig=installed.kubeconfig, namespace=real_namespace)
+    followed: list[str] = []
+    follower = threading.Thread(target=lambda: followed.extend(client.logs(job, "worker-1", follow=True)))
+    follower.start()
     _past_first_checkpoint(installed, real_namespace, job)
     container = _running_container_id(installed, real_namespace, f"{job}-worker-1")
     files = real_node.NodeFiles(devcluster.state_dir())
@@ -205,6 +212,11 @@ def test_a_worker_killed_through_containerd_resumes_to_the_exact_step(installed:
     finished = _wait_succeeded(installed, real_namespace, job)
     assert finished["status"]["restartCount"] >= 1
     assert _finished_line(installed, real_namespace, f"{job}-worker-0")["steps"] == FAULTED_EPOCHS * STEPS_PER_EPOCH
+    follower.join(timeout=120)
+    assert not follower.is_alive(), "the follow did not end with the job"
+    events = [json.loads(line)["event"] for line in followed if line.startswith('{"event": ')]
+    assert events.count("started") == finished["status"]["restartCount"] + 1, followed[-20:]
+    assert "restored" in events and events[-1] == "finished", followed[-20:]
 
 
 def test_a_deleted_ps_pod_resumes_the_job_from_its_checkpoint(installed: Cluster, real_namespace: str) -> None:

@@ -10,7 +10,7 @@ import pytest
 from cluster_support import Cluster
 from disttrain_dev import peer
 from disttrain_dev.build import module_dir
-from disttrain_operator.cli import yaml_io
+from disttrain_operator.api import yaml_io
 from disttrain_operator.cli.convert import convert_text
 from disttrain_operator.cli.render import render
 from disttrain_operator.core.builders.settings import BuildSettings

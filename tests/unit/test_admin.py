@@ -2,17 +2,29 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
+
+from disttrain import DistTrainJob, JobEvent
 
 from disttrain_operator.cli.jobs import describe_text, list_table
 
+TEMPLATE = {"spec": {"containers": [{"name": "tensorflow", "image": "trainer"}]}}
 
-def _job(name: str, namespace: str = "team", **status: Any) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"strategy": "ParameterServer", "replicaSpecs": {"Chief": {}, "Worker": {"replicas": 2}, "PS": {}}},
-        "status": status,
+
+def _job(name: str, namespace: str = "team", **status: Any) -> DistTrainJob:
+    replicas = {
+        "Chief": {"template": TEMPLATE},
+        "Worker": {"replicas": 2, "template": TEMPLATE},
+        "PS": {"template": TEMPLATE},
     }
+    return DistTrainJob.model_validate(
+        {
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"strategy": "ParameterServer", "replicaSpecs": replicas},
+            "status": status,
+        }
+    )
 
 
 RUNNING = _job(
@@ -21,7 +33,15 @@ RUNNING = _job(
     restartCount=1,
     replicaStatuses={"Chief": {"ready": 1}, "Worker": {"ready": 1}, "PS": {"ready": 1}},
     progress={"step": 120, "totalSteps": 300, "loss": 0.3125},
-    conditions=[{"type": "Running", "status": "True", "reason": "JobRunning", "message": "the chief is running"}],
+    conditions=[
+        {
+            "type": "Running",
+            "status": "True",
+            "reason": "JobRunning",
+            "message": "the chief is running",
+            "lastTransitionTime": "2026-01-01T00:00:00Z",
+        }
+    ],
 )
 
 
@@ -45,14 +65,9 @@ def test_describe_shows_conditions_pods_and_events() -> None:
             ],
         },
     }
-    event = {
-        "type": "Warning",
-        "reason": "Restarting",
-        "message": "worker-1 failed",
-        "lastTimestamp": "2026-01-01T00:00:00Z",
-    }
+    event = JobEvent(datetime(2026, 1, 1, tzinfo=UTC), "Warning", "Restarting", "worker-1 failed", "DistTrainJob/mnist")
     text = describe_text(RUNNING, [pod], [event])
     assert "Progress:   step 120/300 loss 0.3125" in text
     assert "JobRunning" in text and "the chief is running" in text
     assert "Failed (exit 137, OOMKilled)" in text and "node-a" in text
-    assert "2026-01-01T00:00:00Z   Warning   Restarting   worker-1 failed" in text
+    assert "2026-01-01T00:00:00Z   Warning   Restarting   DistTrainJob/mnist   worker-1 failed" in text

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from disttrain_operator.api import crd
+from disttrain_operator.api import crd, yaml_io
 from disttrain_operator.cli import main as cli_main
-from disttrain_operator.cli import yaml_io
 from disttrain_operator.cli.main import build_parser, main
 from disttrain_operator.cli.operator_command import build_parser as operator_parser
 from disttrain_operator.cli.operator_command import read_settings

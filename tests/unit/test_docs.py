@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from disttrain_operator.cli import yaml_io
+from disttrain_operator.api import yaml_io
 from disttrain_operator.cli.main import main
 from support import ROOT, readme_block
 

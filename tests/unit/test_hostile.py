@@ -15,8 +15,8 @@ from hostile import ACCEPTED_BY_THE_API_SERVER, REFUSED, Hostile, job, names_the
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from disttrain_operator.api import yaml_io
 from disttrain_operator.api.validation import InvalidManifestError, validated
-from disttrain_operator.cli import yaml_io
 from disttrain_operator.cli.render import RenderError, parse_job, render
 from disttrain_operator.core.builders.naming import JOB_NAME_LABEL, REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL
 from disttrain_operator.core.builders.objects import desired_objects

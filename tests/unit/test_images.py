@@ -91,7 +91,7 @@ def _build_stage_wheels(dockerfile: Path, context: Path, out: Path) -> list[Path
                     destination.parent.mkdir(parents=True, exist_ok=True)
                     shutil.copy(ROOT / source, destination)
     (command,) = [arguments for instruction, arguments in build if instruction == "RUN" and "pip wheel" in arguments]
-    local = [word for word in command.split() if word.startswith(".")]
+    local = [word.strip("'") for word in command.split() if word.strip("'").startswith(".")]
     pip = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--wheel-dir"]
     subprocess.run([*pip, str(out), *local], cwd=context, check=True)
     return sorted(out.glob("*.whl"))
@@ -108,4 +108,5 @@ def test_the_operator_image_holds_no_development_code_and_no_trainer(tmp_path: P
             lines = archive.read(metadata).decode().splitlines()
             installed = [line for line in lines if line.startswith("Requires-Dist") and "extra ==" not in line]
             assert not [line for line in installed if "disttrain-dev" in line or "disttrain-trainer" in line], installed
-    assert packages == {"disttrain_operator", "disttrain_contract"}
+    assert packages == {"disttrain", "disttrain_operator", "disttrain_contract"}  # the client is `disttrain`
+    assert '"disttrain[operator]"' in (ROOT / "Dockerfile").read_text()  # kopf comes with the operator's extra

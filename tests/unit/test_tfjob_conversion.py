@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from disttrain_operator.cli import yaml_io
+from disttrain_operator.api import yaml_io
 from disttrain_operator.cli.convert import convert_text
 from disttrain_operator.cli.main import main
 from disttrain_operator.cli.render import RenderError, parse_job, render

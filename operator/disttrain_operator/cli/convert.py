@@ -13,8 +13,8 @@ from typing import Any
 
 import yaml
 
+from disttrain_operator.api import yaml_io
 from disttrain_operator.api.validation import InvalidManifestError
-from disttrain_operator.cli import yaml_io
 from disttrain_operator.cli.render import RenderError, describe_document, parse_job
 from disttrain_operator.core.tfjob_conversion import UnconvertibleError, convert, is_tfjob
 

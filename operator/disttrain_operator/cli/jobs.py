@@ -2,7 +2,7 @@
 
 `list` shows every job with per-replica ready counts, restarts and progress; `describe` one job's
 conditions, progress, pods and Events; `logs` a replica's log. The tables are pure functions of
-the objects the API returns; `run` fetches them.
+the jobs the client (`disttrain.Client`) returns; `run` fetches them through it.
 """
 
 from __future__ import annotations
@@ -10,11 +10,13 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
-from disttrain_operator.api.job import GROUP, PLURAL, VERSION
-from disttrain_operator.core.builders.naming import JOB_NAME_LABEL
-from disttrain_operator.runtime.kube import Kube, TransientApiError, load_client
+from disttrain import Client, DisttrainError, JobEvent
+from disttrain.resources import RESOURCES
+
+from disttrain_operator.api.job import DistTrainJob
 
 Object = Mapping[str, Any]
 
@@ -27,37 +29,30 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(line.rstrip() for line in lines) + "\n"
 
 
-def _replicas(job: Object) -> str:
+def _replicas(job: DistTrainJob) -> str:
     """`Worker 3/4, PS 1/1`: ready over desired, per replica type."""
-    statuses = job.get("status", {}).get("replicaStatuses", {})
-    parts = []
-    for kind, spec in job["spec"]["replicaSpecs"].items():
-        ready = statuses.get(kind, {}).get("ready", 0)
-        parts.append(f"{kind} {ready}/{spec.get('replicas', 1)}")
-    return ", ".join(parts)
+    statuses = job.status.replica_statuses
+    return ", ".join(
+        f"{kind.value} {statuses[kind].ready if kind in statuses else 0}/{spec.replicas}"
+        for kind, spec in job.spec.replica_specs.items()
+    )
 
 
-def _progress(job: Object) -> str:
-    progress = job.get("status", {}).get("progress") or {}
-    if "step" not in progress:
+def _progress(job: DistTrainJob) -> str:
+    progress = job.status.progress
+    if progress is None or progress.step is None:
         return "-"
-    total = f"/{progress['totalSteps']}" if "totalSteps" in progress else ""
-    loss = f" loss {progress['loss']:.4g}" if isinstance(progress.get("loss"), float | int) else ""
-    return f"step {progress['step']}{total}{loss}"
+    total = f"/{progress.total_steps}" if progress.total_steps is not None else ""
+    loss = f" loss {progress.loss:.4g}" if progress.loss is not None else ""
+    return f"step {progress.step}{total}{loss}"
 
 
-def list_table(jobs: Sequence[Object], all_namespaces: bool) -> str:
+def list_table(jobs: Sequence[DistTrainJob], all_namespaces: bool) -> str:
     header = ["NAMESPACE"] * all_namespaces + ["NAME", "PHASE", "REPLICAS (READY)", "RESTARTS", "PROGRESS"]
     rows = [
-        [job["metadata"]["namespace"]] * all_namespaces
-        + [
-            job["metadata"]["name"],
-            job.get("status", {}).get("phase", "-"),
-            _replicas(job),
-            str(job.get("status", {}).get("restartCount", 0)),
-            _progress(job),
-        ]
-        for job in sorted(jobs, key=lambda job: (job["metadata"]["namespace"], job["metadata"]["name"]))
+        [job.metadata.namespace] * all_namespaces
+        + [job.metadata.name, job.status.phase or "-", _replicas(job), str(job.status.restart_count), _progress(job)]
+        for job in sorted(jobs, key=lambda job: (job.metadata.namespace, job.metadata.name))
     ]
     return _table(header, rows)
 
@@ -73,25 +68,22 @@ def _pod_state(pod: Object) -> str:
     return str(status.get("phase", "Pending"))
 
 
-def describe_text(job: Object, pods: Sequence[Object], events: Sequence[Object]) -> str:
-    status = job.get("status", {})
-    metadata = job["metadata"]
+def describe_text(job: DistTrainJob, pods: Sequence[Object], events: Sequence[JobEvent]) -> str:
+    status = job.status
     lines = [
-        f"Name:       {metadata['name']}",
-        f"Namespace:  {metadata['namespace']}",
-        f"Strategy:   {job['spec'].get('strategy', 'MultiWorkerMirrored')}",
-        f"Phase:      {status.get('phase', '-')}",
+        f"Name:       {job.metadata.name}",
+        f"Namespace:  {job.metadata.namespace}",
+        f"Strategy:   {job.spec.strategy.value}",
+        f"Phase:      {status.phase or '-'}",
         f"Replicas:   {_replicas(job)}",
-        f"Restarts:   {status.get('restartCount', 0)}",
+        f"Restarts:   {status.restart_count}",
         f"Progress:   {_progress(job)}",
-        f"Started:    {status.get('startTime', '-')}",
-        f"Completed:  {status.get('completionTime', '-')}",
+        f"Started:    {_time(status.start_time)}",
+        f"Completed:  {_time(status.completion_time)}",
         "",
         "Conditions:",
     ]
-    conditions = [
-        [c["type"], c["status"], c.get("reason", ""), c.get("message", "")] for c in status.get("conditions", [])
-    ]
+    conditions = [[c.type.value, c.status.value, c.reason, c.message] for c in status.conditions]
     lines.append(_indent(_table(["TYPE", "STATUS", "REASON", "MESSAGE"], conditions)))
     lines.append("Pods:")
     pod_rows = [
@@ -106,75 +98,63 @@ def describe_text(job: Object, pods: Sequence[Object], events: Sequence[Object])
     ]
     lines.append(_indent(_table(["NAME", "STATE", "NODE", "IP", "RESTARTS"], pod_rows)))
     lines.append("Events:")
-    event_rows = [
-        [_when(event), event.get("type", ""), event["reason"], event.get("message", "")]
-        for event in sorted(events, key=_when)
-    ]
-    lines.append(_indent(_table(["LAST SEEN", "TYPE", "REASON", "MESSAGE"], event_rows)))
+    event_rows = [[_time(event.time), event.type, event.reason, event.object, event.message] for event in events]
+    lines.append(_indent(_table(["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"], event_rows)))
     return "\n".join(lines)
 
 
-def _when(event: Object) -> str:
-    return str(event.get("lastTimestamp") or event.get("eventTime") or "-")
+def _time(moment: datetime | None) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ") if moment is not None else "-"
 
 
 def _indent(text: str) -> str:
     return "".join(f"  {line}\n" for line in text.splitlines())
 
 
-_JOBS = f"/apis/{GROUP}/{VERSION}"
-
-
-def _fetch_jobs(kube: Kube, namespace: str | None) -> list[dict[str, Any]]:
-    path = f"{_JOBS}/namespaces/{namespace}/{PLURAL}" if namespace else f"{_JOBS}/{PLURAL}"
-    return kube.list_items(path, {})
-
-
-def run(argv: Sequence[str] | None = None, kube: Kube | None = None) -> int:
+def run(argv: Sequence[str] | None = None, client: Client | None = None) -> int:
     args = _parser().parse_args(argv)
-    kube = kube or Kube(load_client())
-    namespace = None if args.all_namespaces else args.namespace
     try:
+        client = client or Client()
+        namespace = args.namespace
         if args.action == "list":
-            sys.stdout.write(list_table(_fetch_jobs(kube, namespace), args.all_namespaces))
-            return 0
-        job = kube.read(
-            f"{_JOBS}/namespaces/{{namespace}}/{PLURAL}/{{name}}", {"namespace": args.namespace, "name": args.name}
-        )
-        if job is None:
-            print(f"error: no DistTrainJob {args.namespace}/{args.name}", file=sys.stderr)
-            return 1
-        if args.action == "describe":
-            pods = kube.list_items(
-                f"/api/v1/namespaces/{args.namespace}/pods", {"labelSelector": f"{JOB_NAME_LABEL}={args.name}"}
+            jobs = client.list(namespace=namespace, all_namespaces=args.all_namespaces, kind=args.kind)
+            sys.stdout.write(list_table(jobs, args.all_namespaces))
+        elif args.action == "describe":
+            job = client.get(args.name, namespace=namespace, kind=args.kind)
+            sys.stdout.write(describe_text(job, client.pods(job), client.events(job)))
+        else:
+            lines = client.logs(
+                args.name, args.replica, namespace=namespace, follow=args.follow, tail=args.tail, kind=args.kind
             )
-            events = kube.list_items(
-                f"/api/v1/namespaces/{args.namespace}/events",
-                {"fieldSelector": f"involvedObject.name={args.name},involvedObject.kind=DistTrainJob"},
-            )
-            sys.stdout.write(describe_text(job, pods, events))
-            return 0
-        pod = f"{args.name}-{args.replica}"
-        sys.stdout.write(kube.pod_log(args.namespace, pod, args.tail))
-    except TransientApiError as error:
+            for line in lines:
+                print(line, flush=args.follow)
+    except DisttrainError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        return 130
     return 0
 
 
 def _parser() -> argparse.ArgumentParser:
     scope = argparse.ArgumentParser(add_help=False)
-    scope.add_argument("-n", "--namespace", default="default")
-    scope.add_argument("-A", "--all-namespaces", action="store_true", help="with list: every namespace")
+    scope.add_argument("-n", "--namespace", help="default: the kubeconfig context's namespace, else default")
+    scope.add_argument(
+        "--kind", choices=sorted(RESOURCES), default="DistTrainJob", help="TFJob: Kubeflow TFJobs disttrain serves"
+    )
     parser = argparse.ArgumentParser(prog="disttrain jobs", description=__doc__.split("\n")[0])
     actions = parser.add_subparsers(dest="action", required=True)
-    actions.add_parser("list", parents=[scope], help="every job: per-replica ready counts, restarts, progress")
+    listing = actions.add_parser(
+        "list", parents=[scope], help="every job: per-replica ready counts, restarts, progress"
+    )
+    listing.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
     describe = actions.add_parser("describe", parents=[scope], help="one job: conditions, progress, pods, Events")
     describe.add_argument("name")
-    logs = actions.add_parser("logs", parents=[scope], help="a replica's log")
+    logs = actions.add_parser("logs", parents=[scope], help="a replica's log, streamed")
     logs.add_argument("name")
-    logs.add_argument("replica", help="e.g. worker-0, chief-0, ps-1")
-    logs.add_argument("--tail", type=int, default=None)
+    logs.add_argument("--replica", help="e.g. worker-1, chief, ps-0 (default: the chief, else worker-0)")
+    logs.add_argument("-f", "--follow", action="store_true", help="wait while Pending, go on through restarts")
+    logs.add_argument("--tail", type=int, default=None, help="only the last N lines")
     return parser
 
 

@@ -6,6 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
+from importlib.util import find_spec
 from pathlib import Path
 
 from disttrain_operator.api import crd
@@ -63,8 +64,9 @@ def _crd(args: argparse.Namespace) -> int:
 
 
 def _local_run(args: argparse.Namespace) -> int:
+    from disttrain_operator.api import yaml_io  # noqa: PLC0415
     from disttrain_operator.api.validation import InvalidManifestError  # noqa: PLC0415
-    from disttrain_operator.cli import local_run, yaml_io  # noqa: PLC0415
+    from disttrain_operator.cli import local_run  # noqa: PLC0415
     from disttrain_operator.cli.render import parse_job  # noqa: PLC0415
 
     try:
@@ -134,6 +136,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["operator"]:
+        if find_spec("kopf") is None:
+            print(
+                "error: `disttrain operator` needs the operator's extra: pip install 'disttrain[operator]'",
+                file=sys.stderr,
+            )
+            return 1
         from disttrain_operator.cli.operator_command import run_operator  # noqa: PLC0415
 
         return run_operator(argv[1:])

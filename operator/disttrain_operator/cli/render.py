@@ -7,9 +7,9 @@ from typing import Any
 import pydantic
 import yaml
 
+from disttrain_operator.api import yaml_io
 from disttrain_operator.api.job import DistTrainJob
 from disttrain_operator.api.validation import InvalidManifestError, Violation, validated
-from disttrain_operator.cli import yaml_io
 from disttrain_operator.core.builders.objects import desired_objects
 from disttrain_operator.core.builders.settings import BuildSettings
 from disttrain_operator.core.types import Manifest

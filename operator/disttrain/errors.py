@@ -1,0 +1,53 @@
+"""What the client raises: one class per answer a script acts on, each carrying the cluster's own words."""
+
+from __future__ import annotations
+
+from disttrain_operator.api.job import DistTrainJob
+
+
+class DisttrainError(Exception):
+    """Every error the client raises."""
+
+
+class ApiError(DisttrainError):
+    """The API server refused the request, or could not be reached (`status` 0)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"{status}: {message}" if status else message)
+        self.status = status
+
+
+class InvalidJobError(DisttrainError, ValueError):
+    """The manifest is not a job the cluster accepts: the API server's (or the models') message says why."""
+
+
+class JobExistsError(DisttrainError):
+    """A job of that name already exists in the namespace."""
+
+
+class JobNotFoundError(DisttrainError, LookupError):
+    """No job of that name in the namespace (or it was deleted while the client waited on it)."""
+
+
+class ReplicaNotFoundError(DisttrainError, LookupError):
+    """The job has no such replica; the message lists those it has."""
+
+
+class LogsUnavailableError(DisttrainError):
+    """The replica has no log to read now (no pod, or its container has not started); `follow=True` waits."""
+
+
+class JobFailedError(DisttrainError):
+    """The job failed while the client waited for another condition; `job` is the job as it failed."""
+
+    def __init__(self, job: DistTrainJob, message: str) -> None:
+        super().__init__(message)
+        self.job = job
+
+
+class WaitTimeoutError(DisttrainError, TimeoutError):
+    """The condition did not hold within the timeout; `job` is the job as last seen."""
+
+    def __init__(self, job: DistTrainJob, message: str) -> None:
+        super().__init__(message)
+        self.job = job

@@ -1,0 +1,224 @@
+"""A replica's log, streamed: read a chunk at a time and handed on a line at a time, so a log of any length
+costs the same memory. Following waits through a Pending pod and on through the replica's restarts (the
+operator replaces a failed pod with a new one of the same name), until the replica or the job is done."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes import client, watch
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError, ReadTimeoutError
+
+from disttrain.errors import ApiError, LogsUnavailableError, ReplicaNotFoundError
+from disttrain_operator.api.job import DistTrainJob
+from disttrain_operator.api.spec import ReplicaType
+from disttrain_operator.core.builders.naming import pod_name
+from disttrain_operator.core.builders.objects import tensorflow_container
+from disttrain_operator.core.progress import reporting_task
+
+_CHUNK = 1 << 16
+LONGEST_LINE = 1 << 20  # a longer run of bytes without a newline is handed on in pieces of this size
+_READ_TIMEOUT = 120.0  # a silent log stream is read again from where it stopped (a dead connection says nothing)
+_CHANGE_SECONDS = 5  # how long one wait for the pod to change lasts before the job's state is read again
+_RESUME_MARGIN = 300  # seconds of log read again on a resume, beyond the time since the last line (clock skew)
+
+
+def replica_task(job: DistTrainJob, replica: str | None) -> tuple[ReplicaType, int]:
+    """`worker-1`, `chief` (index 0), or None for the replica that reports progress (the chief, else worker 0)."""
+    if replica is None:
+        return reporting_task(job.spec)
+    task_type, _, index = replica.lower().partition("-")
+    try:
+        replica_type, number = ReplicaType.from_task_type(task_type), int(index or 0)
+    except ValueError:
+        replica_type, number = None, -1
+    if replica_type is None or not 0 <= number < job.spec.replicas(replica_type):
+        raise ReplicaNotFoundError(f"{job.metadata.name} has no replica {replica!r}; it has {', '.join(replicas(job))}")
+    return replica_type, number
+
+
+def replicas(job: DistTrainJob) -> list[str]:
+    return [f"{kind.task_type}-{index}" for kind in ReplicaType for index in range(job.spec.replicas(kind))]
+
+
+@dataclass
+class _Position:
+    """Where the stream of one pod got to: its uid and the timestamp of the last line handed on."""
+
+    uid: str | None = None
+    last: bytes = b""
+
+
+class ReplicaLog:
+    """The log of one replica of one job, read from its pod through the API server."""
+
+    def __init__(
+        self,
+        core: client.CoreV1Api,
+        job: DistTrainJob,
+        replica: tuple[ReplicaType, int],
+        finished: Callable[[], bool],
+    ) -> None:
+        self._core = core
+        self._namespace = job.metadata.namespace
+        self._pod = pod_name(job.metadata.name, *replica)
+        template = job.spec.replica_specs[replica[0]].template
+        self._container = str(tensorflow_container(template["spec"]["containers"])["name"])
+        self._label = f"{replica[0].task_type}-{replica[1]}"
+        self._finished = finished
+
+    def lines(self, *, follow: bool, tail: int | None) -> Iterator[str]:
+        if not follow:
+            return self._once(tail)
+        return self._follow(tail)
+
+    def _once(self, tail: int | None) -> Iterator[str]:
+        pod = self._read()
+        if pod is None:
+            raise LogsUnavailableError(f"{self._label} has no pod now ({self._pod}); follow waits for one")
+        if not _started(pod, self._container):
+            phase = pod.get("status", {}).get("phase", "Pending")
+            raise LogsUnavailableError(f"{self._label} ({self._pod}) is {phase}, not started yet; follow waits for it")
+        return self._stream(pod, _Position(), follow=False, tail=tail)
+
+    def _follow(self, tail: int | None) -> Iterator[str]:
+        position = _Position()
+        while True:
+            pod = self._next(position)
+            if pod is None:
+                return
+            uid = pod["metadata"]["uid"]
+            resumed = uid == position.uid
+            if not resumed:
+                first = position.uid is None
+                position = _Position(uid)
+            read = 0
+            for line in self._stream(pod, position, follow=True, tail=tail if not resumed and first else None):
+                read += 1
+                yield line
+            if resumed and not read:
+                self._wait_for_change(None)  # the container ended and its status does not say so yet
+
+    def _next(self, position: _Position) -> dict[str, Any] | None:
+        """The pod to read next: a newer one that started, or the same one still running (its stream broke);
+        None once the replica succeeded or the job ended without a newer pod."""
+        while True:
+            pod, version = self._read_with_version()
+            if pod is not None:
+                state = _container_state(pod, self._container)
+                if pod["metadata"]["uid"] != position.uid and _started(pod, self._container):
+                    return pod
+                if pod["metadata"]["uid"] == position.uid:
+                    if "running" in state and position.last:
+                        return pod  # read on from the last line's timestamp (a node without them is not resumed)
+                    if (state.get("terminated") or {}).get("exitCode") == 0:
+                        return None
+            if self._finished():
+                return None
+            self._wait_for_change(version)
+
+    def _stream(self, pod: dict[str, Any], position: _Position, *, follow: bool, tail: int | None) -> Iterator[str]:
+        options: dict[str, Any] = {"container": self._container, "follow": follow, "timestamps": True}
+        if follow:
+            options["_request_timeout"] = (30, _READ_TIMEOUT)
+        if tail is not None:
+            options["tail_lines"] = tail
+        if position.last:
+            options["since_seconds"] = _seconds_since(position.last) + _RESUME_MARGIN
+        try:
+            response: Any = self._core.read_namespaced_pod_log(
+                pod["metadata"]["name"], self._namespace, _preload_content=False, **options
+            )
+        except ApiException as error:
+            if follow and error.status in (400, 404):  # not started after all, or deleted: look again
+                return
+            raise ApiError(error.status or 0, f"log of {self._label}: {error.reason}") from error
+        try:
+            for stamp, text in _split(response.stream(_CHUNK)):
+                if stamp and position.last and stamp <= position.last:
+                    continue  # read before the stream broke
+                if stamp:
+                    position.last = stamp
+                yield text
+        except (ReadTimeoutError, HTTPError, OSError):
+            if not follow:
+                raise
+        finally:
+            response.release_conn()
+
+    def _read(self) -> dict[str, Any] | None:
+        return self._read_with_version()[0]
+
+    def _read_with_version(self) -> tuple[dict[str, Any] | None, str]:
+        response: Any = self._core.list_namespaced_pod(
+            self._namespace, field_selector=f"metadata.name={self._pod}", _preload_content=False
+        )
+        listing = json.loads(response.data)
+        items = listing.get("items") or []
+        return (items[0] if items else None), listing["metadata"]["resourceVersion"]
+
+    def _wait_for_change(self, version: str | None) -> None:
+        """Until the pod changes (or appears), or a few seconds pass."""
+        if version is None:
+            time.sleep(1)
+            return
+        stream = watch.Watch().stream(  # type: ignore[no-untyped-call]
+            self._core.list_namespaced_pod,
+            self._namespace,
+            field_selector=f"metadata.name={self._pod}",
+            resource_version=version,
+            timeout_seconds=_CHANGE_SECONDS,
+        )
+        try:
+            for _ in stream:
+                return
+        except ApiException:  # an expired version: reading the pod again is the answer
+            return
+
+
+def _split(chunks: Iterator[bytes]) -> Iterator[tuple[bytes, str]]:
+    """(timestamp, text) of each line of a log read with timestamps."""
+    pending = b""
+    for chunk in chunks:
+        lines = (pending + chunk).split(b"\n")
+        pending = lines.pop()
+        while len(pending) > LONGEST_LINE:
+            lines.append(pending[:LONGEST_LINE])
+            pending = pending[LONGEST_LINE:]
+        for line in lines:
+            yield _stamped(line)
+    if pending:
+        yield _stamped(pending)
+
+
+def _stamped(line: bytes) -> tuple[bytes, str]:
+    """The line's timestamp, made to sort as it reads (`2026-11-25T08:30:00.120000000`), and its text."""
+    stamp, separator, text = line.partition(b" ")
+    seconds, _, fraction = stamp.rstrip(b"Z").partition(b".")
+    if not separator or len(seconds) != len(b"2006-01-02T15:04:05") or not fraction.isdigit():
+        return b"", line.decode(errors="replace")
+    return seconds + b"." + fraction.ljust(9, b"0")[:9], text.decode(errors="replace")
+
+
+def _seconds_since(stamp: bytes) -> int:
+    when = datetime.fromisoformat(stamp[:19].decode()).replace(tzinfo=UTC)
+    return max(1, math.ceil((datetime.now(UTC) - when).total_seconds()))
+
+
+def _container_state(pod: dict[str, Any], container: str) -> dict[str, Any]:
+    for status in pod.get("status", {}).get("containerStatuses") or []:
+        if status.get("name") == container:
+            return dict(status.get("state") or {})
+    return {}
+
+
+def _started(pod: dict[str, Any], container: str) -> bool:
+    state = _container_state(pod, container)
+    return "running" in state or "terminated" in state

@@ -1,0 +1,52 @@
+"""Where each kind of job lives in the API, and how its object becomes the typed job the client returns."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import pydantic
+
+from disttrain.errors import InvalidJobError
+from disttrain_operator.api import job as dtj
+from disttrain_operator.api import tfjob
+from disttrain_operator.api.job import DistTrainJob
+from disttrain_operator.core.served import Wire
+from disttrain_operator.core.tfjob_conversion import UnconvertibleError
+
+JobKind = Literal["DistTrainJob", "TFJob"]
+
+
+@dataclass(frozen=True)
+class Resource:
+    kind: JobKind
+    group: str
+    version: str
+    plural: str
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+
+RESOURCES: dict[str, Resource] = {
+    dtj.KIND: Resource(dtj.KIND, dtj.GROUP, dtj.VERSION, dtj.PLURAL),
+    tfjob.KIND: Resource(tfjob.KIND, tfjob.GROUP, tfjob.VERSION, tfjob.PLURAL),
+}
+
+
+def resource_of(kind: str) -> Resource:
+    try:
+        return RESOURCES[kind]
+    except KeyError:
+        raise InvalidJobError(f"kind {kind!r} is not a job disttrain runs: use DistTrainJob or TFJob") from None
+
+
+def typed_job(body: Mapping[str, Any]) -> DistTrainJob:
+    """The job as the API models read it; a served TFJob in DistTrainJob's terms, its `kind` still TFJob."""
+    try:
+        return DistTrainJob.model_validate(Wire.of(body).body_in(body))
+    except (UnconvertibleError, pydantic.ValidationError) as error:
+        name = body.get("metadata", {}).get("name", "?")
+        raise InvalidJobError(f"{body.get('kind', 'job')} {name}: {error}") from error
