@@ -315,7 +315,7 @@ def test_the_admin_cli_prints_a_replicas_log(
     }
     process_cluster.apply(process_namespace, json.dumps(job))
     _wait_condition(process_cluster, process_namespace, "echo", "Succeeded")
-    command = [sys.executable, "-m", "disttrain_operator.cli.main", "jobs", "logs", "echo", "worker-0", "--tail", "2"]
-    command += ["-n", process_namespace]
+    command = [sys.executable, "-m", "disttrain_operator.cli.main", "jobs", "logs", "echo", "--replica", "worker-0"]
+    command += ["--tail", "2", "-n", process_namespace]
     result = subprocess.run(command, env=process_cluster.env, capture_output=True, text=True, timeout=60, check=False)
     assert (result.returncode, result.stdout) == (0, "line 2\nline 3\n"), result.stderr
