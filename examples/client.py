@@ -2,8 +2,8 @@
 
     python examples/client.py examples/local-multi-worker-digits.yaml --namespace quickstart
 
-Needs only `pip install disttrain` (neither kopf nor TensorFlow) and a kubeconfig, found as kubectl finds
-it. The job is deleted at the end unless --keep is given.
+Needs only the base distribution (`pip install ./contract .`: neither kopf nor TensorFlow) and a
+kubeconfig, found as kubectl finds it. The job is deleted at the end unless --keep is given.
 """
 
 from __future__ import annotations

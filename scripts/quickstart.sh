@@ -24,7 +24,8 @@ if ! python3 -c 'import sys; sys.exit(sys.prefix == sys.base_prefix)'; then
   source .venv/bin/activate
   echo "installing into $PWD/.venv: activate it to use disttrain afterwards (source .venv/bin/activate)"
 fi
-python3 -m pip install --quiet -e ./contract -e './trainer_image[tensorflow]' -e ./devtools -e '.[operator]'
+# '.[operator]' before ./devtools: otherwise pip 23.2 looks for devtools' dependency `disttrain` on PyPI
+python3 -m pip install --quiet -e ./contract -e '.[operator]' -e './trainer_image[tensorflow]' -e ./devtools
 node=${DISTTRAIN_QUICKSTART_NODE:-}
 if [ -z "$node" ]; then
   why_not=$(python3 -c 'from disttrain_dev.real_node import missing_requirement; print(missing_requirement() or "")')

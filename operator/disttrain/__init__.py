@@ -1,6 +1,6 @@
 """disttrain's Python client: `from disttrain import Client`.
 
-Installs without kopf or TensorFlow (`pip install disttrain`); the operator itself is `disttrain[operator]`.
+Installs without kopf or TensorFlow (the base distribution); the operator itself is `disttrain[operator]`.
 """
 
 from disttrain.client import Client, JobEvent, WatchEvent

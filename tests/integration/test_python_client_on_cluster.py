@@ -149,7 +149,7 @@ def test_follow_waits_through_pending_and_goes_on_through_a_restart(
 def test_the_example_script_runs_from_a_venv_without_kopf(
     process_cluster: Cluster, operator: OperatorProcess, process_namespace: str, tmp_path: Path
 ) -> None:
-    """`pip install disttrain` as a notebook gets it (the base distribution, built from this checkout)."""
+    """The base distribution as a notebook installs it (`pip install ./contract .`): no kopf."""
     environment = tmp_path / "venv"
     venv.create(environment, with_pip=True)
     python = str(environment / "bin" / "python")

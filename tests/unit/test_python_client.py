@@ -139,7 +139,7 @@ def test_the_namespace_comes_from_the_call_then_the_client_then_the_context(tmp_
 
 
 def test_the_client_installs_and_runs_without_kopf_or_tensorflow(tmp_path: Path) -> None:
-    """What a notebook gets from `pip install disttrain`: the base dependencies carry neither, and the client
+    """What a notebook gets from the base distribution: the base dependencies carry neither, and the client
     imports and connects with them unimportable."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     names = {requirement.split(">")[0].split("=")[0].strip().lower() for requirement in project["dependencies"]}
