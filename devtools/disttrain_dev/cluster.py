@@ -527,12 +527,19 @@ def down() -> None:
         subprocess.run(["rm", "-rf", str(folder)], check=True)
 
 
-def _unmount_under(folder: Path) -> None:
-    """Whatever the kubelet or containerd left mounted in the folder: `rm -rf` must not reach through a mount."""
+def _unmount_under(folder: Path, rounds: int = 5) -> None:
+    """Whatever the kubelet or containerd left mounted in the folder: `rm -rf` must not reach through a mount.
+
+    In rounds, until none is left: the kubelet bind-mounts its root folder onto itself, so a mount made in
+    it before (the pod-resources tmpfs) shows twice, and the one beneath shows again once the bind is gone."""
     prefixes = (f"{folder.resolve()}/", f"{real_node.containerd_state()}/")
-    mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
-    for target in sorted((m for m in mounts if m.startswith(prefixes)), key=len, reverse=True):
-        subprocess.run(["umount", "-l", target], capture_output=True, check=False)
+    for _ in range(rounds):
+        mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+        under = sorted((m for m in mounts if m.startswith(prefixes)), key=len, reverse=True)
+        if not under:
+            return
+        for target in under:
+            subprocess.run(["umount", "-l", target], capture_output=True, check=False)
 
 
 def _stop(pid: int, grace: float = 10) -> None:

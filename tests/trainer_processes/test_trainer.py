@@ -16,7 +16,7 @@ from trainer_support import Cluster, events, job_manifest, run_trainer
 from disttrain_contract.exit_codes import ExitCode
 from disttrain_contract.progress import PROGRESS_PORT_ENV
 from disttrain_operator.cli.ports import free_port
-from disttrain_operator.core.progress import parse_progress
+from disttrain_operator.core.progress import parse_evaluation, parse_progress
 from disttrain_operator.runtime.progress_poller import fetch_progress
 from support import ROOT
 
@@ -225,3 +225,38 @@ def test_files_dataset_from_tfrecords(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert events(result.stdout, "finished")[0]["steps"] == int(160 * 0.8) // 32
+
+
+def test_the_evaluator_scores_the_final_checkpoint_before_the_job_succeeds(tmp_path: Path) -> None:
+    """`disttrain local run` decides as the operator does: worker 0's success waits for the evaluator's last word."""
+    epochs = 6
+    args = ["--model", "mlp", "--dataset", "digits", "--epochs", str(epochs), "--checkpoint-every", "40"]
+    manifest = tmp_path / "job.json"
+    manifest.write_text(
+        json.dumps(job_manifest("evaluated", "MultiWorkerMirrored", {"Worker": 2, "Evaluator": 1}, args))
+    )
+    command = [
+        sys.executable,
+        "-m",
+        "disttrain_operator.cli.main",
+        "local",
+        "run",
+        str(manifest),
+        "--workdir",
+        str(tmp_path),
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stdout[-3000:]
+    lines = result.stdout.splitlines()
+    final_step = epochs * DIGITS_STEPS_PER_EPOCH
+    evaluated = [
+        json.loads(line.split("] ", 1)[1]) for line in lines if line.startswith('[evaluator-0] {"event": "evaluation"')
+    ]
+    assert evaluated and evaluated[-1]["step"] == final_step and evaluated[-1]["final"] is True, evaluated
+    assert evaluated[-1]["metrics"]["accuracy"] >= 0.8
+    succeeded = next(index for index, line in enumerate(lines) if line.startswith("[disttrain] job succeeded"))
+    last_word = max(index for index, line in enumerate(lines) if line.startswith("[evaluator-0]"))
+    assert last_word < succeeded, "the job succeeded before the evaluator spoke"
+    message = json.loads((tmp_path / "evaluator-0.termination-message").read_text())
+    parsed = parse_evaluation(json.dumps(message))
+    assert parsed is not None and (parsed.step, parsed.final) == (final_step, True)

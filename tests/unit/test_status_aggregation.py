@@ -8,12 +8,15 @@ from job_fixtures import T0, TEMPLATE, make_job, make_pod, running_pods
 
 from disttrain_operator.api.job import DistTrainJob
 from disttrain_operator.api.spec import ReplicaType
-from disttrain_operator.api.status import ConditionStatus, ConditionType, JobPhase
+from disttrain_operator.api.status import ConditionStatus, ConditionType, Evaluation, JobPhase
 from disttrain_operator.cli.render import parse_job
+from disttrain_operator.core.builders.settings import BuildSettings
 from disttrain_operator.core.observed import PodPhase, PodView
+from disttrain_operator.core.planner import plan
 from disttrain_operator.core.status import aggregate, condition_holds, record_restart
 
 T1 = T0 + timedelta(minutes=1)
+SETTINGS = BuildSettings()
 
 
 def _next(job: DistTrainJob, pods: list[PodView], now: datetime = T0, created: bool = True) -> DistTrainJob:
@@ -190,3 +193,53 @@ def test_a_job_created_suspended_is_not_created_yet() -> None:
     assert status.phase is JobPhase.SUSPENDED
     assert not condition_holds(status, ConditionType.CREATED)
     assert status.start_time is None
+
+
+def _chief_done_evaluator(evaluator: PodPhase, **fields: object) -> list[PodView]:
+    """The chief ended at T0; the worker and PS run on; the evaluator as given."""
+    return [
+        make_pod(ReplicaType.CHIEF, 0, PodPhase.SUCCEEDED, finished_at=T0),
+        *running_pods(ReplicaType.WORKER, 1),
+        *running_pods(ReplicaType.PS, 1),
+        make_pod(ReplicaType.EVALUATOR, 0, evaluator, **fields),  # type: ignore[arg-type]
+    ]
+
+
+def test_the_evaluator_is_given_time_to_score_the_final_checkpoint() -> None:
+    job = make_job({"Chief": 1, "Worker": 1, "PS": 1, "Evaluator": 1}, runPolicy={"finalEvaluationSeconds": 120})
+    evaluating = _next(job, _chief_done_evaluator(PodPhase.RUNNING), now=T0 + timedelta(seconds=5))
+    assert evaluating.status.phase is JobPhase.RUNNING
+    running = next(c for c in evaluating.status.conditions if c.type is ConditionType.RUNNING)
+    assert running.reason == "FinalEvaluation" and "for up to 120s" in running.message
+    assert plan(evaluating, _chief_done_evaluator(PodPhase.RUNNING), [], SETTINGS, now=T0).wake_at == T0 + timedelta(
+        seconds=120
+    )
+
+    scores = Evaluation(checkpoint="/checkpoints/ckpt-660", step=660, metrics={"accuracy": 0.96}, final=True)
+    done = _next(evaluating, _chief_done_evaluator(PodPhase.SUCCEEDED, evaluation=scores), now=T1)
+    assert done.status.phase is JobPhase.SUCCEEDED and done.status.evaluation == scores
+    succeeded = next(c for c in done.status.conditions if c.type is ConditionType.SUCCEEDED)
+    assert succeeded.message == "chief-0 succeeded"
+
+
+def test_a_held_up_evaluator_never_holds_the_job_past_its_time() -> None:
+    job = make_job({"Chief": 1, "Worker": 1, "PS": 1, "Evaluator": 1}, runPolicy={"finalEvaluationSeconds": 60})
+    pods = _chief_done_evaluator(PodPhase.RUNNING)
+    assert _next(job, pods, now=T0 + timedelta(seconds=59)).status.phase is JobPhase.RUNNING
+    late = _next(job, pods, now=T0 + timedelta(seconds=60))
+    assert late.status.phase is JobPhase.SUCCEEDED
+    succeeded = next(c for c in late.status.conditions if c.type is ConditionType.SUCCEEDED)
+    assert "did not end within finalEvaluationSeconds (60s) and is stopped" in succeeded.message
+    assert "job-evaluator-0" in plan(late, pods, [], SETTINGS, now=T0 + timedelta(seconds=60)).delete
+
+
+def test_without_an_evaluator_or_an_end_time_success_is_at_once() -> None:
+    job = make_job({"Chief": 1, "Worker": 1, "Evaluator": 1})
+    ended = [make_pod(ReplicaType.CHIEF, 0, PodPhase.SUCCEEDED), make_pod(ReplicaType.EVALUATOR, 0, PodPhase.RUNNING)]
+    assert _next(job, ended).status.phase is JobPhase.SUCCEEDED  # no end time to count from
+    evaluator_gone = _chief_done_evaluator(PodPhase.FAILED)
+    assert _next(make_job({"Chief": 1, "Worker": 1, "PS": 1, "Evaluator": 1}), evaluator_gone).status.phase is (
+        JobPhase.SUCCEEDED
+    )
+    at_once = make_job({"Chief": 1, "Worker": 1, "PS": 1, "Evaluator": 1}, runPolicy={"finalEvaluationSeconds": 0})
+    assert _next(at_once, _chief_done_evaluator(PodPhase.RUNNING)).status.phase is JobPhase.SUCCEEDED

@@ -33,7 +33,12 @@ def test_defaults_are_applied_like_the_api_server() -> None:
         "restartPolicy": "Never",
         "template": spec["replicaSpecs"]["Worker"]["template"],
     }
-    assert spec["runPolicy"] == {"backoffLimit": 6, "cleanPodPolicy": "Running", "suspend": False}
+    assert spec["runPolicy"] == {
+        "backoffLimit": 6,
+        "cleanPodPolicy": "Running",
+        "suspend": False,
+        "finalEvaluationSeconds": 600,
+    }
 
 
 def test_nulls_are_pruned_before_defaults() -> None:

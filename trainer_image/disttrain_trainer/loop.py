@@ -26,7 +26,7 @@ from disttrain_contract.exit_codes import ExitCode, TrainerError
 from disttrain_trainer import models
 from disttrain_trainer.config import TrainConfig
 from disttrain_trainer.data import DataSet, training_pipeline
-from disttrain_trainer.reporting import Progress, log, read_progress, write_atomically
+from disttrain_trainer.reporting import Progress, log, read_progress, report_evaluation
 from disttrain_trainer.strategies import local_devices
 
 STOP = threading.Event()  # set by SIGTERM: checkpoint at the next step boundary and exit retryable
@@ -218,22 +218,24 @@ def serve(config: TrainConfig) -> None:
 
 
 def evaluate_alongside(config: TrainConfig, data: DataSet) -> None:
-    """The side-car evaluator: score each new checkpoint of the chief until training has finished."""
+    """The side-car evaluator: score each new checkpoint of the chief; once training has finished, score the
+    final checkpoint and end (the operator gives it runPolicy.finalEvaluationSeconds for that)."""
     model = models.build(config.model, data.input_shape, data.num_classes)
     checkpoint = tf.train.Checkpoint(model=model)
     seen: str | None = None
+    scores: dict[str, float] = {}
     while not STOP.is_set():
+        # Finished first, then the newest checkpoint: the chief saves its final checkpoint before it says
+        # it finished, so the checkpoint read after `finished` is the final one.
+        finished = bool((read_progress(config.checkpoint_dir) or {}).get("finished", False))
         latest = tf.train.latest_checkpoint(str(shared_checkpoints(config)))
-        finished = (read_progress(config.checkpoint_dir) or {}).get("finished", False)
         if latest and latest != seen:
             checkpoint.restore(latest).expect_partial()
-            score = accuracy(model, data)
-            log("evaluation", checkpoint=latest, accuracy=score)
-            write_atomically(
-                config.checkpoint_dir / "evaluation.json", f'{{"checkpoint": "{latest}", "accuracy": {score}}}\n'
-            )
-            seen = latest
-        elif finished:
+            scores, seen = {"accuracy": accuracy(model, data)}, latest
+            report_evaluation(config.checkpoint_dir, latest, scores, final=finished)
+        elif finished and seen is not None:  # scored before training said it had finished: it was the final one
+            report_evaluation(config.checkpoint_dir, seen, scores, final=True)
+        if finished:
             return
         time.sleep(EVALUATION_INTERVAL_SECONDS)
     raise TrainerError(ExitCode.TERMINATED, "terminated")

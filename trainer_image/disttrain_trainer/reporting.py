@@ -18,6 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from disttrain_contract.evaluation import EVALUATION_FIELD
 from disttrain_contract.progress import (
     ERROR_FIELD,
     PROGRESS_PATH,
@@ -141,6 +142,29 @@ class Progress:
             self.server.publish(text)
         if self._termination_message is not None:
             _write_termination_message(self._termination_message, text)
+
+
+def report_evaluation(
+    checkpoint_dir: Path,
+    checkpoint: str,
+    metrics: Mapping[str, float],
+    final: bool,
+    environ: Mapping[str, str] = os.environ,
+) -> None:
+    """The Evaluator's scores of a checkpoint: logged, in `evaluation.json` beside the checkpoints, and in its
+    termination message for the operator (disttrain_contract.evaluation), the last one winning."""
+    step = checkpoint.rsplit("-", 1)[-1]
+    record = {
+        "checkpoint": checkpoint,
+        "step": int(step) if step.isdigit() else None,
+        "metrics": dict(metrics),
+        "final": final,
+    }
+    log("evaluation", **record)
+    write_atomically(checkpoint_dir / "evaluation.json", json.dumps(record) + "\n")
+    message_path = environ.get(TERMINATION_MESSAGE_ENV)
+    if message_path:
+        _write_termination_message(Path(message_path), json.dumps({EVALUATION_FIELD: record}))
 
 
 def _progress_server(port: str) -> ProgressServer | None:

@@ -35,6 +35,8 @@ PRINTER_COLUMNS: list[Schema] = [
     {"name": "Step", "type": "integer", "jsonPath": ".status.progress.step"},
     {"name": "Epoch", "type": "integer", "jsonPath": ".status.progress.epoch", "priority": 1},
     {"name": "Loss", "type": "number", "jsonPath": ".status.progress.loss", "priority": 1},
+    {"name": "Eval-Step", "type": "integer", "jsonPath": ".status.evaluation.step", "priority": 1},
+    {"name": "Eval-Accuracy", "type": "number", "jsonPath": ".status.evaluation.metrics.accuracy", "priority": 1},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]
 

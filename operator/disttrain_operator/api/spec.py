@@ -10,6 +10,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 from pydantic.alias_generators import to_camel
 
+from disttrain_contract.evaluation import DEFAULT_FINAL_EVALUATION_SECONDS
 from disttrain_contract.progress import DEFAULT_PROGRESS_PORT
 from disttrain_operator.api.rules import Rule, schema_rules
 from disttrain_operator.api.vendor_schema import SCHEMA_FILE
@@ -142,6 +143,13 @@ class RunPolicy(ApiModel):
         "Default: Job for MultiWorkerMirrored and Mirrored, Replica for ParameterServer.",
     )
     suspend: bool = Field(False, description="True deletes the pods (the checkpoint volume stays).")
+    final_evaluation_seconds: int = Field(
+        DEFAULT_FINAL_EVALUATION_SECONDS,
+        ge=0,
+        le=MAX_SECONDS,
+        description="Once the chief (worker 0 without one) succeeds, how long an Evaluator may take to score the "
+        "final checkpoint before the job succeeds and the Evaluator is stopped; 0 stops it at once.",
+    )
     scheduling_policy: SchedulingPolicy | None = Field(None, description="Gang scheduling through a PodGroup.")
 
 

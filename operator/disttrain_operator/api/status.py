@@ -72,6 +72,20 @@ class Progress(ApiModel):
     update_time: datetime | None = Field(None, description="When the trainer made the report.")
 
 
+MAX_METRICS = 32
+
+
+class Evaluation(ApiModel):
+    """The Evaluator's scores of a checkpoint, from its termination message (disttrain_contract.evaluation)."""
+
+    checkpoint: str | None = Field(None, max_length=4096, description="The checkpoint scored.")
+    step: int | None = Field(None, ge=0, le=MAX_COUNT, description="Its training step.")
+    metrics: dict[str, float] = Field(
+        default_factory=dict, max_length=MAX_METRICS, description="The scores by name, e.g. accuracy."
+    )
+    final: bool = Field(False, description="The checkpoint is the one training ended with.")
+
+
 class DistTrainJobStatus(ApiModel):
     phase: JobPhase | None = None
     conditions: list[Condition] = Field(
@@ -85,3 +99,4 @@ class DistTrainJobStatus(ApiModel):
     completion_time: datetime | None = None
     observed_generation: int | None = Field(None, ge=0)
     progress: Progress | None = None
+    evaluation: Evaluation | None = Field(None, description="The Evaluator's last scores.")

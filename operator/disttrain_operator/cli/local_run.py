@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
@@ -31,7 +32,7 @@ from disttrain_operator.core.builders.objects import CHECKPOINT_DIR_ENV, pods, t
 from disttrain_operator.core.builders.settings import BuildSettings
 from disttrain_operator.core.builders.tfconfig import cluster_spec
 from disttrain_operator.core.observed import PodPhase, PodView
-from disttrain_operator.core.status import failure, success
+from disttrain_operator.core.status import evaluation_due, failure, success
 
 POLL_SECONDS = 0.2
 GRACE_SECONDS = 10.0
@@ -97,10 +98,18 @@ def _stream(label: str, source: IO[str], sink: IO[str], lock: threading.Lock) ->
             sink.flush()
 
 
-def _view(process: LocalProcess, code: int | None) -> PodView:
+def _view(process: LocalProcess, code: int | None, ended: datetime | None) -> PodView:
     phases = {None: PodPhase.RUNNING, 0: PodPhase.SUCCEEDED}
     phase = phases.get(code, PodPhase.FAILED)
-    return PodView(process.label, process.replica_type, process.index, phase, uid=process.label, exit_code=code or None)
+    return PodView(
+        process.label,
+        process.replica_type,
+        process.index,
+        phase,
+        uid=process.label,
+        exit_code=code or None,
+        finished_at=ended,
+    )
 
 
 def _stop(running: Sequence[subprocess.Popen[str]]) -> None:
@@ -153,14 +162,20 @@ def _supervise(
     out: IO[str],
     lock: threading.Lock,
 ) -> int:
+    ended: dict[str, datetime] = {}
     while True:
         codes = [child.poll() for child in children]
-        views = [_view(process, code) for process, code in zip(plan, codes, strict=True)]
+        now = datetime.now(UTC)
+        for process, code in zip(plan, codes, strict=True):
+            if code is not None:
+                ended.setdefault(process.label, now)
+        views = [_view(process, code, ended.get(process.label)) for process, code in zip(plan, codes, strict=True)]
         outcome = failure(job, views)
         if outcome is not None:
             return _report(out, lock, f"job failed: {outcome.message}", _deciding_code(views))
         won = success(job, views)
-        if won is not None:
+        due = evaluation_due(job, views) if won is not None else None  # as the operator: the evaluator's last word
+        if won is not None and (due is None or now >= due):
             return _report(out, lock, f"job succeeded: {won.message}", 0)
         stopped = [
             view for view in views if view.phase is PodPhase.FAILED and view.replica_type is not ReplicaType.EVALUATOR

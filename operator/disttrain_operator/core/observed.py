@@ -18,9 +18,9 @@ from disttrain_contract.progress import ERROR_FIELD
 from disttrain_contract.timestamps import parse_time
 from disttrain_operator.api.job import DistTrainJob
 from disttrain_operator.api.spec import ReplicaType
-from disttrain_operator.api.status import Progress
+from disttrain_operator.api.status import Evaluation, Progress
 from disttrain_operator.core.builders import naming
-from disttrain_operator.core.progress import parse_progress
+from disttrain_operator.core.progress import parse_evaluation, parse_progress
 
 
 class PodPhase(StrEnum):
@@ -46,6 +46,8 @@ class PodView:
     deletion_time: datetime | None = None
     pod_ip: str | None = None
     final_progress: Progress | None = None  # the trainer's last report, from the termination message
+    evaluation: Evaluation | None = None  # an Evaluator's scores, from its termination message
+    finished_at: datetime | None = None  # when its container ended, for a pod that ended
     message: str | None = None  # why a failed container says it failed: the trainer's error, or its own text
 
     @property
@@ -136,5 +138,7 @@ def pod_view(body: dict[str, Any], tensorflow_container: str = "tensorflow") -> 
         uid=uid,
         pod_ip=status.get("podIP") or None,
         final_progress=parse_progress((terminated or {}).get("message")),
+        evaluation=parse_evaluation((terminated or {}).get("message")),
+        finished_at=parse_time((terminated or {}).get("finishedAt")),
         message=failure_message(failed.get("message")),
     )

@@ -25,7 +25,7 @@ from disttrain_operator.core.builders.naming import pod_name
 from disttrain_operator.core.builders.objects import desired_objects
 from disttrain_operator.core.builders.settings import BuildSettings
 from disttrain_operator.core.observed import PodPhase, PodView
-from disttrain_operator.core.status import describe_failure, is_finished, may_restart
+from disttrain_operator.core.status import describe_failure, evaluation_due, is_finished, may_restart
 from disttrain_operator.core.types import Manifest, ObjectRef, Verdict
 
 
@@ -161,12 +161,13 @@ def plan(
         message = f"{restart.message}, but backoffLimit {run_policy.backoff_limit} is reached"
         return Plan(fail=Verdict("BackoffLimitExceeded", message))
     deadline = _after(job.status.start_time, run_policy.active_deadline_seconds)
+    evaluated_by = evaluation_due(job, pods)  # the Evaluator's time for the final checkpoint runs out
     return Plan(
         create=_missing(job, pods, children, settings),
         delete=sorted(restart.pods) if restart else [],
         force_delete=stuck,
         restart=restart,
-        wake_at=min((at for at in (deadline, unstuck_at) if at is not None), default=None),
+        wake_at=min((at for at in (deadline, unstuck_at, evaluated_by) if at is not None), default=None),
     )
 
 

@@ -2,7 +2,8 @@
 
 Two sources, one shape (disttrain_contract.progress): the reporting pod's HTTP endpoint while
 it runs, and its termination message once it ended. Whichever report is newest wins, and a job
-keeps its last known progress across restarts until a newer report arrives.
+keeps its last known progress across restarts until a newer report arrives. The Evaluator's scores
+come in its termination message too (disttrain_contract.evaluation).
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from datetime import UTC
 import pydantic
 
 from disttrain_contract import progress as contract
+from disttrain_contract.evaluation import EVALUATION_FIELD
 from disttrain_operator.api.spec import DistTrainJobSpec, ReplicaType
-from disttrain_operator.api.status import Progress
+from disttrain_operator.api.status import Evaluation, Progress
 
 _FIELDS = frozenset(Progress.model_fields) | {field.alias for field in Progress.model_fields.values() if field.alias}
 
@@ -36,6 +38,23 @@ def parse_progress(text: str | None) -> Progress | None:
     if progress.update_time is not None and progress.update_time.tzinfo is None:  # comparable with the rest
         progress = progress.model_copy(update={"update_time": progress.update_time.replace(tzinfo=UTC)})
     return progress
+
+
+def parse_evaluation(text: str | None) -> Evaluation | None:
+    """The Evaluator's scores from its termination message; None for anything else."""
+    if not text:
+        return None
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return None
+    found = record.get(EVALUATION_FIELD) if isinstance(record, dict) else None
+    if not isinstance(found, dict):
+        return None
+    try:
+        return Evaluation.model_validate(found)
+    except pydantic.ValidationError:
+        return None
 
 
 def newest(*reports: Progress | None) -> Progress | None:

@@ -7,7 +7,7 @@ pods, a garbage-collected worker) only update the counts, never the outcome.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from disttrain_contract.exit_codes import is_retryable
 from disttrain_operator.api.job import DistTrainJob
@@ -92,6 +92,19 @@ def success(job: DistTrainJob, pods: Sequence[PodView]) -> Verdict | None:
             return None
     names = ", ".join(f"{replica_type.task_type}-{index}" for replica_type, index in required)
     return Verdict("JobSucceeded", f"{names} succeeded")
+
+
+def evaluation_due(job: DistTrainJob, pods: Sequence[PodView]) -> datetime | None:
+    """Until when the job waits for its Evaluator to score the final checkpoint, once training succeeded: the
+    chief's (or worker 0's) end plus runPolicy.finalEvaluationSeconds. None when there is nothing to wait
+    for: no Evaluator, or one that ended, or training that ended without a time to count from."""
+    evaluator = find_pod(pods, ReplicaType.EVALUATOR, 0)
+    if evaluator is None or not evaluator.active:
+        return None
+    reporter = find_pod(pods, *reporting_task(job.spec))
+    if reporter is None or reporter.finished_at is None:
+        return None
+    return reporter.finished_at + timedelta(seconds=job.spec.run_policy.final_evaluation_seconds)
 
 
 def may_restart(policy: RestartPolicy, exit_code: int | None) -> bool:
@@ -194,6 +207,26 @@ def _suspended(status: DistTrainJobStatus, now: datetime, generation: int | None
     return status.model_copy(update={"conditions": conditions, "phase": JobPhase.SUSPENDED})
 
 
+def _outcome(
+    job: DistTrainJob, pods: Sequence[PodView], now: datetime
+) -> tuple[Verdict | None, ConditionType, Verdict | None]:
+    """How the job ended (Failed or Succeeded, and why), or None; and, while training succeeded but the
+    Evaluator still scores the final checkpoint within its time, why the job runs on."""
+    failed = failure(job, pods) or deadline_exceeded(job, now)
+    if failed is not None:
+        return failed, ConditionType.FAILED, None
+    succeeded = success(job, pods)
+    due = evaluation_due(job, pods) if succeeded is not None else None
+    if succeeded is None or due is None:
+        return succeeded, ConditionType.SUCCEEDED, None
+    seconds = job.spec.run_policy.final_evaluation_seconds
+    if now < due:
+        message = f"{succeeded.message}; the evaluator scores the final checkpoint (for up to {seconds}s)"
+        return None, ConditionType.SUCCEEDED, Verdict("FinalEvaluation", message)
+    stopped = f"the evaluator did not end within finalEvaluationSeconds ({seconds}s) and is stopped"
+    return Verdict(succeeded.reason, f"{succeeded.message}; {stopped}"), ConditionType.SUCCEEDED, None
+
+
 def aggregate(
     job: DistTrainJob, pods: Sequence[PodView], created: bool, now: datetime, reported: Progress | None = None
 ) -> DistTrainJobStatus:
@@ -206,12 +239,14 @@ def aggregate(
     counts = replica_statuses(job, pods)
     ready = sum(status.ready for status in counts.values())
     reporter = find_pod(pods, *reporting_task(job.spec))
+    evaluator = find_pod(pods, ReplicaType.EVALUATOR, 0)
     base = previous.model_copy(
         update={
             "replica_statuses": counts,
             "ready": f"{ready}/{job.spec.total_replicas}",
             "observed_generation": generation,
             "progress": newest(previous.progress, reporter.final_progress if reporter else None, reported),
+            "evaluation": (evaluator.evaluation if evaluator else None) or previous.evaluation,
         }
     )
     if is_finished(previous):
@@ -232,11 +267,12 @@ def aggregate(
             conditions, ConditionType.CREATED, holds=True, verdict=verdict, now=now, generation=generation
         )
 
-    outcome = failure(job, pods) or deadline_exceeded(job, now)
-    kind = ConditionType.FAILED
-    if outcome is None:
-        outcome, kind = success(job, pods), ConditionType.SUCCEEDED
-    if outcome is not None:
+    outcome, kind, evaluating = _outcome(job, pods, now)
+    if evaluating is not None:
+        conditions = with_condition(
+            conditions, ConditionType.RUNNING, holds=True, verdict=evaluating, now=now, generation=generation
+        )
+    elif outcome is not None:
         conditions = with_condition(conditions, kind, holds=True, verdict=outcome, now=now, generation=generation)
         finished = Verdict("JobFinished", f"the job {kind.value.lower()}")
         conditions = with_condition(
