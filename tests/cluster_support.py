@@ -52,14 +52,24 @@ class Cluster:
         return items
 
     def set_pod_status(
-        self, namespace: str, name: str, phase: str, exit_code: int | None = None, message: str | None = None
+        self,
+        namespace: str,
+        name: str,
+        phase: str,
+        exit_code: int | None = None,
+        message: str | None = None,
+        *,
+        finished_at: str | None = None,
     ) -> None:
-        """Play the kubelet: end a pod with a phase, the tensorflow container's exit code and termination message."""
+        """Play the kubelet: end a pod with a phase, the tensorflow container's exit code, termination message
+        and end time."""
         status: dict[str, Any] = {"phase": phase}
         if exit_code is not None:
             terminated: dict[str, Any] = {"exitCode": exit_code, "reason": "Completed" if exit_code == 0 else "Error"}
             if message is not None:
                 terminated["message"] = message
+            if finished_at is not None:
+                terminated["finishedAt"] = finished_at
             status["containerStatuses"] = [
                 {
                     "name": "tensorflow",

@@ -6,10 +6,12 @@ import json
 import threading
 import time
 import urllib.request
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from cluster_support import Cluster, OperatorProcess, condition, holds, job_where, running_pods
+from disttrain_contract.timestamps import format_time
 from disttrain_dev.cluster import UNATTENDED_ANNOTATION
 from support import ROOT, wait_for
 
@@ -91,6 +93,50 @@ def test_success_stops_ps_and_evaluator_and_stays_succeeded(
     assert left["census-ps-chief-0"]["status"]["phase"] == "Succeeded"  # finished pods stay for their logs
     final = cluster.job(namespace, "census-ps")
     assert final["status"]["phase"] == "Succeeded" and not holds(final, "Failed")
+
+
+def _ps_job(cluster: Cluster, namespace: str, final_evaluation_seconds: int) -> None:
+    cluster.create_claim(namespace, "team-checkpoints")
+    seconds = f"    finalEvaluationSeconds: {final_evaluation_seconds}\n"
+    cluster.apply(namespace, PS.replace("    backoffLimit: 5\n", f"    backoffLimit: 5\n{seconds}"))
+    running_pods(cluster, namespace, "census-ps", 6)
+    cluster.set_pod_status(
+        namespace, "census-ps-chief-0", "Succeeded", exit_code=0, finished_at=format_time(datetime.now(UTC))
+    )
+
+
+def _final_evaluation(cluster: Cluster, namespace: str) -> dict[str, Any]:
+    def evaluating(job: dict[str, Any]) -> bool:
+        return (condition(job, "Running") or {}).get("reason") == "FinalEvaluation"
+
+    return job_where(cluster, namespace, "census-ps", "the final evaluation", evaluating)
+
+
+def test_the_evaluator_scores_the_final_checkpoint_before_the_job_succeeds(
+    cluster: Cluster, operator: OperatorProcess, namespace: str
+) -> None:
+    _ps_job(cluster, namespace, final_evaluation_seconds=600)
+    evaluating = _final_evaluation(cluster, namespace)
+    assert evaluating["status"]["phase"] == "Running" and not holds(evaluating, "Succeeded")
+    assert cluster.get("pod", "census-ps-evaluator-0", namespace) is not None  # not stopped with the chief
+    scores = {"checkpoint": "/checkpoints/census/ckpt-300", "step": 300, "metrics": {"accuracy": 0.93}, "final": True}
+    message = json.dumps({"evaluation": scores})
+    cluster.set_pod_status(namespace, "census-ps-evaluator-0", "Succeeded", exit_code=0, message=message)
+    done = job_where(cluster, namespace, "census-ps", "Succeeded", lambda j: holds(j, "Succeeded"))
+    assert done["status"]["evaluation"] == scores
+    header, row = cluster.kubectl("get", "dtj", "census-ps", "-n", namespace, "-o", "wide").stdout.splitlines()
+    assert header.split()[-3:] == ["EVAL-STEP", "EVAL-ACCURACY", "AGE"] and row.split()[-3:-1] == ["300", "0.93"]
+
+
+def test_a_held_up_evaluator_is_stopped_when_its_time_is_up(
+    cluster: Cluster, operator: OperatorProcess, namespace: str
+) -> None:
+    _ps_job(cluster, namespace, final_evaluation_seconds=3)
+    _final_evaluation(cluster, namespace)
+    done = job_where(cluster, namespace, "census-ps", "Succeeded", lambda j: holds(j, "Succeeded"))
+    said = (condition(done, "Succeeded") or {}).get("message", "")
+    assert "did not end within finalEvaluationSeconds (3s) and is stopped" in said
+    wait_for("the evaluator stopped", lambda: "census-ps-evaluator-0" not in cluster.job_pods(namespace, "census-ps"))
 
 
 def test_deadline_is_enforced_when_nothing_else_happens(

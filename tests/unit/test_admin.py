@@ -33,6 +33,7 @@ RUNNING = _job(
     restartCount=1,
     replicaStatuses={"Chief": {"ready": 1}, "Worker": {"ready": 1}, "PS": {"ready": 1}},
     progress={"step": 120, "totalSteps": 300, "loss": 0.3125},
+    evaluation={"step": 100, "metrics": {"accuracy": 0.875}, "final": False},
     conditions=[
         {
             "type": "Running",
@@ -68,6 +69,7 @@ def test_describe_shows_conditions_pods_and_events() -> None:
     event = JobEvent(datetime(2026, 1, 1, tzinfo=UTC), "Warning", "Restarting", "worker-1 failed", "DistTrainJob/mnist")
     text = describe_text(RUNNING, [pod], [event])
     assert "Progress:   step 120/300 loss 0.3125" in text
+    assert "Evaluation: step 100 accuracy 0.875" in text
     assert "JobRunning" in text and "the chief is running" in text
     assert "Failed (exit 137, OOMKilled)" in text and "node-a" in text
     assert "2026-01-01T00:00:00Z   Warning   Restarting   DistTrainJob/mnist   worker-1 failed" in text

@@ -15,6 +15,7 @@ from job_fixtures import make_pod
 from disttrain_operator.api import crd
 from disttrain_operator.api.job import DistTrainJob
 from disttrain_operator.api.spec import ReplicaType
+from disttrain_operator.api.status import Evaluation
 from disttrain_operator.core import served
 from disttrain_operator.core.builders.objects import desired_objects, tensorflow_container
 from disttrain_operator.core.builders.settings import BuildSettings
@@ -198,6 +199,23 @@ def test_ps_and_evaluator_of_a_served_tfjob_are_stopped_once_the_chief_succeeds(
     kube, status = _served(body, pods)
     assert sorted(kube.deleted) == ["mnist-evaluator-0", "mnist-ps-0"]
     assert "Succeeded" in _true(status) and status["completionTime"]
+
+
+def test_a_served_tfjobs_evaluator_scores_the_final_checkpoint_before_it_succeeds() -> None:
+    body = _tfjob(Chief=1, Worker=1, PS=1, Evaluator=1)
+    chief_done = [
+        _pod(ReplicaType.CHIEF, 0, PodPhase.SUCCEEDED, finished_at=NOW),
+        _pod(ReplicaType.WORKER, 0, PodPhase.SUCCEEDED),
+        _pod(ReplicaType.PS, 0, PodPhase.RUNNING, ready=True),
+    ]
+    kube, status = _served(body, [*chief_done, _pod(ReplicaType.EVALUATOR, 0, PodPhase.RUNNING, ready=True)])
+    assert not kube.deleted and "Succeeded" not in _true(status)  # the default finalEvaluationSeconds: 600
+    assert _true(status)["Running"].startswith("FinalEvaluation: ") and "(for up to 600s)" in _true(status)["Running"]
+    scores = Evaluation(step=300, metrics={"accuracy": 0.9}, final=True)
+    spoke = _pod(ReplicaType.EVALUATOR, 0, PodPhase.SUCCEEDED, evaluation=scores)
+    kube, status = _served({**body, "status": status}, [*chief_done, spoke])
+    assert "Succeeded" in _true(status) and kube.deleted == ["mnist-ps-0"]
+    assert status["evaluation"] == {"step": 300, "metrics": {"accuracy": 0.9}, "final": True}
 
 
 def test_a_served_multi_worker_tfjob_restarts_whole_and_counts_it_against_backoff_limit() -> None:

@@ -221,7 +221,11 @@ def evaluate_alongside(config: TrainConfig, data: DataSet) -> None:
     """The side-car evaluator: score each new checkpoint of the chief; once training has finished, score the
     final checkpoint and end (the operator gives it runPolicy.finalEvaluationSeconds for that)."""
     model = models.build(config.model, data.input_shape, data.num_classes)
-    checkpoint = tf.train.Checkpoint(model=model)
+    # The model's weights are in the chief's checkpoint as the optimizer's variables (a Keras 3 model is
+    # no checkpoint child of its own): restoring the model alone would leave its initial weights.
+    optimizer = keras.optimizers.Adam(config.learning_rate)
+    optimizer.build(model.trainable_variables)
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
     seen: str | None = None
     scores: dict[str, float] = {}
     while not STOP.is_set():

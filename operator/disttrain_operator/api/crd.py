@@ -27,6 +27,11 @@ CRD_FILE = f"{api.GROUP}_{api.PLURAL}.yaml"
 _DROPPED = {"title", "propertyNames", "$defs"}
 _HEADER = "# Generated from the pydantic models by `disttrain crd generate`; do not edit by hand.\n"
 
+# `kubectl get -o wide`: the Evaluator's last scored step and its accuracy (the trainer's metric).
+EVALUATION_COLUMNS: list[Schema] = [
+    {"name": "Eval-Step", "type": "integer", "jsonPath": ".status.evaluation.step", "priority": 1},
+    {"name": "Eval-Accuracy", "type": "number", "jsonPath": ".status.evaluation.metrics.accuracy", "priority": 1},
+]
 PRINTER_COLUMNS: list[Schema] = [
     {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
     {"name": "Strategy", "type": "string", "jsonPath": ".spec.strategy"},
@@ -35,8 +40,7 @@ PRINTER_COLUMNS: list[Schema] = [
     {"name": "Step", "type": "integer", "jsonPath": ".status.progress.step"},
     {"name": "Epoch", "type": "integer", "jsonPath": ".status.progress.epoch", "priority": 1},
     {"name": "Loss", "type": "number", "jsonPath": ".status.progress.loss", "priority": 1},
-    {"name": "Eval-Step", "type": "integer", "jsonPath": ".status.evaluation.step", "priority": 1},
-    {"name": "Eval-Accuracy", "type": "number", "jsonPath": ".status.evaluation.metrics.accuracy", "priority": 1},
+    *EVALUATION_COLUMNS,
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]
 
@@ -160,6 +164,7 @@ TFJOB_PRINTER_COLUMNS: list[Schema] = [
     {"name": "State", "type": "string", "jsonPath": ".status.conditions[-1:].type"},
     {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
     {"name": "Restarts", "type": "integer", "jsonPath": ".status.restartCount"},
+    *EVALUATION_COLUMNS,
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]
 # Marks the TFJob CRD as disttrain's: the operator serves TFJobs only where this label says the CRD is its own.

@@ -23,7 +23,7 @@ from disttrain_operator.api.spec import (
     PodTemplateSpec,
     RestartPolicy,
 )
-from disttrain_operator.api.status import ConditionStatus, ConditionType, JobPhase, Progress
+from disttrain_operator.api.status import ConditionStatus, ConditionType, Evaluation, JobPhase, Progress
 
 GROUP = "kubeflow.org"
 VERSION = "v1"
@@ -140,3 +140,4 @@ class TFJobStatus(ApiModel):
     restart_count: int = Field(0, ge=0)
     observed_generation: int | None = Field(None, ge=0)
     progress: Progress | None = None
+    evaluation: Evaluation | None = Field(None, description="The Evaluator's last scores (disttrain).")

@@ -47,6 +47,15 @@ def _progress(job: DistTrainJob) -> str:
     return f"step {progress.step}{total}{loss}"
 
 
+def _evaluation(job: DistTrainJob) -> str:
+    scores = job.status.evaluation
+    if scores is None:
+        return "-"
+    metrics = " ".join(f"{name} {value:.4g}" for name, value in sorted(scores.metrics.items()))
+    step = f"step {scores.step} " if scores.step is not None else ""
+    return f"{step}{metrics}" + (" (final checkpoint)" if scores.final else "")
+
+
 def list_table(jobs: Sequence[DistTrainJob], all_namespaces: bool) -> str:
     header = ["NAMESPACE"] * all_namespaces + ["NAME", "PHASE", "REPLICAS (READY)", "RESTARTS", "PROGRESS"]
     rows = [
@@ -78,6 +87,7 @@ def describe_text(job: DistTrainJob, pods: Sequence[Object], events: Sequence[Jo
         f"Replicas:   {_replicas(job)}",
         f"Restarts:   {status.restart_count}",
         f"Progress:   {_progress(job)}",
+        f"Evaluation: {_evaluation(job)}",
         f"Started:    {_time(status.start_time)}",
         f"Completed:  {_time(status.completion_time)}",
         "",
