@@ -51,5 +51,6 @@ def test_the_quickstart_trains_the_example_and_shows_the_model(node: str, left_b
     assert "Succeeded" in result.stdout and '"event": "finished", "steps": 176' in result.stdout
     assert "saved_model.pb" in result.stdout
     # the lines README shows of it
-    assert "NAME PHASE STRATEGY READY RESTARTS STEP EPOCH LOSS AGE" in " ".join(result.stdout.split())
+    header = "NAME PHASE STRATEGY READY RESTARTS STEP EPOCH LOSS EVAL-STEP EVAL-ACCURACY AGE"
+    assert header in " ".join(result.stdout.split())
     assert "kubectl of the cluster's version: " in result.stdout
