@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from disttrain import Client, DistTrainJob
 
 from cluster_support import Cluster, OperatorProcess, holds, job_where, operator_kubeconfig, running_pods
 from disttrain_dev import kueue
@@ -189,11 +191,20 @@ def test_a_higher_workload_priority_class_preempts_and_the_lower_job_resumes(
     template = low["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]
     assert "nodeSelector" not in template and not template.get("tolerations")  # restored from the Workload
     assert cluster.has_event(namespace, "Evicted")
+    # The Python client's wait for Running, started while low is suspended (it ran before): it must hold
+    # until Kueue admits low again, not return on the Running it had before the preemption.
+    client = Client(kubeconfig=cluster.kubeconfig, namespace=namespace)
+    resumed: list[DistTrainJob] = []
+    waiter = threading.Thread(target=lambda: resumed.append(client.wait("low", "Running", timeout=180)))
+    waiter.start()
     running_pods(cluster, namespace, "high", 4)
     wait_for("low's pods gone", lambda: not cluster.job_pods(namespace, "low"), timeout=60)
+    assert not resumed, "the wait returned while low was suspended"
 
     _succeed(cluster, namespace, "high")
     running_pods(cluster, namespace, "low", 4)
+    waiter.join(timeout=120)
+    assert resumed and resumed[0].status.phase == "Running"
     _succeed(cluster, namespace, "low")
 
 

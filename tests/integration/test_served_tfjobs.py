@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from disttrain import Client, JobNotFoundError
 
 from cluster_support import Cluster, OperatorProcess, operator_kubeconfig
 from disttrain_dev import cluster as devcluster
@@ -156,3 +157,25 @@ def test_kubeflow_s_sdk_runs_a_real_tfjob_unchanged(tfjob_crd: Cluster, tmp_path
     assert result["replica_statuses"]["Worker"] >= 1 and result["completion_time"] != "None"
     assert "digits-worker-0" in result["pods"] and result["master"] == ["digits-worker-0"]
     assert "digits-worker-0" in result["logs"] and result["logs"]["digits-worker-0"].strip()
+
+
+def test_the_python_client_creates_waits_on_and_lists_a_served_tfjob(
+    serving: OperatorProcess, cluster: Cluster, namespace: str
+) -> None:
+    name, manifest = _example(namespace)
+    cluster.kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=baseline", "--overwrite")
+    client = Client(kubeconfig=cluster.kubeconfig, namespace=namespace)
+    job = client.create(json.loads(manifest))
+    assert (job.kind, job.spec.total_replicas) == ("TFJob", 2)  # in DistTrainJob's terms, its kind kept
+    selector = f"training.kubeflow.org/job-name={name}"
+    wait_for("the TFJob's pods", lambda: len(cluster.items("pods", namespace, selector)) == 2)
+    for index in range(2):
+        cluster.set_pod_status(namespace, f"{name}-worker-{index}", "Running")
+    assert client.wait(job, "Running", timeout=60).status.phase == "Running"
+    assert [found.metadata.name for found in client.list(kind="TFJob")] == [name]
+    cluster.set_pod_status(namespace, f"{name}-worker-0", "Succeeded", exit_code=0)
+    done = client.wait(name, "Succeeded", kind="TFJob", timeout=60)
+    assert done.kind == "TFJob" and done.status.phase == "Succeeded"
+    client.delete(done)
+    with pytest.raises(JobNotFoundError):
+        client.get(name, kind="TFJob")

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from job_fixtures import T0, make_job, make_pod, running_pods
@@ -159,11 +161,25 @@ def test_a_silent_job_is_polled_less_often_until_it_answers() -> None:
 
 
 def test_a_trainer_that_answers_without_a_report_yet_is_asked_every_interval() -> None:
-    """204 before the first report, or refused while it starts: its first report is in within an interval."""
+    """204 before the first report: its first report is in within an interval."""
     assert _polls([None] * 15 + [_report(1, T0)] * 2) == [10.0 * tick for tick in range(17)]
 
 
-def test_only_a_poll_that_times_out_is_silent() -> None:
+class _NoReportYet(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Quiet."""
+
+
+def test_a_204_is_an_answer_and_a_refusal_or_a_timeout_is_silence() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _NoReportYet)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    assert fetch_progress(f"http://127.0.0.1:{server.server_address[1]}/progress", timeout=2) is None
+    server.shutdown()
+    server.server_close()
     listening = socket.socket()
     listening.bind(("127.0.0.1", 0))
     listening.listen()  # accepts, never answers
@@ -171,7 +187,8 @@ def test_only_a_poll_that_times_out_is_silent() -> None:
     with pytest.raises(SilentTrainerError):
         fetch_progress(f"http://127.0.0.1:{port}/progress", timeout=0.2)
     listening.close()
-    assert fetch_progress(f"http://127.0.0.1:{port}/progress", timeout=0.2) is None  # refused now
+    with pytest.raises(SilentTrainerError):  # refused now
+        fetch_progress(f"http://127.0.0.1:{port}/progress", timeout=0.2)
 
 
 def test_a_failing_callback_does_not_stop_the_poll() -> None:

@@ -10,8 +10,9 @@ from collections.abc import Sequence
 from types import FrameType
 
 from disttrain_contract.exit_codes import ExitCode, TrainerError
+from disttrain_contract.progress import reporting_task
 from disttrain_trainer import config as config_module
-from disttrain_trainer.reporting import fail, log
+from disttrain_trainer.reporting import fail, log, serve_progress
 
 
 def _on_sigterm(serving: bool) -> None:
@@ -69,6 +70,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
         config = config_module.parse(argv)
+        role = config.role
+        if (role.task_type, role.index) == reporting_task(has_chief=bool(role.cluster.get("chief"))):
+            serve_progress()  # before TensorFlow loads: the operator's polls are answered from the start
         _train(config)
     except TrainerError as error:
         fail(str(error))

@@ -114,8 +114,7 @@ class Progress:
         self._batch = global_batch_size
         self._total = total_steps
         self._since = (time.monotonic(), 0)
-        port = environ.get(PROGRESS_PORT_ENV) if publishes else None
-        self.server = _progress_server(port) if port else None
+        self.server = serve_progress(environ) if publishes else None
         message_path = environ.get(TERMINATION_MESSAGE_ENV) if publishes else None
         self._termination_message = Path(message_path) if message_path else None
 
@@ -167,13 +166,24 @@ def report_evaluation(
         _write_termination_message(Path(message_path), json.dumps({EVALUATION_FIELD: record}))
 
 
-def _progress_server(port: str) -> ProgressServer | None:
-    """A bad or taken port costs the operator its live view, never the training."""
-    try:
-        return ProgressServer(int(port))
-    except (OSError, ValueError, OverflowError) as error:
-        log("warning", message=f"progress not served on port {port}: {error}")
+_SERVING: dict[str, ProgressServer | None] = {}  # by port: one server per process, however often asked
+
+
+def serve_progress(environ: Mapping[str, str] = os.environ) -> ProgressServer | None:
+    """The progress server on `$DISTTRAIN_PROGRESS_PORT`, started on the first call. The reporting task
+    starts it before TensorFlow loads, so the operator's polls get an answer (204) from the start and are
+    not backed off as a silent pod's are; its first report then reaches the job within one poll.
+    A bad or taken port costs the operator its live view, never the training."""
+    port = environ.get(PROGRESS_PORT_ENV)
+    if not port:
         return None
+    if port not in _SERVING:
+        try:
+            _SERVING[port] = ProgressServer(int(port))
+        except (OSError, ValueError, OverflowError) as error:
+            log("warning", message=f"progress not served on port {port}: {error}")
+            _SERVING[port] = None
+    return _SERVING[port]
 
 
 def _write_termination_message(path: Path, text: str) -> None:

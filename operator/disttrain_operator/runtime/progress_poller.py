@@ -2,19 +2,22 @@
 
 The operator reads progress over the pod network, like a metrics scraper, so trainer pods need no
 API access. A poll without a report is skipped quietly: the final report still arrives through the
-pod's termination message. A trainer that answers without one (204 before its first report, or a
-refused connection while it starts and before it serves) is asked again at the next interval, so its
-first report reaches the status within one interval. A pod that does not answer at all (a
-NetworkPolicy dropping the poll, an unreachable address) holds a thread for the whole timeout: such a
-job is polled less often (`MISSED_POLL_BACKOFF`), so that thousands of them cost a poll each a minute
-rather than every interval, and polls that time out cannot fill every interval.
+pod's termination message. A trainer that answers without a report (204: the reporting task serves
+from before TensorFlow loads, and answers so until its first report) is asked again at the next
+interval, so its first report reaches the status within one interval. A pod that does not answer (a
+refused connection: no server there, as in a user's own container; a NetworkPolicy dropping the
+poll; an unreachable address) is polled less often (`MISSED_POLL_BACKOFF`), so that thousands of such
+jobs cost a poll each a minute rather than every interval, and polls that time out cannot fill every
+interval.
 """
 
 from __future__ import annotations
 
+import http.client
 import logging
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -48,19 +51,19 @@ _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # pod IP
 
 
 class SilentTrainerError(Exception):
-    """The poll got no answer within the timeout: the pod drops or cannot be reached on the progress port."""
+    """No HTTP answer on the progress port: refused, dropped until the timeout, or unreachable."""
 
 
 def fetch_progress(url: str, timeout: float = POLL_TIMEOUT_SECONDS) -> Progress | None:
-    """The trainer's latest report; None when it answered without one (no report yet, refused, a bad body);
-    SilentTrainerError when nothing answered in time."""
+    """The trainer's latest report; None when it answered without one (204 before its first, a status or a
+    body that is no report); SilentTrainerError when nothing answered."""
     try:
         with _DIRECT.open(url, timeout=timeout) as response:
             return parse_progress(response.read(MAX_RESPONSE_BYTES).decode(errors="replace"))
-    except (OSError, ValueError) as error:
-        if isinstance(error, TimeoutError) or isinstance(getattr(error, "reason", None), TimeoutError):
-            raise SilentTrainerError(url) from error
+    except (urllib.error.HTTPError, http.client.HTTPException, ValueError):  # an answer, if not a report
         return None
+    except OSError as error:
+        raise SilentTrainerError(url) from error
 
 
 class ProgressPoller:
