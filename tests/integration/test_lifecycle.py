@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import urllib.request
@@ -333,8 +334,10 @@ def test_trainer_progress_reaches_status_and_kubectl_get(
             "loss": 0.31,
             "updateTime": "2026-01-01T00:00:00Z",
         }
-        table = cluster.kubectl("get", "dtj", "mnist-mwms", "-n", namespace, "-o", "wide").stdout.splitlines()
-        columns = dict(zip(table[0].split(), table[1].split(), strict=True))
+        header, row = cluster.kubectl("get", "dtj", "mnist-mwms", "-n", namespace, "-o", "wide").stdout.splitlines()
+        starts = [match.start() for match in re.finditer(r"\S+", header)]  # a column with no value prints blank
+        cells = [row[start:end].strip() for start, end in zip(starts, [*starts[1:], None], strict=True)]
+        columns = dict(zip(header.split(), cells, strict=True))
         assert (columns["STEP"], columns["EPOCH"], columns["LOSS"]) == ("120", "2", "0.31")
 
         final = {"step": 300, "totalSteps": 300, "epoch": 5, "loss": 0.12, "updateTime": "2026-01-01T00:10:00Z"}
