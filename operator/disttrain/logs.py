@@ -157,9 +157,14 @@ class ReplicaLog:
         return self._read_with_version()[0]
 
     def _read_with_version(self) -> tuple[dict[str, Any] | None, str]:
-        response: Any = self._core.list_namespaced_pod(
-            self._namespace, field_selector=f"metadata.name={self._pod}", _preload_content=False
-        )
+        try:
+            response: Any = self._core.list_namespaced_pod(
+                self._namespace, field_selector=f"metadata.name={self._pod}", _preload_content=False
+            )
+        except ApiException as error:
+            raise ApiError(error.status or 0, f"pod of {self._label}: {error.reason}") from error
+        except (HTTPError, OSError) as error:
+            raise ApiError(0, f"pod of {self._label}: {error}") from error
         listing = json.loads(response.data)
         items = listing.get("items") or []
         return (items[0] if items else None), listing["metadata"]["resourceVersion"]

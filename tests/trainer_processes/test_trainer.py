@@ -23,19 +23,15 @@ from support import ROOT
 DIGITS_STEPS_PER_EPOCH = 1437 // 64  # the training split of the bundled digits at the default batch
 
 
+def _local_run(manifest: Path, workdir: Path) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "disttrain_operator.cli.main", "local", "run", str(manifest)]
+    return subprocess.run(
+        [*command, "--workdir", str(workdir)], capture_output=True, text=True, timeout=600, check=False
+    )
+
+
 def test_local_run_of_the_example_trains_two_identical_workers_to_90_percent(tmp_path: Path) -> None:
-    example = ROOT / "examples" / "local-multi-worker-digits.yaml"
-    command = [
-        sys.executable,
-        "-m",
-        "disttrain_operator.cli.main",
-        "local",
-        "run",
-        str(example),
-        "--workdir",
-        str(tmp_path),
-    ]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    result = _local_run(ROOT / "examples" / "local-multi-worker-digits.yaml", tmp_path)
     assert result.returncode == 0, result.stdout[-3000:]
     assert "[disttrain] job succeeded: worker-0 succeeded" in result.stdout
     finished = {
@@ -235,17 +231,7 @@ def test_the_evaluator_scores_the_final_checkpoint_before_the_job_succeeds(tmp_p
     manifest.write_text(
         json.dumps(job_manifest("evaluated", "MultiWorkerMirrored", {"Worker": 2, "Evaluator": 1}, args))
     )
-    command = [
-        sys.executable,
-        "-m",
-        "disttrain_operator.cli.main",
-        "local",
-        "run",
-        str(manifest),
-        "--workdir",
-        str(tmp_path),
-    ]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    result = _local_run(manifest, tmp_path)
     assert result.returncode == 0, result.stdout[-3000:]
     lines = result.stdout.splitlines()
     final_step = epochs * DIGITS_STEPS_PER_EPOCH

@@ -21,15 +21,21 @@ from disttrain_operator.api.status import Evaluation, Progress
 _FIELDS = frozenset(Progress.model_fields) | {field.alias for field in Progress.model_fields.values() if field.alias}
 
 
-def parse_progress(text: str | None) -> Progress | None:
-    """A report from its JSON text; None for anything else (a user's own message, garbage, nothing)."""
+def _record(text: str | None) -> dict[str, object] | None:
+    """A termination message's or a poll's JSON object; None for anything else (a user's own words, nothing)."""
     if not text:
         return None
     try:
         record = json.loads(text)
     except ValueError:
         return None
-    if not isinstance(record, dict) or "step" not in record:
+    return record if isinstance(record, dict) else None
+
+
+def parse_progress(text: str | None) -> Progress | None:
+    """A report from its JSON text; None for anything else (a user's own message, garbage, nothing)."""
+    record = _record(text)
+    if record is None or "step" not in record:
         return None
     try:
         progress = Progress.model_validate({key: value for key, value in record.items() if key in _FIELDS})
@@ -42,13 +48,7 @@ def parse_progress(text: str | None) -> Progress | None:
 
 def parse_evaluation(text: str | None) -> Evaluation | None:
     """The Evaluator's scores from its termination message; None for anything else."""
-    if not text:
-        return None
-    try:
-        record = json.loads(text)
-    except ValueError:
-        return None
-    found = record.get(EVALUATION_FIELD) if isinstance(record, dict) else None
+    found = (_record(text) or {}).get(EVALUATION_FIELD)
     if not isinstance(found, dict):
         return None
     try:
