@@ -7,7 +7,6 @@ Jobs come back as the API models (`DistTrainJob`); a served TFJob comes back in 
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
@@ -19,18 +18,12 @@ from typing import Any
 
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
-from urllib3.exceptions import HTTPError
 
-from disttrain.errors import (
-    ApiError,
-    InvalidJobError,
-    JobExistsError,
-    JobFailedError,
-    JobNotFoundError,
-    WaitTimeoutError,
-)
+from disttrain.calls import HTTP_GONE, NETWORK_ERRORS, api_error, call, read_json
+from disttrain.errors import ApiError, InvalidJobError, JobFailedError, JobNotFoundError, WaitTimeoutError
 from disttrain.logs import ReplicaLog, replica_task
 from disttrain.resources import RESOURCES, JobKind, Resource, resource_of, typed_job
+from disttrain_contract.timestamps import parse_time
 from disttrain_operator.api import yaml_io
 from disttrain_operator.api.job import DistTrainJob
 from disttrain_operator.api.status import ConditionStatus, ConditionType
@@ -38,11 +31,6 @@ from disttrain_operator.core.builders.naming import JOB_NAME_LABEL
 
 _IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 _WATCH_SECONDS = 60  # one watch request; a wait longer than this watches again from where it was
-_NETWORK_ERRORS = (HTTPError, OSError)
-HTTP_NOT_FOUND = 404
-HTTP_CONFLICT = 409
-HTTP_GONE = 410
-_REFUSED = (400, 422)
 
 
 @dataclass(frozen=True)
@@ -102,7 +90,7 @@ class Client:
         metadata = dict(manifest.get("metadata") or {})
         namespace = namespace or metadata.get("namespace") or self.namespace
         manifest = {**manifest, "metadata": {**metadata, "namespace": namespace}}
-        body = self._call(
+        body = call(
             lambda: self._custom.create_namespaced_custom_object(
                 resource.group, resource.version, namespace, resource.plural, manifest
             ),
@@ -118,7 +106,7 @@ class Client:
     ) -> dict[str, Any]:
         """The job as the API server stores it (a TFJob in its own shape)."""
         resource, namespace, name = self._target(job, namespace, kind)
-        found: dict[str, Any] = self._call(
+        found: dict[str, Any] = call(
             lambda: self._custom.get_namespaced_custom_object(
                 resource.group, resource.version, namespace, resource.plural, name
             ),
@@ -138,7 +126,7 @@ class Client:
         resource = resource_of(kind)
         selector = _selector(labels)
         if all_namespaces:
-            answer = self._call(
+            answer = call(
                 lambda: self._custom.list_cluster_custom_object(
                     resource.group, resource.version, resource.plural, label_selector=selector
                 ),
@@ -146,7 +134,7 @@ class Client:
             )
         else:
             namespace = namespace or self.namespace
-            answer = self._call(
+            answer = call(
                 lambda: self._custom.list_namespaced_custom_object(
                     resource.group, resource.version, namespace, resource.plural, label_selector=selector
                 ),
@@ -175,7 +163,7 @@ class Client:
             resource, namespace, fields = resource_of(kind), namespace or self.namespace, None
         selector = _selector(labels)
         while True:
-            listing = self._call(
+            listing = call(
                 lambda: self._custom.list_namespaced_custom_object(
                     resource.group, resource.version, namespace, resource.plural,
                     label_selector=selector, field_selector=fields,
@@ -226,7 +214,7 @@ class Client:
     def delete(self, job: JobRef, *, namespace: str | None = None, kind: JobKind = "DistTrainJob") -> None:
         """Delete the job; its pods, Service and volume go with it (the API server's garbage collector)."""
         resource, namespace, name = self._target(job, namespace, kind)
-        self._call(
+        call(
             lambda: self._custom.delete_namespaced_custom_object(
                 resource.group, resource.version, namespace, resource.plural, name
             ),
@@ -263,7 +251,7 @@ class Client:
     def pods(self, job: JobRef, *, namespace: str | None = None, kind: JobKind = "DistTrainJob") -> Objects:
         """The job's pods as the API server sends them."""
         _, namespace, name = self._target(job, namespace, kind)
-        answer = self._raw(
+        answer = read_json(
             lambda: self._core.list_namespaced_pod(
                 namespace, label_selector=f"{JOB_NAME_LABEL}={name}", _preload_content=False
             ),
@@ -274,7 +262,7 @@ class Client:
     def events(self, job: JobRef, *, namespace: str | None = None, kind: JobKind = "DistTrainJob") -> Events:
         """Events about the job and what it owns (its pods, Service and volume claim), oldest first."""
         resource, namespace, name = self._target(job, namespace, kind)
-        answer = self._raw(
+        answer = read_json(
             lambda: self._core.list_namespaced_event(namespace, _preload_content=False),
             what=f"events in {namespace}",
         )
@@ -326,23 +314,9 @@ class Client:
             except ApiException as error:
                 if error.status == HTTP_GONE:
                     return  # listed again by the caller
-                raise _api_error(error, f"watching {resource.plural} in {namespace}") from error
-            except _NETWORK_ERRORS:
+                raise api_error(error, f"watching {resource.plural} in {namespace}") from error
+            except NETWORK_ERRORS:
                 return  # listed again by the caller
-
-    def _call(self, request: Any, *, what: str) -> Any:
-        try:
-            return request()
-        except ApiException as error:
-            raise _api_error(error, what) from error
-        except _NETWORK_ERRORS as error:
-            raise ApiError(0, f"{what}: {error}") from error
-
-    def _raw(self, request: Any, *, what: str) -> dict[str, Any]:
-        """A request whose answer is read as plain JSON, as the API server wrote it (camelCase kept)."""
-        response = self._call(request, what=what)
-        answer: dict[str, Any] = json.loads(response.data)
-        return answer
 
 
 def _connect(kubeconfig: str | Path | None, context: str | None) -> tuple[client.ApiClient, str | None]:
@@ -434,28 +408,10 @@ def _job_event(item: Mapping[str, Any]) -> JobEvent:
     involved = item.get("involvedObject") or {}
     stamp = item.get("lastTimestamp") or item.get("eventTime") or (item.get("metadata") or {}).get("creationTimestamp")
     return JobEvent(
-        time=datetime.fromisoformat(stamp.replace("Z", "+00:00")) if stamp else None,
+        time=parse_time(stamp),
         type=str(item.get("type", "")),
         reason=str(item.get("reason", "")),
         message=str(item.get("message", "")),
         object=f"{involved.get('kind', '')}/{involved.get('name', '')}",
         count=int(item.get("count") or 1),
     )
-
-
-def _api_error(error: ApiException, what: str) -> Exception:
-    message = _status_message(error)
-    if error.status == HTTP_NOT_FOUND:
-        return JobNotFoundError(f"{what}: not found")
-    if error.status == HTTP_CONFLICT:
-        return JobExistsError(f"{what}: {message}")
-    if error.status in _REFUSED:
-        return InvalidJobError(f"{what}: {message}")
-    return ApiError(error.status or 0, f"{what}: {message}")
-
-
-def _status_message(error: ApiException) -> str:
-    try:
-        return str(json.loads(error.body or "").get("message") or error.reason)
-    except (ValueError, AttributeError):
-        return str(error.reason)

@@ -4,7 +4,6 @@ operator replaces a failed pod with a new one of the same name), until the repli
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Callable, Iterator
@@ -14,8 +13,8 @@ from typing import Any
 
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
-from urllib3.exceptions import HTTPError, ReadTimeoutError
 
+from disttrain.calls import NETWORK_ERRORS, read_json, status_message
 from disttrain.errors import ApiError, LogsUnavailableError, ReplicaNotFoundError
 from disttrain_operator.api.job import DistTrainJob
 from disttrain_operator.api.spec import ReplicaType
@@ -139,7 +138,7 @@ class ReplicaLog:
         except ApiException as error:
             if follow and error.status in (400, 404):  # not started after all, or deleted: look again
                 return
-            raise ApiError(error.status or 0, f"log of {self._label}: {error.reason}") from error
+            raise ApiError(error.status or 0, f"log of {self._label}: {status_message(error)}") from error
         try:
             for stamp, text in _split(response.stream(_CHUNK)):
                 if stamp and position.last and stamp <= position.last:
@@ -147,7 +146,7 @@ class ReplicaLog:
                 if stamp:
                     position.last = stamp
                 yield text
-        except (ReadTimeoutError, HTTPError, OSError):
+        except NETWORK_ERRORS:
             if not follow:
                 raise
         finally:
@@ -157,15 +156,12 @@ class ReplicaLog:
         return self._read_with_version()[0]
 
     def _read_with_version(self) -> tuple[dict[str, Any] | None, str]:
-        try:
-            response: Any = self._core.list_namespaced_pod(
+        listing = read_json(
+            lambda: self._core.list_namespaced_pod(
                 self._namespace, field_selector=f"metadata.name={self._pod}", _preload_content=False
-            )
-        except ApiException as error:
-            raise ApiError(error.status or 0, f"pod of {self._label}: {error.reason}") from error
-        except (HTTPError, OSError) as error:
-            raise ApiError(0, f"pod of {self._label}: {error}") from error
-        listing = json.loads(response.data)
+            ),
+            what=f"the pod of {self._label}",
+        )
         items = listing.get("items") or []
         return (items[0] if items else None), listing["metadata"]["resourceVersion"]
 

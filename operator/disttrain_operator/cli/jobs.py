@@ -16,6 +16,7 @@ from typing import Any
 from disttrain import Client, DisttrainError, JobEvent
 from disttrain.resources import RESOURCES
 
+from disttrain_contract.timestamps import format_time
 from disttrain_operator.api.job import DistTrainJob
 
 Object = Mapping[str, Any]
@@ -114,7 +115,7 @@ def describe_text(job: DistTrainJob, pods: Sequence[Object], events: Sequence[Jo
 
 
 def _time(moment: datetime | None) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ") if moment is not None else "-"
+    return format_time(moment) if moment is not None else "-"
 
 
 def _indent(text: str) -> str:
