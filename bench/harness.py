@@ -16,7 +16,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -34,6 +33,7 @@ from disttrain_dev import cluster as devcluster
 from disttrain_dev import peer
 from disttrain_dev.cluster import UNATTENDED_ANNOTATION, crd_established
 from disttrain_dev.kubelet import KubeletApi
+from disttrain_dev.third_party import answers
 from disttrain_dev.versions import cache_paths
 from disttrain_operator.core.builders.events import COMPONENT
 from disttrain_operator.runtime.kube import TransientApiError
@@ -80,15 +80,18 @@ def _replicas(kubelet: bool) -> dict[str, Any]:
     return {kind: {"replicas": n, "restartPolicy": "ExitCode", "template": template} for kind, n in JOB_SHAPE.items()}
 
 
-def bench_job(name: str, scope: str, *, kubelet: bool = True) -> dict[str, Any]:
+def bench_job(name: str, scope: str, *, kubelet: bool = True, keep_logs: bool = True) -> dict[str, Any]:
     """A ParameterServer job of `_replicas`. With `kubelet=False` kwok leaves its pods alone and the
-    benchmark plays the kubelet itself."""
+    benchmark plays the kubelet itself; `keep_logs=False` sets `logs.keep: false` (no pod finalizer)."""
     replicas = _replicas(kubelet)
+    spec = {"strategy": "ParameterServer", "replicaSpecs": replicas, "runPolicy": {"backoffLimit": 100}}
+    if not keep_logs:
+        spec["logs"] = {"keep": False}
     return {
         "apiVersion": "disttrain.io/v1alpha1",
         "kind": "DistTrainJob",
         "metadata": {"name": name, "namespace": scope},
-        "spec": {"strategy": "ParameterServer", "replicaSpecs": replicas, "runPolicy": {"backoffLimit": 100}},
+        "spec": spec,
     }
 
 
@@ -122,9 +125,19 @@ def namespace(bench: Cluster, prefix: str) -> Iterator[str]:
         devcluster_kubectl(bench, "delete", "namespace", name, "--wait=true", "--timeout=900s")
 
 
+def release_pods(bench: Cluster, scope: str) -> None:
+    """Drop the finalizers of the pods left in `scope` (disttrain's, which holds a pod until its log is
+    kept): the side's operator is stopped by now, as an admin does before uninstalling it."""
+    pods = bench.kube.list_metadata(f"/api/v1/namespaces/{scope}/pods", {})
+    drop = [{"op": "remove", "path": "/metadata/finalizers"}]
+    held = [pod["metadata"]["name"] for pod in pods if pod["metadata"].get("finalizers")]
+    parallel([partial(bench.kube.patch_pod, scope, name, drop) for name in held])
+
+
 def remove_pods_and_services(bench: Cluster, scope: str) -> None:
     """One collection delete each, pods at once (no kubelet tends the benchmark's own): the namespace
     controller would delete them one by one at its client's 20 requests/s, minutes for thousands."""
+    release_pods(bench, scope)
     now = {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0}
     for kind in ("pods", "services"):
         for _ in range(20):  # a collection of thousands outlasts one request's 60 s: each call deletes more
@@ -188,6 +201,7 @@ class Side:
     peer: bool = False
     unthrottled: bool = True
     source: str | None = None  # another checkout whose operator runs
+    keep_logs: bool = True  # False: its jobs keep no logs (`logs.keep: false`), so their pods hold no finalizer
 
     @property
     def services_per_job(self) -> int:
@@ -213,7 +227,9 @@ class Side:
         return frozenset({peer.CONTROLLER_NAME} if self.peer else {COMPONENT, "kopf"})
 
     def job(self, name: str, scope: str, *, kubelet: bool = True) -> dict[str, Any]:
-        return (peer_job if self.peer else bench_job)(name, scope, kubelet=kubelet)
+        if self.peer:
+            return peer_job(name, scope, kubelet=kubelet)
+        return bench_job(name, scope, kubelet=kubelet, keep_logs=self.keep_logs)
 
     def create_job(self, bench: Cluster, scope: str, name: str, *, kubelet: bool = True) -> None:
         post(bench, self.jobs_path(scope), self.job(name, scope, kubelet=kubelet))
@@ -231,6 +247,7 @@ class Side:
 
 
 OPERATOR = Side("operator")
+LOGS_UNKEPT = Side("operator-logs-unkept", keep_logs=False)
 PEER = Side("peer", peer=True)
 PEER_AS_SHIPPED = Side("peer-as-shipped", peer=True, unthrottled=False)
 
@@ -417,7 +434,7 @@ class OperatorUnderTest(ProcessUnderTest):
             self.process = subprocess.Popen(
                 command, stdout=output, stderr=subprocess.STDOUT, env=environment, start_new_session=True
             )
-        wait("the operator's liveness endpoint", lambda: _answers(f"http://127.0.0.1:{port}/healthz"), timeout=60)
+        wait("the operator's liveness endpoint", lambda: answers(f"http://127.0.0.1:{port}/healthz"), timeout=60)
 
 
 def _install_tfjob_crd(bench: Cluster, crd: Path) -> None:
@@ -460,14 +477,6 @@ class PeerUnderTest(ProcessUnderTest):
             )
         # Its controller's workers start once the certificates are in place and its caches synced.
         wait("the peer's controller workers", lambda: _started(log, "Starting workers"), timeout=60, interval=0.2)
-
-
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=1) as response:
-            return bool(response.status == 200)
-    except OSError:
-        return False
 
 
 _SAMPLE = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$", re.MULTILINE)

@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import trainer
 from harness import (
+    LOGS_UNKEPT,
     OPERATOR,
     PEER,
     PEER_AS_SHIPPED,
@@ -138,10 +139,13 @@ def _plain_client(bench: Cluster, jobs: int) -> Submit:
 
 def _sides(args: argparse.Namespace) -> list[Side]:
     """The operators a benchmark runs, in the order of each round: this checkout's, another checkout's
-    (--baseline), the peer unthrottled (--peer) and as shipped (--peer-as-shipped)."""
+    (--baseline), this checkout's with jobs that keep no logs (--logs-unkept), the peer unthrottled
+    (--peer) and as shipped (--peer-as-shipped)."""
     sides = [OPERATOR]
-    if getattr(args, "baseline", None):
+    if args.baseline:
         sides.append(Side("baseline", source=args.baseline))
+    if args.logs_unkept:
+        sides.append(LOGS_UNKEPT)
     if args.peer or args.peer_as_shipped:
         sides.append(PEER)
     if args.peer_as_shipped:
@@ -517,11 +521,14 @@ def main(argv: list[str] | None = None) -> int:
     sides = argparse.ArgumentParser(add_help=False)
     sides.add_argument("--peer", action="store_true", help="training-operator v1.8.1, unthrottled, as a side")
     sides.add_argument("--peer-as-shipped", action="store_true", help="and training-operator as shipped")
+    sides.add_argument("--baseline", help="another checkout whose operator runs as a side")
+    sides.add_argument(
+        "--logs-unkept", action="store_true", help="this operator again, its jobs keeping no logs (no pod finalizer)"
+    )
     benchmarks = parser.add_subparsers(dest="benchmark", required=True)
     admission_parser = benchmarks.add_parser("admission", parents=[sides], help="N jobs at once, side by side")
     admission_parser.add_argument("--jobs", type=int, default=50)
     admission_parser.add_argument("--rounds", type=int, default=3)
-    admission_parser.add_argument("--baseline", help="another checkout whose operator runs as a side")
     admission_parser.set_defaults(run=admission)
     latency_parser = benchmarks.add_parser("latency", parents=[sides], help="a failed pod's replacement")
     latency_parser.add_argument("--jobs", type=int, default=200)

@@ -76,5 +76,16 @@ else
 fi
 echo "checkpoints and exported model, in the job's volume on this machine ($folder):"
 (cd "$folder" && ls -C . export)
+if [ "$node" = process ]; then
+  # the operator stops with this script: first let it keep the ended pods' logs and release the pods, or
+  # their finalizer would hold them (and a deletion of the namespace) until an operator runs again
+  for _ in $(seq 1 120); do
+    held=$(kubectl get pods -n quickstart -l disttrain.io/job-name=digits-mwms \
+      -o jsonpath='{range .items[*]}{.metadata.finalizers}{"\n"}{end}' | grep -c 'disttrain.io/keep-log' || true)
+    [ "$held" = 0 ] && break
+    sleep 1
+  done
+  [ "$held" = 0 ] || echo "warning: $held pods still wait for the operator to keep their logs" >&2
+fi
 echo "KUBECONFIG=$KUBECONFIG"
 echo "kubectl of the cluster's version: $kubectl_bin"

@@ -13,18 +13,21 @@ import subprocess
 import sys
 import threading
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from disttrain_dev.cluster import NodeShape, fake_node
 from disttrain_dev.versions import cache_paths
 from disttrain_operator.cli.ports import free_port
-from support import ROOT, wait_for
+from support import ROOT, load_one, wait_for
 
 
 @dataclass(frozen=True)
@@ -152,11 +155,15 @@ def job_where(cluster: Cluster, namespace: str, job: str, what: str, test: Any) 
 
 def operator_kubeconfig(cluster: Cluster, folder: Path, rbac: Path = ROOT / "deploy" / "rbac.yaml") -> Path:
     """Credentials of the operator's own ServiceAccount with deploy/rbac.yaml's rules (or another file's,
-    such as an overlay's additions), not an admin's.
+    such as an overlay's additions), not an admin's."""
+    return account_kubeconfig(cluster, folder, rbac, "disttrain-operator")
 
-    The cluster-wide objects are deploy/'s, renamed, and the namespaced ones (the ServiceAccount and
-    the leader-election Role) move to the test's own namespace, so that tests installing deploy/
-    itself leave them alone.
+
+def account_kubeconfig(cluster: Cluster, folder: Path, rbac: Path, account: str) -> Path:
+    """Credentials of `account`, a ServiceAccount with the rules of an RBAC file of deploy/.
+
+    The cluster-wide objects are the file's, renamed, and the namespaced ones (the ServiceAccount and
+    any Role) move to the test's own namespace, so that tests installing deploy/ itself leave them alone.
     """
     cluster.kubectl("create", "namespace", OPERATOR_TEST_NAMESPACE, check=False)
     documents = [doc for doc in yaml.safe_load_all(rbac.read_text()) if doc]
@@ -170,13 +177,16 @@ def operator_kubeconfig(cluster: Cluster, folder: Path, rbac: Path = ROOT / "dep
         if document["kind"].endswith("RoleBinding"):
             document["subjects"][0]["namespace"] = OPERATOR_TEST_NAMESPACE
     cluster.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": documents}))
-    token = cluster.kubectl(
-        "create", "token", "disttrain-operator", "-n", OPERATOR_TEST_NAMESPACE, "--duration=24h"
-    ).stdout.strip()
+    return token_kubeconfig(cluster, folder, OPERATOR_TEST_NAMESPACE, account)
+
+
+def token_kubeconfig(cluster: Cluster, folder: Path, namespace: str, account: str) -> Path:
+    """A kubeconfig that authenticates as the ServiceAccount, with a token of a day."""
+    token = cluster.kubectl("create", "token", account, "-n", namespace, "--duration=24h").stdout.strip()
     config = json.loads(cluster.kubeconfig.read_text())
     config["users"] = [{"name": "admin", "user": {"token": token}}]
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "operator.kubeconfig"
+    path = folder / f"{account}.kubeconfig"
     path.write_text(json.dumps(config))
     return path
 
@@ -372,3 +382,108 @@ class OperatorProcess:
         command = [str(cache_paths().binary("kubectl")), "--kubeconfig", kubeconfig, "auth", "whoami", "-o", "json"]
         answer = subprocess.run(command, capture_output=True, text=True, check=True)
         return str(json.loads(answer.stdout)["status"]["userInfo"]["username"])
+
+
+class TrainerProgress:
+    """Stands in for the reporting trainer's progress endpoint, at an address a pod status can name."""
+
+    def __init__(self) -> None:
+        self.record: dict[str, Any] = {}
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                body = json.dumps(owner.record).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = int(self.server.server_address[1])
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+def script_job(
+    name: str,
+    script: str,
+    *,
+    replicas: int = 1,
+    env: list[dict[str, str]] | None = None,
+    worker: dict[str, Any] | None = None,
+    spec: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A DistTrainJob whose workers run a shell script, which the process node runs for real; `worker` and
+    `spec` add fields to the worker's replica spec and to the job's spec."""
+    container = {
+        "name": "tensorflow",
+        "image": "none",
+        "command": ["sh", "-c", script],
+        **({"env": env} if env else {}),
+    }
+    replica = {"replicas": replicas, **(worker or {}), "template": {"spec": {"containers": [container]}}}
+    return {
+        "apiVersion": "disttrain.io/v1alpha1",
+        "kind": "DistTrainJob",
+        "metadata": {"name": name},
+        "spec": {"replicaSpecs": {"Worker": replica}, **(spec or {})},
+    }
+
+
+POOL_LABEL = "disttrain.io/test-pool"
+
+
+class GpuPool:
+    """kwok GPU nodes only the test's jobs may use (tainted, and selected by the jobs), so that the free GPU
+    slots are exactly those the test counts."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.name = f"gang-{uuid.uuid4().hex[:6]}"
+        self.nodes: list[str] = []
+
+    def add(self, gpus: int, **labels: str) -> None:
+        node = fake_node(f"{self.name}-{len(self.nodes)}", NodeShape(gpus=gpus))
+        node["metadata"]["labels"].update({POOL_LABEL: self.name, **labels})  # type: ignore[index]
+        node["spec"] = {"taints": [{"key": POOL_LABEL, "value": self.name, "effect": "NoSchedule"}]}
+        self.cluster.kubectl("apply", "-f", "-", stdin=json.dumps(node))
+        self.nodes.append(str(node["metadata"]["name"]))  # type: ignore[index]
+
+    def remove(self) -> None:
+        if self.nodes:
+            self.cluster.kubectl("delete", "node", *self.nodes, "--wait=false")
+
+    def job(self, name: str, workers: int, labels: dict[str, str] | None = None, **policy: Any) -> dict[str, Any]:
+        """The MultiWorkerMirrored example with `workers` pods of one GPU each, placed in the pool, as a gang."""
+        manifest: dict[str, Any] = load_one(ROOT / "examples" / "multi-worker-mirrored-gpu.yaml")
+        manifest["metadata"]["name"] = name
+        if labels:
+            manifest["metadata"]["labels"] = labels
+        worker = manifest["spec"]["replicaSpecs"]["Worker"]
+        worker["replicas"] = workers
+        pod_spec = worker["template"]["spec"]
+        pod_spec["nodeSelector"] = {POOL_LABEL: self.name}
+        pod_spec["tolerations"] = [{"key": POOL_LABEL, "operator": "Equal", "value": self.name}]
+        manifest["spec"]["runPolicy"]["schedulingPolicy"] = policy
+        del manifest["spec"]["checkpoint"]
+        return manifest
+
+
+def bound_pods(cluster: Cluster, namespace: str, job: str) -> list[str]:
+    """The names of the job's pods the scheduler bound to a node."""
+    return sorted(name for name, pod in cluster.job_pods(namespace, job).items() if pod["spec"].get("nodeName"))
+
+
+def gang_waits(cluster: Cluster, namespace: str, job: str, count: int) -> bool:
+    """Each of the job's `count` pods was tried by the scheduler and is held back, unbound."""
+    pods = cluster.job_pods(namespace, job)
+    held = [
+        pod
+        for pod in pods.values()
+        if not pod["spec"].get("nodeName")
+        and any(c["type"] == "PodScheduled" and c["status"] == "False" for c in pod["status"].get("conditions", []))
+    ]
+    return len(pods) == count and len(held) == count

@@ -156,7 +156,8 @@ def _start(folder: Path, name: str, command: list[str], env: dict[str, str] | No
     return process.pid
 
 
-def _wait(condition_name: str, check: Callable[[], bool], timeout: float) -> None:
+def wait_until(condition_name: str, check: Callable[[], bool], timeout: float) -> None:
+    """Poll `check` until it holds; a RuntimeError naming the condition after `timeout` seconds."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if check():
@@ -186,6 +187,12 @@ def fake_node(name: str, shape: NodeShape) -> dict[str, object]:
         "spec": {},
         "status": {"allocatable": capacity, "capacity": capacity},
     }
+
+
+# Kubernetes' own gang scheduling (alpha in 1.36, off by default): the Workload API, and kube-scheduler's
+# GangScheduling and TopologyAware plugins, which its default profile adds once their gates are on.
+FEATURE_GATES = "--feature-gates=GenericWorkload=true,GangScheduling=true,TopologyAwareWorkloadScheduling=true"
+WORKLOAD_API = "--runtime-config=scheduling.k8s.io/v1alpha2=true"
 
 
 def _commands(paths: CachePaths, folder: Path, state: ClusterState) -> dict[str, list[str]]:
@@ -221,6 +228,8 @@ def _commands(paths: CachePaths, folder: Path, state: ClusterState) -> dict[str,
             # Namespaces annotated for the process node send their pods there (see process_namespace).
             "--enable-admission-plugins=PodNodeSelector,PodTolerationRestriction",
             "--kubelet-preferred-address-types=InternalIP,Hostname",  # node names resolve nowhere
+            FEATURE_GATES,
+            WORKLOAD_API,
         ],
         "kube-controller-manager": [
             str(paths.binary("kube-controller-manager")),
@@ -231,12 +240,14 @@ def _commands(paths: CachePaths, folder: Path, state: ClusterState) -> dict[str,
             f"--root-ca-file={folder / 'certs' / 'apiserver.crt'}",  # what pods trust, in kube-root-ca.crt
             f"--cluster-cidr={POD_CIDR}",
             "--controllers=*",
+            FEATURE_GATES,
         ],
         "kube-scheduler": [
             str(paths.binary("kube-scheduler")),
             f"--kubeconfig={kubeconfig}",
             "--leader-elect=false",
             "--secure-port=0",
+            FEATURE_GATES,
         ],
         "kwok": [
             str(paths.binary("kwok")),
@@ -320,7 +331,7 @@ def up(shape: NodeShape | None = None, log: bool = True, process_node: bool = Fa
         pids["kube-apiserver"] = _start(folder, "kube-apiserver", commands["kube-apiserver"])
         state = replace(state, pids=pids)
         _save_state(folder, state)
-        _wait("kube-apiserver /readyz", lambda: _ready(state), 90)
+        wait_until("kube-apiserver /readyz", lambda: _ready(state), 90)
         _write_kubeconfig(folder, state)
         for name in ("kube-controller-manager", "kube-scheduler", "kwok"):
             pids[name] = _start(folder, name, commands[name])
@@ -376,7 +387,7 @@ def _start_process_node(paths: CachePaths, folder: Path, state: ClusterState) ->
     env = {**os.environ, "KUBECONFIG": str(kubeconfig_path(folder))}
     state = replace(state, pids={**state.pids, PROCESS_NODE: _start(folder, PROCESS_NODE, command, env)})
     _save_state(folder, state)
-    _wait("the process node", lambda: _node_ready(paths, folder, NODE_NAME), 60)
+    wait_until("the process node", lambda: _node_ready(paths, folder, NODE_NAME), 60)
     _kubectl(paths, folder, "apply", "-f", "-", stdin=json.dumps(process_namespace(LOCAL_NAMESPACE)))
     return state
 
@@ -421,7 +432,7 @@ def _start_real_node(paths: CachePaths, folder: Path, state: ClusterState) -> Cl
     state = replace(state, pids=pids)
     _save_state(folder, state)
     real_node.mount_pod_resources(files)
-    _wait("containerd", lambda: containerd.ctr(files, node, "version", check=False).returncode == 0, 60)
+    wait_until("containerd", lambda: containerd.ctr(files, node, "version", check=False).returncode == 0, 60)
     containerd.load_images(files, node, [containerd.ensure_pause_image(node), helper_image])
     objects = real_node.storage_objects()
     _kubectl(
@@ -439,7 +450,7 @@ def _start_real_node(paths: CachePaths, folder: Path, state: ClusterState) -> Cl
         pids[name] = _start(folder, name, commands[name], _node_environment(node))
     state = replace(state, pids=pids)
     _save_state(folder, state)
-    _wait("the real node", lambda: _node_ready(paths, folder, real_node.NODE_NAME), 120)
+    wait_until("the real node", lambda: _node_ready(paths, folder, real_node.NODE_NAME), 120)
     return state
 
 
@@ -464,7 +475,7 @@ def restart_component(name: str, pause: float = 0) -> None:
         state.pids[name] = _start(folder, name, _commands(ensure_binaries(), folder, state)[name])
     _save_state(folder, state)
     if name == "kube-apiserver":
-        _wait("kube-apiserver /readyz", lambda: _ready(state), 90)
+        wait_until("kube-apiserver /readyz", lambda: _ready(state), 90)
 
 
 def _log_tails(folder: Path, lines: int = 15) -> str:
@@ -485,13 +496,13 @@ def _install(paths: CachePaths, folder: Path, shape: NodeShape) -> None:
     _kubectl(paths, folder, "apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes}))
     _kubectl(paths, folder, "apply", "-f", str(paths.kwok_storage_class))
     _install_crd(paths, folder)
-    _wait("the default ServiceAccount", lambda: _has_default_service_account(paths, folder), 60)
+    wait_until("the default ServiceAccount", lambda: _has_default_service_account(paths, folder), 60)
     _kubectl(paths, folder, "wait", "--for=condition=Ready", "--timeout=60s", "nodes", "--all")
 
 
 def _install_crd(paths: CachePaths, folder: Path) -> None:
     _kubectl(paths, folder, "apply", "--server-side", "--force-conflicts", "-f", "-", stdin=crd.render_crd())
-    _wait("the CRD to be established", lambda: _crd_established(paths, folder), 60)
+    wait_until("the CRD to be established", lambda: _crd_established(paths, folder), 60)
 
 
 def _crd_established(paths: CachePaths, folder: Path) -> bool:

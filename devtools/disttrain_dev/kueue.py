@@ -11,30 +11,21 @@ server calls none. Its visibility server wants an in-cluster config, so that gat
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from disttrain_dev.build import require_built, run_go
 from disttrain_dev.pki import write_serving_pair
-from disttrain_dev.versions import cache_root
+from disttrain_dev.third_party import SourceTarball
 
-TARBALL_ENV = "DISTTRAIN_KUEUE_SOURCE"
-TARBALL = "kueue-ff69552e79-src.tar.gz"
-# Beside the checkout, where the workspace keeps third-party sources the proxy does not serve.
-DEFAULT_TARBALL = Path(__file__).resolve().parents[3] / "shared" / "third_party" / TARBALL
+SOURCE = SourceTarball("kueue-ff69552e79-src.tar.gz", "DISTTRAIN_KUEUE_SOURCE")
 CRD_FOLDER = "config/components/crd/bases"
 WEBHOOK_CERTS = Path("/tmp/k8s-webhook-server/serving-certs")
 METRICS_CERTS = Path("/etc/kueue/metrics/certs")
 NAMESPACE = "kueue-system"
 # DistTrainJobs, and TFJobs where the operator serves them: Kueue leaves both kinds' jobs to it.
 EXTERNAL_FRAMEWORKS = ["DistTrainJob.v1alpha1.disttrain.io", "TFJob.v1.kubeflow.org"]
-
-
-def tarball() -> Path:
-    return Path(os.environ.get(TARBALL_ENV) or DEFAULT_TARBALL)
 
 
 @dataclass(frozen=True)
@@ -55,18 +46,14 @@ class KueueBuild:
 
 def kueue_build() -> KueueBuild:
     """The cache folder, keyed by the tarball's name (which names Kueue's commit)."""
-    return KueueBuild(cache_root() / "devcluster" / TARBALL.removesuffix(".tar.gz"))
+    return KueueBuild(SOURCE.cache())
 
 
 def missing_source() -> str | None:
     """Why Kueue cannot be built here, or None."""
     if not kueue_build().missing():
         return None
-    if not tarball().is_file():
-        return f"Kueue's source {tarball()} is missing (set {TARBALL_ENV})"
-    if shutil.which("go") is None:
-        return "Go is needed once to build Kueue, and none is on PATH"
-    return None
+    return SOURCE.unavailable(("go",))
 
 
 def ensure_kueue() -> KueueBuild:
@@ -77,11 +64,7 @@ def ensure_kueue() -> KueueBuild:
     problem = missing_source()
     if problem:
         raise RuntimeError(problem)
-    source = build.root / "src"
-    shutil.rmtree(source, ignore_errors=True)
-    source.mkdir(parents=True)
-    with tarfile.open(tarball()) as archive:
-        archive.extractall(source, filter="data")
+    source = SOURCE.extract(build.root / "src")
     (build.root / "bin").mkdir(exist_ok=True)
     run_go(["build", "-mod=vendor", "-trimpath", "-ldflags=-s -w", "-o", str(build.binary), "./cmd/kueue"], source)
     shutil.rmtree(build.crds, ignore_errors=True)

@@ -3,9 +3,11 @@
 Installs without kopf or TensorFlow (the base distribution); the operator itself is `disttrain[operator]`.
 """
 
+from disttrain.attempts import Attempt
 from disttrain.client import Client, JobEvent, WatchEvent
 from disttrain.errors import (
     ApiError,
+    AttemptNotFoundError,
     DisttrainError,
     InvalidJobError,
     JobExistsError,
@@ -13,12 +15,15 @@ from disttrain.errors import (
     JobNotFoundError,
     LogsUnavailableError,
     ReplicaNotFoundError,
+    TensorBoardUnavailableError,
     WaitTimeoutError,
 )
 from disttrain_operator.api.job import DistTrainJob
 
 __all__ = [
     "ApiError",
+    "Attempt",
+    "AttemptNotFoundError",
     "Client",
     "DistTrainJob",
     "DisttrainError",
@@ -29,6 +34,7 @@ __all__ = [
     "JobNotFoundError",
     "LogsUnavailableError",
     "ReplicaNotFoundError",
+    "TensorBoardUnavailableError",
     "WaitTimeoutError",
     "WatchEvent",
 ]

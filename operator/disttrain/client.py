@@ -7,27 +7,41 @@ Jobs come back as the API models (`DistTrainJob`); a served TFJob comes back in 
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
+from disttrain.attempts import Attempt, KeptLog, kept_logs_of, kept_replicas, replica_label
 from disttrain.calls import HTTP_GONE, NETWORK_ERRORS, api_error, call, read_json
-from disttrain.errors import ApiError, InvalidJobError, JobFailedError, JobNotFoundError, WaitTimeoutError
-from disttrain.logs import ReplicaLog, replica_task
+from disttrain.errors import (
+    ApiError,
+    InvalidJobError,
+    JobFailedError,
+    JobNotFoundError,
+    ReplicaNotFoundError,
+    TensorBoardUnavailableError,
+    WaitTimeoutError,
+)
+from disttrain.forward import PortForward
+from disttrain.logs import ReplicaLog, ReplicaLogs, replica_task
 from disttrain.resources import RESOURCES, JobKind, Resource, resource_of, typed_job
+from disttrain.volume_logs import volume_logs_of
 from disttrain_contract.timestamps import parse_time
 from disttrain_operator.api import yaml_io
 from disttrain_operator.api.job import DistTrainJob
 from disttrain_operator.api.status import ConditionStatus, ConditionType
 from disttrain_operator.core.builders.naming import JOB_NAME_LABEL
+from disttrain_operator.core.builders.tensorboard import TENSORBOARD_OF_LABEL, TENSORBOARD_PORT
+from disttrain_operator.core.observed import pod_ready
 
 _IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 _WATCH_SECONDS = 60  # one watch request; a wait longer than this watches again from where it was
@@ -49,9 +63,11 @@ class JobEvent:
 class WatchEvent:
     type: str  # ADDED, MODIFIED or DELETED
     job: DistTrainJob
+    body: Mapping[str, Any]  # the job as the API server stores it (a TFJob in its own shape)
 
 
 Jobs = list[DistTrainJob]  # `Client.list` names the builtin inside the class
+Attempts = list[Attempt]
 Objects = list[dict[str, Any]]
 Events = list[JobEvent]
 JobRef = str | DistTrainJob  # a job's name, or the job itself (its namespace and kind come with it)
@@ -123,60 +139,68 @@ class Client:
         kind: JobKind = "DistTrainJob",
     ) -> Jobs:
         """The jobs of a namespace (or of every namespace), optionally those matching a label selector."""
-        resource = resource_of(kind)
-        selector = _selector(labels)
-        if all_namespaces:
-            answer = call(
-                lambda: self._custom.list_cluster_custom_object(
-                    resource.group, resource.version, resource.plural, label_selector=selector
-                ),
-                what=f"{resource.plural} in every namespace",
-            )
-        else:
-            namespace = namespace or self.namespace
-            answer = call(
-                lambda: self._custom.list_namespaced_custom_object(
-                    resource.group, resource.version, namespace, resource.plural, label_selector=selector
-                ),
-                what=f"{resource.plural} in {namespace}",
-            )
-        return [typed_job(item) for item in answer.get("items") or []]
+        found = self.list_objects(namespace=namespace, all_namespaces=all_namespaces, labels=labels, kind=kind)
+        return [typed_job(item) for item in found]
+
+    def list_objects(
+        self,
+        *,
+        namespace: str | None = None,
+        all_namespaces: bool = False,
+        labels: str | Mapping[str, str] | None = None,
+        kind: JobKind = "DistTrainJob",
+    ) -> Objects:
+        """As `list`, the jobs as the API server stores them (TFJobs in their own shape)."""
+        resource, scope = resource_of(kind), self._scope(namespace, all_namespaces)
+        listing = call(
+            lambda: self._lister(resource, scope)(label_selector=_selector(labels)), what=_where(resource, scope)
+        )
+        items: Objects = listing.get("items") or []
+        return items
 
     def watch(
         self,
         job: JobRef | None = None,
         *,
         namespace: str | None = None,
+        all_namespaces: bool = False,
         labels: str | Mapping[str, str] | None = None,
         kind: JobKind = "DistTrainJob",
         timeout: float | None = None,
     ) -> Iterator[WatchEvent]:
-        """Each change to the namespace's jobs (or to one job) as it happens, starting with each as it is now.
+        """Each change to the namespace's jobs (or every namespace's, or one job) as it happens, starting
+        with each as it is now.
 
-        Runs until `timeout` seconds have passed (forever without one); a watch the API server expires is
-        started again from a fresh listing, so no change is missed."""
+        Runs until `timeout` seconds have passed (forever without one). A watch the API server expires is
+        started again from a fresh listing, and a job that went meanwhile comes as DELETED: no change is
+        missed."""
         deadline = None if timeout is None else time.monotonic() + timeout
         if job is not None:
             resource, namespace, name = self._target(job, namespace, kind)
+            scope: str | None = namespace
             fields: str | None = f"metadata.name={name}"
         else:
-            resource, namespace, fields = resource_of(kind), namespace or self.namespace, None
+            resource, scope, fields = resource_of(kind), self._scope(namespace, all_namespaces), None
         selector = _selector(labels)
+        lister = self._lister(resource, scope)
+        known: dict[str, dict[str, Any]] = {}
         while True:
-            listing = call(
-                lambda: self._custom.list_namespaced_custom_object(
-                    resource.group, resource.version, namespace, resource.plural,
-                    label_selector=selector, field_selector=fields,
-                ),
-                what=f"{resource.plural} in {namespace}",
-            )  # fmt: skip
-            for item in listing.get("items") or []:
-                yield WatchEvent("ADDED", typed_job(item))
+            listing = call(lambda: lister(label_selector=selector, field_selector=fields), what=_where(resource, scope))
+            items = {_key(item): item for item in listing.get("items") or []}
+            for key in known.keys() - items.keys():
+                yield WatchEvent("DELETED", typed_job(known[key]), known[key])
+            known = items
+            for item in items.values():
+                yield WatchEvent("ADDED", typed_job(item), item)
             version = listing["metadata"]["resourceVersion"]
             for event_type, body in self._watch_from(
-                resource, namespace, version, fields=fields, selector=selector, deadline=deadline
+                resource, scope, version, fields=fields, selector=selector, deadline=deadline
             ):
-                yield WatchEvent(event_type, typed_job(body))
+                if event_type == "DELETED":
+                    known.pop(_key(body), None)
+                else:
+                    known[_key(body)] = body
+                yield WatchEvent(event_type, typed_job(body), body)
             if deadline is not None and time.monotonic() >= deadline:
                 return
 
@@ -228,6 +252,7 @@ class Client:
         job: JobRef,
         replica: str | None = None,
         *,
+        attempt: int | None = None,
         namespace: str | None = None,
         follow: bool = False,
         tail: int | None = None,
@@ -235,18 +260,89 @@ class Client:
     ) -> Iterator[str]:
         """The lines of a replica's log (`worker-1`, `chief`; by default the chief, else worker 0), streamed.
 
-        `tail` keeps only the last lines. With `follow`, waits while the pod is Pending, goes on through
-        the replica's restarts, and ends when the replica succeeds or the job ends. Raises
-        `ReplicaNotFoundError` (naming the replicas there are) and, without `follow`,
-        `LogsUnavailableError` when the replica has no started container now."""
-        found = self.get(job, namespace=namespace, kind=kind)
+        By default the attempt running now, else the last one whose log was kept; `attempt` picks one by its
+        number (see `attempts`). Kept logs are read after their pod is gone, and after the job is gone as long
+        as its `logs.ttlSecondsAfterJobDeleted` keeps them; those kept on the checkpoint volume
+        (`logs.destination: CheckpointVolume`) are read through a pod that mounts it, while the job exists.
+        `tail` keeps only the last lines. With `follow`, waits while the pod is Pending, goes on through the
+        replica's restarts, and ends when the replica succeeds or the job ends. Raises `ReplicaNotFoundError` and
+        `AttemptNotFoundError` (naming those there are) and, without `follow`, `LogsUnavailableError` when the
+        replica has no log to read now."""
+        found = self._replica(job, replica, namespace, kind)
+        if attempt is not None:
+            return found.attempt_lines(attempt, follow=follow, tail=tail)
+        if found.job is None or found.log is None:  # the job is gone: its last kept attempt
+            return found.kept[-1].lines(tail)
+        if found.pod is None and found.kept and (not follow or _finished(found.job)):
+            return found.kept[-1].lines(tail)
+        return found.log.lines(follow=follow, tail=tail)
+
+    def attempts(
+        self, job: JobRef, replica: str | None = None, *, namespace: str | None = None, kind: JobKind = "DistTrainJob"
+    ) -> Attempts:
+        """A replica's attempts, the first first: those whose log is kept, then the pod running now."""
+        return self._replica(job, replica, namespace, kind).attempts
+
+    def _replica(self, job: JobRef, replica: str | None, namespace: str | None, kind: JobKind) -> ReplicaLogs:
+        resource, namespace, name = self._target(job, namespace, kind)
+        try:
+            found = self.get(job, namespace=namespace, kind=kind)
+        except JobNotFoundError as error:
+            replicas = kept_replicas(self._core, namespace, name, resource.kind)
+            if not replicas:
+                raise JobNotFoundError(
+                    f"{error}, and no log of it is kept in ConfigMaps (logs it kept on its checkpoint volume stay "
+                    "there, under logs/)"
+                ) from None
+            label = replica_label(replica) if replica else "chief-0" if "chief-0" in replicas else "worker-0"
+            if label not in replicas:
+                listed = ", ".join(replicas)
+                message = f"{name} is gone and kept no log of {replica or label}; it kept {listed}"
+                raise ReplicaNotFoundError(message) from None
+            kept = kept_logs_of(self._core, namespace, name, resource.kind, job_uid=None, replica=label)
+            return ReplicaLogs(name, label, lambda: kept)
         task = replica_task(found, replica)
 
         def finished() -> bool:
             now = self.get(found.metadata.name, namespace=found.metadata.namespace, kind=found.kind)
             return _finished(now)
 
-        return ReplicaLog(self._core, found, task, finished).lines(follow=follow, tail=tail)
+        log = ReplicaLog(self._core, found, task, finished)
+        label = f"{task[0].task_type}-{task[1]}"
+        pod = log.started_pod()
+
+        def read_kept() -> list[KeptLog]:
+            if found.spec.logs.on_volume:
+                live_uid = pod["metadata"]["uid"] if pod is not None else None
+                return volume_logs_of(self._core, found, label, live_uid=live_uid)
+            return kept_logs_of(self._core, namespace, name, found.kind, job_uid=found.metadata.uid, replica=label)
+
+        return ReplicaLogs(name, label, read_kept, found, log, pod)
+
+    def tensorboard(
+        self, job: JobRef, *, namespace: str | None = None, kind: JobKind = "DistTrainJob", local_port: int = 0
+    ) -> PortForward:
+        """A local port forwarded to the job's TensorBoard through the API server:
+        `with client.tensorboard(job) as board: print(board.url)`. Raises `TensorBoardUnavailableError` when
+        the job runs none, or its pod is not ready (with the job's `TensorBoardReady` condition)."""
+        found = self.get(job, namespace=namespace, kind=kind)
+        name, namespace = found.metadata.name, found.metadata.namespace
+        if not found.spec.tensorboard_enabled:
+            raise TensorBoardUnavailableError(f"{name} runs no TensorBoard: spec.tensorboard asks for one")
+        answer = read_json(
+            lambda: self._core.list_namespaced_pod(
+                namespace, label_selector=f"{TENSORBOARD_OF_LABEL}={name}", _preload_content=False
+            ),
+            what=f"the TensorBoard pod of {namespace}/{name}",
+        )
+        ready = [
+            pod for pod in answer.get("items") or [] if pod_ready(pod) and not pod["metadata"].get("deletionTimestamp")
+        ]
+        if not ready:
+            said = next((c for c in found.status.conditions if c.type is ConditionType.TENSORBOARD_READY), None)
+            why = f"{said.reason}: {said.message}" if said else "its Deployment is not created yet"
+            raise TensorBoardUnavailableError(f"the TensorBoard of {name} is not ready ({why})")
+        return PortForward(self._core, namespace, ready[0]["metadata"]["name"], TENSORBOARD_PORT, local_port=local_port)
 
     def pods(self, job: JobRef, *, namespace: str | None = None, kind: JobKind = "DistTrainJob") -> Objects:
         """The job's pods as the API server sends them."""
@@ -280,10 +376,27 @@ class Client:
             return RESOURCES[job.kind], namespace or job.metadata.namespace, job.metadata.name
         return resource_of(kind), namespace or self.namespace, job
 
+    def _scope(self, namespace: str | None, all_namespaces: bool) -> str | None:
+        """The namespace a listing asks for; None for every namespace."""
+        return None if all_namespaces else namespace or self.namespace
+
+    def _lister(self, resource: Resource, scope: str | None) -> Callable[..., dict[str, Any]]:
+        """The API call that lists (or, with `watch=True`, watches) the resource in a namespace or in all."""
+        lister: functools.partial[Any]
+        if scope is None:
+            lister = functools.partial(
+                self._custom.list_cluster_custom_object, resource.group, resource.version, resource.plural
+            )
+        else:
+            lister = functools.partial(
+                self._custom.list_namespaced_custom_object, resource.group, resource.version, scope, resource.plural
+            )
+        return cast(Callable[..., dict[str, Any]], lister)
+
     def _watch_from(
         self,
         resource: Resource,
-        namespace: str,
+        scope: str | None,
         version: str,
         *,
         fields: str | None,
@@ -291,14 +404,11 @@ class Client:
         deadline: float | None,
     ) -> Iterator[tuple[str, dict[str, Any]]]:
         """Watch from `version` until the deadline, or until the API server says the version expired."""
+        lister = self._lister(resource, scope)
         while deadline is None or time.monotonic() < deadline:
             seconds = _WATCH_SECONDS if deadline is None else min(_WATCH_SECONDS, deadline - time.monotonic())
             stream = watch.Watch().stream(  # type: ignore[no-untyped-call]
-                self._custom.list_namespaced_custom_object,
-                resource.group,
-                resource.version,
-                namespace,
-                resource.plural,
+                lister,
                 field_selector=fields,
                 label_selector=selector,
                 resource_version=version,
@@ -314,7 +424,7 @@ class Client:
             except ApiException as error:
                 if error.status == HTTP_GONE:
                     return  # listed again by the caller
-                raise api_error(error, f"watching {resource.plural} in {namespace}") from error
+                raise api_error(error, f"watching {_where(resource, scope)}") from error
             except NETWORK_ERRORS:
                 return  # listed again by the caller
 
@@ -364,6 +474,15 @@ def _manifest(source: Source) -> dict[str, Any]:
         raise InvalidJobError(f"{source}: expected one job manifest, found {len(documents)} documents")
     found: dict[str, Any] = documents[0]
     return found
+
+
+def _where(resource: Resource, scope: str | None) -> str:
+    return f"{resource.plural} in {scope}" if scope is not None else f"{resource.plural} in every namespace"
+
+
+def _key(body: Mapping[str, Any]) -> str:
+    metadata = body.get("metadata") or {}
+    return f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
 
 
 def _selector(labels: str | Mapping[str, str] | None) -> str | None:

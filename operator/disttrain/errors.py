@@ -33,6 +33,14 @@ class ReplicaNotFoundError(DisttrainError, LookupError):
     """The job has no such replica; the message lists those it has."""
 
 
+class AttemptNotFoundError(DisttrainError, LookupError):
+    """The replica has no such attempt; the message lists those it has."""
+
+
+class TensorBoardUnavailableError(DisttrainError):
+    """The job runs no TensorBoard (no `spec.tensorboard`), or it is not ready: the message says which and why."""
+
+
 class LogsUnavailableError(DisttrainError):
     """The replica has no log to read now (no pod, or its container has not started); `follow=True` waits."""
 

@@ -9,17 +9,19 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any
 
-from kubernetes import client, watch
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from disttrain.calls import NETWORK_ERRORS, read_json, status_message
-from disttrain.errors import ApiError, LogsUnavailableError, ReplicaNotFoundError
+from disttrain.attempts import Attempt, KeptLog, live_attempt
+from disttrain.calls import NETWORK_ERRORS, status_message
+from disttrain.errors import ApiError, AttemptNotFoundError, LogsUnavailableError, ReplicaNotFoundError
+from disttrain.pod_reads import read_pod, wait_for_pod_change
 from disttrain_operator.api.job import DistTrainJob
 from disttrain_operator.api.spec import ReplicaType
-from disttrain_operator.core.builders.naming import pod_name
-from disttrain_operator.core.builders.objects import tensorflow_container
+from disttrain_operator.core.builders.naming import pod_name, tensorflow_container
 from disttrain_operator.core.progress import reporting_task
 
 _CHUNK = 1 << 16
@@ -78,10 +80,15 @@ class ReplicaLog:
             return self._once(tail)
         return self._follow(tail)
 
+    def started_pod(self) -> dict[str, Any] | None:
+        """The replica's pod if its container started (it runs, or it ended and the pod is still there)."""
+        pod = self._read()
+        return pod if pod is not None and _started(pod, self._container) else None
+
     def _once(self, tail: int | None) -> Iterator[str]:
         pod = self._read()
         if pod is None:
-            raise LogsUnavailableError(f"{self._label} has no pod now ({self._pod}); follow waits for one")
+            raise LogsUnavailableError(f"{self._label} has no pod now ({self._pod}) and no kept log; follow waits")
         if not _started(pod, self._container):
             phase = pod.get("status", {}).get("phase", "Pending")
             raise LogsUnavailableError(f"{self._label} ({self._pod}) is {phase}, not started yet; follow waits for it")
@@ -156,32 +163,14 @@ class ReplicaLog:
         return self._read_with_version()[0]
 
     def _read_with_version(self) -> tuple[dict[str, Any] | None, str]:
-        listing = read_json(
-            lambda: self._core.list_namespaced_pod(
-                self._namespace, field_selector=f"metadata.name={self._pod}", _preload_content=False
-            ),
-            what=f"the pod of {self._label}",
-        )
-        items = listing.get("items") or []
-        return (items[0] if items else None), listing["metadata"]["resourceVersion"]
+        return read_pod(self._core, self._namespace, self._pod, what=f"the pod of {self._label}")
 
     def _wait_for_change(self, version: str | None) -> None:
         """Until the pod changes (or appears), or a few seconds pass."""
         if version is None:
             time.sleep(1)
             return
-        stream = watch.Watch().stream(  # type: ignore[no-untyped-call]
-            self._core.list_namespaced_pod,
-            self._namespace,
-            field_selector=f"metadata.name={self._pod}",
-            resource_version=version,
-            timeout_seconds=_CHANGE_SECONDS,
-        )
-        try:
-            for _ in stream:
-                return
-        except ApiException:  # an expired version: reading the pod again is the answer
-            return
+        wait_for_pod_change(self._core, self._namespace, self._pod, version, _CHANGE_SECONDS)
 
 
 def _split(chunks: Iterator[bytes]) -> Iterator[tuple[bytes, str]]:
@@ -223,3 +212,39 @@ def _container_state(pod: dict[str, Any], container: str) -> dict[str, Any]:
 def _started(pod: dict[str, Any], container: str) -> bool:
     state = _container_state(pod, container)
     return "running" in state or "terminated" in state
+
+
+@dataclass(frozen=True)
+class ReplicaLogs:
+    """Where a replica's log is now: its kept attempts, and its job, log reader and started pod while the job exists."""
+
+    job_name: str
+    replica: str
+    read_kept: Callable[[], list[KeptLog]]  # read once, when first asked for: on a volume it costs a pod
+    job: DistTrainJob | None = None
+    log: ReplicaLog | None = None
+    pod: dict[str, Any] | None = None
+
+    @cached_property
+    def kept(self) -> list[KeptLog]:
+        return self.read_kept()
+
+    @property
+    def attempts(self) -> list[Attempt]:
+        live = live_attempt(self.pod, self.kept)
+        return [log.attempt for log in self.kept] + ([live] if live is not None else [])
+
+    def attempt_lines(self, number: int, *, follow: bool, tail: int | None) -> Iterator[str]:
+        if 1 <= number <= len(self.kept):
+            return self.kept[number - 1].lines(tail)
+        attempts = self.attempts
+        if self.log is not None and attempts and not attempts[-1].kept and number == attempts[-1].number:
+            return self.log.lines(follow=follow, tail=tail)
+        there = ", ".join(attempt.describe() for attempt in attempts) or "none yet"
+        raise AttemptNotFoundError(f"{self.replica} of {self.job_name} has no attempt {number}; its attempts: {there}")
+
+    def no_log(self) -> Iterator[str]:
+        """The reason there is nothing to read, raised by the live reader (no pod, or not started)."""
+        if self.log is None:
+            raise LogsUnavailableError(f"{self.replica} of {self.job_name} has no log")
+        return self.log.lines(follow=False, tail=None)

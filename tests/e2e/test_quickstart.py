@@ -29,8 +29,12 @@ def left_behind() -> Iterator[None]:
     yield
     if devcluster.running_state() is not None:
         kubectl = [str(cache_paths().binary("kubectl")), "--kubeconfig", str(devcluster.kubeconfig_path())]
-        delete = ["delete", "namespace", "quickstart", "disttrain-system", "--ignore-not-found", "--wait=true"]
-        subprocess.run([*kubectl, *delete], capture_output=True, check=False, timeout=300)
+        delete = ["delete", "namespace", "quickstart", "disttrain-system", "--ignore-not-found", "--timeout=180s"]
+        deleted = subprocess.run([*kubectl, *delete], capture_output=True, text=True, check=False, timeout=300)
+        if deleted.returncode != 0:  # say what holds the namespace
+            held = ["get", "pods,persistentvolumeclaims", "-n", "quickstart", "-o", "yaml"]
+            left = subprocess.run([*kubectl, *held], capture_output=True, text=True, check=False, timeout=60)
+            raise AssertionError(f"{deleted.stderr}\nleft in the namespace:\n{left.stdout[-6000:]}")
 
 
 @pytest.mark.parametrize("node", ["real", "process"])
@@ -54,3 +58,4 @@ def test_the_quickstart_trains_the_example_and_shows_the_model(node: str, left_b
     header = "NAME PHASE STRATEGY READY RESTARTS STEP EPOCH LOSS EVAL-STEP EVAL-ACCURACY AGE"
     assert header in " ".join(result.stdout.split())
     assert "kubectl of the cluster's version: " in result.stdout
+    assert "still wait for the operator" not in result.stderr

@@ -9,10 +9,11 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
-from disttrain_dev import images
+from disttrain_dev import headlamp, images
 from support import ROOT
 
 pytestmark = pytest.mark.docker
@@ -58,7 +59,13 @@ def test_the_operator_image_runs_the_operator_as_non_root_and_holds_nothing_else
         absent = _run(tag, "-c", f"import {development}", entrypoint="python")
         assert absent.returncode != 0 and "ModuleNotFoundError" in absent.stderr, development
     usage = _run(tag, "dev-cluster", "up", entrypoint="disttrain")
-    assert "invalid choice: 'dev-cluster'" in usage.stderr
+    assert "No such command 'dev-cluster'" in usage.stderr
+    pages = (
+        "from importlib.resources import files; from disttrain_operator.dashboard.app import templates;"
+        " templates.get_template('jobs.html'); print((files('disttrain_operator.dashboard') / 'static' /"
+        " 'dashboard.js').is_file())"
+    )
+    assert _run(tag, "-c", pages, entrypoint="python").stdout.strip() == "True"  # the dashboard, with its files
 
 
 def test_the_trainer_image_trains_as_non_root_without_a_compiler(built: dict[str, str]) -> None:
@@ -76,3 +83,25 @@ def test_the_trainer_image_trains_as_non_root_without_a_compiler(built: dict[str
     )
     assert trained.returncode == 0, trained.stdout[-2000:] + trained.stderr[-2000:]
     assert '"event": "finished"' in trained.stdout, trained.stdout[-2000:]
+
+
+def test_the_headlamp_plugin_image_copies_the_built_plugin_into_the_plugins_folder(
+    built: dict[str, str], tmp_path: Path
+) -> None:
+    """The init container of Headlamp's Helm chart (docs/headlamp.md): a non-root copy into the folder."""
+    if shutil.which("npm") is None:
+        pytest.skip("npm is needed to build the plugin")
+    plugin = ROOT / headlamp.PLUGIN_FOLDER
+    main = headlamp.build_plugin(plugin)
+    tag = f"disttrain/headlamp-plugin:{images.VERSION}"
+    build = ["docker", "build", "--network", "none", "--build-arg", f"BASE_IMAGE={images.base_tag()}", "-t", tag]
+    subprocess.run([*build, str(plugin)], check=True, capture_output=True, timeout=600)
+    assert _user(tag) == "65532:65532"
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    plugins.chmod(0o777)  # an emptyDir, writable by the pod's user
+    copy = ["docker", "run", "--rm", "--network", "none", "-v", f"{plugins}:/headlamp/plugins", tag]
+    subprocess.run(copy, check=True, capture_output=True, timeout=120)
+    copied = plugins / headlamp.PLUGIN_FOLDER
+    assert sorted(path.name for path in copied.iterdir()) == ["main.js", "package.json"]
+    assert (copied / "main.js").read_bytes() == main.read_bytes()

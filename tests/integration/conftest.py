@@ -7,10 +7,11 @@ import os
 import shutil
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from cluster_support import Cluster, OperatorProcess, operator_kubeconfig
+from cluster_support import Cluster, GpuPool, OperatorProcess, operator_kubeconfig
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import real_node
 from disttrain_dev.build import missing_binaries
@@ -39,7 +40,12 @@ def cluster() -> Cluster:
 def operator(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
     """The operator with its own ServiceAccount's token and deploy/'s RBAC: every test proves those rules."""
     folder = tmp_path_factory.mktemp("operator")
-    process = OperatorProcess(cluster, folder / "operator.log", kubeconfig=operator_kubeconfig(cluster, folder))
+    process = OperatorProcess(
+        cluster,
+        folder / "operator.log",
+        kubeconfig=operator_kubeconfig(cluster, folder),
+        environment={"DISTTRAIN_LOG_SWEEP_SECONDS": "1"},  # kept logs past their TTL go within seconds
+    )
     process.start()
     yield process
     process.stop()
@@ -88,3 +94,26 @@ def process_namespace(process_cluster: Cluster) -> Iterator[str]:
     wait_for("the namespace's default ServiceAccount", lambda: process_cluster.get("serviceaccount", "default", name))
     yield name
     process_cluster.kubectl("delete", "namespace", name, "--wait=true", "--timeout=120s")
+
+
+@pytest.fixture
+def native_operator(cluster: Cluster, operator: OperatorProcess, tmp_path: Path) -> Iterator[OperatorProcess]:
+    """The operator set to Kubernetes' gangs; the suite's own pauses meanwhile, as both act on every namespace."""
+    operator.stop()
+    native = OperatorProcess(
+        cluster,
+        tmp_path / "operator.log",
+        kubeconfig=operator_kubeconfig(cluster, tmp_path),
+        environment={"DISTTRAIN_GANG_SCHEDULER": "kubernetes"},
+    )
+    native.start()
+    yield native
+    native.stop()
+    operator.start()
+
+
+@pytest.fixture
+def pool(cluster: Cluster) -> Iterator[GpuPool]:
+    created = GpuPool(cluster)
+    yield created
+    created.remove()

@@ -98,11 +98,13 @@ def test_single_namespace_mode_keeps_the_operator_in_its_namespace(cluster: Clus
 
 
 def test_the_operator_under_test_runs_with_deploys_rules_only(cluster: Cluster, operator: OperatorProcess) -> None:
-    """The suite's operator holds its own ServiceAccount's token: it may run jobs, never read Secrets."""
+    """The suite's operator holds its own ServiceAccount's token: it may run jobs, never read Secrets or exec."""
     account = f"{OPERATOR_TEST_NAMESPACE}:disttrain-operator"
     assert _can(cluster, account, "create", "pods", "-n", "default")
     assert not _can(cluster, account, "get", "secrets", "-n", "default")
-    assert not _can(cluster, account, "create", "deployments.apps", "-n", "default")
+    assert _can(cluster, account, "create", "deployments.apps", "-n", "default")  # a job's TensorBoard
+    assert not _can(cluster, account, "delete", "deployments.apps", "-n", "default")  # they go with their job
+    assert not _can(cluster, account, "create", "pods", "--subresource=exec", "-n", "default")
     assert operator.identity() == f"system:serviceaccount:{account}"
 
 

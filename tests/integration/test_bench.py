@@ -47,13 +47,15 @@ def test_latency_beside_the_peer(bench_cluster: Cluster) -> None:
 
 
 def test_api_requests_attributed_to_each_side(bench_cluster: Cluster) -> None:
-    last = _bench("api", "--jobs", "2", "--peer")
+    last = _bench("api", "--jobs", "2", "--logs-unkept", "--peer")
     pattern = rf"api jobs=2 requests/job=({FIGURE}) writes/job=({FIGURE}) minimum=16 "
+    pattern += rf"operator-logs-unkept_requests/job=({FIGURE}) operator-logs-unkept_writes/job=({FIGURE}) "
     pattern += rf"peer_requests/job=({FIGURE}) peer_writes/job=({FIGURE})"
     figures = re.fullmatch(pattern, last)
     assert figures, last
-    writes, peer_writes = float(figures[2]), float(figures[4])
-    assert writes >= 16  # a Service, 7 pods, Running and Succeeded, 6 pods deleted
+    writes, unkept_writes, peer_writes = float(figures[2]), float(figures[4]), float(figures[6])
+    assert unkept_writes >= 16  # a Service, 7 pods, Running and Succeeded, 6 pods deleted
+    assert writes >= unkept_writes + 7  # and each pod let go once its log is kept (kwok serves none to keep)
     assert peer_writes >= 26  # 7 pods and 7 Services created, 6 of each deleted: a Service per pod
 
 

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 import urllib.request
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from cluster_support import Cluster, OperatorProcess, condition, holds, job_where, running_pods
+from cluster_support import Cluster, OperatorProcess, TrainerProgress, condition, holds, job_where, running_pods
 from disttrain_contract.timestamps import format_time
 from disttrain_dev.cluster import UNATTENDED_ANNOTATION
 from support import ROOT, wait_for
@@ -288,34 +286,11 @@ def test_gang_scheduling_makes_one_pod_group_never_recreated_after_the_end(
     assert cluster.get("podgroups.scheduling.x-k8s.io", "mnist-mwms", namespace) is None
 
 
-class _TrainerProgress:
-    """Stands in for the reporting trainer's progress endpoint, at an address a pod status can name."""
-
-    def __init__(self) -> None:
-        self.record: dict[str, Any] = {}
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                body = json.dumps(owner.record).encode()
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = int(self.server.server_address[1])
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-
 def test_trainer_progress_reaches_status_and_kubectl_get(
     cluster: Cluster, operator: OperatorProcess, namespace: str
 ) -> None:
     """Polled from the reporting pod while it runs, then the final report from its termination message."""
-    trainer = _TrainerProgress()
+    trainer = TrainerProgress()
     trainer.record = {"step": 120, "totalSteps": 300, "epoch": 2, "loss": 0.31, "updateTime": "2026-01-01T00:00:00Z"}
     try:
         cluster.apply(namespace, MWMS.replace("spec:\n", f"spec:\n  progressPort: {trainer.port}\n", 1))

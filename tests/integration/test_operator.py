@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cluster_support import Cluster, OperatorProcess, condition, holds
+import yaml
+
+from cluster_support import Cluster, OperatorProcess, condition, holds, script_job
 from disttrain_dev.versions import cache_paths
 from disttrain_operator.cli.render import render_objects
 from disttrain_operator.core.builders.settings import BuildSettings
@@ -280,39 +282,62 @@ def test_namespaced_operator_leaves_other_namespaces_alone(
 
 
 def test_the_admin_cli_lists_and_describes_jobs(cluster: Cluster, operator: OperatorProcess, namespace: str) -> None:
-    """`disttrain jobs` and `kubectl disttrain` (the same program, found by kubectl as a plugin)."""
+    """`disttrain jobs` and `kubectl disttrain` (the same program, found by kubectl as a plugin): outputs,
+    selectors, a watch in a pipe, and shell completion of job names."""
     cluster.apply(namespace, MWMS.read_text())
+    cluster.apply(namespace, MWMS.read_text().replace("name: mnist-mwms", "name: other\n  labels: {team: other}", 1))
     _wait_condition(cluster, namespace, "mnist-mwms", "Running")
     env = {**cluster.env, "PATH": f"{Path(sys.executable).parent}:{cluster.env.get('PATH', '')}"}
+    jobs = [sys.executable, "-m", "disttrain_operator.cli.main", "jobs"]
 
     def run(*args: str) -> str:
         result = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60, check=False)
         assert result.returncode == 0, result.stderr
         return result.stdout
 
-    listed = run(sys.executable, "-m", "disttrain_operator.cli.main", "jobs", "list", "-A").splitlines()
-    row = next(line for line in listed if namespace in line)
-    assert row.split()[1:4] == ["mnist-mwms", "Running", "Worker"] and "Worker 4/4" in row
-    described = run(
-        sys.executable, "-m", "disttrain_operator.cli.main", "jobs", "describe", "mnist-mwms", "-n", namespace
-    )
+    listed = run(*jobs, "list", "-A").splitlines()
+    assert listed[0].split() == ["NAMESPACE", "NAME", "PHASE", "READY", "RESTARTS", "PROGRESS", "AGE"]
+    row = next(line for line in listed if namespace in line and "mnist-mwms" in line)
+    assert row.split()[1:5] == ["mnist-mwms", "Running", "4/4", "0"]
+    wide = run(*jobs, "get", "mnist-mwms", "-n", namespace, "-o", "wide").splitlines()
+    assert wide[0].split()[-4:] == ["STRATEGY", "REPLICAS", "QUEUE", "EVALUATION"] and "Worker 4/4" in wide[1]
+    assert run(*jobs, "get", "-n", namespace, "-o", "name").split() == [
+        "disttrainjob.disttrain.io/mnist-mwms",
+        "disttrainjob.disttrain.io/other",
+    ]
+    selected = json.loads(run(*jobs, "get", "-n", namespace, "-l", "team=other", "-o", "json"))
+    assert (selected["kind"], [item["metadata"]["name"] for item in selected["items"]]) == ("List", ["other"])
+    one = yaml.safe_load(run(*jobs, "get", "other", "-n", namespace, "-o", "yaml"))
+    assert (one["kind"], one["metadata"]["labels"]) == ("DistTrainJob", {"team": "other"})
+
+    watching = subprocess.Popen([*jobs, "get", "-w", "-n", namespace], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert watching.stdout is not None
+        first = [watching.stdout.readline() for _ in range(3)]  # the header, then each job as it is
+        assert first[0].split()[:2] == ["NAME", "PHASE"] and {line.split()[0] for line in first[1:]} == {
+            "mnist-mwms",
+            "other",
+        }
+        cluster.kubectl("delete", "dtj", "other", "-n", namespace, "--wait=false")
+        changes = iter(watching.stdout.readline, "")
+        assert next(line for line in changes if line.split()[:2] == ["other", "Deleted"])
+    finally:
+        watching.kill()
+        watching.wait()
+
+    described = run(*jobs, "describe", "mnist-mwms", "-n", namespace)
     assert "JobRunning" in described and "mnist-mwms-worker-3" in described and "Created" in described
     kubectl = str(cache_paths().binary("kubectl"))  # finds kubectl-disttrain, a console script beside this Python
-    assert "mnist-mwms" in run(kubectl, "disttrain", "list", "-n", namespace)
+    assert "mnist-mwms" in run(kubectl, "disttrain", "get", "-n", namespace)
+    completed = run("kubectl_complete-disttrain", "describe", "-n", namespace, "mn").splitlines()
+    assert completed == ["mnist-mwms", ":4"]
 
 
 def test_the_admin_cli_prints_a_replicas_log(
     process_cluster: Cluster, operator: OperatorProcess, process_namespace: str
 ) -> None:
     """`disttrain jobs logs` through the API server, from the process node's log endpoint."""
-    script = "for i in 1 2 3; do echo line $i; done"
-    container = {"name": "tensorflow", "image": "none", "command": ["sh", "-c", script]}
-    job = {
-        "apiVersion": "disttrain.io/v1alpha1",
-        "kind": "DistTrainJob",
-        "metadata": {"name": "echo"},
-        "spec": {"replicaSpecs": {"Worker": {"replicas": 1, "template": {"spec": {"containers": [container]}}}}},
-    }
+    job = script_job("echo", "for i in 1 2 3; do echo line $i; done")
     process_cluster.apply(process_namespace, json.dumps(job))
     _wait_condition(process_cluster, process_namespace, "echo", "Succeeded")
     command = [sys.executable, "-m", "disttrain_operator.cli.main", "jobs", "logs", "echo", "--replica", "worker-0"]

@@ -25,7 +25,7 @@ from disttrain import (
     WaitTimeoutError,
 )
 
-from cluster_support import Cluster, OperatorProcess
+from cluster_support import Cluster, OperatorProcess, script_job
 from disttrain_operator.api import yaml_io
 from support import ROOT, wait_for
 
@@ -119,14 +119,7 @@ echo "first attempt"; touch "$MARKER"; sleep 3; exit 137
 
 
 def _echo_job(name: str, script: str, env: list[dict[str, str]]) -> dict[str, Any]:
-    container = {"name": "tensorflow", "image": "none", "command": ["sh", "-c", script], "env": env}
-    worker = {"replicas": 1, "restartPolicy": "ExitCode", "template": {"spec": {"containers": [container]}}}
-    return {
-        "apiVersion": "disttrain.io/v1alpha1",
-        "kind": "DistTrainJob",
-        "metadata": {"name": name},
-        "spec": {"replicaSpecs": {"Worker": worker}},
-    }
+    return script_job(name, script, env=env, worker={"restartPolicy": "ExitCode"})
 
 
 def test_follow_waits_through_pending_and_goes_on_through_a_restart(

@@ -17,7 +17,17 @@ from typing import Any
 import pytest
 from disttrain import Client, DistTrainJob
 
-from cluster_support import Cluster, OperatorProcess, holds, job_where, operator_kubeconfig, running_pods
+from cluster_support import (
+    Cluster,
+    GpuPool,
+    OperatorProcess,
+    bound_pods,
+    gang_waits,
+    holds,
+    job_where,
+    operator_kubeconfig,
+    running_pods,
+)
 from disttrain_dev import kueue
 from disttrain_dev.cluster import crd_established
 from disttrain_operator.cli.ports import free_port
@@ -243,3 +253,40 @@ def test_a_served_tfjob_waits_for_quota_starts_when_it_frees_and_releases_it(
     finally:
         serving.stop()
         operator.start()
+
+
+def test_a_job_kueue_admits_is_then_placed_by_kube_scheduler_as_a_gang(
+    cluster: Cluster, native_operator: OperatorProcess, namespace: str, queue: str, pool: GpuPool
+) -> None:
+    """Kueue admits against quota (4 GPUs), not against free nodes: with 3 GPU slots free, the admitted
+    4-pod job holds none of them until a fourth appears, and then all 4 are bound together."""
+    pool.add(gpus=3)
+    cluster.apply(namespace, json.dumps(pool.job("admitted", 4, labels={"kueue.x-k8s.io/queue-name": "team"})))
+    wait_for("Kueue to admit it", lambda: _conditions(cluster, namespace, "admitted").get("Admitted") == "True")
+    group = wait_for("its PodGroup", lambda: cluster.get("podgroups.scheduling.k8s.io", "admitted", namespace))
+    assert group["spec"]["schedulingPolicy"] == {"gang": {"minCount": 4}}
+
+    wait_for("the scheduler to hold back all 4 pods", lambda: gang_waits(cluster, namespace, "admitted", 4), timeout=90)
+    pods = cluster.job_pods(namespace, "admitted").values()
+    assert all(pod["spec"]["nodeSelector"]["type"] == "kwok" for pod in pods)  # Kueue's flavor, injected
+    assert all(pod["spec"]["schedulingGroup"] == {"podGroupName": "admitted"} for pod in pods)
+    assert bound_pods(cluster, namespace, "admitted") == []
+
+    pool.add(gpus=1)
+    wait_for("all 4 bound", lambda: len(bound_pods(cluster, namespace, "admitted")) == 4, timeout=120)
+
+    # Evicted (its Workload deactivated) and admitted again: the resumed pods join the same PodGroup as a gang.
+    before = {pod["metadata"]["uid"] for pod in cluster.job_pods(namespace, "admitted").values()}
+    workload = "disttrainjob-admitted"
+    cluster.kubectl("patch", WORKLOADS, workload, "-n", namespace, "--type=merge", "-p", '{"spec":{"active":false}}')
+    _suspended(cluster, namespace, "admitted")
+    wait_for("its pods gone", lambda: not cluster.job_pods(namespace, "admitted"), timeout=60)
+    cluster.kubectl("patch", WORKLOADS, workload, "-n", namespace, "--type=merge", "-p", '{"spec":{"active":true}}')
+
+    def resumed_as_a_gang() -> bool:
+        pods = cluster.job_pods(namespace, "admitted").values()
+        fresh = [pod for pod in pods if pod["metadata"]["uid"] not in before and pod["spec"].get("nodeName")]
+        return len(fresh) == 4 and all(pod["spec"]["schedulingGroup"] == {"podGroupName": "admitted"} for pod in fresh)
+
+    wait_for("4 resumed pods, all bound", resumed_as_a_gang, timeout=120)
+    _succeed(cluster, namespace, "admitted")

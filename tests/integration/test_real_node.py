@@ -10,9 +10,12 @@ Skipped where the machine cannot run the real node (root, a Docker engine, Debia
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
+import sys
 import threading
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -88,10 +91,15 @@ def plain_namespace(installed: Cluster) -> Iterator[str]:
     yield from _node_namespace(installed, {})
 
 
-def _submit(cluster: Cluster, namespace: str, example: Path, epochs: int, *extra: str) -> str:
-    """The example with more epochs (a fault then lands mid-run) and `extra` trainer flags; returns its name."""
+def _submit(
+    cluster: Cluster, namespace: str, example: Path, epochs: int, *extra: str, logs_on_volume: bool = False
+) -> str:
+    """The example with more epochs (a fault then lands mid-run) and `extra` trainer flags, its logs kept on its
+    checkpoint volume with `logs_on_volume`; returns its name."""
     flags = "".join(f', "{flag}"' for flag in extra)
     text = re.sub(r'"--epochs", "\d+"', f'"--epochs", "{epochs}"{flags}', example.read_text())
+    if logs_on_volume:
+        text = text.replace("\nspec:\n", "\nspec:\n  logs:\n    destination: CheckpointVolume\n", 1)
     cluster.apply(namespace, text)
     return str(re.search(r"^  name: (\S+)$", text, re.MULTILINE).group(1))  # type: ignore[union-attr]
 
@@ -133,19 +141,33 @@ def _finished_line(cluster: Cluster, namespace: str, pod: str) -> dict[str, Any]
     return lines[-1]
 
 
-def _running_container_id(cluster: Cluster, namespace: str, pod: str) -> str:
-    """The id of the pod's running container, once it has one (a pod of a restarted job may still be going)."""
+def _running_container_id(cluster: Cluster, namespace: str, job: str, pod: str) -> str:
+    """The id of the pod's running container, once it has one (a pod of a restarted job may still be going);
+    if it never has one, what the pod and the job last showed."""
+    last_seen: dict[str, Any] = {}
 
     def running() -> str | None:
         found = cluster.get("pod", pod, namespace)
-        if found is None or found["metadata"].get("deletionTimestamp"):
+        if found is None:
+            last_seen["pod"] = "not found"
             return None
-        (container,) = found["status"].get("containerStatuses") or [{}]
-        if "running" not in container.get("state", {}):
+        statuses = found["status"].get("containerStatuses") or []
+        last_seen["pod"] = {
+            "uid": found["metadata"]["uid"],
+            "deletionTimestamp": found["metadata"].get("deletionTimestamp"),
+            "phase": found["status"].get("phase"),
+            "containers": [status.get("state") for status in statuses],
+        }
+        if found["metadata"].get("deletionTimestamp") or len(statuses) != 1 or "running" not in statuses[0]["state"]:
             return None
-        return str(container["containerID"]).removeprefix("containerd://")
+        return str(statuses[0]["containerID"]).removeprefix("containerd://")
 
-    return wait_for(f"{pod}'s running container", running, timeout=60)
+    try:
+        return wait_for(f"{pod}'s running container", running, timeout=60)
+    except AssertionError as error:
+        status = cluster.job(namespace, job).get("status", {})
+        shown = {key: status.get(key) for key in ("phase", "restartCount", "progress", "conditions")}
+        raise AssertionError(f"{error}; the pod last showed {last_seen}; the job shows {shown}") from None
 
 
 def _host_folder(cluster: Cluster, namespace: str, claim: str) -> Path:
@@ -197,15 +219,86 @@ def test_readme_s_first_job_succeeds_as_written(installed: Cluster, plain_namesp
     assert table[:7] == ["NAME", "PHASE", "STRATEGY", "READY", "RESTARTS", "STEP", "AGE"], table
 
 
+def test_a_finished_job_s_tensorboard_serves_its_loss_curve_through_a_port_forward(
+    installed: Cluster, real_namespace: str
+) -> None:
+    """The trainer image's TensorBoard, run by the operator over the summaries the trainer wrote to the
+    checkpoint volume, in a namespace enforcing `restricted`; read through the API server's Service proxy
+    and through `disttrain jobs tensorboard`."""
+    text = MWMS.read_text().replace("  checkpoint:\n", "  tensorboard: {}\n  checkpoint:\n", 1)
+    installed.apply(real_namespace, re.sub(r'"--epochs", "\d+"', '"--epochs", "3"', text))
+    job = "digits-mwms"
+    _wait_succeeded(installed, real_namespace, job)
+    wait_for("TensorBoardReady", lambda: holds(installed.job(real_namespace, job), "TensorBoardReady"), timeout=180)
+    proxy = f"/api/v1/namespaces/{real_namespace}/services/{job}-tensorboard:http/proxy/data/plugin/scalars/tags"
+
+    def loss_curve() -> dict[str, Any] | None:  # TensorBoard reloads its logdir every few seconds
+        tags: dict[str, Any] = json.loads(installed.kubectl("get", "--raw", proxy).stdout)
+        return tags if "loss" in tags.get(job, {}) else None
+
+    wait_for("the job's run and its loss scalar in TensorBoard", loss_curve, timeout=120)
+    command = [sys.executable, "-m", "disttrain_operator.cli.main", "jobs", "tensorboard", job, "-n", real_namespace]
+    forward = subprocess.Popen(command, env=installed.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert forward.stdout is not None
+        url = forward.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:"), forward.stderr.read() if forward.stderr else url
+        with urllib.request.urlopen(f"{url}data/runs", timeout=60) as answer:
+            assert job in json.loads(answer.read())
+    finally:
+        forward.terminate()
+        forward.wait(timeout=30)
+
+
+def test_the_dashboard_component_installs_and_answers_through_a_port_forward(
+    installed: Cluster, plain_namespace: str, tmp_path: Path
+) -> None:
+    """deploy/components/dashboard added to the install (the operator's image, its own read-only
+    ServiceAccount), opened as docs/admins.md says: `kubectl port-forward` to its Service."""
+    never_pull = "- op: add\n  path: /spec/template/spec/containers/0/imagePullPolicy\n  value: Never"
+    kustomization = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "namespace": OPERATOR_NAMESPACE,
+        "resources": [os.path.relpath(ROOT / "overlays" / "local-images", tmp_path)],  # kustomize takes no absolute
+        "components": [os.path.relpath(ROOT / "deploy" / "components" / "dashboard", tmp_path)],
+        "patches": [{"target": {"kind": "Deployment", "name": "disttrain-dashboard"}, "patch": never_pull}],
+    }
+    (tmp_path / "kustomization.yaml").write_text(json.dumps(kustomization))
+    installed.kubectl("apply", "--server-side", "-k", str(tmp_path))
+    installed.kubectl("rollout", "status", "-n", OPERATOR_NAMESPACE, "deploy/disttrain-dashboard", "--timeout=180s")
+    installed.apply(plain_namespace, MWMS.read_text().replace("spec:\n", "spec:\n  runPolicy: {suspend: true}\n", 1))
+    kubectl = str(versions.cache_paths().binary("kubectl"))
+    command = [kubectl, "port-forward", "-n", OPERATOR_NAMESPACE, "svc/disttrain-dashboard", ":80"]
+    forward = subprocess.Popen(command, env=installed.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert forward.stdout is not None
+        said = forward.stdout.readline()  # Forwarding from 127.0.0.1:PORT -> 8080
+        port = re.search(r"127\.0\.0\.1:(\d+)", said)
+        assert port, said + (forward.stderr.read() if forward.stderr else "")
+        url = f"http://127.0.0.1:{port.group(1)}/?namespace={plain_namespace}"
+
+        def listed() -> str | None:
+            with urllib.request.urlopen(url, timeout=30) as answer:
+                page = answer.read().decode()
+            return page if "digits-mwms" in page and "Suspended" in page else None
+
+        wait_for("the suspended job on the dashboard's list", listed, timeout=90)
+    finally:
+        forward.terminate()
+        forward.wait(timeout=30)
+
+
 def test_a_worker_killed_through_containerd_resumes_to_the_exact_step(installed: Cluster, real_namespace: str) -> None:
-    """And the Python client, following worker-1 from before its pod runs, reads every attempt's log."""
+    """And the Python client, following worker-1 from before its pod runs, reads every attempt's log, and once
+    every pod is deleted, each attempt's kept log: the killed one's to its last line."""
     job = _submit(installed, real_namespace, MWMS, epochs=FAULTED_EPOCHS)
     client = Client(kubeconfig=installed.kubeconfig, namespace=real_namespace)
     followed: list[str] = []
     follower = threading.Thread(target=lambda: followed.extend(client.logs(job, "worker-1", follow=True)))
     follower.start()
     _past_first_checkpoint(installed, real_namespace, job)
-    container = _running_container_id(installed, real_namespace, f"{job}-worker-1")
+    container = _running_container_id(installed, real_namespace, job, f"{job}-worker-1")
     files = real_node.NodeFiles(devcluster.state_dir())
     containerd.ctr(files, versions.node_cache_paths(), "tasks", "kill", "--signal", "SIGKILL", container)
     _still_running(installed, real_namespace, job)
@@ -218,9 +311,19 @@ def test_a_worker_killed_through_containerd_resumes_to_the_exact_step(installed:
     assert events.count("started") == finished["status"]["restartCount"] + 1, followed[-20:]
     assert "restored" in events and events[-1] == "finished", followed[-20:]
 
+    installed.kubectl("delete", "pods", "-n", real_namespace, "-l", f"disttrain.io/job-name={job}", "--wait=true")
+    attempts = client.attempts(job, "worker-1")  # every pod is gone: what is left is what was kept
+    assert (attempts[0].kept, attempts[0].exit_code) == (True, 137), attempts
+    assert len(attempts) == finished["status"]["restartCount"] + 1 and all(attempt.kept for attempt in attempts)
+    first = [json.loads(line)["event"] for line in client.logs(job, "worker-1", attempt=1) if line.startswith("{")]
+    assert first[0] == "started" and "finished" not in first, first[-5:]  # killed mid-run, its log to the end
+    last = [json.loads(line)["event"] for line in client.logs(job, "worker-1") if line.startswith("{")]
+    assert "restored" in last and last[-1] == "finished", last[-5:]
+
 
 def test_a_deleted_ps_pod_resumes_the_job_from_its_checkpoint(installed: Cluster, real_namespace: str) -> None:
-    job = _submit(installed, real_namespace, PS, epochs=FAULTED_EPOCHS)
+    """With its logs kept on the checkpoint volume by the trainer image, read back through a pod of that image."""
+    job = _submit(installed, real_namespace, PS, FAULTED_EPOCHS, logs_on_volume=True)
     _past_first_checkpoint(installed, real_namespace, job)
     installed.kubectl("delete", "pod", "-n", real_namespace, f"{job}-ps-0", "--wait=false")
     _still_running(installed, real_namespace, job)
@@ -229,6 +332,14 @@ def test_a_deleted_ps_pod_resumes_the_job_from_its_checkpoint(installed: Cluster
     logs = installed.kubectl("logs", "-n", real_namespace, f"{job}-chief-0").stdout
     assert '"event": "restored"' in logs, logs[-2000:]  # the checkpoint outlived the pods
     assert _finished_line(installed, real_namespace, f"{job}-chief-0")["steps"] == FAULTED_EPOCHS * STEPS_PER_EPOCH
+    installed.kubectl("delete", "pods", "-n", real_namespace, "-l", f"disttrain.io/job-name={job}", "--wait=true")
+    client = Client(kubeconfig=installed.kubeconfig, namespace=real_namespace)
+    attempts = client.attempts(job, "ps-0")  # every pod is gone: all there is, is on the volume
+    assert len(attempts) >= 2 and all(attempt.kept for attempt in attempts), attempts
+    deleted = [json.loads(line) for line in client.logs(job, "ps-0", attempt=1) if line.startswith("{")]
+    assert deleted[-1]["event"] == "serving", deleted  # what it said before it was deleted
+    assert not installed.items("configmaps", real_namespace, f"disttrain.io/job-name={job}")
+    assert not installed.items("pods", real_namespace, f"disttrain.io/log-reader-of={job}")
 
 
 def test_the_leading_operator_pod_deleted_mid_job(installed: Cluster, real_namespace: str) -> None:
@@ -248,8 +359,8 @@ def test_the_leading_operator_pod_deleted_mid_job(installed: Cluster, real_names
 def test_a_restarted_kubelet_leaves_the_job_running(installed: Cluster, real_namespace: str) -> None:
     job = _submit(installed, real_namespace, MWMS, epochs=FAULTED_EPOCHS)
     _past_first_checkpoint(installed, real_namespace, job)
+    _still_running(installed, real_namespace, job)  # checked first: the kubelet's stop waits for it to exit
     devcluster.restart_component("kubelet", pause=2)
-    _still_running(installed, real_namespace, job)
     finished = _wait_succeeded(installed, real_namespace, job)
     assert finished["status"]["restartCount"] == 0  # containers outlive their kubelet
     assert _finished_line(installed, real_namespace, f"{job}-worker-0")["steps"] == FAULTED_EPOCHS * STEPS_PER_EPOCH

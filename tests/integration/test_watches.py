@@ -16,7 +16,7 @@ import yaml
 
 from cluster_support import Cluster, OperatorProcess, SilencingProxy, operator_kubeconfig
 from disttrain_dev import cluster as devcluster
-from disttrain_operator.runtime.watched import CLAIMS, DISTTRAIN_JOBS, PODS, SERVICES, WORKLOADS
+from disttrain_operator.runtime.watched import CLAIMS, DISTTRAIN_JOBS, PODS, SERVICES, TENSORBOARDS, WORKLOADS
 from support import ROOT, wait_for
 
 EXAMPLE = ROOT / "examples" / "multi-worker-mirrored-gpu.yaml"
@@ -121,6 +121,7 @@ def test_the_liveness_endpoint_names_every_watch_once_listed_and_the_queue_depth
         return health if health["watches"] and all(health["watches"].values()) else None
 
     health = wait_for("every watch listed", all_listed)
-    expected = {resource.path(None) for resource in (DISTTRAIN_JOBS, PODS, SERVICES, CLAIMS, WORKLOADS)}
+    watched = (DISTTRAIN_JOBS, PODS, SERVICES, CLAIMS, WORKLOADS, TENSORBOARDS)
+    expected = {resource.path(None) for resource in watched}
     assert set(health["watches"]) == expected, health
     assert isinstance(health["queue_depth"], int), health

@@ -1,13 +1,25 @@
-"""`disttrain jobs`: the tables admins read, from the objects the API returns."""
+"""`disttrain jobs`: the tables admins read, from the objects the API returns; the command's parser,
+outputs and completion."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from disttrain import DistTrainJob, JobEvent
+import pytest
+from disttrain import DistTrainJob, JobEvent, summary
+from rich.console import RenderableType
 
-from disttrain_operator.cli.jobs import describe_text, list_table
+from disttrain_operator.cli import job_tables
+from disttrain_operator.cli.jobs import console, emit
+
+NOW = datetime(2026, 1, 1, 0, 10, tzinfo=UTC)
+
+
+def _text(renderable: RenderableType, capsys: pytest.CaptureFixture[str]) -> str:
+    emit(console(), renderable)  # pytest's capture is no terminal: plain text, as in a pipe
+    return capsys.readouterr().out
+
 
 TEMPLATE = {"spec": {"containers": [{"name": "tensorflow", "image": "trainer"}]}}
 
@@ -20,7 +32,7 @@ def _job(name: str, namespace: str = "team", **status: Any) -> DistTrainJob:
     }
     return DistTrainJob.model_validate(
         {
-            "metadata": {"name": name, "namespace": namespace},
+            "metadata": {"name": name, "namespace": namespace, "creationTimestamp": "2026-01-01T00:00:00Z"},
             "spec": {"strategy": "ParameterServer", "replicaSpecs": replicas},
             "status": status,
         }
@@ -31,6 +43,7 @@ RUNNING = _job(
     "mnist",
     phase="Running",
     restartCount=1,
+    ready="3/4",
     replicaStatuses={"Chief": {"ready": 1}, "Worker": {"ready": 1}, "PS": {"ready": 1}},
     progress={"step": 120, "totalSteps": 300, "loss": 0.3125},
     evaluation={"step": 100, "metrics": {"accuracy": 0.875}, "final": False},
@@ -46,15 +59,34 @@ RUNNING = _job(
 )
 
 
-def test_list_shows_ready_replicas_restarts_and_progress() -> None:
-    table = list_table([RUNNING, _job("new", namespace="a")], all_namespaces=True).splitlines()
-    assert table[0].split() == ["NAMESPACE", "NAME", "PHASE", "REPLICAS", "(READY)", "RESTARTS", "PROGRESS"]
-    assert table[1].split()[:3] == ["a", "new", "-"]
-    assert "Chief 1/1, Worker 1/2, PS 1/1" in table[2]
-    assert table[2].split("PS 1/1")[1].split() == ["1", "step", "120/300", "loss", "0.3125"]
+def test_list_shows_ready_pods_restarts_progress_and_age(capsys: pytest.CaptureFixture[str]) -> None:
+    table = job_tables.jobs_table([RUNNING, _job("new", namespace="a")], all_namespaces=True, wide=False, now=NOW)
+    lines = _text(table, capsys).splitlines()
+    assert lines[0].split() == ["NAMESPACE", "NAME", "PHASE", "READY", "RESTARTS", "PROGRESS", "AGE"]
+    assert lines[1].split() == ["a", "new", "-", "-", "0", "-", "10m"]
+    assert lines[2].split() == ["team", "mnist", "Running", "3/4", "1", "step", "120/300", "loss", "0.3125", "10m"]
+    assert all(line == line.rstrip() for line in lines)
+    assert "\x1b[" not in "".join(lines)  # no colour where the output is not a terminal
 
 
-def test_describe_shows_conditions_pods_and_events() -> None:
+def test_wide_adds_strategy_replicas_queue_and_evaluation(capsys: pytest.CaptureFixture[str]) -> None:
+    queued = RUNNING.model_copy(deep=True)
+    queued.metadata.labels["kueue.x-k8s.io/queue-name"] = "research"
+    lines = _text(job_tables.jobs_table([queued], all_namespaces=False, wide=True, now=NOW), capsys).splitlines()
+    assert lines[0].split()[-4:] == ["STRATEGY", "REPLICAS", "QUEUE", "EVALUATION"]
+    assert "ParameterServer   Chief 1/1, Worker 1/2, PS 1/1   research   step 100 accuracy 0.875" in lines[1]
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [(5, "5s"), (119, "119s"), (200, "3m20s"), (600, "10m"), (4 * 3600 + 60, "4h1m"), (30 * 3600, "30h"),
+     (3 * 86400 + 3600, "3d1h"), (21 * 86400, "21d")],
+)  # fmt: skip
+def test_age_is_kubectls_short_duration(seconds: int, shown: str) -> None:
+    assert summary.age(NOW - timedelta(seconds=seconds), NOW) == shown
+
+
+def test_describe_shows_conditions_pods_and_events(capsys: pytest.CaptureFixture[str]) -> None:
     pod = {
         "metadata": {"name": "mnist-worker-1"},
         "spec": {"nodeName": "node-a"},
@@ -67,9 +99,9 @@ def test_describe_shows_conditions_pods_and_events() -> None:
         },
     }
     event = JobEvent(datetime(2026, 1, 1, tzinfo=UTC), "Warning", "Restarting", "worker-1 failed", "DistTrainJob/mnist")
-    text = describe_text(RUNNING, [pod], [event])
-    assert "Progress:   step 120/300 loss 0.3125" in text
-    assert "Evaluation: step 100 accuracy 0.875" in text
+    text = _text(job_tables.describe(RUNNING, [pod], [event]), capsys)
+    assert "Progress:    step 120/300 loss 0.3125" in text
+    assert "Evaluation:  step 100 accuracy 0.875" in text
     assert "JobRunning" in text and "the chief is running" in text
     assert "Failed (exit 137, OOMKilled)" in text and "node-a" in text
     assert "2026-01-01T00:00:00Z   Warning   Restarting   DistTrainJob/mnist   worker-1 failed" in text

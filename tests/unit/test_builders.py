@@ -12,7 +12,8 @@ from disttrain_operator.api.job import DistTrainJob
 from disttrain_operator.api.spec import ReplicaType
 from disttrain_operator.cli.render import parse_job, render
 from disttrain_operator.core.builders.gang import GangScheduler
-from disttrain_operator.core.builders.objects import desired_objects, pod, tensorflow_container
+from disttrain_operator.core.builders.naming import tensorflow_container
+from disttrain_operator.core.builders.objects import desired_objects, pod
 from disttrain_operator.core.builders.settings import BuildSettings
 from disttrain_operator.core.types import Manifest
 from support import EXAMPLES, ROOT, load_one
@@ -228,3 +229,40 @@ def test_pod_group_for_each_gang_scheduler() -> None:
         for item in desired_objects(_job({"replicaSpecs": {"Worker": _replica(1)}}), DEFAULT)
         if item["kind"] == "PodGroup"
     ]
+
+
+def test_kubernetes_gangs_are_a_workload_and_its_pod_group_which_every_pod_but_the_evaluator_joins() -> None:
+    spec = {
+        "strategy": "ParameterServer",
+        "replicaSpecs": {"Chief": _replica(1), "Worker": _replica(4), "PS": _replica(2), "Evaluator": _replica(1)},
+        "runPolicy": {"schedulingPolicy": {"priorityClass": "high"}},
+    }
+    native = BuildSettings(gang_scheduler=GangScheduler.KUBERNETES)
+    built = desired_objects(_job(spec, uid="u1"), native)
+    workload, group = (item for item in built if item["kind"] in ("Workload", "PodGroup"))
+    assert [item["kind"] for item in built[:3]] == ["Service", "Workload", "PodGroup"]  # before any pod
+    gang = {"schedulingPolicy": {"gang": {"minCount": 7}}, "priorityClassName": "high"}  # 1 + 4 + 2
+    assert workload["apiVersion"] == group["apiVersion"] == "scheduling.k8s.io/v1alpha2"
+    assert workload["spec"] == {
+        "controllerRef": {"apiGroup": "disttrain.io", "kind": "DistTrainJob", "name": "demo"},
+        "podGroupTemplates": [{"name": "gang", **gang}],
+    }
+    reference = {"workload": {"workloadName": "demo", "podGroupTemplateName": "gang"}}
+    assert group["spec"] == {"podGroupTemplateRef": reference, **gang}
+    assert workload["metadata"]["ownerReferences"][0]["uid"] == group["metadata"]["ownerReferences"][0]["uid"] == "u1"
+    pods = {item["metadata"]["name"]: item["spec"] for item in built if item["kind"] == "Pod"}
+    assert {name for name, pod_spec in pods.items() if pod_spec.get("schedulingGroup") == {"podGroupName": "demo"}} == (
+        set(pods) - {"demo-evaluator-0"}
+    )
+    assert all(
+        "schedulerName" not in pod_spec and pod_spec["priorityClassName"] == "high" for pod_spec in pods.values()
+    )
+    fewer = {**spec, "runPolicy": {"schedulingPolicy": {"minAvailable": 3}}}
+    (_, smaller) = (item for item in desired_objects(_job(fewer), native) if item["kind"] in ("Workload", "PodGroup"))
+    assert smaller["spec"]["schedulingPolicy"] == {"gang": {"minCount": 3}}
+    assert "schedulingConstraints" not in smaller["spec"]
+    racked = {**spec, "runPolicy": {"schedulingPolicy": {"topologyKey": "example.com/rack"}}}
+    in_one_rack = [item for item in desired_objects(_job(racked), native) if item["kind"] in ("Workload", "PodGroup")]
+    constraints = {"topology": [{"key": "example.com/rack"}]}
+    assert in_one_rack[0]["spec"]["podGroupTemplates"][0]["schedulingConstraints"] == constraints
+    assert in_one_rack[1]["spec"]["schedulingConstraints"] == constraints

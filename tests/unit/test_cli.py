@@ -10,7 +10,8 @@ import pytest
 
 from disttrain_operator.api import crd, yaml_io
 from disttrain_operator.cli import main as cli_main
-from disttrain_operator.cli.main import build_parser, main
+from disttrain_operator.cli.completion import kubectl_completions
+from disttrain_operator.cli.main import main
 from disttrain_operator.cli.operator_command import build_parser as operator_parser
 from disttrain_operator.cli.operator_command import read_settings
 from support import EXAMPLES, INVALID_CORPUS, ROOT, expected_message
@@ -98,9 +99,29 @@ def test_the_operators_namespaces_reach_its_settings_in_every_spelling(capsys: p
 def test_dev_cluster_is_a_command_only_where_the_development_package_is_installed(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert "dev-cluster" in build_parser().format_help()  # disttrain-dev is installed for the tests
+    assert main(["--help"]) == 0
+    assert "dev-cluster" in capsys.readouterr().out  # disttrain-dev is installed for the tests
     monkeypatch.setattr(cli_main, "entry_points", lambda group: [])  # as in the operator image
-    assert "dev-cluster" not in build_parser().format_help()
-    with pytest.raises(SystemExit):
-        main(["dev-cluster", "up"])
-    assert "invalid choice: 'dev-cluster'" in capsys.readouterr().err
+    assert main(["--help"]) == 0
+    assert "dev-cluster" not in capsys.readouterr().out
+    assert main(["dev-cluster", "up"]) == 2
+    assert "No such command 'dev-cluster'" in capsys.readouterr().err
+
+
+def test_every_command_states_its_subcommands(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["jobs", "--help"]) == 0
+    listed = capsys.readouterr().out.split("Commands:")[1].split()
+    assert {"get", "list", "describe", "logs", "tensorboard"} <= set(listed)
+    assert main(["jobs", "get", "-o", "table"]) == 2
+    assert "'table' is not one of 'wide', 'yaml', 'json', 'name'" in capsys.readouterr().err
+
+
+def test_shell_completion_scripts_and_kubectls_plugin_completion(capsys: pytest.CaptureFixture[str]) -> None:
+    for shell in ("bash", "zsh", "fish"):
+        assert main(["completion", shell]) == 0
+        assert "_DISTTRAIN_COMPLETE" in capsys.readouterr().out
+    assert kubectl_completions(["de"]) == ["describe"]
+    assert kubectl_completions(["get", "--o"]) == ["--output"]
+    assert kubectl_completions(["get", "-o", ""]) == ["wide", "yaml", "json", "name"]
+    result = subprocess.run(["kubectl_complete-disttrain", "lo"], capture_output=True, text=True, check=True)
+    assert result.stdout == "logs\n:4\n"  # one completion a line, then cobra's no-file directive

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from kubernetes import client
 from prometheus_client import REGISTRY
 
 from disttrain_operator.runtime.failures import SURFACE_AFTER, FailurePolicy
-from disttrain_operator.runtime.kube import Kube, TransientApiError
+from disttrain_operator.runtime.kube import ChildRejectedError, Kube, TransientApiError
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 KEY = ("team", "mnist")
@@ -119,3 +124,39 @@ def test_every_reconcile_is_counted_by_result_and_each_failure_as_a_retry() -> N
     harness.run(TransientApiError("GET /x: 503"))
     harness.run(ValueError("a bug"))
     assert [after - earlier for after, earlier in zip(_counts(), before, strict=True)] == [1, 2, 2]
+
+
+@contextmanager
+def _answering_404(details: dict[str, str]) -> Iterator[int]:
+    """A server that answers every request with the API server's 404 Status carrying `details`."""
+    body = json.dumps({"kind": "Status", "message": "not found", "reason": "NotFound", "details": details}).encode()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.send_response(404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+
+
+GANG = {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "Workload", "metadata": {"name": "j", "namespace": "x"}}
+
+
+def test_a_child_whose_api_the_cluster_does_not_serve_is_refused_for_good() -> None:
+    """An unserved API cannot appear by retrying: the job fails saying which (a Warning Event and a condition)."""
+    unserved = r"the cluster does not serve scheduling\.k8s\.io/v1alpha2 workloads"
+    with _answering_404({}) as port, pytest.raises(ChildRejectedError, match=unserved):
+        _kube(port).create(GANG)
+    with _answering_404({"name": "x", "kind": "namespaces"}) as port, pytest.raises(TransientApiError):
+        _kube(port).create(GANG)  # the namespace is gone, not the API: worth a retry

@@ -59,7 +59,14 @@ def test_constraints_pin_every_runtime_dependency_within_what_the_project_allows
     operator = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     trainer = tomllib.loads((ROOT / "trainer_image" / "pyproject.toml").read_text())["project"]
     pins = _pins()
-    needed = [*operator["dependencies"], *trainer["dependencies"], *trainer["optional-dependencies"]["tensorflow"]]
+    extras = operator["optional-dependencies"]
+    needed = [
+        *operator["dependencies"],
+        *extras["operator"],
+        *extras["dashboard"],
+        *trainer["dependencies"],
+        *trainer["optional-dependencies"]["tensorflow"],
+    ]
     for text in needed:
         requirement = Requirement(text)
         name = re.sub(r"[-_.]+", "-", requirement.name).lower()
@@ -109,4 +116,4 @@ def test_the_operator_image_holds_no_development_code_and_no_trainer(tmp_path: P
             installed = [line for line in lines if line.startswith("Requires-Dist") and "extra ==" not in line]
             assert not [line for line in installed if "disttrain-dev" in line or "disttrain-trainer" in line], installed
     assert packages == {"disttrain", "disttrain_operator", "disttrain_contract"}  # the client is `disttrain`
-    assert '"disttrain[operator]"' in (ROOT / "Dockerfile").read_text()  # kopf comes with the operator's extra
+    assert '"disttrain[operator,dashboard]"' in (ROOT / "Dockerfile").read_text()  # kopf, and the dashboard's web stack

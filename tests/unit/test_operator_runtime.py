@@ -4,7 +4,7 @@ when the reconciles may start."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, cast
 
 import kopf
@@ -42,6 +42,24 @@ class _Api(RecordingApi):
 
     def stream_lines(self, path: str, query: dict[str, str], read_timeout: float) -> Iterator[bytes]:
         return iter(())
+
+    def read(self, path: str, params: dict[str, str]) -> dict[str, Any] | None:
+        raise AssertionError("no pod here ends")
+
+    def pod_log_chunks(self, namespace: str, name: str, container: str) -> Iterator[bytes]:
+        raise AssertionError("no pod here ends")
+
+    def patch_pod(self, namespace: str, name: str, patch: list[dict[str, Any]]) -> bool:
+        raise AssertionError("no pod here ends")
+
+    def list_metadata(self, path: str, query: dict[str, str]) -> list[dict[str, Any]]:
+        return []
+
+    def merge_patch(self, manifest: Mapping[str, Any], patch: dict[str, Any]) -> bool:
+        raise AssertionError("no log here outlives its job")
+
+    def delete_object(self, manifest: Mapping[str, Any]) -> bool:
+        raise AssertionError("no log here outlives its job")
 
 
 class _Queue(JobQueue[JobKey]):

@@ -9,8 +9,9 @@ from disttrain_operator.api.job import DistTrainJob
 from disttrain_operator.api.spec import ReplicaType
 from disttrain_operator.api.status import ReplicaStatus
 from disttrain_operator.cli.render import parse_job
+from disttrain_operator.core.builders.gang import GangScheduler
 from disttrain_operator.core.builders.settings import BuildSettings
-from disttrain_operator.core.observed import PodPhase, PodView
+from disttrain_operator.core.observed import PodPhase, PodView, Unschedulable, unschedulable
 from disttrain_operator.core.planner import Plan, object_key, plan
 from disttrain_operator.core.status import aggregate
 from disttrain_operator.core.types import ObjectRef
@@ -187,3 +188,41 @@ def test_a_pod_deleted_by_someone_else_is_a_retryable_loss_and_ours_are_not() ->
     assert _plan(job, [_pod(ReplicaType.WORKER, 0), deleted], handled={deleted.uid}).restart is None
     never = _job({"Worker": 2}, policy="Never")
     assert _plan(never, [_pod(ReplicaType.WORKER, 0), deleted]).restart is None  # recreated, as TFJob does
+
+
+def test_a_gang_that_finds_no_place_fails_the_job_once_its_schedule_timeout_passes() -> None:
+    job = _job({"Worker": 3}, schedulingPolicy={"scheduleTimeoutSeconds": 120})
+    since = NOW - timedelta(seconds=100)
+    waiting = Unschedulable(since, "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.")
+    pods = [_pod(ReplicaType.WORKER, i, PodPhase.PENDING, unschedulable=waiting) for i in range(3)]
+    assert _plan(job, pods).wake_at == since + timedelta(seconds=120)  # looked at again when it runs out
+    verdict = _plan(job, pods, now=since + timedelta(seconds=120)).fail
+    assert verdict is not None and verdict.reason == "ScheduleTimeout"
+    assert verdict.message == (
+        "3 of its pods found no place within scheduleTimeoutSeconds 120 "
+        "(job-worker-0: 0/3 nodes are available: 3 Insufficient nvidia.com/gpu.)"
+    )
+    untimed = _job({"Worker": 3}, schedulingPolicy={})
+    assert _plan(untimed, pods, now=NOW + timedelta(days=1)).fail is None  # no timeout: it waits
+    placed = [_pod(ReplicaType.WORKER, i, PodPhase.PENDING) for i in range(3)]
+    assert _plan(job, placed, now=NOW + timedelta(days=1)).fail is None
+
+
+def test_a_topology_key_fails_the_job_before_any_pod_unless_the_gangs_are_kubernetes_own() -> None:
+    job = _job({"Worker": 3}, schedulingPolicy={"topologyKey": "topology.kubernetes.io/zone"})
+    refused = plan(job, [], [], SETTINGS, now=NOW)
+    assert refused.create == [] and refused.fail is not None and refused.fail.reason == "InvalidSpec"
+    assert refused.fail.message == (
+        "the operator cannot act on this spec: schedulingPolicy.topologyKey needs the operator's gang scheduler "
+        "to be kubernetes (DISTTRAIN_GANG_SCHEDULER); this operator's is scheduler-plugins"
+    )
+    native = plan(job, [], [], BuildSettings(gang_scheduler=GangScheduler.KUBERNETES), now=NOW)
+    assert native.fail is None and {object_key(item).kind for item in native.create} >= {"PodGroup", "Pod"}
+
+
+def test_only_a_pod_the_scheduler_found_no_place_for_is_unschedulable() -> None:
+    condition = {"type": "PodScheduled", "status": "False", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    pending = {"spec": {}, "status": {"conditions": [{**condition, "reason": "Unschedulable", "message": "full"}]}}
+    assert unschedulable(pending) == Unschedulable(NOW, "full")
+    assert unschedulable({"spec": {}, "status": {"conditions": [{**condition, "reason": "SchedulingGated"}]}}) is None
+    assert unschedulable({**pending, "spec": {"nodeName": "n1"}}) is None  # bound since: a stale condition

@@ -13,9 +13,9 @@ import pytest
 from job_fixtures import T0, make_job, make_pod, running_pods
 
 from disttrain_operator.api.spec import ReplicaType
-from disttrain_operator.api.status import Progress
+from disttrain_operator.api.status import MAX_HISTORY, Progress, ProgressPoint
 from disttrain_operator.core.observed import PodPhase, pod_view
-from disttrain_operator.core.progress import newest, parse_progress, reporting_task
+from disttrain_operator.core.progress import newest, parse_progress, reporting_task, with_report
 from disttrain_operator.core.status import aggregate
 from disttrain_operator.runtime.progress_poller import (
     ProgressPoller,
@@ -116,6 +116,34 @@ def test_status_takes_the_polled_report_then_the_final_one_and_keeps_it_across_r
     final = _report(300, T0 + timedelta(minutes=5))
     ended = [make_pod(ReplicaType.CHIEF, 0, PodPhase.SUCCEEDED, final_progress=final)]
     assert aggregate(job, ended, created=True, now=T0, reported=polled).progress == final
+
+
+def test_the_curve_keeps_the_whole_run_within_its_limit() -> None:
+    curve: list[ProgressPoint] = []
+    for step in range(1, 1001):
+        curve = with_report(curve, Progress(step=step, loss=1.0 / step, examples_per_second=50.0))
+        assert len(curve) <= MAX_HISTORY
+    steps = [point.step for point in curve]
+    assert steps == sorted(steps) and steps[-1] == 1000 and steps[0] < 20  # the start is still in view
+    assert curve[-1] == ProgressPoint(step=1000, loss=0.001, examples_per_second=50.0)
+    assert with_report(curve, Progress(step=1000, loss=0.001, examples_per_second=50.0)) is curve  # the same report
+    assert with_report(curve, Progress(step=None)) is curve
+
+
+def test_a_resume_from_an_earlier_checkpoint_cuts_the_curve_back() -> None:
+    curve = [ProgressPoint(step=step, loss=0.5) for step in (10, 20, 30, 40)]
+    assert [point.step for point in with_report(curve, Progress(step=25, loss=0.4))] == [10, 20, 25]
+
+
+def test_status_records_each_new_report_on_the_curve() -> None:
+    job = make_job({"Worker": 1})
+    pods = running_pods(ReplicaType.WORKER, 1)
+    first = aggregate(job, pods, True, T0, reported=Progress(step=5, loss=2.0, update_time=T0))
+    job = job.model_copy(update={"status": first})
+    again = aggregate(job, pods, True, T0, reported=Progress(step=5, loss=2.0, update_time=T0))
+    job = job.model_copy(update={"status": again})
+    later = aggregate(job, pods, True, T0, reported=Progress(step=9, loss=1.5, update_time=T0 + timedelta(seconds=5)))
+    assert [(point.step, point.loss) for point in later.progress_history] == [(5, 2.0), (9, 1.5)]
 
 
 def test_the_poller_passes_on_only_new_reports() -> None:

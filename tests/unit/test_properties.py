@@ -11,7 +11,8 @@ from disttrain_contract.progress import DEFAULT_PROGRESS_PORT
 from disttrain_operator.api.spec import ReplicaType
 from disttrain_operator.api.validation import InvalidManifestError
 from disttrain_operator.cli.render import parse_job
-from disttrain_operator.core.builders.objects import desired_objects, tensorflow_container
+from disttrain_operator.core.builders.naming import tensorflow_container
+from disttrain_operator.core.builders.objects import desired_objects
 from disttrain_operator.core.builders.settings import BuildSettings
 from disttrain_operator.core.builders.tfconfig import tf_config
 

@@ -17,7 +17,8 @@ from disttrain_operator.api.job import DistTrainJob
 from disttrain_operator.api.spec import ReplicaType
 from disttrain_operator.api.status import Evaluation
 from disttrain_operator.core import served
-from disttrain_operator.core.builders.objects import desired_objects, tensorflow_container
+from disttrain_operator.core.builders.naming import tensorflow_container
+from disttrain_operator.core.builders.objects import desired_objects
 from disttrain_operator.core.builders.settings import BuildSettings
 from disttrain_operator.core.observed import PodPhase, PodView
 from disttrain_operator.runtime.handlers import name_in_use

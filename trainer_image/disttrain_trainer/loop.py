@@ -107,8 +107,10 @@ class _Run:
         self.per_epoch = steps_per_epoch(config, data)
         self.total = config.epochs * self.per_epoch
         self.progress = Progress(config.checkpoint_dir, chief, config.global_batch_size, self.total)
-        self.writer = (
-            tf.summary.create_file_writer(str(config.tensorboard_dir)) if config.tensorboard_dir and chief else None
+        self.writer = (  # flushed every 10 s (TensorFlow's default is 2 min), so a running job's curves keep up
+            tf.summary.create_file_writer(str(config.tensorboard_dir), flush_millis=10_000)
+            if config.tensorboard_dir and chief
+            else None
         )
 
     @property
@@ -140,6 +142,8 @@ class _Run:
         export(self.model, self.data.input_shape, target)
         self.progress.report(self.total, self.config.epochs, loss, finished=True, accuracy=round(score, 4))
         log("finished", steps=self.total, accuracy=score, weights=weights_digest(self.model), export=str(target))
+        if self.writer is not None:
+            self.writer.flush()
         if not self.chief:
             shutil.rmtree(target, ignore_errors=True)
             shutil.rmtree(self._private or "", ignore_errors=True)

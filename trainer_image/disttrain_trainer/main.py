@@ -12,6 +12,7 @@ from types import FrameType
 from disttrain_contract.exit_codes import ExitCode, TrainerError
 from disttrain_contract.progress import reporting_task
 from disttrain_trainer import config as config_module
+from disttrain_trainer import log_copy
 from disttrain_trainer.reporting import fail, log, serve_progress
 
 
@@ -84,9 +85,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def entry() -> None:
+    copy = log_copy.from_environment()
     code = main()
     sys.stdout.flush()
     sys.stderr.flush()
+    if copy is not None:
+        copy.finish()
     os._exit(code)  # skip TensorFlow's slow, sometimes hanging, interpreter teardown
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Final, Literal
 
 from pydantic import ConfigDict, Field
@@ -45,6 +46,7 @@ class ObjectMeta(ApiModel):
     namespace: str = "default"
     uid: str | None = None
     generation: int | None = None
+    creation_timestamp: datetime | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
 

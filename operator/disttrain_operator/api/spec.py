@@ -12,6 +12,7 @@ from pydantic.alias_generators import to_camel
 
 from disttrain_contract.evaluation import DEFAULT_FINAL_EVALUATION_SECONDS
 from disttrain_contract.progress import DEFAULT_PROGRESS_PORT
+from disttrain_contract.volume_logs import DEFAULT_LOG_BYTES
 from disttrain_operator.api.rules import Rule, schema_rules
 from disttrain_operator.api.vendor_schema import SCHEMA_FILE
 
@@ -98,6 +99,17 @@ def pod_template_schema() -> dict[str, Any]:
 
 PodTemplateSpec = Annotated[dict[str, Any], WithJsonSchema(pod_template_schema())]
 
+
+@cache
+def resource_requirements_schema() -> dict[str, Any]:
+    """A container's `resources`, as the vendored PodTemplateSpec schema has it."""
+    containers = pod_template_schema()["properties"]["spec"]["properties"]["containers"]
+    schema: dict[str, Any] = json.loads(json.dumps(containers["items"]["properties"]["resources"]))
+    return schema
+
+
+ResourceRequirements = Annotated[dict[str, Any], WithJsonSchema(resource_requirements_schema())]
+
 MAX_REPLICAS = 1000  # every pod's TF_CONFIG lists every task: 1000 workers make it about 60 KB
 MAX_SECONDS = 2**31 - 1  # 68 years: as Kubernetes' own int32 durations, and far from datetime's range
 
@@ -113,6 +125,12 @@ class ReplicaSpec(ApiModel):
     )
 
 
+# A Kubernetes label key: an optional DNS subdomain prefix and '/', then a name of at most 63 characters.
+DNS_SUBDOMAIN_PATTERN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+LABEL_KEY_PATTERN = rf"^({DNS_SUBDOMAIN_PATTERN}/)?[A-Za-z0-9]([-A-Za-z0-9_.]{{0,61}}[A-Za-z0-9])?$"
+LABEL_KEY_MAX_LENGTH = 253 + 1 + 63
+
+
 class SchedulingPolicy(ApiModel):
     min_available: int | None = Field(
         None, ge=1, le=4 * MAX_REPLICAS, description="Pods that must be schedulable together (gang)."
@@ -120,7 +138,19 @@ class SchedulingPolicy(ApiModel):
     queue: str | None = Field(None, min_length=1, description="Scheduler queue of the PodGroup.")
     priority_class: str | None = Field(None, min_length=1, description="PriorityClass of the PodGroup and pods.")
     schedule_timeout_seconds: int | None = Field(
-        None, ge=1, le=MAX_SECONDS, description="How long the gang may wait to schedule."
+        None,
+        ge=1,
+        le=MAX_SECONDS,
+        description="How long the job's pods may find no place (PodScheduled False, Unschedulable) before the job "
+        "fails with ScheduleTimeout; scheduler-plugins' PodGroup gets it too.",
+    )
+    topology_key: str | None = Field(
+        None,
+        max_length=LABEL_KEY_MAX_LENGTH,
+        pattern=LABEL_KEY_PATTERN,
+        description="A node label (topology.kubernetes.io/zone, a rack label): the gang's pods all go to nodes "
+        "with one value of it, so that their collectives stay in one domain. Needs the operator's gang "
+        "scheduler kubernetes (its PodGroup's schedulingConstraints.topology); others fail the job.",
     )
 
 
@@ -151,6 +181,60 @@ class RunPolicy(ApiModel):
         "final checkpoint before the job succeeds and the Evaluator is stopped; 0 stops it at once.",
     )
     scheduling_policy: SchedulingPolicy | None = Field(None, description="Gang scheduling through a PodGroup.")
+
+
+# A ConfigMap holds at most 1 MiB in all; the kept log and its labels and annotations stay well below it.
+MAX_LOG_BYTES = 768 * 1024
+
+
+class LogDestination(StrEnum):
+    CONFIG_MAP = "ConfigMap"
+    CHECKPOINT_VOLUME = "CheckpointVolume"
+
+
+class Logs(ApiModel):
+    keep: bool = Field(True, description="Keep each attempt's log where `destination` says, so it outlives the pod.")
+    destination: LogDestination = Field(
+        LogDestination.CONFIG_MAP,
+        description="ConfigMap: the operator reads each attempt's log once its container ended into a ConfigMap "
+        "owned by the job (the pod holds a finalizer until then); no volume needed. CheckpointVolume: the trainer "
+        "copies its output into logs/ on the checkpoint volume as it runs, kept as long as the volume; needs "
+        "spec.checkpoint, and a program that honours DISTTRAIN_LOG_DIR (the disttrain trainer does).",
+    )
+    max_bytes_per_attempt: int = Field(
+        DEFAULT_LOG_BYTES,
+        ge=1024,
+        le=MAX_LOG_BYTES,
+        description="At most this many bytes of each attempt are kept: its end (on the checkpoint volume, at least "
+        "the last half of this).",
+    )
+    ttl_seconds_after_job_deleted: int = Field(
+        0,
+        ge=0,
+        le=MAX_SECONDS,
+        description="How long logs kept in ConfigMaps outlive the job; 0: they are deleted with it.",
+    )
+
+    @property
+    def in_config_maps(self) -> bool:
+        return self.keep and self.destination is LogDestination.CONFIG_MAP
+
+    @property
+    def on_volume(self) -> bool:
+        return self.keep and self.destination is LogDestination.CHECKPOINT_VOLUME
+
+
+class TensorBoard(ApiModel):
+    enabled: bool = Field(True, description="Run TensorBoard over the summaries the trainer writes to the volume.")
+    image: str | None = Field(
+        None,
+        min_length=1,
+        description="Its image; default: the image of the job's TensorFlow container (the Chief's, else worker "
+        "0's), which ships TensorBoard where it ships TensorFlow.",
+    )
+    resources: ResourceRequirements | None = Field(
+        None, description="Its container's resources (default: requests 100m CPU and 256Mi, limit 1Gi)."
+    )
 
 
 _ACCESS_MODES_DEFAULT = (AccessMode.READ_WRITE_MANY,)
@@ -208,6 +292,11 @@ IMMUTABLE_RULES = (
         "checkpoint cannot change after the job is created",
     ),
     Rule(
+        "has(self.tensorboard) == has(oldSelf.tensorboard)"
+        " && (!has(self.tensorboard) || self.tensorboard == oldSelf.tensorboard)",
+        "tensorboard cannot change after the job is created (its pods are told where to write their summaries)",
+    ),
+    Rule(
         "size(self.replicaSpecs) == size(oldSelf.replicaSpecs) && self.replicaSpecs.all(t, t in oldSelf.replicaSpecs"
         " && self.replicaSpecs[t].replicas == oldSelf.replicaSpecs[t].replicas)",
         "replica types and counts cannot change after the job is created",
@@ -217,6 +306,16 @@ IMMUTABLE_RULES = (
 _SPEC_RULES = schema_rules(
     *IMMUTABLE_RULES,
     Rule("self.progressPort != self.port", "progressPort must differ from port"),
+    Rule(
+        "!has(self.tensorboard) || (has(self.tensorboard.enabled) && !self.tensorboard.enabled)"
+        " || has(self.checkpoint)",
+        "tensorboard needs a checkpoint volume: the trainer writes its summaries there and TensorBoard reads them",
+    ),
+    Rule(
+        "!has(self.logs) || !has(self.logs.destination) || self.logs.destination != 'CheckpointVolume'"
+        " || (has(self.logs.keep) && !self.logs.keep) || has(self.checkpoint)",
+        "logs.destination CheckpointVolume needs a checkpoint volume: the trainer writes its logs there",
+    ),
     Rule(
         f"self.replicaSpecs.all(t, t in {_KNOWN_TYPES})",
         "replicaSpecs keys must be Chief, Worker, PS or Evaluator",
@@ -266,6 +365,14 @@ class DistTrainJobSpec(ApiModel):
         description="Default: the Chief succeeds (worker 0 without a Chief). AllWorkers: every Worker too.",
     )
     checkpoint: Checkpoint | None = Field(None, description="A volume for checkpoints, shared by every pod.")
+    tensorboard: TensorBoard | None = Field(
+        None, description="A TensorBoard over the job's summaries, kept until the job is deleted."
+    )
+    logs: Logs = Field(
+        default_factory=Logs,
+        json_schema_extra={"default": {}},
+        description="Each attempt's log, kept after its pod is gone.",
+    )
     port: int = Field(2222, ge=1, le=65535, description="Port of the TensorFlow servers.")
     progress_port: int = Field(
         DEFAULT_PROGRESS_PORT,
@@ -281,6 +388,10 @@ class DistTrainJobSpec(ApiModel):
     @property
     def total_replicas(self) -> int:
         return sum(self.replicas(replica_type) for replica_type in ReplicaType)
+
+    @property
+    def tensorboard_enabled(self) -> bool:
+        return self.tensorboard is not None and self.tensorboard.enabled and self.checkpoint is not None
 
     @property
     def effective_restart_scope(self) -> RestartScope:

@@ -26,6 +26,7 @@ class ConditionType(StrEnum):
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
     SUSPENDED = "Suspended"
+    TENSORBOARD_READY = "TensorBoardReady"
 
 
 class ConditionStatus(StrEnum):
@@ -72,6 +73,22 @@ class Progress(ApiModel):
     update_time: datetime | None = Field(None, description="When the trainer made the report.")
 
 
+MAX_HISTORY = 64
+
+
+class ProgressPoint(ApiModel):
+    """One report on the job's curve (`status.progressHistory`)."""
+
+    step: int = Field(ge=0, le=MAX_COUNT)
+    loss: float | None = Field(None, allow_inf_nan=False)
+    examples_per_second: float | None = Field(None, ge=0, allow_inf_nan=False)
+
+
+HISTORY_DESCRIPTION = (
+    f"The loss and throughput curve: the trainer's reports in order, at most {MAX_HISTORY} points; when full,"
+    " every other older point is dropped, so the whole run stays in view."
+)
+
 MAX_METRICS = 32
 
 
@@ -84,6 +101,14 @@ class Evaluation(ApiModel):
         default_factory=dict, max_length=MAX_METRICS, description="The scores by name, e.g. accuracy."
     )
     final: bool = Field(False, description="The checkpoint is the one training ended with.")
+
+
+class TensorBoardStatus(ApiModel):
+    """Where the job's TensorBoard serves: `disttrain jobs tensorboard` forwards a local port to it."""
+
+    service: str = Field(description="Its Service, in the job's namespace.")
+    url: str = Field(description="Its address inside the cluster.")
+    ready: bool = Field(False, description="It answers.")
 
 
 class DistTrainJobStatus(ApiModel):
@@ -99,4 +124,8 @@ class DistTrainJobStatus(ApiModel):
     completion_time: datetime | None = None
     observed_generation: int | None = Field(None, ge=0)
     progress: Progress | None = None
+    progress_history: list[ProgressPoint] = Field(
+        default_factory=list, max_length=MAX_HISTORY, description=HISTORY_DESCRIPTION
+    )
     evaluation: Evaluation | None = Field(None, description="The Evaluator's last scores.")
+    tensorboard: TensorBoardStatus | None = Field(None, description="The job's TensorBoard, with spec.tensorboard.")

@@ -23,7 +23,16 @@ from disttrain_operator.api.spec import (
     PodTemplateSpec,
     RestartPolicy,
 )
-from disttrain_operator.api.status import ConditionStatus, ConditionType, Evaluation, JobPhase, Progress
+from disttrain_operator.api.status import (
+    HISTORY_DESCRIPTION,
+    MAX_HISTORY,
+    ConditionStatus,
+    ConditionType,
+    Evaluation,
+    JobPhase,
+    Progress,
+    ProgressPoint,
+)
 
 GROUP = "kubeflow.org"
 VERSION = "v1"
@@ -140,4 +149,7 @@ class TFJobStatus(ApiModel):
     restart_count: int = Field(0, ge=0)
     observed_generation: int | None = Field(None, ge=0)
     progress: Progress | None = None
+    progress_history: list[ProgressPoint] = Field(
+        default_factory=list, max_length=MAX_HISTORY, description=HISTORY_DESCRIPTION
+    )
     evaluation: Evaluation | None = Field(None, description="The Evaluator's last scores (disttrain).")

@@ -28,7 +28,8 @@ from disttrain_operator.api.job import DistTrainJob
 from disttrain_operator.api.spec import ReplicaType
 from disttrain_operator.cli.containers import UnsupportedContainerError, command_line, environment
 from disttrain_operator.cli.ports import free_port
-from disttrain_operator.core.builders.objects import CHECKPOINT_DIR_ENV, pods, tensorflow_container
+from disttrain_operator.core.builders.naming import tensorflow_container
+from disttrain_operator.core.builders.objects import CHECKPOINT_DIR_ENV, pods
 from disttrain_operator.core.builders.settings import BuildSettings
 from disttrain_operator.core.builders.tfconfig import cluster_spec
 from disttrain_operator.core.observed import PodPhase, PodView

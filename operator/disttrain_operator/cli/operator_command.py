@@ -7,12 +7,14 @@ import argparse
 import logging
 import os
 from collections.abc import Sequence
+from importlib.util import find_spec
 from typing import TYPE_CHECKING
 
-from disttrain_operator.runtime.settings import OperatorSettings, SettingsError
+import click
 
 if TYPE_CHECKING:
     from disttrain_operator.runtime.leader_election import LeaderElector
+    from disttrain_operator.runtime.settings import OperatorSettings
 
 LOG_FORMATS = ("plain", "full", "json")  # kopf.LogFormat by name
 
@@ -50,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
 def read_settings(args: argparse.Namespace) -> OperatorSettings:
     """The environment's settings, with what the command line says of namespaces and TFJobs; a bad
     variable is named here, before the Lease or kopf."""
+    from disttrain_operator.runtime.settings import OperatorSettings, SettingsError  # noqa: PLC0415
+
     try:
         settings = OperatorSettings.from_environment()
     except SettingsError as error:
@@ -60,6 +64,22 @@ def read_settings(args: argparse.Namespace) -> OperatorSettings:
             "serve_tfjobs": args.serve_tfjobs or settings.serve_tfjobs,
         }
     )
+
+
+@click.command(
+    "operator",
+    context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+    add_help_option=False,
+)
+@click.argument("arguments", nargs=-1, type=click.UNPROCESSED)
+def operator_command(arguments: tuple[str, ...]) -> int:
+    """Run the operator (kopf with disttrain's handlers); `disttrain operator --help` lists its options."""
+    if find_spec("kopf") is None:
+        click.echo(
+            "error: `disttrain operator` needs the operator's extra: pip install 'disttrain[operator]'", err=True
+        )
+        return 1
+    return run_operator(arguments)
 
 
 def run_operator(argv: Sequence[str]) -> int:

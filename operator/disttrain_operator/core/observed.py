@@ -8,7 +8,7 @@ code plain typed input.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -20,6 +20,7 @@ from disttrain_operator.api.job import DistTrainJob
 from disttrain_operator.api.spec import ReplicaType
 from disttrain_operator.api.status import Evaluation, Progress
 from disttrain_operator.core.builders import naming
+from disttrain_operator.core.kept_logs import log_due
 from disttrain_operator.core.progress import parse_evaluation, parse_progress
 
 
@@ -29,6 +30,14 @@ class PodPhase(StrEnum):
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
     UNKNOWN = "Unknown"
+
+
+@dataclass(frozen=True)
+class Unschedulable:
+    """The pod's `PodScheduled` condition is False for want of a place: since when, and the scheduler's words."""
+
+    since: datetime
+    message: str
 
 
 @dataclass(frozen=True)
@@ -49,6 +58,8 @@ class PodView:
     evaluation: Evaluation | None = None  # an Evaluator's scores, from its termination message
     finished_at: datetime | None = None  # when its container ended, for a pod that ended
     message: str | None = None  # why a failed container says it failed: the trainer's error, or its own text
+    log_due: bool = False  # its log is complete and not kept yet (core/kept_logs.py)
+    unschedulable: Unschedulable | None = None  # the scheduler found no place for it (or for its gang)
 
     @property
     def active(self) -> bool:
@@ -100,6 +111,24 @@ def failure_message(text: Any) -> str | None:
     return str(error)[:MESSAGE_LIMIT] if error else None
 
 
+def pod_ready(body: Mapping[str, Any]) -> bool:
+    """The pod's Ready condition is True."""
+    conditions = (body.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def unschedulable(body: Mapping[str, Any]) -> Unschedulable | None:
+    """Set while the scheduler finds no place for the pod (reason `Unschedulable`, not a scheduling gate)."""
+    if (body.get("spec") or {}).get("nodeName"):
+        return None
+    for condition in (body.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            since = parse_time(condition.get("lastTransitionTime"))
+            if condition.get("reason") == "Unschedulable" and since is not None:
+                return Unschedulable(since, str(condition.get("message") or "no node fits it"))
+    return None
+
+
 def pod_view(body: dict[str, Any], tensorflow_container: str = "tensorflow") -> PodView | None:
     """The view of a pod the operator made; None for a pod whose labels are not ours, or that has no uid
     (only a manifest not yet created has none)."""
@@ -118,8 +147,7 @@ def pod_view(body: dict[str, Any], tensorflow_container: str = "tensorflow") -> 
         phase = PodPhase(status.get("phase", "Pending"))
     except ValueError:
         phase = PodPhase.UNKNOWN
-    conditions = status.get("conditions") or []
-    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    ready = pod_ready(body)
     ended = phase in (PodPhase.SUCCEEDED, PodPhase.FAILED)
     terminated = _terminated_state(status, tensorflow_container) if ended else None
     failed = (terminated or {}) if phase is PodPhase.FAILED else {}
@@ -141,4 +169,6 @@ def pod_view(body: dict[str, Any], tensorflow_container: str = "tensorflow") -> 
         evaluation=parse_evaluation((terminated or {}).get("message")),
         finished_at=parse_time((terminated or {}).get("finishedAt")),
         message=failure_message(failed.get("message")),
+        log_due=log_due(body),
+        unschedulable=unschedulable(body),
     )

@@ -21,12 +21,13 @@ from datetime import datetime, timedelta
 
 from disttrain_operator.api.job import DistTrainJob
 from disttrain_operator.api.spec import CleanPodPolicy, ReplicaType, RestartScope
+from disttrain_operator.core.builders.gang import unmet_need
 from disttrain_operator.core.builders.naming import pod_name
 from disttrain_operator.core.builders.objects import desired_objects
 from disttrain_operator.core.builders.settings import BuildSettings
 from disttrain_operator.core.observed import PodPhase, PodView
 from disttrain_operator.core.status import describe_failure, evaluation_due, is_finished, may_restart
-from disttrain_operator.core.types import Manifest, ObjectRef, Verdict
+from disttrain_operator.core.types import Manifest, ObjectRef, Verdict, invalid_spec
 
 
 @dataclass(frozen=True)
@@ -152,6 +153,9 @@ def plan(
         expired = expiry is not None and now >= expiry
         return Plan(delete=cleanup(job, pods), delete_job=expired, wake_at=None if expired else expiry)
 
+    unmet = unmet_need(job, settings.gang_scheduler)
+    if unmet is not None:  # before any pod is made
+        return Plan(fail=invalid_spec([unmet]))
     stuck, unstuck_at = _stuck(pods, now, stuck_after)
     if run_policy.suspend:  # no pods at all; the Service and the volume stay for the resume
         owned = [item for item in _missing(job, pods, children, settings) if item["kind"] != "Pod"]
@@ -160,6 +164,9 @@ def plan(
     if restart is not None and job.status.restart_count >= run_policy.backoff_limit:
         message = f"{restart.message}, but backoffLimit {run_policy.backoff_limit} is reached"
         return Plan(fail=Verdict("BackoffLimitExceeded", message))
+    unplaced = _unplaced_gang(job, pods, now)
+    if isinstance(unplaced, Verdict):
+        return Plan(fail=unplaced)
     deadline = _after(job.status.start_time, run_policy.active_deadline_seconds)
     evaluated_by = evaluation_due(job, pods)  # the Evaluator's time for the final checkpoint runs out
     return Plan(
@@ -167,8 +174,28 @@ def plan(
         delete=sorted(restart.pods) if restart else [],
         force_delete=stuck,
         restart=restart,
-        wake_at=min((at for at in (deadline, unstuck_at, evaluated_by) if at is not None), default=None),
+        wake_at=min((at for at in (deadline, unstuck_at, evaluated_by, unplaced) if at is not None), default=None),
     )
+
+
+def _unplaced_gang(job: DistTrainJob, pods: Sequence[PodView], now: datetime) -> Verdict | datetime | None:
+    """With `schedulingPolicy.scheduleTimeoutSeconds`: the verdict once a pod has found no place for that long
+    (a gang is placed whole or not at all, so one such pod holds up the job), else when that will be."""
+    policy = job.spec.run_policy.scheduling_policy
+    if policy is None or policy.schedule_timeout_seconds is None:
+        return None
+    waiting = [(found.since, pod.name, found.message) for pod in pods if pod.active and (found := pod.unschedulable)]
+    if not waiting:
+        return None
+    since, name, why = min(waiting)
+    due = since + timedelta(seconds=policy.schedule_timeout_seconds)
+    if now < due:
+        return due
+    message = (
+        f"{len(waiting)} of its pods found no place within scheduleTimeoutSeconds "
+        f"{policy.schedule_timeout_seconds} ({name}: {why})"
+    )
+    return Verdict("ScheduleTimeout", message)
 
 
 def _stuck(pods: Sequence[PodView], now: datetime, stuck_after: timedelta) -> tuple[list[str], datetime | None]:

@@ -16,7 +16,7 @@ import pydantic
 from disttrain_contract import progress as contract
 from disttrain_contract.evaluation import EVALUATION_FIELD
 from disttrain_operator.api.spec import DistTrainJobSpec, ReplicaType
-from disttrain_operator.api.status import Evaluation, Progress
+from disttrain_operator.api.status import MAX_HISTORY, Evaluation, Progress, ProgressPoint
 
 _FIELDS = frozenset(Progress.model_fields) | {field.alias for field in Progress.model_fields.values() if field.alias}
 
@@ -80,3 +80,21 @@ def _later(report: Progress, than: Progress) -> bool:
 def reporting_task(spec: DistTrainJobSpec) -> tuple[ReplicaType, int]:
     task_type, index = contract.reporting_task(has_chief=spec.replicas(ReplicaType.CHIEF) > 0)
     return ReplicaType.from_task_type(task_type), index
+
+
+def with_report(history: list[ProgressPoint], report: Progress | None, limit: int = MAX_HISTORY) -> list[ProgressPoint]:
+    """The curve with the newest report on its end.
+
+    A report of a lower step (a job resumed from an earlier checkpoint) cuts the curve back to that
+    step. When the curve holds more than `limit` points, every other point before the newest goes: the
+    whole run stays in view with ever coarser early points, and the status never grows past the limit.
+    """
+    if report is None or report.step is None:
+        return history
+    point = ProgressPoint(step=report.step, loss=report.loss, examples_per_second=report.examples_per_second)
+    if history and history[-1] == point:
+        return history
+    curve = [*(earlier for earlier in history if earlier.step < point.step), point]
+    while len(curve) > limit:
+        curve = [*curve[:-1][::2], point]
+    return curve

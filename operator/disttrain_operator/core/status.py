@@ -22,7 +22,7 @@ from disttrain_operator.api.status import (
     ReplicaStatus,
 )
 from disttrain_operator.core.observed import PodPhase, PodView, find_pod
-from disttrain_operator.core.progress import newest, reporting_task
+from disttrain_operator.core.progress import newest, reporting_task, with_report
 from disttrain_operator.core.types import Verdict
 
 
@@ -240,12 +240,18 @@ def aggregate(
     ready = sum(status.ready for status in counts.values())
     reporter = find_pod(pods, *reporting_task(job.spec))
     evaluator = find_pod(pods, ReplicaType.EVALUATOR, 0)
+    progress = newest(previous.progress, reporter.final_progress if reporter else None, reported)
     base = previous.model_copy(
         update={
             "replica_statuses": counts,
             "ready": f"{ready}/{job.spec.total_replicas}",
             "observed_generation": generation,
-            "progress": newest(previous.progress, reporter.final_progress if reporter else None, reported),
+            "progress": progress,
+            "progress_history": (
+                previous.progress_history
+                if progress == previous.progress
+                else with_report(previous.progress_history, progress)
+            ),
             "evaluation": (evaluator.evaluation if evaluator else None) or previous.evaluation,
         }
     )

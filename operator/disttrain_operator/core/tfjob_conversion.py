@@ -17,7 +17,7 @@ from typing import Any
 from disttrain_operator.api import tfjob
 from disttrain_operator.api.job import API_VERSION, KIND
 from disttrain_operator.api.spec import CleanPodPolicy, ReplicaType, RestartPolicy, Strategy, SuccessPolicy
-from disttrain_operator.core.builders.objects import TF_CONTAINER, tensorflow_container
+from disttrain_operator.core.builders.naming import TF_CONTAINER, tensorflow_container
 from disttrain_operator.core.types import Manifest
 
 TFJOB_API_VERSION = tfjob.API_VERSION

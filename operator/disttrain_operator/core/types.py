@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,3 +25,8 @@ class Verdict:
 
     reason: str
     message: str
+
+
+def invalid_spec(problems: Sequence[str]) -> Verdict:
+    """The verdict on a spec the operator cannot act on (the first five problems)."""
+    return Verdict("InvalidSpec", f"the operator cannot act on this spec: {'; '.join(problems[:5])}")

@@ -36,6 +36,7 @@ from disttrain_operator.api.spec import DistTrainJobSpec
 from disttrain_operator.api.status import JobPhase
 from disttrain_operator.core.kueue import WorkloadView
 from disttrain_operator.core.observed import PodView
+from disttrain_operator.core.tensorboard import TensorBoardView
 from disttrain_operator.core.types import Body, JobKey, ObjectRef, Verdict
 from disttrain_operator.runtime import metrics
 from disttrain_operator.runtime.departures import Departures
@@ -44,6 +45,7 @@ from disttrain_operator.runtime.failures import FailurePolicy
 from disttrain_operator.runtime.indexed_jobs import IndexedJobs, JobIndex
 from disttrain_operator.runtime.job_queue import JobQueue
 from disttrain_operator.runtime.kube import Kube, NotServedError, load_client
+from disttrain_operator.runtime.log_keeper import KeptLogSweeper, LogApi, LogKeeper, SweepApi
 from disttrain_operator.runtime.progress_poller import ProgressPoller, progress_url
 from disttrain_operator.runtime.reconciler import JobApi, Reconciler, utcnow
 from disttrain_operator.runtime.settings import OperatorSettings
@@ -64,6 +66,7 @@ from disttrain_operator.runtime.watched import (
     PODS,
     SERVED_TFJOBS,
     SERVICES,
+    TENSORBOARDS,
     WORKLOADS,
     JobKind,
     job_body,
@@ -94,17 +97,20 @@ class Runtime:
     failures: FailurePolicy
     events: EventPoster
     jobs: IndexedJobs
+    logs: LogKeeper
+    sweeper: KeptLogSweeper
     job_paths: Sequence[str]  # what kopf watches, as the liveness probe names it
     pods: ObjectStore[PodView]
     children: Sequence[ObjectStore[ObjectRef]]  # Services and PVCs
     workloads: ObjectStore[WorkloadView]
+    tensorboards: ObjectStore[TensorBoardView]
     listings: Listings = field(default_factory=Listings)
     departures: Departures = field(default_factory=Departures)
     watches: Sequence[ObjectWatch[Any]] = ()
     _indexed: bool = False
 
     def parts(self) -> list[Part]:
-        return [*self.watches, self.queue, self.wakeups, self.progress, self.events]
+        return [*self.watches, self.queue, self.wakeups, self.progress, self.events, self.logs, self.sweeper]
 
     def indexed(self) -> None:
         """kopf has indexed every job it lists: it calls event handlers only once every index is full."""
@@ -121,7 +127,7 @@ def runtime_of(memo: kopf.Memo) -> Runtime:
     return runtime
 
 
-class OperatorApi(JobApi, ListAndWatch, EventApi, Protocol):
+class OperatorApi(JobApi, ListAndWatch, EventApi, LogApi, SweepApi, Protocol):
     """Every API call the operator makes (`Kube`)."""
 
 
@@ -144,6 +150,7 @@ def build_runtime(settings: OperatorSettings, kube: OperatorApi, indexes: Mappin
     queue = JobQueue(reconcile_job, settings.reconcile_workers, ready=listings.done)
     wakeups = Wakeups(queue.add)
     events = EventPoster(kube, clock=utcnow)
+    jobs = IndexedJobs([indexes[kind.index] for kind in kinds])
     runtime = Runtime(
         reconciler=Reconciler(kube, settings.build, events, wake=wakeups.schedule, stuck_after=settings.stuck_after),
         queue=queue,
@@ -151,17 +158,24 @@ def build_runtime(settings: OperatorSettings, kube: OperatorApi, indexes: Mappin
         progress=ProgressPoller(lambda: _progress_targets(runtime), queue.add, interval=settings.progress_seconds),
         failures=FailurePolicy(wakeups.schedule, clock=utcnow),
         events=events,
-        jobs=IndexedJobs([indexes[kind.index] for kind in kinds]),
+        jobs=jobs,
+        logs=LogKeeper(kube, jobs.uids, ready=listings.done),
+        sweeper=KeptLogSweeper(
+            kube, jobs.all_uids, utcnow, watched, ready=listings.done, interval=settings.log_sweep_seconds
+        ),
         job_paths=job_paths,
         pods=ObjectStore(),
         children=(ObjectStore(), ObjectStore()),
         workloads=ObjectStore(),
+        tensorboards=ObjectStore(),
         listings=listings,
     )
     reconnects = Reconnects()
 
     def child_changed(key: JobKey, view: object, present: bool) -> None:
         runtime.queue.add(key)
+        if present and isinstance(view, PodView) and view.log_due:
+            runtime.logs.offer(key, key[0], view.name, view.uid)
 
     def watch(resource: Resource[Any], store: ObjectStore[Any]) -> ObjectWatch[Any]:
         return ObjectWatch(
@@ -181,6 +195,7 @@ def build_runtime(settings: OperatorSettings, kube: OperatorApi, indexes: Mappin
         watch(SERVICES, services),
         watch(CLAIMS, claims),
         watch(WORKLOADS, runtime.workloads),
+        watch(TENSORBOARDS, runtime.tensorboards),
     ]
     return runtime
 
@@ -336,13 +351,15 @@ def _reconcile_job(runtime: Runtime, key: JobKey) -> None:
 
     def reconcile() -> None:
         children = [child for store in runtime.children for child in store.views(key)]
-        workloads = runtime.workloads.views(key)
+        workloads, boards = runtime.workloads.views(key), runtime.tensorboards.views(key)
+        children += [ObjectRef("Deployment", board.name) for board in boards]
         runtime.reconciler.reconcile(
             body,
             runtime.pods.views(key),
             children,
             reported=runtime.progress.latest(key),
             workload=workloads[0] if workloads else None,
+            tensorboard=boards[0] if boards else None,
         )
         for namesake in namesakes:
             runtime.reconciler.refuse(namesake, name_in_use(body))

@@ -40,3 +40,14 @@ class IndexedJobs:
 
     def job_keys(self) -> set[JobKey]:
         return {key for index in self._indexes for key in copied(index)}
+
+    def uids(self, key: JobKey) -> set[str]:
+        return {str(body["metadata"].get("uid")) for body in self.views(key)}
+
+    def all_uids(self) -> set[str]:
+        return {
+            str(body["metadata"].get("uid"))
+            for index in self._indexes
+            for key in copied(index)
+            for body in copied(index.get(key, ()))
+        }

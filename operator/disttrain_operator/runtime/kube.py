@@ -29,16 +29,19 @@ HTTP_CONFLICT = 409
 HTTP_NOT_FOUND = 404
 HTTP_FORBIDDEN = 403
 HTTP_GONE = 410
+HTTP_UNPROCESSABLE = 422
 _PERMANENT = {400, 422}
 _CORE_CLUSTER_PLURALS = {"Node": "nodes", "Namespace": "namespaces"}
 _CORE_PLURALS = {
     "Pod": "pods",
     "Service": "services",
     "PersistentVolumeClaim": "persistentvolumeclaims",
+    "ConfigMap": "configmaps",
     "Event": "events",
 }
 # Their group and version come with the manifest.
 _CUSTOM_PLURALS = {
+    "Deployment": "deployments",
     "PodGroup": "podgroups",
     "Workload": "workloads",
     "Lease": "leases",
@@ -47,6 +50,7 @@ _CUSTOM_PLURALS = {
 }
 POD_PATH = "/api/v1/namespaces/{namespace}/pods/{name}"
 _CONNECT_TIMEOUT = 30.0
+_LOG_READ_TIMEOUT = 60.0  # a node that stops sending a log that has ended has failed
 # Connection refused or reset, timeouts, TLS, a broken response: urllib3's errors and the OS's.
 NETWORK_ERRORS = (HTTPError, OSError)
 _CHUNK = 1 << 16
@@ -58,6 +62,10 @@ class ChildRejectedError(Exception):
 
 class TransientApiError(Exception):
     """The request failed in a way that may pass later (network, 5xx, quota, missing ServiceAccount)."""
+
+
+class LogUnreadableError(Exception):
+    """The API server answered a log request with an error: no container to read, or a node that cannot serve it."""
 
 
 class NotServedError(TransientApiError):
@@ -102,11 +110,12 @@ class Kube:
         body: Any,
         *,
         content_type: str = "application/json",
+        accept: str = "application/json",
         query: dict[str, str] | None = None,
         timeout: tuple[float, float] | None = None,
     ) -> Any:
         """The request sent, its answer not yet read (a `RESTResponse`)."""
-        headers = {"Content-Type": content_type, "Accept": "application/json"}
+        headers = {"Content-Type": content_type, "Accept": accept}
         try:
             method, url, headers, payload, _ = self._api.param_serialize(
                 method=method,
@@ -142,6 +151,9 @@ class Kube:
             return False
         if status in _PERMANENT or _refused_by_policy(status, text):
             raise ChildRejectedError(status_message(status, text))
+        if status == HTTP_NOT_FOUND and _unserved(text):
+            served = f"{manifest['apiVersion']} {path.rsplit('/', 1)[-1]}"
+            raise ChildRejectedError(f"the cluster does not serve {served} ({status_message(status, text)})")
         if status >= 300:
             raise TransientApiError(status_message(status, text))
         return True
@@ -232,6 +244,61 @@ class Kube:
         finally:
             raw.release_conn()
 
+    def pod_log_chunks(self, namespace: str, name: str, container: str) -> Iterator[bytes]:
+        """A container's whole log as it arrives, in chunks; LogUnreadableError when the API server cannot give it."""
+        path, params = f"{POD_PATH}/log", {"namespace": namespace, "name": name}
+        query = {"container": container}
+        response = self._send("GET", path, params, None, query=query, timeout=(_CONNECT_TIMEOUT, _LOG_READ_TIMEOUT))
+        raw = response.response
+        try:
+            if response.status >= 300:
+                raise LogUnreadableError(status_message(response.status, raw.read().decode(errors="replace")))
+            yield from raw.stream(_CHUNK)
+        except NETWORK_ERRORS as error:
+            raise TransientApiError(f"GET {path}: {error}") from error
+        finally:
+            raw.release_conn()
+
+    def patch_pod(self, namespace: str, name: str, patch: list[dict[str, Any]]) -> bool:
+        """A JSON patch of a pod; False when the pod is gone or changed under the patch's tests."""
+        code, text = self.request(
+            "PATCH", POD_PATH, {"namespace": namespace, "name": name}, patch, content_type="application/json-patch+json"
+        )
+        if code in (HTTP_NOT_FOUND, HTTP_CONFLICT, HTTP_UNPROCESSABLE):
+            return False
+        if code >= 300:
+            raise TransientApiError(status_message(code, text))
+        return True
+
+    def list_metadata(self, path: str, query: dict[str, str]) -> list[dict[str, Any]]:
+        """The objects' metadata only (a list of PartialObjectMetadata), for lists whose objects are large."""
+        accept = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+        response = self._send("GET", path, {}, None, query=query, accept=accept)
+        try:
+            response.read()
+        except NETWORK_ERRORS as error:
+            raise TransientApiError(f"GET {path}: {error}") from error
+        text = (response.data or b"").decode(errors="replace")
+        if response.status >= 300:
+            raise TransientApiError(status_message(response.status, text))
+        items: list[dict[str, Any]] = json.loads(text).get("items") or []
+        return items
+
+    def merge_patch(self, manifest: Mapping[str, Any], patch: dict[str, Any]) -> bool:
+        """A JSON merge patch of any namespaced object; False when it is gone."""
+        path, params = _object_path(manifest)
+        code, text = self.request("PATCH", path, params, patch, content_type="application/merge-patch+json")
+        if code == HTTP_NOT_FOUND:
+            return False
+        if code >= 300:
+            raise TransientApiError(status_message(code, text))
+        return True
+
+    def delete_object(self, manifest: Mapping[str, Any]) -> bool:
+        """Delete a namespaced object of a core kind; False if it was already gone."""
+        path, params = _object_path(manifest)
+        return self._delete(path, params["namespace"], params["name"])
+
     def pod_log(self, namespace: str, name: str, tail: int | None = None) -> str:
         query = {"tailLines": str(tail)} if tail is not None else {}
         return self.get_text(f"{POD_PATH}/log", {"namespace": namespace, "name": name}, query)
@@ -287,6 +354,15 @@ _POLICY_REFUSALS = ("violates PodSecurity", "denied request", "denied the reques
 
 def _refused_by_policy(status: int, text: str) -> bool:
     return status == HTTP_FORBIDDEN and any(marker in text for marker in _POLICY_REFUSALS)
+
+
+def _unserved(text: str) -> bool:
+    """A 404 for the resource itself (its API is not served), not for a namespace or an object it names."""
+    try:
+        details = json.loads(text).get("details") or {}
+    except (ValueError, AttributeError):
+        return False
+    return not details.get("kind")
 
 
 def status_message(status: int, text: str) -> str:

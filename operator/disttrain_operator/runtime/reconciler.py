@@ -20,14 +20,16 @@ import pydantic
 from disttrain_operator.api.job import DistTrainJob
 from disttrain_operator.api.status import ConditionType, DistTrainJobStatus, JobPhase, Progress
 from disttrain_operator.api.validation import spec_violations
+from disttrain_operator.core.builders.gang import GANG_KINDS
 from disttrain_operator.core.builders.settings import BuildSettings
 from disttrain_operator.core.kueue import WorkloadView
 from disttrain_operator.core.observed import PodView, own_pods
 from disttrain_operator.core.planner import STUCK_TERMINATING, Plan, object_key, plan
 from disttrain_operator.core.served import Wire
 from disttrain_operator.core.status import aggregate, record_restart, with_condition
+from disttrain_operator.core.tensorboard import TensorBoardView, with_tensorboard
 from disttrain_operator.core.tfjob_conversion import UnconvertibleError
-from disttrain_operator.core.types import Body, JobKey, Manifest, ObjectRef, Verdict
+from disttrain_operator.core.types import Body, JobKey, Manifest, ObjectRef, Verdict, invalid_spec
 from disttrain_operator.runtime.expectations import EXPECTATION, Expected
 from disttrain_operator.runtime.job_memory import JobMemory
 from disttrain_operator.runtime.kube import ChildRejectedError, TransientApiError
@@ -95,12 +97,15 @@ class Reconciler:
         body: Body,
         pods: Sequence[PodView],
         children: Collection[ObjectRef],
+        *,
         reported: Progress | None = None,
         workload: WorkloadView | None = None,
+        tensorboard: TensorBoardView | None = None,
     ) -> None:
         """Bring one job's children and status in line; raises TransientApiError when a retry is due.
 
-        `reported` is the trainer's progress as last polled, and `workload` the job's Kueue Workload, if any.
+        `reported` is the trainer's progress as last polled, `workload` the job's Kueue Workload and
+        `tensorboard` its TensorBoard Deployment, if any.
         Calls for one job must not overlap (`JobQueue` sees to it); calls for different jobs may.
         """
         memory = self._memory(str(body["metadata"]["uid"]))
@@ -118,7 +123,7 @@ class Reconciler:
             return
         owned = own_pods(job, pods)
         job = self._kueue.follow(core, memory.wire, job, workload, has_pods=bool(owned))
-        self._reconcile(core, memory, job, owned, children, reported=reported)
+        self._reconcile(core, memory, job, owned, children, reported=reported, tensorboard=tensorboard)
         memory.settled = _essence(core, memory.written)
 
     def refuse(self, body: Body, verdict: Verdict) -> None:
@@ -164,6 +169,7 @@ class Reconciler:
         children: Collection[ObjectRef],
         *,
         reported: Progress | None,
+        tensorboard: TensorBoardView | None,
     ) -> None:
         now, generation = self._clock(), job.metadata.generation
         children = [*children, *memory.unwatched]
@@ -202,6 +208,7 @@ class Reconciler:
         created_all = retry is None and rejected is None
         staying = [pod for pod in pods if pod.name not in next_plan.delete]
         status = aggregate(_with(job, status), staying, created=created_all, now=now, reported=reported)
+        status = with_tensorboard(job, status, tensorboard, now)
         if rejected is not None:
             status = _failed(status, rejected, now, generation)
         deferred_until = self._status.write(body, memory, status, batch=self._wake is not None)
@@ -247,7 +254,8 @@ class Reconciler:
     ) -> tuple[list[str], Verdict | None, TransientApiError | None]:
         """Create in order; stop at the first refusal. Returns (what was created, refusal, error worth a retry).
 
-        PodGroups are not watched (their CRD may be absent): once created they are remembered as `unwatched`;
+        Gangs (PodGroups, Workloads) are not watched (their API may be absent): once created they are remembered
+        as `unwatched`;
         the rest are expected in the watches soon.
         """
         created: list[str] = []
@@ -256,7 +264,7 @@ class Reconciler:
             try:
                 if self._kube.create(manifest):
                     created.append(_describe(manifest))
-                if manifest["kind"] == "PodGroup":
+                if manifest["kind"] in GANG_KINDS:
                     memory.unwatched.add(object_key(manifest))
                 else:
                     memory.expected.expect(object_key(manifest), self._clock())
@@ -278,8 +286,7 @@ class Reconciler:
 
     def _reject_spec(self, body: Body, previous: Mapping[str, Any], problems: Sequence[str]) -> None:
         """A spec the operator cannot act on: a Warning event and a Failed condition, never a crash."""
-        verdict = Verdict("InvalidSpec", f"the operator cannot act on this spec: {'; '.join(problems[:5])}")
-        self._fail_as_it_is(body, previous, verdict)
+        self._fail_as_it_is(body, previous, invalid_spec(problems))
 
     def _fail_as_it_is(self, body: Body, previous: Mapping[str, Any], verdict: Verdict) -> None:
         """The job's status, as far as it parses, with the Failed condition of `verdict`."""

@@ -15,6 +15,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from disttrain_operator.core.builders.gang import GangScheduler
 from disttrain_operator.core.builders.settings import BuildSettings
 from disttrain_operator.core.planner import STUCK_TERMINATING
+from disttrain_operator.runtime.log_keeper import SWEEP_SECONDS
 from disttrain_operator.runtime.watch import WATCH_SECONDS
 
 ENV_PREFIX = "DISTTRAIN_"
@@ -40,6 +41,7 @@ class OperatorSettings(BaseSettings):
     metrics_port: int = Field(DEFAULT_METRICS_PORT, ge=1, le=65535)
     serve_tfjobs: bool = False  # also serve Kubeflow's TFJobs (`disttrain operator --serve-tfjobs`)
     watch_seconds: int = Field(WATCH_SECONDS, ge=5)  # how long the API server keeps one watch open
+    log_sweep_seconds: float = Field(SWEEP_SECONDS, gt=0)  # how often kept logs past their TTL are looked for
 
     @field_validator("watch_namespaces", mode="before")
     @classmethod

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from disttrain_contract.timestamps import format_time
 from disttrain_operator.api.status import ConditionType, DistTrainJobStatus, JobPhase
+from disttrain_operator.core.tensorboard import FAILURE_REASONS
 from disttrain_operator.core.types import Body
 from disttrain_operator.runtime import metrics
 from disttrain_operator.runtime.job_memory import JobMemory
@@ -70,6 +71,8 @@ class StatusWriter:
         metadata = body["metadata"]
         self._kube.patch_job_status(body, memory.wire.status_out(new, format_time(now)))
         memory.written, memory.last_write, memory.unwritten = new, now, None
+        for condition in _newly_failed(previous, new):
+            self._emit(body, type="Warning", reason=condition["reason"], message=condition.get("message", ""))
         for condition in _newly_true(previous, new):
             kind = "Warning" if condition["type"] in _WARNING_CONDITIONS else "Normal"
             if condition["type"] != ConditionType.CREATED:
@@ -123,4 +126,17 @@ def _newly_true(previous: Mapping[str, Any], new: Mapping[str, Any]) -> list[dic
         condition
         for condition in new.get("conditions", [])
         if condition["status"] == "True" and before.get(condition["type"]) != ("True", condition.get("reason"))
+    ]
+
+
+def _newly_failed(previous: Mapping[str, Any], new: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A TensorBoard the cluster cannot run: its condition turned False for a failure, not while it starts."""
+    before = {c["type"]: (c["status"], c.get("reason")) for c in previous.get("conditions", [])}
+    return [
+        condition
+        for condition in new.get("conditions", [])
+        if condition["type"] == ConditionType.TENSORBOARD_READY
+        and condition["status"] == "False"
+        and condition.get("reason") in FAILURE_REASONS
+        and before.get(condition["type"]) != ("False", condition.get("reason"))
     ]

@@ -1,6 +1,7 @@
 """What the operator watches, and the view it keeps of each object: its jobs (and served TFJobs), which
 kopf watches and indexes, as the reconcile reads them; and on its own watches its pods as `PodView`s,
-its Services and PVCs by name, Kueue's Workloads as `WorkloadView`s. Children are the objects labelled
+its Services and PVCs by name, Kueue's Workloads as `WorkloadView`s, TensorBoard Deployments as
+`TensorBoardView`s. Children are the objects labelled
 with their job's name."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from disttrain_operator.api.job import GROUP, PLURAL, VERSION
 from disttrain_operator.core.builders.naming import JOB_NAME_LABEL
 from disttrain_operator.core.kueue import WORKLOAD_API_VERSION, WorkloadView, workload_view
 from disttrain_operator.core.observed import PodView, pod_view
+from disttrain_operator.core.tensorboard import TensorBoardView, tensorboard_view
 from disttrain_operator.core.types import JobKey, ObjectRef
 from disttrain_operator.runtime.watch import Found, Resource
 
@@ -65,6 +67,11 @@ def _child(kind: str) -> Callable[[dict[str, Any]], Found[ObjectRef] | None]:
     return found
 
 
+def _tensorboard(body: dict[str, Any]) -> Found[TensorBoardView] | None:
+    owner = _owner(body)
+    return None if owner is None else (*owner, tensorboard_view(body))
+
+
 def _workload(body: dict[str, Any]) -> Found[WorkloadView] | None:
     owner = _owner(body)
     return None if owner is None else (*owner, workload_view(body))
@@ -89,4 +96,5 @@ SERVED_TFJOBS = JobKind(tfjob.GROUP, tfjob.VERSION, tfjob.PLURAL, "served_tfjobs
 PODS = Resource("api/v1", "pods", _pod, selector=JOB_NAME_LABEL)
 SERVICES = Resource("api/v1", "services", _child("Service"), selector=JOB_NAME_LABEL)
 CLAIMS = Resource("api/v1", "persistentvolumeclaims", _child("PersistentVolumeClaim"), selector=JOB_NAME_LABEL)
+TENSORBOARDS = Resource("apis/apps/v1", "deployments", _tensorboard, selector=JOB_NAME_LABEL)
 WORKLOADS = Resource(f"apis/{WORKLOAD_API_VERSION}", "workloads", _workload, selector=JOB_NAME_LABEL, optional=True)

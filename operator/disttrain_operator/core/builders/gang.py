@@ -1,13 +1,19 @@
-"""Gang scheduling: one PodGroup per job, for the scheduler the operator is configured with.
+"""Gang scheduling: the objects that make the scheduler the operator is configured with place a job's pods
+together or not at all.
 
 Without a gang, a job whose pods do not all fit starts some of them, which then hold GPUs while
-waiting for peers that never come (and block other jobs). A PodGroup asks the scheduler to place
-`minMember` pods together or none.
+waiting for peers that never come (and block other jobs). For scheduler-plugins and Volcano the job
+gets one PodGroup that asks for `minMember` pods together. For Kubernetes' own gang scheduling
+(`scheduling.k8s.io/v1alpha2`, kube-scheduler's GangScheduling plugin) it gets a Workload with one
+gang template and the PodGroup that is the gang's running instance (with `topologyKey`, a constraint that
+places the whole gang in one domain of that node label); each pod that must run with the others names that
+PodGroup in `spec.schedulingGroup`. An Evaluator is no part of the gang there: it takes no part in the
+collective or the parameter servers, and a job must not wait on it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -19,21 +25,25 @@ from disttrain_operator.core.types import Manifest
 class GangScheduler(StrEnum):
     SCHEDULER_PLUGINS = "scheduler-plugins"
     VOLCANO = "volcano"
+    KUBERNETES = "kubernetes"
 
 
 @dataclass(frozen=True)
 class GangApi:
     api_version: str
-    scheduler_name: str
+    scheduler_name: str | None  # None: the default scheduler
 
 
 GANG_APIS = {
     GangScheduler.SCHEDULER_PLUGINS: GangApi("scheduling.x-k8s.io/v1alpha1", "scheduler-plugins-scheduler"),
     GangScheduler.VOLCANO: GangApi("scheduling.volcano.sh/v1beta1", "volcano"),
+    GangScheduler.KUBERNETES: GangApi("scheduling.k8s.io/v1alpha2", None),
 }
+GANG_KINDS = frozenset({"PodGroup", "Workload"})  # created once, never watched: their API may not be served
 # How a pod names its group, per scheduler.
 SCHEDULER_PLUGINS_LABEL = "scheduling.x-k8s.io/pod-group"
 VOLCANO_ANNOTATION = "scheduling.k8s.io/group-name"
+GANG_TEMPLATE = "gang"  # the Workload's one pod group template
 
 
 def _add(totals: dict[str, float], resources: dict[str, Any], times: int) -> None:
@@ -73,11 +83,61 @@ def pod_group_name(job: DistTrainJob) -> str:
     return job.metadata.name
 
 
-def pod_group(job: DistTrainJob, scheduler: GangScheduler) -> Manifest | None:
-    """The job's PodGroup, or None without a schedulingPolicy."""
+def _in_gang(job: DistTrainJob, scheduler: GangScheduler, replica_type: ReplicaType) -> bool:
+    """Whether pods of `replica_type` belong to the gang: every pod, but an Evaluator with Kubernetes' gangs."""
+    if job.spec.run_policy.scheduling_policy is None:
+        return False
+    return scheduler is not GangScheduler.KUBERNETES or replica_type is not ReplicaType.EVALUATOR
+
+
+def _min_count(job: DistTrainJob, scheduler: GangScheduler) -> int:
+    policy = job.spec.run_policy.scheduling_policy
+    members = sum(job.spec.replicas(kind) for kind in ReplicaType if _in_gang(job, scheduler, kind))
+    return min(policy.min_available, members) if policy is not None and policy.min_available else members
+
+
+def unmet_need(job: DistTrainJob, scheduler: GangScheduler) -> str | None:
+    """What the job asks of its gang that `scheduler` cannot give, if anything: only Kubernetes' gangs take a
+    topology constraint (Volcano's network topology and scheduler-plugins know no node label)."""
+    policy = job.spec.run_policy.scheduling_policy
+    if policy is None or policy.topology_key is None or scheduler is GangScheduler.KUBERNETES:
+        return None
+    return (
+        f"schedulingPolicy.topologyKey needs the operator's gang scheduler to be {GangScheduler.KUBERNETES.value} "
+        f"(DISTTRAIN_GANG_SCHEDULER); this operator's is {scheduler.value}"
+    )
+
+
+def gang_objects(job: DistTrainJob, scheduler: GangScheduler) -> list[Manifest]:
+    """The job's gang (metadata without owner or labels), in creation order; none without a schedulingPolicy."""
     policy = job.spec.run_policy.scheduling_policy
     if policy is None:
-        return None
+        return []
+    metadata = {"name": pod_group_name(job), "namespace": job.metadata.namespace}
+    api_version = GANG_APIS[scheduler].api_version
+    if scheduler is GangScheduler.KUBERNETES:
+        gang: Manifest = {"schedulingPolicy": {"gang": {"minCount": _min_count(job, scheduler)}}}
+        if policy.topology_key:
+            gang["schedulingConstraints"] = {"topology": [{"key": policy.topology_key}]}
+        if policy.priority_class:
+            gang["priorityClassName"] = policy.priority_class
+        template = {"name": GANG_TEMPLATE, **gang}
+        owner = {"apiGroup": job.api_version.split("/")[0], "kind": job.kind, "name": job.metadata.name}
+        reference = {"workload": {"workloadName": pod_group_name(job), "podGroupTemplateName": GANG_TEMPLATE}}
+        return [
+            {
+                "apiVersion": api_version,
+                "kind": "Workload",
+                "metadata": dict(metadata),
+                "spec": {"controllerRef": owner, "podGroupTemplates": [template]},
+            },
+            {
+                "apiVersion": api_version,
+                "kind": "PodGroup",
+                "metadata": dict(metadata),
+                "spec": {"podGroupTemplateRef": reference, **gang},
+            },
+        ]
     spec: Manifest = {"minMember": policy.min_available or job.spec.total_replicas, "minResources": min_resources(job)}
     if policy.priority_class:
         spec["priorityClassName"] = policy.priority_class
@@ -85,23 +145,31 @@ def pod_group(job: DistTrainJob, scheduler: GangScheduler) -> Manifest | None:
         spec["queue"] = policy.queue
     if scheduler is GangScheduler.SCHEDULER_PLUGINS and policy.schedule_timeout_seconds:
         spec["scheduleTimeoutSeconds"] = policy.schedule_timeout_seconds
-    return {
-        "apiVersion": GANG_APIS[scheduler].api_version,
-        "kind": "PodGroup",
-        "metadata": {"name": pod_group_name(job), "namespace": job.metadata.namespace},
-        "spec": spec,
-    }
+    return [{"apiVersion": api_version, "kind": "PodGroup", "metadata": metadata, "spec": spec}]
 
 
-def pod_membership(job: DistTrainJob, scheduler: GangScheduler) -> tuple[str, dict[str, str], dict[str, str]] | None:
-    """(schedulerName, labels, annotations) that make a pod a member of the job's PodGroup."""
+@dataclass(frozen=True)
+class Membership:
+    """What makes a pod a member of its job's gang."""
+
+    scheduler_name: str | None
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    scheduling_group: str | None = None  # Kubernetes' gangs: the PodGroup in `spec.schedulingGroup`
+
+
+def pod_membership(job: DistTrainJob, scheduler: GangScheduler, replica_type: ReplicaType) -> Membership | None:
+    """How a pod of `replica_type` joins the job's gang; None outside of one."""
     policy = job.spec.run_policy.scheduling_policy
-    if policy is None:
+    if policy is None or not _in_gang(job, scheduler, replica_type):
         return None
     name = pod_group_name(job)
+    api = GANG_APIS[scheduler]
+    if scheduler is GangScheduler.KUBERNETES:
+        return Membership(api.scheduler_name, scheduling_group=name)
     if scheduler is GangScheduler.VOLCANO:
         annotations = {VOLCANO_ANNOTATION: name}
         if policy.queue:
             annotations["scheduling.volcano.sh/queue-name"] = policy.queue
-        return GANG_APIS[scheduler].scheduler_name, {}, annotations
-    return GANG_APIS[scheduler].scheduler_name, {SCHEDULER_PLUGINS_LABEL: name}, {}
+        return Membership(api.scheduler_name, annotations=annotations)
+    return Membership(api.scheduler_name, labels={SCHEDULER_PLUGINS_LABEL: name})

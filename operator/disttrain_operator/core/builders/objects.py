@@ -16,13 +16,13 @@ from disttrain_contract.progress import (
 from disttrain_operator.api import tfjob
 from disttrain_operator.api.job import DistTrainJob
 from disttrain_operator.api.spec import ReplicaType
-from disttrain_operator.core.builders import naming
-from disttrain_operator.core.builders.gang import pod_group, pod_membership
+from disttrain_operator.core.builders import log_keeping, naming, tensorboard, volume_readers
+from disttrain_operator.core.builders.gang import gang_objects, pod_membership
+from disttrain_operator.core.builders.naming import tensorflow_container
 from disttrain_operator.core.builders.settings import BuildSettings
 from disttrain_operator.core.builders.tfconfig import tf_config_json
 from disttrain_operator.core.types import Manifest
 
-TF_CONTAINER = "tensorflow"
 CHECKPOINT_DIR_ENV = "DISTTRAIN_CHECKPOINT_DIR"
 
 # Pods never restart in place: the operator decides every restart (per restartPolicy, exit code and
@@ -94,11 +94,6 @@ def checkpoint_claim(job: DistTrainJob) -> Manifest | None:
     }
 
 
-def tensorflow_container(containers: list[Manifest]) -> Manifest:
-    """The container named `tensorflow`, else the first one."""
-    return next((c for c in containers if c.get("name") == TF_CONTAINER), containers[0])
-
-
 def _replace_named(entries: list[Manifest], additions: list[Manifest]) -> list[Manifest]:
     """Entries with the additions' names replaced by the additions, which go last."""
     names = {entry["name"] for entry in additions}
@@ -123,11 +118,9 @@ def _progress_env(job: DistTrainJob, container: Manifest) -> list[Manifest]:
 
 
 def _checkpoint_volume(job: DistTrainJob) -> Manifest | None:
-    checkpoint = job.spec.checkpoint
-    if checkpoint is None:
+    if job.spec.checkpoint is None:
         return None
-    claim = checkpoint.claim_name or naming.checkpoint_claim_name(job.metadata.name)
-    return {"name": naming.CHECKPOINT_VOLUME, "persistentVolumeClaim": {"claimName": claim}}
+    return {"name": naming.CHECKPOINT_VOLUME, "persistentVolumeClaim": {"claimName": volume_readers.claim_name(job)}}
 
 
 def pod(job: DistTrainJob, replica_type: ReplicaType, index: int, settings: BuildSettings) -> Manifest:
@@ -144,14 +137,17 @@ def pod(job: DistTrainJob, replica_type: ReplicaType, index: int, settings: Buil
         has_chief = job.spec.replicas(ReplicaType.CHIEF) > 0
         labels.update(naming.kubeflow_replica_labels(job.metadata.name, replica_type, index, has_chief))
 
-    membership = pod_membership(job, settings.gang_scheduler)
+    membership = pod_membership(job, settings.gang_scheduler, replica_type)
     if membership is not None:
-        pod_spec["schedulerName"], gang_labels, gang_annotations = membership
-        labels.update(gang_labels)
-        template_metadata["annotations"] = {**(template_metadata.get("annotations") or {}), **gang_annotations}
-        priority = job.spec.run_policy.scheduling_policy and job.spec.run_policy.scheduling_policy.priority_class
-        if priority:
-            pod_spec["priorityClassName"] = priority
+        if membership.scheduler_name is not None:
+            pod_spec["schedulerName"] = membership.scheduler_name
+        if membership.scheduling_group is not None:
+            pod_spec["schedulingGroup"] = {"podGroupName": membership.scheduling_group}
+        labels.update(membership.labels)
+        template_metadata["annotations"] = {**(template_metadata.get("annotations") or {}), **membership.annotations}
+    policy = job.spec.run_policy.scheduling_policy
+    if policy is not None and policy.priority_class:
+        pod_spec["priorityClassName"] = policy.priority_class
     pod_spec["hostname"] = name
     pod_spec["subdomain"] = naming.service_name(job.metadata.name)
     pod_spec["restartPolicy"] = POD_RESTART_POLICY
@@ -168,17 +164,18 @@ def pod(job: DistTrainJob, replica_type: ReplicaType, index: int, settings: Buil
         pod_spec["volumes"] = _replace_named(pod_spec.get("volumes", []), [volume])
         mount = {"name": naming.CHECKPOINT_VOLUME, "mountPath": mount_path}
         container["volumeMounts"] = _replace_named(container.get("volumeMounts", []), [mount])
-    env += _progress_env(job, container)
+    env += _progress_env(job, container) + tensorboard.trainer_env(job)
+    env += log_keeping.trainer_env(job, replica_type, index)
     container["env"] = _replace_named(container.get("env", []), env)
     container["ports"] = _with_port(container.get("ports", []), naming.TF_PORT_NAME, job.spec.port)
     container["ports"] = _with_port(container["ports"], naming.PROGRESS_PORT_NAME, job.spec.progress_port)
 
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": _metadata(job, name, labels, template_metadata.get("annotations")),
-        "spec": pod_spec,
-    }
+    annotations = {**(template_metadata.get("annotations") or {}), **log_keeping.pod_annotations(job.spec.logs)}
+    metadata = _metadata(job, name, labels, annotations)
+    finalizers = log_keeping.pod_finalizers(job.spec.logs)
+    if finalizers:
+        metadata["finalizers"] = finalizers
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
 
 
 def pods(job: DistTrainJob, settings: BuildSettings) -> list[Manifest]:
@@ -189,15 +186,33 @@ def pods(job: DistTrainJob, settings: BuildSettings) -> list[Manifest]:
     ]
 
 
-def gang(job: DistTrainJob, settings: BuildSettings) -> Manifest | None:
-    group = pod_group(job, settings.gang_scheduler)
-    if group is None:
-        return None
-    group["metadata"] = _metadata(job, group["metadata"]["name"], naming.job_labels(job.metadata.name))
-    return group
+def gang(job: DistTrainJob, settings: BuildSettings) -> list[Manifest]:
+    labels = naming.job_labels(job.metadata.name)
+    return [
+        {**item, "metadata": _metadata(job, item["metadata"]["name"], labels)}
+        for item in gang_objects(job, settings.gang_scheduler)
+    ]
+
+
+def tensorboard_objects(job: DistTrainJob) -> list[Manifest]:
+    """The job's TensorBoard Deployment and Service, if it asks for one."""
+    if not job.spec.tensorboard_enabled or job.spec.checkpoint is None:
+        return []
+    name = tensorboard.tensorboard_name(job.metadata.name)
+    labels = naming.job_labels(job.metadata.name)
+    return [
+        tensorboard.deployment(job, _metadata(job, name, labels)),
+        tensorboard.service(job, _metadata(job, name, labels)),
+    ]
 
 
 def desired_objects(job: DistTrainJob, settings: BuildSettings) -> list[Manifest]:
-    """Everything the job owns, in creation order: Service, PVC, PodGroup, then pods by type and index."""
-    owned = [service(job), checkpoint_claim(job), gang(job, settings)]
-    return [item for item in owned if item is not None] + pods(job, settings)
+    """Everything the job owns, in creation order: Service, PVC, its gang (a PodGroup, or a Workload and its
+    PodGroup), then pods by type and index, then its TensorBoard."""
+    owned = [service(job), checkpoint_claim(job)]
+    return (
+        [item for item in owned if item is not None]
+        + gang(job, settings)
+        + pods(job, settings)
+        + tensorboard_objects(job)
+    )

@@ -1,0 +1,89 @@
+"""A replica's attempts kept on the checkpoint volume (`logs.destination: CheckpointVolume`), read through a
+short-lived pod (core/builders/log_reader.py) that mounts the claim read-only, since nothing else can
+read a claim: the client creates it, waits for it to end, reads its log and deletes it. This needs the
+right to create and delete pods in the job's namespace, and a job that still exists (the pod is built
+from its spec); once the job is gone, its logs stay on the volume for any pod that mounts the claim."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import secrets
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes import client
+
+from disttrain.attempts import Attempt, KeptLog
+from disttrain.calls import call
+from disttrain.errors import JobNotFoundError, LogsUnavailableError
+from disttrain.pod_reads import read_pod, wait_for_pod_change
+from disttrain_contract.volume_logs import parse_attempt_file_name
+from disttrain_operator.api.job import DistTrainJob
+from disttrain_operator.core.builders.log_reader import reader_pod
+
+READER_TIMEOUT = 180.0  # seconds for the reader pod to be scheduled, pull its image and end
+_ENDED = ("Succeeded", "Failed")
+_WATCH_SECONDS = 10
+
+
+def volume_logs_of(core: client.CoreV1Api, job: DistTrainJob, replica: str, *, live_uid: str | None) -> list[KeptLog]:
+    """Every attempt of one replica (`worker-1`) the volume holds, the first first, but that of the pod `live_uid`,
+    whose log its node serves."""
+    namespace = job.metadata.namespace
+    manifest = reader_pod(job, replica, f"{job.metadata.name}-read-logs-{secrets.token_hex(3)}")
+    name = manifest["metadata"]["name"]
+    what = f"the pod {namespace}/{name} that reads the logs of {replica} on the checkpoint volume"
+    call(lambda: core.create_namespaced_pod(namespace, manifest), what=f"creating {what}")  # type: ignore[arg-type]
+    try:
+        pod = _ended(core, namespace, name, what)
+        output = call(lambda: core.read_namespaced_pod_log(name, namespace, _preload_content=False), what=what).data
+    finally:
+        _delete(core, namespace, name, what)
+    if pod["status"]["phase"] != "Succeeded":
+        raise LogsUnavailableError(f"{what} failed: {output.decode(errors='replace')[-2000:]}")
+    files = [json.loads(line) for line in output.decode().splitlines() if line.startswith("{")]
+    named = [(found, file) for file in files if (found := parse_attempt_file_name(str(file["file"]))) is not None]
+    ended = [(found, file) for found, file in named if found[1] != live_uid]
+    return [_kept(number, *found, file) for number, (found, file) in enumerate(ended, start=1)]
+
+
+def _kept(number: int, started: datetime, pod_uid: str, file: dict[str, Any]) -> KeptLog:
+    text = str(file["text"])
+    ended = datetime.fromtimestamp(float(file["modified"]), UTC)
+    attempt = Attempt(number, pod_uid, started, ended, None, kept=True, kept_bytes=len(text.encode()))
+    return KeptLog(attempt, text)
+
+
+def _ended(core: client.CoreV1Api, namespace: str, name: str, what: str) -> dict[str, Any]:
+    """The reader pod once it ended; LogsUnavailableError with what holds it up after `READER_TIMEOUT`."""
+    deadline = time.monotonic() + READER_TIMEOUT
+    while True:
+        pod, version = read_pod(core, namespace, name, what=what)
+        if pod is None:
+            raise LogsUnavailableError(f"{what} was deleted before it ended")
+        if pod.get("status", {}).get("phase") in _ENDED:
+            return pod
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise LogsUnavailableError(f"{what} did not end within {READER_TIMEOUT:.0f} s: {_held_up(pod)}")
+        wait_for_pod_change(core, namespace, name, version, int(min(left, _WATCH_SECONDS)) + 1)
+
+
+def _held_up(pod: dict[str, Any]) -> str:
+    """What keeps a pod from running, in the cluster's words."""
+    status = pod.get("status") or {}
+    for container in status.get("containerStatuses") or []:
+        waiting = (container.get("state") or {}).get("waiting")
+        if waiting:
+            return f"{waiting.get('reason')}: {waiting.get('message', '')}".rstrip(": ")
+    for condition in status.get("conditions") or []:
+        if condition.get("status") == "False" and condition.get("message"):
+            return f"{condition.get('reason')}: {condition['message']}"
+    return f"it is {status.get('phase', 'Pending')}"
+
+
+def _delete(core: client.CoreV1Api, namespace: str, name: str, what: str) -> None:
+    with contextlib.suppress(JobNotFoundError):  # gone already
+        call(lambda: core.delete_namespaced_pod(name, namespace, grace_period_seconds=0), what=f"deleting {what}")

@@ -1,0 +1,50 @@
+"""What a pod carries so that its log outlives it, wherever `spec.logs.destination` keeps it.
+
+In ConfigMaps (core/kept_logs.py keeps them): a finalizer that holds the pod until its log is kept,
+and how much to keep and for how long, readable even once its job is gone. On the checkpoint volume
+(disttrain_contract.volume_logs): the folder, bound and pod uid the trainer names its copy by."""
+
+from __future__ import annotations
+
+from disttrain_contract.volume_logs import LOG_DIR_ENV, LOG_MAX_BYTES_ENV, LOGS_FOLDER, POD_UID_ENV
+from disttrain_operator.api.job import GROUP, DistTrainJob
+from disttrain_operator.api.spec import Logs, ReplicaType
+from disttrain_operator.core.types import Manifest
+
+LOG_FINALIZER = f"{GROUP}/keep-log"
+LOG_MAX_BYTES = f"{GROUP}/log-max-bytes"
+LOG_TTL = f"{GROUP}/log-ttl-seconds-after-job-deleted"
+
+
+def pod_annotations(logs: Logs) -> dict[str, str]:
+    """Nothing unless the job keeps its logs in ConfigMaps; no TTL when its logs go with it."""
+    if not logs.in_config_maps:
+        return {}
+    ttl = logs.ttl_seconds_after_job_deleted
+    return {LOG_MAX_BYTES: str(logs.max_bytes_per_attempt), **({LOG_TTL: str(ttl)} if ttl else {})}
+
+
+def pod_finalizers(logs: Logs) -> list[str]:
+    return [LOG_FINALIZER] if logs.in_config_maps else []
+
+
+def volume_log_dir(job: DistTrainJob, replica: str) -> str | None:
+    """The folder of one replica's (`worker-1`) attempts on the checkpoint volume; a job of the same name
+    made later writes elsewhere (its uid differs). None unless the job keeps its logs there."""
+    checkpoint = job.spec.checkpoint
+    if not job.spec.logs.on_volume or checkpoint is None:
+        return None
+    uid = job.metadata.uid
+    of_job = f"{job.metadata.name}-{uid[:8]}" if uid else job.metadata.name
+    return f"{checkpoint.mount_path}/{LOGS_FOLDER}/{of_job}/{replica}"
+
+
+def trainer_env(job: DistTrainJob, replica_type: ReplicaType, index: int) -> list[Manifest]:
+    folder = volume_log_dir(job, f"{replica_type.task_type}-{index}")
+    if folder is None:
+        return []
+    return [
+        {"name": LOG_DIR_ENV, "value": folder},
+        {"name": LOG_MAX_BYTES_ENV, "value": str(job.spec.logs.max_bytes_per_attempt)},
+        {"name": POD_UID_ENV, "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
+    ]

@@ -1,0 +1,233 @@
+"""Logs that outlive their pods: each attempt's log kept in a ConfigMap once its container ended.
+
+A pod holds the finalizer `LOG_FINALIZER` from its creation (builders/log_keeping.py), so the API
+server keeps the pod object, and the node its log, until the operator has kept the log: a pod deleted
+while it runs (a restart, a cleanup, the job's deletion) is kept too, with what it wrote while it
+stopped. The pod carries what to keep (`LOG_MAX_BYTES`, `LOG_TTL`) so a pod whose job is already gone
+is still handled as asked.
+
+An attempt is one pod of a replica; a restart replaces the pod with one of the same name, which the API
+server admits only once the old one (and so its finalizer) is gone: the attempts of a replica are kept
+one after another, and `KEPT_AT` orders them. A ConfigMap is owned by the job, and goes with it,
+unless `logs.ttlSecondsAfterJobDeleted` asks to keep it longer: then it is owned by nothing, and once
+its job is gone, `sweep` marks when that was first seen and deletes it after the TTL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from disttrain_contract.timestamps import format_micro_time, format_time, parse_time
+from disttrain_contract.volume_logs import from_a_line
+from disttrain_operator.api.job import GROUP
+from disttrain_operator.api.spec import Logs, ReplicaType
+from disttrain_operator.core.builders import naming
+from disttrain_operator.core.builders.log_keeping import LOG_FINALIZER, LOG_MAX_BYTES, LOG_TTL
+from disttrain_operator.core.builders.naming import tensorflow_container
+from disttrain_operator.core.types import Body, Manifest
+
+KEPT_LOG_LABEL = f"{GROUP}/kept-log-of"  # the replica, `worker-1`: what selects a job's kept logs
+JOB_UID_LABEL = f"{GROUP}/job-uid"
+JOB_KIND_LABEL = f"{GROUP}/job-kind"
+OUTLIVES_JOB_LABEL = f"{GROUP}/kept-past-job"  # on those with a TTL, which `sweep` looks after
+POD_UID = f"{GROUP}/pod-uid"
+STARTED = f"{GROUP}/started"
+ENDED = f"{GROUP}/ended"
+EXIT_CODE = f"{GROUP}/exit-code"
+LOG_BYTES = f"{GROUP}/log-bytes"  # how long the log was; the ConfigMap keeps its last max-bytes
+KEPT_AT = f"{GROUP}/kept-at"  # microseconds: two attempts can end within one second
+JOB_GONE_SINCE = f"{GROUP}/job-gone-since"
+LOG_KEY = "log"
+
+
+def holds_log(metadata: Mapping[str, Any]) -> bool:
+    return LOG_FINALIZER in (metadata.get("finalizers") or ())
+
+
+def log_due(body: Body) -> bool:
+    """The pod's log is complete: its containers ended, or its node let the pod go (a deletion the node
+    confirmed, or one that needs no node: a pod never scheduled, a removal by force)."""
+    metadata, status = body.get("metadata") or {}, body.get("status") or {}
+    if not holds_log(metadata):
+        return False
+    released = metadata.get("deletionTimestamp") is not None and metadata.get("deletionGracePeriodSeconds") == 0
+    return released or status.get("phase") in ("Succeeded", "Failed")
+
+
+def kept_log_name(pod: Body) -> str:
+    metadata = pod["metadata"]
+    return f"{metadata['name']}-log-{str(metadata['uid'])[:8]}"
+
+
+@dataclass(frozen=True)
+class LogTail:
+    """The end of a log: at most `limit` bytes of it, cut at a line where it can be, and its whole length."""
+
+    data: bytes
+    total: int
+
+    @property
+    def dropped(self) -> int:
+        return self.total - len(self.data)
+
+
+def log_tail(chunks: Iterable[bytes], limit: int) -> LogTail:
+    """The last `limit` bytes of a log read in chunks (memory stays near `limit` however long it is), starting
+    after a line break when one lies within them."""
+    kept, total = bytearray(), 0
+    for chunk in chunks:
+        total += len(chunk)
+        kept += chunk
+        if len(kept) > 2 * limit:
+            del kept[: len(kept) - limit]
+    data = bytes(kept[-limit:]) if len(kept) > limit else bytes(kept)
+    return LogTail(from_a_line(data) if len(data) < total else data, total)
+
+
+def _text(tail: LogTail, limit: int) -> str:
+    """The tail as text within `limit` bytes of UTF-8 (a byte that is no UTF-8 becomes a 3-byte U+FFFD)."""
+    text = tail.data.decode(errors="replace")
+    while len(text.encode()) > limit:
+        text = text[len(text) // 8 or 1 :]
+    return text
+
+
+def logged_container(pod: Body) -> str:
+    """The container whose log is kept: the TensorFlow one."""
+    return str(tensorflow_container(pod["spec"]["containers"])["name"])
+
+
+def _container_status(pod: Body) -> Mapping[str, Any]:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return next((entry for entry in statuses if entry.get("name") == logged_container(pod)), {})
+
+
+def started(pod: Body) -> bool:
+    """Its container ran: a pod that never did has no log to keep."""
+    status = _container_status(pod)
+    state, last = status.get("state") or {}, status.get("lastState") or {}
+    return "running" in state or "terminated" in state or "terminated" in last
+
+
+def _terminated(pod: Body) -> Mapping[str, Any]:
+    return dict((_container_status(pod).get("state") or {}).get("terminated") or {})
+
+
+def controller(pod: Body) -> Mapping[str, Any] | None:
+    owners = (pod.get("metadata") or {}).get("ownerReferences") or []
+    return next((owner for owner in owners if owner.get("controller")), None)
+
+
+def replica_of(pod: Body) -> str | None:
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    try:
+        replica_type = ReplicaType.from_task_type(str(labels[naming.REPLICA_TYPE_LABEL]))
+        index = int(labels[naming.REPLICA_INDEX_LABEL])
+    except (KeyError, ValueError):
+        return None
+    return f"{replica_type.task_type}-{index}"
+
+
+def _number(value: Any, default: int) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def max_bytes(pod: Body) -> int:
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    return _number(annotations.get(LOG_MAX_BYTES), Logs().max_bytes_per_attempt)
+
+
+def kept_log(pod: Body, tail: LogTail, now: datetime, *, job_present: bool) -> Manifest | None:
+    """The ConfigMap that keeps a pod's log; None when nothing should keep it: its job is gone and kept
+    nothing past itself, or the pod is no replica of a job."""
+    metadata = pod["metadata"]
+    annotations = metadata.get("annotations") or {}
+    owner, replica = controller(pod), replica_of(pod)
+    job_name = (metadata.get("labels") or {}).get(naming.JOB_NAME_LABEL)
+    ttl = _number(annotations.get(LOG_TTL), 0)
+    if owner is None or replica is None or job_name is None or not (job_present or ttl > 0):
+        return None
+    terminated = _terminated(pod)
+    notes = {
+        POD_UID: str(metadata["uid"]),
+        STARTED: str(metadata.get("creationTimestamp") or ""),
+        LOG_BYTES: str(tail.total),
+        KEPT_AT: format_micro_time(now),
+        **({ENDED: str(terminated["finishedAt"])} if terminated.get("finishedAt") else {}),
+        **({EXIT_CODE: str(terminated["exitCode"])} if "exitCode" in terminated else {}),
+        **({LOG_TTL: str(ttl)} if ttl > 0 else {}),
+    }
+    manifest: Manifest = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": kept_log_name(pod),
+            "namespace": metadata["namespace"],
+            "labels": {
+                naming.JOB_NAME_LABEL: job_name,
+                KEPT_LOG_LABEL: replica,
+                JOB_UID_LABEL: str(owner["uid"]),
+                JOB_KIND_LABEL: str(owner.get("kind", "")),
+            },
+            "annotations": notes,
+        },
+        "data": {LOG_KEY: _text(tail, max_bytes(pod))},
+    }
+    if ttl > 0:
+        manifest["metadata"]["labels"][OUTLIVES_JOB_LABEL] = "true"
+    else:
+        manifest["metadata"]["ownerReferences"] = [
+            {key: owner[key] for key in ("apiVersion", "kind", "name", "uid")} | {"blockOwnerDeletion": False}
+        ]
+    return manifest
+
+
+def release_patch(pod: Body) -> list[dict[str, Any]]:
+    """A JSON patch that drops the log finalizer, refused (422) if the finalizers changed since `pod` was read,
+    or the pod of that name is another one."""
+    finalizers = list(pod["metadata"].get("finalizers") or [])
+    return [
+        {"op": "test", "path": "/metadata/uid", "value": pod["metadata"]["uid"]},
+        {"op": "test", "path": "/metadata/finalizers", "value": finalizers},
+        {"op": "replace", "path": "/metadata/finalizers", "value": [f for f in finalizers if f != LOG_FINALIZER]},
+    ]
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """What to do with the kept logs that may outlive their jobs: mark when their job was first seen gone,
+    unmark those whose job is back (the operator's view was not complete), delete those whose TTL ran out."""
+
+    mark: list[Body]
+    unmark: list[Body]
+    delete: list[Body]
+
+
+def sweep(kept: Iterable[Body], job_uids: set[str], now: datetime) -> Sweep:
+    """Over the kept logs labelled `OUTLIVES_JOB_LABEL`; `job_uids`: the jobs that exist."""
+    mark: list[Body] = []
+    unmark: list[Body] = []
+    delete: list[Body] = []
+    for item in kept:
+        metadata = item.get("metadata") or {}
+        labels, annotations = metadata.get("labels") or {}, metadata.get("annotations") or {}
+        gone_since = parse_time(annotations.get(JOB_GONE_SINCE))
+        if labels.get(JOB_UID_LABEL) in job_uids:
+            if gone_since is not None:
+                unmark.append(item)
+        elif gone_since is None:
+            mark.append(item)
+        elif now >= gone_since + timedelta(seconds=_number(annotations.get(LOG_TTL), 0)):
+            delete.append(item)
+    return Sweep(mark, unmark, delete)
+
+
+def gone_since_patch(now: datetime | None) -> dict[str, Any]:
+    """Marks (or, with None, unmarks) when the job of a kept log was first seen gone."""
+    return {"metadata": {"annotations": {JOB_GONE_SINCE: None if now is None else format_time(now)}}}

@@ -1,0 +1,1 @@
+"""`disttrain dashboard`: a read-only web view of every job, served by the CLI or the operator's image."""

@@ -1,0 +1,233 @@
+"""Keeps each ended attempt's log, then lets its pod go (core/kept_logs.py says what and why), on threads
+of its own, so a node slow to send a log never holds a reconcile. The pod watch offers every pod whose log
+is due; the threads start once every watch and kopf's index listed once, so a pod is never judged
+orphaned while its job is merely not indexed yet.
+
+A pod whose container never started has no log to keep. A log the API server answers with an error (a
+lost node, a node that serves no logs) is given up at once, and one whose reading or keeping fails
+otherwise (the network, a namespace being deleted, a quota) after `KEEP_TRIES` tries, 5 s apart: a
+finalizer must not hold a pod, and its restart, for ever. The pod's release itself is retried until
+it lands.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from disttrain_operator.core import kept_logs
+from disttrain_operator.core.types import Body, JobKey, Manifest
+from disttrain_operator.runtime.kube import POD_PATH, ChildRejectedError, LogUnreadableError, TransientApiError
+from disttrain_operator.runtime.watch import Scope
+from disttrain_operator.runtime.workers import Workers
+
+logger = logging.getLogger(__name__)
+
+KEEP_TRIES = 5
+RETRY_SECONDS = 5.0
+
+
+class LogApi(Protocol):
+    def read(self, path: str, params: dict[str, str]) -> dict[str, Any] | None: ...
+    def pod_log_chunks(self, namespace: str, name: str, container: str) -> Iterator[bytes]: ...
+    def create(self, manifest: Manifest) -> bool: ...
+    def patch_pod(self, namespace: str, name: str, patch: list[dict[str, Any]]) -> bool: ...
+
+
+@dataclass
+class _Task:
+    namespace: str
+    name: str
+    uid: str
+    job: JobKey
+    tries: int = 0
+    given_up: bool = False
+    due: float = 0.0
+
+
+def precise_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class LogKeeper(Workers):
+    def __init__(
+        self,
+        kube: LogApi,
+        job_uids: Callable[[JobKey], set[str]],
+        *,
+        clock: Callable[[], datetime] = precise_now,
+        threads: int = 2,
+        ready: threading.Event | None = None,
+        retry_seconds: float = RETRY_SECONDS,
+    ) -> None:
+        """`job_uids`: the uids of the jobs of a key that exist now; `clock`: with microseconds, as it orders the
+        attempts of a replica, which can end within one second."""
+        super().__init__(*(f"disttrain-logs-{n}" for n in range(threads)))
+        self._kube = kube
+        self._job_uids = job_uids
+        self._clock = clock
+        self._ready = ready or threading.Event()
+        if ready is None:
+            self._ready.set()
+        self._retry_seconds = retry_seconds
+        self._fresh: deque[_Task] = deque()
+        self._retries: deque[_Task] = deque()  # in the order they come due: every retry waits as long
+        self._pending: set[str] = set()  # uids queued or in hand
+
+    def stop(self) -> None:
+        super().stop()
+        self._ready.set()
+
+    def offer(self, job: JobKey, namespace: str, name: str, uid: str) -> None:
+        """A pod whose log is due (`PodView.log_due`); a pod offered again while in hand is not queued twice."""
+        with self._condition:
+            if uid in self._pending:
+                return
+            self._pending.add(uid)
+            self._fresh.append(_Task(namespace, name, uid, job))
+            self._condition.notify()
+
+    def _next(self) -> _Task | None:
+        with self._condition:
+            while not self._stopped:
+                if self._fresh:
+                    return self._fresh.popleft()
+                wait = self._retries[0].due - time.monotonic() if self._retries else None
+                if wait is not None and wait <= 0:
+                    return self._retries.popleft()
+                self._condition.wait(timeout=wait)
+            return None
+
+    def _work(self) -> None:
+        self._ready.wait()
+        while (task := self._next()) is not None:
+            try:
+                done = self._keep(task)
+            except TransientApiError as error:
+                logger.info("keeping the log of %s/%s: %s; trying again", task.namespace, task.name, error)
+                done = False
+            with self._condition:
+                if done:
+                    self._pending.discard(task.uid)
+                else:
+                    task.due = time.monotonic() + self._retry_seconds
+                    self._retries.append(task)
+
+    def _keep(self, task: _Task) -> bool:
+        """Keep the pod's log and let it go; False when its release is worth another try, and TransientApiError
+        when keeping the log is."""
+        pod = self._kube.read(POD_PATH, {"namespace": task.namespace, "name": task.name})
+        if pod is None or pod["metadata"].get("uid") != task.uid or not kept_logs.log_due(pod):
+            return True  # gone, replaced, or let go already
+        if not task.given_up and kept_logs.started(pod):
+            try:
+                self._kept(pod, task)
+            except TransientApiError as error:
+                task.tries += 1
+                if task.tries < KEEP_TRIES:
+                    raise
+                logger.warning("the log of %s/%s was not kept: %s", task.namespace, task.name, error)
+                task.given_up = True
+        if self._kube.patch_pod(task.namespace, task.name, kept_logs.release_patch(pod)):
+            return True
+        return self._kube.read(POD_PATH, {"namespace": task.namespace, "name": task.name}) is None
+
+    def _kept(self, pod: Body, task: _Task) -> None:
+        """Keep the log, unless the API server says it cannot be read (the container's node cannot serve it),
+        its job is gone and keeps nothing past itself, or the ConfigMap is refused as built."""
+        try:
+            chunks = self._kube.pod_log_chunks(task.namespace, task.name, kept_logs.logged_container(pod))
+            tail = kept_logs.log_tail(chunks, kept_logs.max_bytes(pod))
+        except LogUnreadableError as error:
+            logger.info("the log of %s/%s cannot be read, not kept: %s", task.namespace, task.name, error)
+            return
+        present = str((kept_logs.controller(pod) or {}).get("uid")) in self._job_uids(task.job)
+        manifest = kept_logs.kept_log(pod, tail, self._clock(), job_present=present)
+        if manifest is None:
+            return
+        try:
+            self._kube.create(manifest)
+        except ChildRejectedError as error:  # refused as built (a policy): no retry makes it pass
+            logger.warning("the log of %s/%s was not kept: %s", task.namespace, task.name, error)
+
+
+SWEEP_SECONDS = 60.0
+
+
+class SweepApi(Protocol):
+    def list_metadata(self, path: str, query: dict[str, str]) -> list[dict[str, Any]]: ...
+    def merge_patch(self, manifest: Mapping[str, Any], patch: dict[str, Any]) -> bool: ...
+    def delete_object(self, manifest: Mapping[str, Any]) -> bool: ...
+
+
+def _config_map(item: Body) -> Manifest:
+    metadata = item["metadata"]
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {key: metadata[key] for key in ("name", "namespace")}}
+
+
+def _configmaps(namespace: str | None) -> str:
+    return "/api/v1/configmaps" if namespace is None else f"/api/v1/namespaces/{namespace}/configmaps"
+
+
+class KeptLogSweeper(Workers):
+    """Deletes the kept logs that outlived their job by their TTL (core.kept_logs.sweep), every `interval`
+    seconds; it reads only their metadata, never the logs."""
+
+    def __init__(
+        self,
+        kube: SweepApi,
+        job_uids: Callable[[], set[str]],
+        clock: Callable[[], datetime],
+        scopes: Sequence[Scope],
+        *,
+        ready: threading.Event,
+        interval: float = SWEEP_SECONDS,
+    ) -> None:
+        """`scopes`: where the operator watches; `job_uids`: every job that exists now."""
+        super().__init__("disttrain-log-sweeper")
+        self._kube = kube
+        self._job_uids = job_uids
+        self._clock = clock
+        self._scopes = scopes
+        self._ready = ready
+        self._interval = interval
+
+    def stop(self) -> None:
+        super().stop()
+        self._ready.set()
+
+    def _work(self) -> None:
+        self._ready.wait()
+        while True:
+            try:
+                self.sweep()
+            except TransientApiError as error:
+                logger.info("sweeping kept logs: %s", error)
+            with self._condition:
+                if not self._stopped:
+                    self._condition.wait(timeout=self._interval)
+                if self._stopped:
+                    return
+
+    def sweep(self) -> None:
+        now = self._clock()
+        query = {"labelSelector": kept_logs.OUTLIVES_JOB_LABEL}
+        items = [
+            item
+            for scope in self._scopes
+            for item in self._kube.list_metadata(_configmaps(scope.namespace), query)
+            if scope.accepts(str(item["metadata"].get("namespace", "")))
+        ]
+        found = kept_logs.sweep(items, self._job_uids(), now)
+        for item in found.mark:
+            self._kube.merge_patch(_config_map(item), kept_logs.gone_since_patch(now))
+        for item in found.unmark:
+            self._kube.merge_patch(_config_map(item), kept_logs.gone_since_patch(None))
+        for item in found.delete:
+            self._kube.delete_object(_config_map(item))

@@ -1,0 +1,200 @@
+"""Kubernetes' own gang scheduling, enforced by the real kube-scheduler: with the operator's gang scheduler
+`kubernetes`, a job gets a Workload and its PodGroup, and its pods are bound all together or not at all.
+
+The jobs run on kwok nodes of the test's own (a GPU pool, tainted so that nothing else lands there), so
+that the free GPU slots are exactly those the test counts, in two zones where `topologyKey` is tried; on
+the real node, a CPU gang that cannot fit starts no container while one that fits runs."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from cluster_support import (
+    Cluster,
+    GpuPool,
+    OperatorProcess,
+    bound_pods,
+    condition,
+    gang_waits,
+    holds,
+    job_where,
+)
+from disttrain_dev import cluster as devcluster
+from disttrain_dev import images, node_kinds, real_node
+from support import ROOT, load_one, wait_for
+
+ZONE = "topology.kubernetes.io/zone"
+
+
+def _group_condition(cluster: Cluster, namespace: str, name: str) -> str | None:
+    group = cluster.get("podgroups.scheduling.k8s.io", name, namespace) or {}
+    found = [c for c in group.get("status", {}).get("conditions", []) if c["type"] == "PodGroupScheduled"]
+    return str(found[0]["status"]) if found else None
+
+
+def test_a_gang_binds_all_its_pods_together_or_none_and_never_blocks_a_smaller_job(
+    cluster: Cluster, native_operator: OperatorProcess, namespace: str, pool: GpuPool
+) -> None:
+    pool.add(gpus=3)
+    pool.add(gpus=3)  # 6 free GPU slots
+    cluster.apply(namespace, json.dumps(pool.job("seven", 7)))
+    workload = wait_for("the Workload", lambda: cluster.get("workloads.scheduling.k8s.io", "seven", namespace))
+    group = wait_for("the PodGroup", lambda: cluster.get("podgroups.scheduling.k8s.io", "seven", namespace))
+    assert workload["spec"]["podGroupTemplates"][0]["schedulingPolicy"] == {"gang": {"minCount": 7}}
+    assert group["metadata"]["ownerReferences"][0]["kind"] == "DistTrainJob"
+    wait_for("the scheduler to hold back all 7 pods", lambda: gang_waits(cluster, namespace, "seven", 7), timeout=90)
+    assert bound_pods(cluster, namespace, "seven") == []  # no partial placement: no GPU held
+    wait_for("the PodGroup to say so", lambda: _group_condition(cluster, namespace, "seven") == "False")
+    pods = cluster.job_pods(namespace, "seven").values()
+    assert all(pod["spec"]["schedulingGroup"] == {"podGroupName": "seven"} for pod in pods)
+
+    cluster.apply(namespace, json.dumps(pool.job("two", 2)))
+    wait_for("the smaller job to be placed", lambda: len(bound_pods(cluster, namespace, "two")) == 2, timeout=90)
+    assert bound_pods(cluster, namespace, "seven") == []
+
+    pool.add(gpus=3)  # 9 slots: 2 taken, 7 free
+    wait_for("all 7 bound", lambda: len(bound_pods(cluster, namespace, "seven")) == 7, timeout=120)
+
+    # A whole-job restart replaces every pod; the new ones join the same PodGroup and are placed as a gang.
+    before = {pod["metadata"]["uid"] for pod in cluster.job_pods(namespace, "seven").values()}
+    cluster.set_pod_status(namespace, "seven-worker-3", "Failed", exit_code=137)
+
+    def replaced_and_bound() -> bool:
+        pods = cluster.job_pods(namespace, "seven").values()
+        fresh = [pod for pod in pods if pod["metadata"]["uid"] not in before and pod["spec"].get("nodeName")]
+        return len(fresh) == 7
+
+    wait_for("7 new pods, all bound", replaced_and_bound, timeout=120)
+    assert _group_condition(cluster, namespace, "seven") == "True"
+
+
+def _zones(cluster: Cluster, namespace: str, job: str) -> list[str]:
+    """The zone of each of the job's bound pods."""
+    zones = []
+    for pod in cluster.job_pods(namespace, job).values():
+        if pod["spec"].get("nodeName"):
+            node = cluster.get("node", pod["spec"]["nodeName"], "default") or {}
+            zones.append(node.get("metadata", {}).get("labels", {}).get(ZONE, "none"))
+    return sorted(zones)
+
+
+def test_a_gang_with_a_topology_key_is_placed_in_one_domain_or_not_at_all(
+    cluster: Cluster, native_operator: OperatorProcess, namespace: str, pool: GpuPool
+) -> None:
+    """Zone a has 4 GPU slots on two nodes, zone b 3 on one: 7 in all, no zone with 5."""
+    pool.add(gpus=2, **{ZONE: "a"})
+    pool.add(gpus=2, **{ZONE: "a"})
+    pool.add(gpus=3, **{ZONE: "b"})
+    cluster.apply(namespace, json.dumps(pool.job("five", 5, topologyKey=ZONE)))
+    group = wait_for("the PodGroup", lambda: cluster.get("podgroups.scheduling.k8s.io", "five", namespace))
+    assert group["spec"]["schedulingConstraints"] == {"topology": [{"key": ZONE}]}  # served: the gate is on
+    wait_for("the scheduler to hold back all 5 pods", lambda: gang_waits(cluster, namespace, "five", 5), timeout=90)
+    assert bound_pods(cluster, namespace, "five") == []  # 7 free slots, but split over two zones
+    cluster.apply(namespace, json.dumps(pool.job("anywhere", 5)))  # the same gang without the key
+    wait_for("its 5 pods bound", lambda: len(bound_pods(cluster, namespace, "anywhere")) == 5, timeout=90)
+    assert set(_zones(cluster, namespace, "anywhere")) == {"a", "b"}
+    cluster.kubectl("delete", "dtj", "anywhere", "-n", namespace)
+    wait_for("its pods gone", lambda: not cluster.job_pods(namespace, "anywhere"), timeout=60)
+
+    cluster.apply(namespace, json.dumps(pool.job("four", 4, topologyKey=ZONE)))
+    wait_for("the 4 pods bound", lambda: len(bound_pods(cluster, namespace, "four")) == 4, timeout=90)
+    assert _zones(cluster, namespace, "four") == ["a"] * 4  # the one zone that holds them all
+    cluster.apply(namespace, json.dumps(pool.job("three", 3, topologyKey=ZONE)))
+    wait_for("the 3 pods bound", lambda: len(bound_pods(cluster, namespace, "three")) == 3, timeout=90)
+    assert _zones(cluster, namespace, "three") == ["b"] * 3
+    assert bound_pods(cluster, namespace, "five") == []
+
+
+def test_a_topology_key_the_operators_gang_scheduler_cannot_honour_fails_the_job_before_any_pod(
+    cluster: Cluster, operator: OperatorProcess, namespace: str
+) -> None:
+    """The suite's operator uses scheduler-plugins' PodGroups, which know no topology."""
+    manifest = load_one(ROOT / "examples" / "multi-worker-mirrored-gpu.yaml")
+    manifest["spec"]["runPolicy"]["schedulingPolicy"] = {"topologyKey": ZONE}
+    cluster.apply(namespace, json.dumps(manifest))
+    name = manifest["metadata"]["name"]
+    failed = job_where(cluster, namespace, name, "Failed", lambda job: holds(job, "Failed"))
+    reason = condition(failed, "Failed")
+    assert reason is not None and reason["reason"] == "InvalidSpec", reason
+    assert "topologyKey needs the operator's gang scheduler to be kubernetes" in reason["message"]
+    assert cluster.has_event(namespace, "InvalidSpec")
+    assert not cluster.job_pods(namespace, name)
+
+
+def test_the_gang_fields_are_explained_by_kubectl(cluster: Cluster) -> None:
+    explained = cluster.kubectl("explain", "dtj.spec.runPolicy.schedulingPolicy").stdout
+    for field in ("minAvailable", "priorityClass", "scheduleTimeoutSeconds", "queue", "topologyKey"):
+        assert field in explained, explained
+    assert (
+        "ScheduleTimeout"
+        in cluster.kubectl("explain", "dtj.spec.runPolicy.schedulingPolicy.scheduleTimeoutSeconds").stdout
+    )
+
+
+def test_a_gang_that_can_never_fit_fails_after_its_schedule_timeout_having_held_nothing(
+    cluster: Cluster, native_operator: OperatorProcess, namespace: str, pool: GpuPool
+) -> None:
+    pool.add(gpus=3)
+    cluster.apply(namespace, json.dumps(pool.job("huge", 4, scheduleTimeoutSeconds=15)))
+    wait_for("the scheduler to hold back all 4 pods", lambda: gang_waits(cluster, namespace, "huge", 4), timeout=10)
+    assert bound_pods(cluster, namespace, "huge") == []  # no GPU held while it waits
+    failed = job_where(cluster, namespace, "huge", "Failed", lambda job: holds(job, "Failed"))
+    reason = condition(failed, "Failed")
+    assert reason is not None and reason["reason"] == "ScheduleTimeout", reason
+    assert "4 of its pods found no place within scheduleTimeoutSeconds 15" in reason["message"]
+    assert cluster.has_event(namespace, "ScheduleTimeout")
+    wait_for("its pods to go", lambda: not cluster.job_pods(namespace, "huge"))
+
+
+@pytest.fixture
+def real_namespace(cluster: Cluster) -> Iterator[str]:
+    """A namespace whose pods run on the real node, the trainer image loaded into its containerd."""
+    missing = real_node.missing_requirement()
+    if missing is not None:
+        pytest.skip(missing)
+    devcluster.up(real_node=True)
+    devcluster.load_images([f"{name}:{images.VERSION}" for name in images.ensure_images(ROOT)])
+    name = f"gang-{uuid.uuid4().hex[:8]}"
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(devcluster.node_namespace(name, node_kinds.REAL)))
+    wait_for("the namespace's default ServiceAccount", lambda: cluster.get("serviceaccount", "default", name))
+    yield name
+    cluster.kubectl("delete", "namespace", name, "--wait=true", "--timeout=120s")
+
+
+def _cpu_job(name: str, workers: int, cpu: str) -> dict[str, Any]:
+    """Workers that sleep in the trainer image, each asking for `cpu`, as a gang."""
+    manifest: dict[str, Any] = load_one(ROOT / "examples" / "local-multi-worker-digits.yaml")
+    manifest["metadata"]["name"] = name
+    worker = manifest["spec"]["replicaSpecs"]["Worker"]
+    worker["replicas"] = workers
+    container = worker["template"]["spec"]["containers"][0]
+    container.update(command=["python3", "-c", "import time; time.sleep(600)"], args=[])
+    container["resources"] = {"requests": {"cpu": cpu, "memory": "64Mi"}}
+    manifest["spec"]["runPolicy"] = {"schedulingPolicy": {}}
+    manifest["spec"].pop("checkpoint", None)
+    return manifest
+
+
+def test_on_the_real_node_a_cpu_gang_larger_than_the_node_starts_no_container_while_one_that_fits_runs(
+    cluster: Cluster, real_namespace: str, native_operator: OperatorProcess
+) -> None:
+    node = cluster.get("node", real_node.NODE_NAME, "default")  # cluster-scoped: the namespace is unused
+    assert node is not None
+    cpu = str(node["status"]["allocatable"]["cpu"])
+    millicores = int(cpu.removesuffix("m")) if cpu.endswith("m") else int(cpu) * 1000
+    each = f"{millicores * 6 // 10}m"  # one fits, two never do
+    cluster.apply(real_namespace, json.dumps(_cpu_job("wide", 2, each)))
+    wait_for("the scheduler to hold back both pods", lambda: gang_waits(cluster, real_namespace, "wide", 2), timeout=90)
+    cluster.apply(real_namespace, json.dumps(_cpu_job("narrow", 2, "50m")))
+
+    def running() -> bool:
+        pods = cluster.job_pods(real_namespace, "narrow").values()
+        return len(pods) == 2 and all(pod["status"].get("phase") == "Running" for pod in pods)
+
+    wait_for("the gang that fits to run in containerd", running, timeout=120)
+    assert bound_pods(cluster, real_namespace, "wide") == []  # a gang larger than the node holds nothing

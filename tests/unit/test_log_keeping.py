@@ -1,0 +1,227 @@
+"""Logs that outlive pods, in pure code and on a fake API: when a pod's log is due, what is kept of it
+(its end, bounded, whatever its length), who owns it, when the pod is let go, and when a kept log
+outliving its job is deleted; then the client's numbering of attempts."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from disttrain import AttemptNotFoundError
+from disttrain.attempts import Attempt, KeptLog
+from disttrain.logs import ReplicaLogs
+
+from disttrain_operator.api.job import DistTrainJob
+from disttrain_operator.api.spec import ReplicaType
+from disttrain_operator.core import kept_logs, served
+from disttrain_operator.core.builders.log_keeping import LOG_FINALIZER, LOG_TTL
+from disttrain_operator.core.builders.objects import pod
+from disttrain_operator.core.builders.settings import BuildSettings
+from disttrain_operator.core.observed import pod_view
+from disttrain_operator.runtime.kube import LogUnreadableError, TransientApiError
+from disttrain_operator.runtime.log_keeper import KEEP_TRIES, LogKeeper
+
+NOW = datetime(2026, 11, 25, 12, 0, 0, 123456, tzinfo=UTC)
+JOB_UID = "job-uid-1"
+POD_UID = "0f3c9a1e-5b7d-4c2a-9e8f-123456789abc"
+
+
+def _job(logs: dict[str, Any] | None = None) -> DistTrainJob:
+    container = {"name": "tensorflow", "image": "trainer"}
+    return DistTrainJob.model_validate(
+        {
+            "apiVersion": "disttrain.io/v1alpha1",
+            "kind": "DistTrainJob",
+            "metadata": {"name": "mnist", "namespace": "team", "uid": JOB_UID},
+            "spec": {
+                "replicaSpecs": {"Worker": {"replicas": 2, "template": {"spec": {"containers": [container]}}}},
+                **({"logs": logs} if logs is not None else {}),
+            },
+        }
+    )
+
+
+def _pod(job: DistTrainJob, phase: str = "Running", **metadata: Any) -> dict[str, Any]:
+    manifest = pod(job, ReplicaType.WORKER, 1, BuildSettings())
+    manifest["metadata"].update({"uid": POD_UID, "creationTimestamp": "2026-11-25T11:00:00Z", **metadata})
+    terminated = {"exitCode": 137, "finishedAt": "2026-11-25T11:59:00Z"}
+    state = {"terminated": terminated} if phase in ("Succeeded", "Failed") else {"running": {}}
+    manifest["status"] = {"phase": phase, "containerStatuses": [{"name": "tensorflow", "state": state}]}
+    return manifest
+
+
+def test_a_pod_holds_its_log_until_its_container_ended_or_its_node_let_it_go() -> None:
+    job = _job()
+    assert _pod(job)["metadata"]["finalizers"] == [LOG_FINALIZER]
+    assert not kept_logs.log_due(_pod(job))
+    assert kept_logs.log_due(_pod(job, "Failed"))
+    assert not kept_logs.log_due(_pod(job, deletionTimestamp="2026-11-25T12:00:00Z", deletionGracePeriodSeconds=30))
+    assert kept_logs.log_due(_pod(job, deletionTimestamp="2026-11-25T12:00:00Z", deletionGracePeriodSeconds=0))
+    assert pod_view(_pod(job, "Succeeded")) is not None and pod_view(_pod(job, "Succeeded")).log_due  # type: ignore[union-attr]
+    unkept = _pod(_job({"keep": False}), "Failed")
+    assert "finalizers" not in unkept["metadata"] and not kept_logs.log_due(unkept)
+
+
+def test_the_end_of_a_log_of_any_length_is_kept_from_a_line_start() -> None:
+    lines = [f"line {n}\n".encode() for n in range(100_000)]
+    tail = kept_logs.log_tail(iter(lines), 1024)
+    assert tail.total == sum(map(len, lines)) and len(tail.data) <= 1024
+    assert tail.data.startswith(b"line ") and tail.data.endswith(b"line 99999\n")
+    assert tail.dropped == tail.total - len(tail.data)
+    short = kept_logs.log_tail(iter([b"a\n", b"b\n"]), 1024)
+    assert (short.data, short.dropped) == (b"a\nb\n", 0)
+    one_line = kept_logs.log_tail(iter([b"x" * 5000]), 1024)
+    assert one_line.data == b"x" * 1024  # no line break to cut at: the last bytes
+
+
+def test_the_kept_log_is_owned_by_the_job_or_by_nothing_with_a_ttl() -> None:
+    tail = kept_logs.LogTail(b"hello\n\xff\n", 9)
+    owned = kept_logs.kept_log(_pod(_job(), "Failed"), tail, NOW, job_present=True)
+    assert owned is not None
+    assert owned["metadata"]["name"] == "mnist-worker-1-log-0f3c9a1e"
+    assert owned["metadata"]["labels"][kept_logs.KEPT_LOG_LABEL] == "worker-1"
+    assert owned["metadata"]["ownerReferences"][0]["uid"] == JOB_UID
+    assert owned["metadata"]["annotations"][kept_logs.EXIT_CODE] == "137"
+    assert owned["metadata"]["annotations"][kept_logs.KEPT_AT] == "2026-11-25T12:00:00.123456Z"
+    assert owned["data"]["log"] == "hello\n\ufffd\n"
+    assert kept_logs.kept_log(_pod(_job(), "Failed"), tail, NOW, job_present=False) is None  # gone with its job
+    outliving = kept_logs.kept_log(
+        _pod(_job({"ttlSecondsAfterJobDeleted": 60}), "Failed"), tail, NOW, job_present=False
+    )
+    assert outliving is not None and "ownerReferences" not in outliving["metadata"]
+    assert outliving["metadata"]["labels"][kept_logs.OUTLIVES_JOB_LABEL] == "true"
+
+
+def test_the_release_drops_only_the_log_finalizer_and_only_from_the_pod_as_read() -> None:
+    found = _pod(_job(), "Failed")
+    found["metadata"]["finalizers"] = ["other/finalizer", LOG_FINALIZER]
+    assert kept_logs.release_patch(found) == [
+        {"op": "test", "path": "/metadata/uid", "value": POD_UID},
+        {"op": "test", "path": "/metadata/finalizers", "value": ["other/finalizer", LOG_FINALIZER]},
+        {"op": "replace", "path": "/metadata/finalizers", "value": ["other/finalizer"]},
+    ]
+
+
+def _kept(uid: str, gone_since: str | None = None, ttl: str = "60") -> dict[str, Any]:
+    annotations = {LOG_TTL: ttl, **({kept_logs.JOB_GONE_SINCE: gone_since} if gone_since else {})}
+    return {"metadata": {"name": uid, "labels": {kept_logs.JOB_UID_LABEL: uid}, "annotations": annotations}}
+
+
+def test_a_kept_log_goes_its_ttl_after_its_job_was_first_seen_gone() -> None:
+    fresh, marked, expired, back = (
+        _kept("a"),
+        _kept("b", "2026-11-25T11:59:30Z"),
+        _kept("c", "2026-11-25T11:58:59Z"),
+        _kept("d", "2026-11-25T11:00:00Z"),
+    )
+    found = kept_logs.sweep([fresh, marked, expired, back, _kept("e")], {"d", "e"}, NOW)
+    assert (found.mark, found.unmark, found.delete) == ([fresh], [back], [expired])
+
+
+class _LogApi:
+    def __init__(self, found: dict[str, Any] | None, log: list[bytes] | Exception, refusals: int = 0) -> None:
+        self.found = found
+        self.log = log
+        self.refusals = refusals  # creates that fail as a terminating namespace refuses them
+        self.log_reads = 0
+        self.created: list[dict[str, Any]] = []
+        self.patches: list[list[dict[str, Any]]] = []
+        self.released = threading.Event()
+
+    def read(self, path: str, params: dict[str, str]) -> dict[str, Any] | None:
+        return self.found
+
+    def pod_log_chunks(self, namespace: str, name: str, container: str) -> Iterator[bytes]:
+        self.log_reads += 1
+        if isinstance(self.log, Exception):
+            error, self.log = self.log, [b"read at last\n"]
+            raise error
+        return iter(self.log)
+
+    def create(self, manifest: dict[str, Any]) -> bool:
+        if self.refusals:
+            self.refusals -= 1
+            raise TransientApiError("403: unable to create new content in namespace team: it is being terminated")
+        self.created.append(manifest)
+        return True
+
+    def patch_pod(self, namespace: str, name: str, patch: list[dict[str, Any]]) -> bool:
+        self.patches.append(patch)
+        self.released.set()
+        return True
+
+
+def _keep(api: _LogApi, job_uids: set[str]) -> None:
+    keeper = LogKeeper(api, lambda key: job_uids, clock=lambda: NOW, threads=1, retry_seconds=0.01)
+    keeper.start()
+    keeper.offer(("team", "mnist"), "team", "mnist-worker-1", POD_UID)
+    assert api.released.wait(timeout=10)
+    keeper.stop()
+    keeper.join(timeout=10)
+
+
+@pytest.mark.parametrize(
+    ("log", "job_uids", "kept"),
+    [
+        ([b"first\n", b"last\n"], {JOB_UID}, "first\nlast\n"),
+        (TransientApiError("connection reset"), {JOB_UID}, "read at last\n"),  # read again a moment later
+        (LogUnreadableError("400: container never started"), {JOB_UID}, None),  # nothing to keep
+        ([b"orphan\n"], set(), None),  # the job is gone and its logs go with it
+    ],
+)
+def test_the_keeper_keeps_what_it_can_read_and_always_lets_the_pod_go(
+    log: list[bytes] | Exception, job_uids: set[str], kept: str | None
+) -> None:
+    api = _LogApi(_pod(_job(), "Failed"), log)
+    _keep(api, job_uids)
+    assert [item["data"]["log"] for item in api.created] == ([kept] if kept else [])
+    assert api.patches[0][-1]["value"] == []
+
+
+def test_a_pod_that_never_ran_is_let_go_unread_and_a_log_that_cannot_be_kept_is_given_up() -> None:
+    never_ran = _pod(_job(), "Pending", deletionTimestamp="2026-11-25T12:00:00Z", deletionGracePeriodSeconds=0)
+    never_ran["status"] = {"phase": "Pending"}
+    api = _LogApi(never_ran, [b"unread\n"])
+    _keep(api, {JOB_UID})
+    assert (api.log_reads, api.created, len(api.patches)) == (0, [], 1)
+    refused = _LogApi(_pod(_job(), "Failed"), [b"log\n"], refusals=1000)
+    _keep(refused, {JOB_UID})
+    assert (refused.log_reads, refused.created, len(refused.patches)) == (KEEP_TRIES, [], 1)
+
+
+def _attempt(number: int, exit_code: int) -> KeptLog:
+    return KeptLog(Attempt(number, f"uid-{number}", None, None, exit_code, kept=True), f"attempt {number}\nend\n")
+
+
+def test_attempts_are_numbered_kept_first_and_a_missing_one_names_those_there_are() -> None:
+    logs = ReplicaLogs("mnist", "worker-1", lambda: [_attempt(1, 137), _attempt(2, 0)])
+    assert list(logs.attempt_lines(1, follow=False, tail=None)) == ["attempt 1", "end"]
+    assert list(logs.attempt_lines(2, follow=True, tail=1)) == ["end"]
+    with pytest.raises(AttemptNotFoundError, match=r"no attempt 3; its attempts: 1 \(kept, exit code 137\), 2"):
+        logs.attempt_lines(3, follow=False, tail=None)
+    assert [attempt.number for attempt in logs.attempts] == [1, 2]
+
+
+def test_a_kept_log_says_how_much_of_its_start_was_dropped() -> None:
+    attempt = Attempt(1, "u", None, None, 0, kept=True, log_bytes=10_000, kept_bytes=1024)
+    assert attempt.dropped_bytes == 8976 and attempt.describe() == "1 (kept, exit code 0)"
+
+
+def test_a_served_tfjob_s_pods_keep_their_logs_and_say_whose_they_are() -> None:
+    container = {"name": "tensorflow", "image": "trainer"}
+    tfjob = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "TFJob",
+        "metadata": {"name": "mnist", "namespace": "team", "uid": "tf-uid"},
+        "spec": {"tfReplicaSpecs": {"Worker": {"replicas": 1, "template": {"spec": {"containers": [container]}}}}},
+    }
+    job = DistTrainJob.model_validate(served.job_manifest(tfjob))
+    manifest = pod(job, ReplicaType.WORKER, 0, BuildSettings())
+    manifest["metadata"]["uid"] = POD_UID
+    manifest["status"] = {"phase": "Failed", "containerStatuses": [{"name": "tensorflow", "state": {"terminated": {}}}]}
+    assert manifest["metadata"]["finalizers"] == [LOG_FINALIZER] and kept_logs.log_due(manifest)
+    kept = kept_logs.kept_log(manifest, kept_logs.LogTail(b"x\n", 2), NOW, job_present=True)
+    assert kept is not None and kept["metadata"]["labels"][kept_logs.JOB_KIND_LABEL] == "TFJob"
