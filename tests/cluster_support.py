@@ -477,6 +477,19 @@ def bound_pods(cluster: Cluster, namespace: str, job: str) -> list[str]:
     return sorted(name for name, pod in cluster.job_pods(namespace, job).items() if pod["spec"].get("nodeName"))
 
 
+def replaced_as_a_gang(cluster: Cluster, namespace: str, job: str, before: set[str], count: int) -> bool:
+    """The job has `count` pods, none of them one of `before` (uids), each in the job's gang and bound."""
+    pods = cluster.job_pods(namespace, job).values()
+    fresh = [
+        pod
+        for pod in pods
+        if pod["metadata"]["uid"] not in before
+        and pod["spec"].get("nodeName")
+        and pod["spec"].get("schedulingGroup") == {"podGroupName": job}
+    ]
+    return len(fresh) == count
+
+
 def gang_waits(cluster: Cluster, namespace: str, job: str, count: int) -> bool:
     """Each of the job's `count` pods was tried by the scheduler and is held back, unbound."""
     pods = cluster.job_pods(namespace, job)

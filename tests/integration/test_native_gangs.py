@@ -23,6 +23,7 @@ from cluster_support import (
     gang_waits,
     holds,
     job_where,
+    replaced_as_a_gang,
 )
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import images, node_kinds, real_node
@@ -64,12 +65,11 @@ def test_a_gang_binds_all_its_pods_together_or_none_and_never_blocks_a_smaller_j
     before = {pod["metadata"]["uid"] for pod in cluster.job_pods(namespace, "seven").values()}
     cluster.set_pod_status(namespace, "seven-worker-3", "Failed", exit_code=137)
 
-    def replaced_and_bound() -> bool:
-        pods = cluster.job_pods(namespace, "seven").values()
-        fresh = [pod for pod in pods if pod["metadata"]["uid"] not in before and pod["spec"].get("nodeName")]
-        return len(fresh) == 7
-
-    wait_for("7 new pods, all bound", replaced_and_bound, timeout=120)
+    wait_for(
+        "7 new pods, all bound as a gang",
+        lambda: replaced_as_a_gang(cluster, namespace, "seven", before, 7),
+        timeout=120,
+    )
     assert _group_condition(cluster, namespace, "seven") == "True"
 
 

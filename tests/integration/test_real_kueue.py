@@ -26,6 +26,7 @@ from cluster_support import (
     holds,
     job_where,
     operator_kubeconfig,
+    replaced_as_a_gang,
     running_pods,
 )
 from disttrain_dev import kueue
@@ -283,10 +284,9 @@ def test_a_job_kueue_admits_is_then_placed_by_kube_scheduler_as_a_gang(
     wait_for("its pods gone", lambda: not cluster.job_pods(namespace, "admitted"), timeout=60)
     cluster.kubectl("patch", WORKLOADS, workload, "-n", namespace, "--type=merge", "-p", '{"spec":{"active":true}}')
 
-    def resumed_as_a_gang() -> bool:
-        pods = cluster.job_pods(namespace, "admitted").values()
-        fresh = [pod for pod in pods if pod["metadata"]["uid"] not in before and pod["spec"].get("nodeName")]
-        return len(fresh) == 4 and all(pod["spec"]["schedulingGroup"] == {"podGroupName": "admitted"} for pod in fresh)
-
-    wait_for("4 resumed pods, all bound", resumed_as_a_gang, timeout=120)
+    wait_for(
+        "4 resumed pods, all bound as a gang",
+        lambda: replaced_as_a_gang(cluster, namespace, "admitted", before, 4),
+        timeout=120,
+    )
     _succeed(cluster, namespace, "admitted")

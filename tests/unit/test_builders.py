@@ -231,6 +231,17 @@ def test_pod_group_for_each_gang_scheduler() -> None:
     ]
 
 
+def test_a_gang_never_asks_for_more_pods_than_it_has() -> None:
+    """minAvailable above the gang's size would be a gang no scheduler could ever place."""
+    job = _job({"replicaSpecs": {"Worker": _replica(2)}, "runPolicy": {"schedulingPolicy": {"minAvailable": 5}}})
+    for scheduler in GangScheduler:
+        (group,) = [
+            item for item in desired_objects(job, BuildSettings(gang_scheduler=scheduler)) if item["kind"] == "PodGroup"
+        ]
+        asked = group["spec"].get("minMember") or group["spec"]["schedulingPolicy"]["gang"]["minCount"]
+        assert asked == 2, (scheduler, group["spec"])
+
+
 def test_kubernetes_gangs_are_a_workload_and_its_pod_group_which_every_pod_but_the_evaluator_joins() -> None:
     spec = {
         "strategy": "ParameterServer",

@@ -91,6 +91,8 @@ def _in_gang(job: DistTrainJob, scheduler: GangScheduler, replica_type: ReplicaT
 
 
 def _min_count(job: DistTrainJob, scheduler: GangScheduler) -> int:
+    """The pods the gang needs together: minAvailable, but never more than the gang has (a larger one could
+    never be met)."""
     policy = job.spec.run_policy.scheduling_policy
     members = sum(job.spec.replicas(kind) for kind in ReplicaType if _in_gang(job, scheduler, kind))
     return min(policy.min_available, members) if policy is not None and policy.min_available else members
@@ -138,7 +140,7 @@ def gang_objects(job: DistTrainJob, scheduler: GangScheduler) -> list[Manifest]:
                 "spec": {"podGroupTemplateRef": reference, **gang},
             },
         ]
-    spec: Manifest = {"minMember": policy.min_available or job.spec.total_replicas, "minResources": min_resources(job)}
+    spec: Manifest = {"minMember": _min_count(job, scheduler), "minResources": min_resources(job)}
     if policy.priority_class:
         spec["priorityClassName"] = policy.priority_class
     if scheduler is GangScheduler.VOLCANO and policy.queue:
