@@ -16,10 +16,11 @@ def format_micro_time(moment: datetime) -> str:
 
 
 def parse_time(value: object) -> datetime | None:
-    """A timestamp of either format; None for anything else."""
+    """A timestamp of either format, in UTC when it names no zone (so any two compare); None for anything else."""
     if not isinstance(value, str):
         return None
     try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

@@ -54,6 +54,11 @@ describe('a job in a few words, as disttrain jobs get says it', () => {
       spec: { tfReplicaSpecs: { Worker: { replicas: 1 } } },
     };
     expect(replicaPods(tfjob)).toEqual([{ pod: 'tf-worker-0', replica: 'worker-0' }]);
+    const master = { ...tfjob, spec: { tfReplicaSpecs: { Master: {}, worker: { replicas: 1 } } } };
+    expect(replicaPods(master)).toEqual([
+      { pod: 'tf-chief-0', replica: 'chief-0' },
+      { pod: 'tf-worker-0', replica: 'worker-0' },
+    ]);
     expect(tensorboardCommand(tfjob)).toBe('disttrain jobs tensorboard tf -n team --kind TFJob');
   });
 });

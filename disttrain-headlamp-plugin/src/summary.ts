@@ -83,13 +83,20 @@ export interface ReplicaPod {
   replica: string;
 }
 
+/** The task type a replica key names, as disttrain names its pods: a TFJob's keys in any case, and
+ * Master, TFJob's older name for Chief, as chief. */
+function taskType(kind: string): string {
+  const type = kind.toLowerCase();
+  return type === 'master' ? 'chief' : type;
+}
+
 /** Each replica's pod (`{job}-{type}-{index}`, whose page in Headlamp shows its log) and the command
  * that reads its log after the pod is gone (disttrain keeps every attempt's). */
 export function replicaPods(job: JobData): ReplicaPod[] {
   const specs = job.spec.replicaSpecs ?? job.spec.tfReplicaSpecs ?? {};
   return Object.entries(specs).flatMap(([kind, spec]) =>
     Array.from({ length: spec.replicas ?? 1 }, (_, index) => {
-      const replica = `${kind.toLowerCase()}-${index}`;
+      const replica = `${taskType(kind)}-${index}`;
       return { pod: `${job.metadata.name}-${replica}`, replica };
     })
   );

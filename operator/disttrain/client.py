@@ -33,14 +33,16 @@ from disttrain.errors import (
 )
 from disttrain.forward import PortForward
 from disttrain.logs import ReplicaLog, ReplicaLogs, replica_task
-from disttrain.resources import RESOURCES, JobKind, Resource, resource_of, typed_job
+from disttrain.resources import RESOURCES, JobKind, Resource, readable_jobs, resource_of, typed_job
 from disttrain.volume_logs import volume_logs_of
 from disttrain_contract.timestamps import parse_time
 from disttrain_operator.api import yaml_io
 from disttrain_operator.api.job import DistTrainJob
+from disttrain_operator.api.spec import ReplicaType
 from disttrain_operator.api.status import ConditionStatus, ConditionType
+from disttrain_operator.core.builders import naming
 from disttrain_operator.core.builders.naming import JOB_NAME_LABEL
-from disttrain_operator.core.builders.tensorboard import TENSORBOARD_OF_LABEL, TENSORBOARD_PORT
+from disttrain_operator.core.builders.tensorboard import TENSORBOARD_OF_LABEL, TENSORBOARD_PORT, tensorboard_name
 from disttrain_operator.core.observed import pod_ready
 
 _IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -140,7 +142,7 @@ class Client:
     ) -> Jobs:
         """The jobs of a namespace (or of every namespace), optionally those matching a label selector."""
         found = self.list_objects(namespace=namespace, all_namespaces=all_namespaces, labels=labels, kind=kind)
-        return [typed_job(item) for item in found]
+        return list(readable_jobs(found))
 
     def list_objects(
         self,
@@ -188,10 +190,9 @@ class Client:
             listing = call(lambda: lister(label_selector=selector, field_selector=fields), what=_where(resource, scope))
             items = {_key(item): item for item in listing.get("items") or []}
             for key in known.keys() - items.keys():
-                yield WatchEvent("DELETED", typed_job(known[key]), known[key])
+                yield from _events("DELETED", [known[key]])
             known = items
-            for item in items.values():
-                yield WatchEvent("ADDED", typed_job(item), item)
+            yield from _events("ADDED", items.values())
             version = listing["metadata"]["resourceVersion"]
             for event_type, body in self._watch_from(
                 resource, scope, version, fields=fields, selector=selector, deadline=deadline
@@ -200,7 +201,7 @@ class Client:
                     known.pop(_key(body), None)
                 else:
                     known[_key(body)] = body
-                yield WatchEvent(event_type, typed_job(body), body)
+                yield from _events(event_type, [body])
             if deadline is not None and time.monotonic() >= deadline:
                 return
 
@@ -480,6 +481,13 @@ def _where(resource: Resource, scope: str | None) -> str:
     return f"{resource.plural} in {scope}" if scope is not None else f"{resource.plural} in every namespace"
 
 
+def _events(event_type: str, bodies: Iterable[Mapping[str, Any]]) -> Iterator[WatchEvent]:
+    """The events of the jobs the models can read (`readable_jobs` leaves the others out, saying so)."""
+    for body in bodies:
+        for job in readable_jobs([body]):
+            yield WatchEvent(event_type, job, body)
+
+
 def _key(body: Mapping[str, Any]) -> str:
     metadata = body.get("metadata") or {}
     return f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
@@ -514,13 +522,28 @@ def _finished(job: DistTrainJob) -> bool:
 
 
 def _about_job(involved: Mapping[str, Any], kind: str, name: str) -> bool:
-    """The job itself, or what it owns: its pods (`{job}-{type}-{index}`), its Service and its volume claim."""
-    target = str(involved.get("name", ""))
-    if involved.get("kind") == kind:
+    """The job itself, or what it owns by name: its pods (`{job}-{type}-{index}`), its Service, its volume
+    claim and its TensorBoard; never a namesake's (`train-v2-worker-0` is not `train`'s)."""
+    target, involved_kind = str(involved.get("name", "")), involved.get("kind")
+    if involved_kind == kind:
         return target == name
-    return involved.get("kind") in ("Pod", "Service", "PersistentVolumeClaim") and (
-        target == name or target.startswith(f"{name}-")
-    )
+    owned = {
+        "Service": {naming.service_name(name), tensorboard_name(name)},
+        "PersistentVolumeClaim": {naming.checkpoint_claim_name(name)},
+        "Deployment": {tensorboard_name(name)},
+    }
+    if involved_kind == "Pod":
+        task = target.removeprefix(f"{name}-").rpartition("-")
+        return target.startswith(f"{name}-") and task[0] in _TASK_TYPES and task[2].isascii() and task[2].isdigit()
+    return target in owned.get(str(involved_kind), set())
+
+
+_TASK_TYPES = frozenset(replica_type.task_type for replica_type in ReplicaType)
+
+
+def _count(value: Any) -> int:
+    """An Event's count as anyone who may post Events wrote it: a number, else 1."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
 
 
 def _job_event(item: Mapping[str, Any]) -> JobEvent:
@@ -532,5 +555,5 @@ def _job_event(item: Mapping[str, Any]) -> JobEvent:
         reason=str(item.get("reason", "")),
         message=str(item.get("message", "")),
         object=f"{involved.get('kind', '')}/{involved.get('name', '')}",
-        count=int(item.get("count") or 1),
+        count=_count(item.get("count")),
     )

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -14,6 +15,8 @@ from disttrain_operator.api import tfjob
 from disttrain_operator.api.job import DistTrainJob
 from disttrain_operator.core.served import Wire
 from disttrain_operator.core.tfjob_conversion import UnconvertibleError
+
+logger = logging.getLogger(__name__)
 
 JobKind = Literal["DistTrainJob", "TFJob"]
 
@@ -50,3 +53,13 @@ def typed_job(body: Mapping[str, Any]) -> DistTrainJob:
     except (UnconvertibleError, pydantic.ValidationError) as error:
         name = body.get("metadata", {}).get("name", "?")
         raise InvalidJobError(f"{body.get('kind', 'job')} {name}: {error}") from error
+
+
+def readable_jobs(bodies: Iterable[Mapping[str, Any]]) -> Iterator[DistTrainJob]:
+    """The typed jobs of a listing; one the models cannot read (a TFJob that cannot be converted, which the
+    operator fails, saying why) is left out with a warning, and the rest are listed."""
+    for body in bodies:
+        try:
+            yield typed_job(body)
+        except InvalidJobError as error:
+            logger.warning("left out of the listing: %s", error)

@@ -10,8 +10,9 @@ import pytest
 
 from disttrain_operator.api.job import DistTrainJob
 from disttrain_operator.api.spec import ReplicaType
+from disttrain_operator.api.validation import InvalidManifestError
 from disttrain_operator.cli.render import parse_job, render
-from disttrain_operator.core.builders.gang import GangScheduler
+from disttrain_operator.core.builders.gang import GangScheduler, min_resources
 from disttrain_operator.core.builders.naming import tensorflow_container
 from disttrain_operator.core.builders.objects import desired_objects, pod
 from disttrain_operator.core.builders.settings import BuildSettings
@@ -277,3 +278,29 @@ def test_kubernetes_gangs_are_a_workload_and_its_pod_group_which_every_pod_but_t
     constraints = {"topology": [{"key": "example.com/rack"}]}
     assert in_one_rack[0]["spec"]["podGroupTemplates"][0]["schedulingConstraints"] == constraints
     assert in_one_rack[1]["spec"]["schedulingConstraints"] == constraints
+
+
+def _job_with_worker_resources(resources: dict[str, Any]) -> DistTrainJob:
+    return _job({"replicaSpecs": {"Worker": _replica(2, resources=resources)}})
+
+
+@pytest.mark.parametrize(
+    ("quantities", "total"),
+    [
+        ({"memory": "1Pi"}, {"memory": str(2 * 2**50)}),
+        ({"memory": "2E"}, {"memory": str(4 * 10**18)}),
+        ({"cpu": "100n"}, {"cpu": "1m"}),  # finer than a thousandth: rounded up, as Kubernetes rounds CPU
+        ({"cpu": "500u"}, {"cpu": "1m"}),
+        ({"cpu": "1e3", "memory": "1.5Gi"}, {"cpu": "2000", "memory": str(3 * 2**30)}),
+        ({"cpu": ".5", "nvidia.com/gpu": 1}, {"cpu": "1", "nvidia.com/gpu": "2"}),
+    ],
+)
+def test_a_gang_sums_every_quantity_kubernetes_accepts(quantities: dict[str, Any], total: dict[str, str]) -> None:
+    job = _job_with_worker_resources({"limits": quantities})
+    assert min_resources(job) == total
+
+
+@pytest.mark.parametrize("quantity", ["lots", "1Qi", "1e99999", "--1", "", "1 Gi"])
+def test_a_quantity_kubernetes_refuses_fails_the_job_by_name(quantity: str) -> None:
+    with pytest.raises(InvalidManifestError, match=r"containers\[0\]\.resources\.limits\.memory"):
+        _job_with_worker_resources({"limits": {"memory": quantity}})

@@ -5,7 +5,7 @@ outliving its job is deleted; then the client's numbering of attempts."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,15 +14,18 @@ from disttrain import AttemptNotFoundError
 from disttrain.attempts import Attempt, KeptLog
 from disttrain.logs import ReplicaLogs
 
+from disttrain_contract.volume_logs import DEFAULT_LOG_BYTES
 from disttrain_operator.api.job import DistTrainJob
 from disttrain_operator.api.spec import ReplicaType
+from disttrain_operator.api.tenant_input import JOB_GONE_SINCE, LOG_MAX_BYTES, LOG_TTL
 from disttrain_operator.core import kept_logs, served
-from disttrain_operator.core.builders.log_keeping import LOG_FINALIZER, LOG_TTL
+from disttrain_operator.core.builders.log_keeping import LOG_FINALIZER
 from disttrain_operator.core.builders.objects import pod
 from disttrain_operator.core.builders.settings import BuildSettings
 from disttrain_operator.core.observed import pod_view
 from disttrain_operator.runtime.kube import LogUnreadableError, TransientApiError
-from disttrain_operator.runtime.log_keeper import KEEP_TRIES, LogKeeper
+from disttrain_operator.runtime.log_keeper import KEEP_TRIES, KeptLogSweeper, LogKeeper
+from disttrain_operator.runtime.watch import Scope
 
 NOW = datetime(2026, 11, 25, 12, 0, 0, 123456, tzinfo=UTC)
 JOB_UID = "job-uid-1"
@@ -106,7 +109,7 @@ def test_the_release_drops_only_the_log_finalizer_and_only_from_the_pod_as_read(
 
 
 def _kept(uid: str, gone_since: str | None = None, ttl: str = "60") -> dict[str, Any]:
-    annotations = {LOG_TTL: ttl, **({kept_logs.JOB_GONE_SINCE: gone_since} if gone_since else {})}
+    annotations = {LOG_TTL: ttl, **({JOB_GONE_SINCE: gone_since} if gone_since else {})}
     return {"metadata": {"name": uid, "labels": {kept_logs.JOB_UID_LABEL: uid}, "annotations": annotations}}
 
 
@@ -225,3 +228,89 @@ def test_a_served_tfjob_s_pods_keep_their_logs_and_say_whose_they_are() -> None:
     assert manifest["metadata"]["finalizers"] == [LOG_FINALIZER] and kept_logs.log_due(manifest)
     kept = kept_logs.kept_log(manifest, kept_logs.LogTail(b"x\n", 2), NOW, job_present=True)
     assert kept is not None and kept["metadata"]["labels"][kept_logs.JOB_KIND_LABEL] == "TFJob"
+
+
+@pytest.mark.parametrize("forged", ["-1", "0", "1023", "999999999999", "1e3", "lots", ""])
+def test_a_forged_byte_bound_on_a_pod_keeps_its_log_within_the_spec_s_bounds(forged: str) -> None:
+    pod_body = _pod(_job(), "Failed")
+    pod_body["metadata"]["annotations"][LOG_MAX_BYTES] = forged
+    api = _LogApi(pod_body, [b"x" * 100 + b"\n"] * 10_000)
+    _keep(api, {JOB_UID})  # an endless loop here once held a keeper thread for ever
+    assert len(api.created[0]["data"]["log"].encode()) <= DEFAULT_LOG_BYTES
+    assert api.patches[0][-1]["value"] == []
+
+
+def test_a_template_cannot_give_its_pods_a_log_ttl_the_spec_did_not() -> None:
+    job = _job()
+    template = job.spec.replica_specs[ReplicaType.WORKER].template
+    template["metadata"] = {"annotations": {LOG_TTL: "2147483647000", LOG_MAX_BYTES: "-1", "team": "a"}}
+    annotations = pod(job, ReplicaType.WORKER, 0, BuildSettings())["metadata"]["annotations"]
+    assert annotations == {LOG_MAX_BYTES: str(DEFAULT_LOG_BYTES), "team": "a"}
+
+
+def test_forged_kept_logs_are_swept_by_their_own_bounded_notes() -> None:
+    huge_ttl = _kept("a", "2026-11-25T11:00:00Z", ttl="99999999999999999999999")  # out of bounds: no TTL
+    far_future = _kept("b", "9999-12-31T23:59:59Z", ttl="2147483647")  # gone since now, at the latest
+    zoneless = _kept("c", "2026-11-25T11:00:00", ttl="60")  # read as UTC
+    garbage = _kept("d", "yesterday", ttl="-5")
+    found = kept_logs.sweep([huge_ttl, far_future, zoneless, garbage], set(), NOW)
+    assert (found.mark, found.unmark, found.delete) == ([garbage], [], [huge_ttl, zoneless])
+
+
+class _SweepApi:
+    def __init__(self, pages: list[list[dict[str, Any]] | Exception]) -> None:
+        self.pages = pages
+        self.deleted: list[str] = []
+        self.swept = threading.Event()
+
+    def list_metadata(self, path: str, query: dict[str, str]) -> list[dict[str, Any]]:
+        page = self.pages.pop(0) if len(self.pages) > 1 else self.pages[0]
+        if isinstance(page, Exception):
+            raise page
+        return page
+
+    def merge_patch(self, manifest: Mapping[str, Any], patch: dict[str, Any]) -> bool:
+        raise TransientApiError("500: etcd is away")
+
+    def delete_object(self, manifest: Mapping[str, Any]) -> bool:
+        self.deleted.append(manifest["metadata"]["name"])
+        self.swept.set()
+        return True
+
+
+def test_the_sweeper_outlives_a_failing_sweep_and_a_failing_item() -> None:
+    expired = _kept("gone", "2026-11-25T11:00:00Z")
+    expired["metadata"]["namespace"] = "team"
+    marked = _kept("new")
+    marked["metadata"]["namespace"] = "team"
+    api = _SweepApi([OverflowError("a bug on one sweep"), [marked, expired]])
+    ready = threading.Event()
+    ready.set()
+    sweeper = KeptLogSweeper(api, set, lambda: NOW, [Scope(None)], ready=ready, interval=0.01)
+    sweeper.start()
+    try:
+        assert api.swept.wait(timeout=10)  # swept after the failed sweep, past the mark that failed
+    finally:
+        sweeper.stop()
+        sweeper.join(timeout=10)
+    assert api.deleted[0] == "gone"
+
+
+class _BuggyLogApi(_LogApi):
+    """Reading the pod fails on a bug, for the first `bugs` reads."""
+
+    def __init__(self, found: dict[str, Any], bugs: int) -> None:
+        super().__init__(found, [b"log\n"])
+        self.bugs = bugs
+
+    def read(self, path: str, params: dict[str, str]) -> dict[str, Any] | None:
+        if self.bugs:
+            self.bugs -= 1
+            raise KeyError("metadata")
+        return super().read(path, params)
+
+
+def test_a_bug_on_one_pod_is_retried_and_never_ends_the_keeper() -> None:
+    api = _BuggyLogApi(_pod(_job(), "Failed"), bugs=2)
+    _keep(api, {JOB_UID})
+    assert [item["data"]["log"] for item in api.created] == ["log\n"]

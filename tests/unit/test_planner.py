@@ -178,6 +178,18 @@ def test_pods_stuck_terminating_are_removed_by_force_after_a_bounded_wait() -> N
     assert result.wake_at == NOW + timedelta(seconds=20)
 
 
+def test_a_pod_held_only_by_a_finalizer_is_not_stuck() -> None:
+    """Its containers ended, or its node let it go: the log keeper (or another finalizer) holds it, and
+    force would only post a false PodStuckTerminating."""
+    job = _job({"Worker": 2})
+    long_ago = NOW - timedelta(minutes=10)
+    ended = _pod(ReplicaType.WORKER, 0, PodPhase.FAILED, deleting=True, deletion_time=long_ago)
+    released = _pod(ReplicaType.WORKER, 1, deleting=True, deletion_time=long_ago, log_due=True)
+    assert _plan(job, [ended, released]).force_delete == []
+    stuck = _pod(ReplicaType.WORKER, 1, deleting=True, deletion_time=long_ago)
+    assert _plan(job, [ended, stuck]).force_delete == ["job-worker-1"]
+
+
 def test_a_pod_deleted_by_someone_else_is_a_retryable_loss_and_ours_are_not() -> None:
     job = _job({"Worker": 2})
     deleted = _pod(ReplicaType.WORKER, 1, deleting=True)

@@ -49,8 +49,14 @@ def test_a_trainer_record_is_parsed_and_its_extra_fields_ignored() -> None:
 
 def test_anything_else_is_no_report() -> None:
     texts = (None, "", "Error: out of memory", "[1, 2]", '{"epoch": 1}', '{"step": -1}', '{"step": "x"}')
-    for text in (*texts, '{"step": 1, "loss": NaN}', '{"step": 1, "examplesPerSecond": Infinity}'):
-        assert parse_progress(text) is None, text  # NaN is not JSON: the API server would refuse the status
+    for text in texts:
+        assert parse_progress(text) is None, text
+
+
+def test_a_diverged_loss_is_no_value_and_the_step_still_counts() -> None:
+    """NaN and Infinity are no JSON: the API server would refuse them in the status."""
+    for text in ('{"step": 1, "loss": NaN}', '{"step": 1, "examplesPerSecond": Infinity, "loss": -Infinity}'):
+        assert parse_progress(text) == Progress(step=1), text
 
 
 def test_a_time_without_zone_is_read_as_utc() -> None:

@@ -14,6 +14,7 @@ import yaml
 from disttrain import Client, DistTrainJob, InvalidJobError, JobFailedError, ReplicaNotFoundError
 from disttrain.client import _about_job, _manifest, _settled
 from disttrain.logs import LONGEST_LINE, _split, replica_task
+from disttrain.resources import readable_jobs, typed_job
 
 from disttrain_operator.api.spec import ReplicaType
 from support import ROOT
@@ -96,6 +97,10 @@ def test_the_jobs_events_are_its_own_and_its_childrens() -> None:
     assert not _about_job({"kind": "DistTrainJob", "name": "mnist-2"}, "DistTrainJob", "mnist")
     assert not _about_job({"kind": "TFJob", "name": "mnist"}, "DistTrainJob", "mnist")
     assert not _about_job({"kind": "Pod", "name": "mnistx-worker-0"}, "DistTrainJob", "mnist")
+    assert _about_job({"kind": "Deployment", "name": "mnist-tensorboard"}, "DistTrainJob", "mnist")
+    for namesake in ("mnist-v2-worker-0", "mnist-v2", "mnist-v2-checkpoint", "mnist-worker-x", "mnist-worker-\u0661"):
+        for kind in ("Pod", "Service", "PersistentVolumeClaim"):
+            assert not _about_job({"kind": kind, "name": namesake}, "DistTrainJob", "mnist"), (kind, namesake)
 
 
 def test_a_manifest_comes_from_a_file_a_dict_or_a_model(tmp_path: Path) -> None:
@@ -165,3 +170,21 @@ def test_the_client_installs_and_runs_without_kopf_or_tensorflow(tmp_path: Path)
 
 
 _OPERATOR_WITHOUT_KOPF = "from disttrain_operator.cli.main import main; sys.exit(main(['operator']))"
+
+
+def _tfjob(name: str, **run_policy: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "TFJob",
+        "metadata": {"name": name, "namespace": "team"},
+        "spec": {"runPolicy": run_policy, "tfReplicaSpecs": {"Worker": {"replicas": 1, "template": TEMPLATE}}},
+    }
+
+
+def test_a_tfjob_that_cannot_be_converted_hides_only_itself(caplog: pytest.LogCaptureFixture) -> None:
+    bodies = [_tfjob("first"), _tfjob("dynamic"), _tfjob("last")]
+    bodies[1]["spec"]["enableDynamicWorker"] = True
+    with pytest.raises(InvalidJobError):
+        typed_job(bodies[1])
+    assert [job.metadata.name for job in readable_jobs(bodies)] == ["first", "last"]
+    assert "TFJob dynamic" in caplog.text

@@ -3,18 +3,25 @@ show it, and changes nobody waits on (counts, a new job's Created) are batched i
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from fakes import RecordingApi
 from prometheus_client import REGISTRY
 
 from disttrain_operator.api.spec import ReplicaType
+from disttrain_operator.api.status import DistTrainJobStatus
+from disttrain_operator.core.builders.naming import replica_labels
 from disttrain_operator.core.builders.settings import BuildSettings
-from disttrain_operator.core.observed import PodPhase, PodView
+from disttrain_operator.core.observed import PodPhase, PodView, pod_view
 from disttrain_operator.core.types import ObjectRef
 from disttrain_operator.runtime.expectations import EXPECTATION
+from disttrain_operator.runtime.job_memory import JobMemory
+from disttrain_operator.runtime.kube import InvalidWriteError
 from disttrain_operator.runtime.reconciler import Reconciler
-from disttrain_operator.runtime.status_writer import STATUS_BATCH
+from disttrain_operator.runtime.status_writer import STATUS_BATCH, StatusWriter
 from support import EXAMPLES, load_one
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -159,3 +166,62 @@ def test_the_phase_gauges_follow_a_job_from_its_phase_to_its_deletion() -> None:
     setup.reconciler.forget("u1")
     assert value("disttrain_jobs", {"namespace": "gauges", "phase": "Running"}) == 0
     assert value("disttrain_jobs_active", {"namespace": "gauges"}) == 0
+
+
+class _StrictApi(RecordingApi):
+    """Refuses a status as the API server does what is no JSON (NaN) or, once, anything (a webhook)."""
+
+    def __init__(self, refuse_once: bool = False) -> None:
+        super().__init__()
+        self.refuse_once = refuse_once
+
+    def patch_job_status(self, job: Mapping[str, Any], status: dict[str, Any]) -> None:
+        try:
+            json.dumps(status, allow_nan=False)
+        except ValueError as error:
+            raise InvalidWriteError(f"400: {error}") from error
+        if self.refuse_once:
+            self.refuse_once = False
+            raise InvalidWriteError("422: status.progress: Invalid value")
+        super().patch_job_status(job, status)
+
+
+def _evaluator(message: str) -> PodView | None:
+    terminated = {"exitCode": 0, "message": message, "finishedAt": "2026-01-01T00:00:00Z"}
+    return pod_view(
+        {
+            "metadata": {"name": "x-evaluator-0", "uid": "e", "labels": replica_labels("x", ReplicaType.EVALUATOR, 0)},
+            "status": {
+                "phase": "Succeeded",
+                "containerStatuses": [{"name": "tensorflow", "state": {"terminated": terminated}}],
+            },
+        }
+    )
+
+
+def test_a_diverged_score_is_left_out_and_the_rest_reaches_the_status() -> None:
+    view = _evaluator('{"evaluation": {"step": 9, "metrics": {"loss": NaN, "auc": -Infinity, "accuracy": 0.5}}}')
+    assert view is not None and view.evaluation is not None
+    api = _StrictApi()
+    status = DistTrainJobStatus(evaluation=view.evaluation)
+    StatusWriter(api, lambda *_, **__: None, lambda: START).write(
+        {"metadata": {"namespace": "a", "name": "x"}}, JobMemory(), status
+    )
+    assert api.statuses[-1]["evaluation"] == {"step": 9, "metrics": {"accuracy": 0.5}, "final": False}
+
+
+def test_a_status_the_api_server_refuses_fails_the_job_once_and_is_not_retried() -> None:
+    setup, events = _Setup(), []
+    setup.kube = api = _StrictApi(refuse_once=True)
+    setup.reconciler = Reconciler(api, BuildSettings(), lambda *_, **event: events.append(event), clock=lambda: START)
+    setup.reconcile([], [])
+    (written,) = api.statuses
+    assert written["phase"] == "Failed"
+    assert [(c["type"], c["reason"]) for c in written["conditions"]] == [("Failed", "StatusRefused")]
+    assert [event["reason"] for event in events if event["type"] == "Warning"] == ["StatusRefused"]
+    for _ in range(3):  # the job as it is now: it stays failed, and once its counts are written, nothing more
+        setup.reconcile(*setup.observed(api.created))
+    assert len(api.statuses) <= 2
+    assert {(status["phase"], status["conditions"][0]["reason"]) for status in api.statuses} == {
+        ("Failed", "StatusRefused")
+    }

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes import RecordingApi
 
 from disttrain_operator.api import yaml_io
 from disttrain_operator.api.job import DistTrainJob
@@ -20,6 +21,8 @@ from disttrain_operator.core.builders.settings import BuildSettings
 from disttrain_operator.core.tensorboard import TensorBoardView, tensorboard_view, with_tensorboard
 from disttrain_operator.core.types import Verdict
 from disttrain_operator.runtime.job_memory import JobMemory
+from disttrain_operator.runtime.kube import ChildRejectedError
+from disttrain_operator.runtime.reconciler import Reconciler
 from disttrain_operator.runtime.status_writer import StatusWriter
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
@@ -60,6 +63,10 @@ def test_the_job_owns_a_restricted_tensorboard_reading_its_volume_and_its_traine
     selector = deployment["spec"]["selector"]["matchLabels"]
     assert built["Service", "mnist-tensorboard"]["spec"]["selector"] == selector
     assert "disttrain.io/job-name" not in selector  # the job's headless Service must not select it
+    assert pod["automountServiceAccountToken"] is False  # TensorBoard needs no API access
+    policy = built["NetworkPolicy", "mnist-tensorboard"]["spec"]
+    assert policy["podSelector"]["matchLabels"] == selector
+    assert policy["ingress"] == [{"from": [{"podSelector": {}}], "ports": [{"port": "http", "protocol": "TCP"}]}]
     worker = built["Pod", "mnist-worker-0"]["spec"]["containers"][0]
     assert {"name": "DISTTRAIN_TENSORBOARD_DIR", "value": "/checkpoints/tensorboard/mnist"} in worker["env"]
     custom = _job({"image": "tensorboard:2", "resources": {"limits": {"memory": "2Gi"}}})
@@ -145,7 +152,50 @@ def test_render_shows_the_tensorboard_it_would_make(capsys: pytest.CaptureFixtur
     manifest.write_text(json.dumps(_manifest({})))
     assert main(["render", str(manifest)]) == 0
     documents = yaml_io.load_all(capsys.readouterr().out)
-    assert [(d["kind"], d["metadata"]["name"]) for d in documents][-2:] == [
+    assert [(d["kind"], d["metadata"]["name"]) for d in documents][-3:] == [
         ("Deployment", "mnist-tensorboard"),
         ("Service", "mnist-tensorboard"),
+        ("NetworkPolicy", "mnist-tensorboard"),
     ]
+
+
+@pytest.mark.parametrize("length", [40, 51, 52, 54])  # 54: the longest name whose worker pods fit
+def test_every_name_a_job_s_tensorboard_takes_fits_a_service_name(length: int) -> None:
+    manifest = _manifest({})
+    manifest["metadata"]["name"] = "a" * (length - 1) + "b"
+    twin = {**manifest, "metadata": {**manifest["metadata"], "name": "a" * (length - 1) + "c"}}
+    names = {}
+    for each in (manifest, twin):
+        job = DistTrainJob.model_validate(validated(each))
+        built = [item for item in desired_objects(job, BuildSettings()) if item["kind"] in ("Deployment", "Service")]
+        board = {item["metadata"]["name"] for item in built if item["kind"] == "Deployment"}
+        (names[job.metadata.name],) = board
+        assert all(len(item["metadata"]["name"]) <= 63 for item in built)
+        found = with_tensorboard(job, job.status, None, NOW)
+        assert found.tensorboard is not None and found.tensorboard.service == names[job.metadata.name]
+    assert len(set(names.values())) == 2  # jobs whose names differ only past the cut get different ones
+
+
+class _RefusingApi(RecordingApi):
+    """Refuses the TensorBoard's Deployment, as a quota, a webhook or a bad quantity does."""
+
+    def create(self, manifest: dict[str, Any]) -> bool:
+        if manifest["kind"] == "Deployment":
+            raise ChildRejectedError('422: Deployment "mnist-tensorboard" is invalid: memory: quantities must match')
+        return super().create(manifest)
+
+
+def test_a_tensorboard_the_cluster_refuses_never_fails_the_training() -> None:
+    api, events = _RefusingApi(), []
+    reconciler = Reconciler(api, BuildSettings(), lambda *_, **event: events.append(event), clock=lambda: NOW)
+    body = {**_manifest({"resources": {"limits": {"memory": "lots"}}}), "status": {}}
+    reconciler.reconcile(body, [], [])
+    assert {"Pod/mnist-worker-0", "Pod/mnist-worker-1", "Service/mnist-tensorboard"} <= set(api.created)
+    status = api.statuses[-1]
+    conditions = {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
+    assert status["phase"] == "Pending" and "Failed" not in conditions
+    assert conditions["TensorBoardReady"] == ("False", "FailedCreate")
+    assert [e["reason"] for e in events if e["type"] == "Warning"] == ["FailedCreate"]
+    created = len(api.created)
+    reconciler.reconcile({**body, "status": status}, [], [])  # refused once for this spec: not asked again
+    assert len(api.created) == created

@@ -7,12 +7,13 @@ from enum import StrEnum
 from functools import cache
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
 from pydantic.alias_generators import to_camel
 
 from disttrain_contract.evaluation import DEFAULT_FINAL_EVALUATION_SECONDS
 from disttrain_contract.progress import DEFAULT_PROGRESS_PORT
 from disttrain_contract.volume_logs import DEFAULT_LOG_BYTES
+from disttrain_operator.api.quantity import resource_problems
 from disttrain_operator.api.rules import Rule, schema_rules
 from disttrain_operator.api.vendor_schema import SCHEMA_FILE
 
@@ -97,7 +98,22 @@ def pod_template_schema() -> dict[str, Any]:
     return schema
 
 
-PodTemplateSpec = Annotated[dict[str, Any], WithJsonSchema(pod_template_schema())]
+def _quantities_checked(template: dict[str, Any]) -> dict[str, Any]:
+    """A template whose resource quantities the API server would refuse in a pod is refused here, by name."""
+    spec = template.get("spec")
+    problems = [
+        problem
+        for field in ("containers", "initContainers")
+        for index, container in enumerate((spec or {}).get(field) or [] if isinstance(spec, dict) else [])
+        if isinstance(container, dict)
+        for problem in resource_problems(container.get("resources"), f"spec.{field}[{index}]")
+    ]
+    if problems:
+        raise ValueError("; ".join(problems))
+    return template
+
+
+PodTemplateSpec = Annotated[dict[str, Any], AfterValidator(_quantities_checked), WithJsonSchema(pod_template_schema())]
 
 
 @cache
@@ -185,6 +201,7 @@ class RunPolicy(ApiModel):
 
 # A ConfigMap holds at most 1 MiB in all; the kept log and its labels and annotations stay well below it.
 MAX_LOG_BYTES = 768 * 1024
+MIN_LOG_BYTES = 1024
 
 
 class LogDestination(StrEnum):
@@ -203,7 +220,7 @@ class Logs(ApiModel):
     )
     max_bytes_per_attempt: int = Field(
         DEFAULT_LOG_BYTES,
-        ge=1024,
+        ge=MIN_LOG_BYTES,
         le=MAX_LOG_BYTES,
         description="At most this many bytes of each attempt are kept: its end (on the checkpoint volume, at least "
         "the last half of this).",

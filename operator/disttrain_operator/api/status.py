@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
+from typing import Annotated
 
 from pydantic import Field
 
@@ -90,6 +91,7 @@ HISTORY_DESCRIPTION = (
 )
 
 MAX_METRICS = 32
+MAX_METRIC_NAME = 128
 
 
 class Evaluation(ApiModel):
@@ -97,8 +99,8 @@ class Evaluation(ApiModel):
 
     checkpoint: str | None = Field(None, max_length=4096, description="The checkpoint scored.")
     step: int | None = Field(None, ge=0, le=MAX_COUNT, description="Its training step.")
-    metrics: dict[str, float] = Field(
-        default_factory=dict, max_length=MAX_METRICS, description="The scores by name, e.g. accuracy."
+    metrics: dict[Annotated[str, Field(max_length=MAX_METRIC_NAME)], Annotated[float, Field(allow_inf_nan=False)]] = (
+        Field(default_factory=dict, max_length=MAX_METRICS, description="The scores by name, e.g. accuracy.")
     )
     final: bool = Field(False, description="The checkpoint is the one training ended with.")
 

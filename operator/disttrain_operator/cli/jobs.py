@@ -20,7 +20,7 @@ import click
 import yaml
 from disttrain import Client, DisttrainError, DistTrainJob
 from disttrain.client import WatchEvent
-from disttrain.resources import RESOURCES, JobKind, resource_of, typed_job
+from disttrain.resources import RESOURCES, JobKind, readable_jobs, resource_of
 from rich.console import Console, RenderableType
 from rich.live import Live
 from rich.text import Text
@@ -172,7 +172,7 @@ def _print_listing(bodies: Sequence[dict[str, Any]], output: str | None, *, all_
     if not bodies:
         click.echo("No jobs found.", err=True)
         return
-    typed = [typed_job(body) for body in bodies]
+    typed = list(readable_jobs(bodies))
     emit(console(), job_tables.jobs_table(typed, all_namespaces=all_namespaces, wide=output == "wide", now=_now()))
 
 

@@ -20,12 +20,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from disttrain_contract.timestamps import format_micro_time, format_time, parse_time
+from disttrain_contract.timestamps import format_micro_time, format_time
 from disttrain_contract.volume_logs import from_a_line
 from disttrain_operator.api.job import GROUP
-from disttrain_operator.api.spec import Logs, ReplicaType
+from disttrain_operator.api.spec import ReplicaType
+from disttrain_operator.api.tenant_input import JOB_GONE_SINCE, LOG_TTL, KeptLogNotes, PodLogNotes
 from disttrain_operator.core.builders import naming
-from disttrain_operator.core.builders.log_keeping import LOG_FINALIZER, LOG_MAX_BYTES, LOG_TTL
+from disttrain_operator.core.builders.log_keeping import LOG_FINALIZER
 from disttrain_operator.core.builders.naming import tensorflow_container
 from disttrain_operator.core.types import Body, Manifest
 
@@ -39,7 +40,6 @@ ENDED = f"{GROUP}/ended"
 EXIT_CODE = f"{GROUP}/exit-code"
 LOG_BYTES = f"{GROUP}/log-bytes"  # how long the log was; the ConfigMap keeps its last max-bytes
 KEPT_AT = f"{GROUP}/kept-at"  # microseconds: two attempts can end within one second
-JOB_GONE_SINCE = f"{GROUP}/job-gone-since"
 LOG_KEY = "log"
 
 
@@ -131,30 +131,22 @@ def replica_of(pod: Body) -> str | None:
     return f"{replica_type.task_type}-{index}"
 
 
-def _number(value: Any, default: int) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return default
-
-
 def max_bytes(pod: Body) -> int:
-    annotations = (pod.get("metadata") or {}).get("annotations") or {}
-    return _number(annotations.get(LOG_MAX_BYTES), Logs().max_bytes_per_attempt)
+    return PodLogNotes.of(pod.get("metadata")).max_bytes
 
 
 def kept_log(pod: Body, tail: LogTail, now: datetime, *, job_present: bool) -> Manifest | None:
     """The ConfigMap that keeps a pod's log; None when nothing should keep it: its job is gone and kept
     nothing past itself, or the pod is no replica of a job."""
     metadata = pod["metadata"]
-    annotations = metadata.get("annotations") or {}
+    notes = PodLogNotes.of(metadata)
     owner, replica = controller(pod), replica_of(pod)
     job_name = (metadata.get("labels") or {}).get(naming.JOB_NAME_LABEL)
-    ttl = _number(annotations.get(LOG_TTL), 0)
+    ttl = notes.ttl_seconds
     if owner is None or replica is None or job_name is None or not (job_present or ttl > 0):
         return None
     terminated = _terminated(pod)
-    notes = {
+    kept_notes = {
         POD_UID: str(metadata["uid"]),
         STARTED: str(metadata.get("creationTimestamp") or ""),
         LOG_BYTES: str(tail.total),
@@ -175,9 +167,9 @@ def kept_log(pod: Body, tail: LogTail, now: datetime, *, job_present: bool) -> M
                 JOB_UID_LABEL: str(owner["uid"]),
                 JOB_KIND_LABEL: str(owner.get("kind", "")),
             },
-            "annotations": notes,
+            "annotations": kept_notes,
         },
-        "data": {LOG_KEY: _text(tail, max_bytes(pod))},
+        "data": {LOG_KEY: _text(tail, notes.max_bytes)},
     }
     if ttl > 0:
         manifest["metadata"]["labels"][OUTLIVES_JOB_LABEL] = "true"
@@ -216,14 +208,14 @@ def sweep(kept: Iterable[Body], job_uids: set[str], now: datetime) -> Sweep:
     delete: list[Body] = []
     for item in kept:
         metadata = item.get("metadata") or {}
-        labels, annotations = metadata.get("labels") or {}, metadata.get("annotations") or {}
-        gone_since = parse_time(annotations.get(JOB_GONE_SINCE))
-        if labels.get(JOB_UID_LABEL) in job_uids:
+        notes = KeptLogNotes.of(metadata)
+        gone_since = notes.gone_since(now)
+        if (metadata.get("labels") or {}).get(JOB_UID_LABEL) in job_uids:
             if gone_since is not None:
                 unmark.append(item)
         elif gone_since is None:
             mark.append(item)
-        elif now >= gone_since + timedelta(seconds=_number(annotations.get(LOG_TTL), 0)):
+        elif now >= gone_since + timedelta(seconds=notes.ttl_seconds):
             delete.append(item)
     return Sweep(mark, unmark, delete)
 

@@ -199,11 +199,13 @@ def _unplaced_gang(job: DistTrainJob, pods: Sequence[PodView], now: datetime) ->
 
 
 def _stuck(pods: Sequence[PodView], now: datetime, stuck_after: timedelta) -> tuple[list[str], datetime | None]:
-    """Pods terminating for longer than `stuck_after` past their deletion time, and when the next one will be."""
+    """Pods terminating for longer than `stuck_after` past their deletion time, and when the next one will be.
+    A pod whose containers ended, or whose node let it go, is held by a finalizer (the log keeper's, or
+    another's), not by a node that stopped reporting: removing it by force would change nothing."""
     stuck: list[tuple[str, datetime]] = []
     pending: list[tuple[str, datetime]] = []
     for pod in pods:
-        if pod.deletion_time is None:
+        if pod.deletion_time is None or pod.log_due or pod.phase in (PodPhase.SUCCEEDED, PodPhase.FAILED):
             continue
         due = pod.deletion_time + stuck_after
         (stuck if now >= due else pending).append((pod.name, due))

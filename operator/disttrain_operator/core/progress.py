@@ -21,12 +21,18 @@ from disttrain_operator.api.status import MAX_HISTORY, Evaluation, Progress, Pro
 _FIELDS = frozenset(Progress.model_fields) | {field.alias for field in Progress.model_fields.values() if field.alias}
 
 
+def _no_number(_: str) -> None:
+    return None
+
+
 def _record(text: str | None) -> dict[str, object] | None:
-    """A termination message's or a poll's JSON object; None for anything else (a user's own words, nothing)."""
+    """A termination message's or a poll's JSON object; None for anything else (a user's own words, nothing).
+    Python's `json.dumps` writes a diverged loss as NaN or Infinity, which JSON has no word for and the API
+    server refuses in a status: each is read as no value."""
     if not text:
         return None
     try:
-        record = json.loads(text)
+        record = json.loads(text, parse_constant=_no_number)
     except ValueError:
         return None
     return record if isinstance(record, dict) else None
@@ -51,6 +57,9 @@ def parse_evaluation(text: str | None) -> Evaluation | None:
     found = (_record(text) or {}).get(EVALUATION_FIELD)
     if not isinstance(found, dict):
         return None
+    metrics = found.get("metrics")
+    if isinstance(metrics, dict):  # a score that is no number (NaN) is left out; the others stay
+        found = {**found, "metrics": {name: value for name, value in metrics.items() if value is not None}}
     try:
         return Evaluation.model_validate(found)
     except pydantic.ValidationError:

@@ -309,3 +309,20 @@ def aggregate(
     if outcome is not None:
         update["completion_time"] = now
     return status.model_copy(update=update)
+
+
+def failed_status(
+    status: DistTrainJobStatus, verdict: Verdict, now: datetime, generation: int | None
+) -> DistTrainJobStatus:
+    """The status with the Failed condition of `verdict`."""
+    conditions = with_condition(
+        status.conditions, ConditionType.FAILED, holds=True, verdict=verdict, now=now, generation=generation
+    )
+    return status.model_copy(
+        update={
+            "conditions": conditions,
+            "phase": JobPhase.FAILED,
+            "completion_time": status.completion_time or now,
+            "observed_generation": generation,
+        }
+    )

@@ -12,9 +12,10 @@ from typing import Any
 
 from disttrain_operator.api.job import DistTrainJob
 from disttrain_operator.api.status import ConditionType, DistTrainJobStatus, TensorBoardStatus
+from disttrain_operator.core.builders.naming import JOB_NAME_LABEL
 from disttrain_operator.core.builders.tensorboard import TENSORBOARD_OF_LABEL, TENSORBOARD_PORT, tensorboard_name
 from disttrain_operator.core.status import with_condition
-from disttrain_operator.core.types import Verdict
+from disttrain_operator.core.types import Manifest, Verdict
 
 FAILURE_REASONS = frozenset({"FailedCreate", "ProgressDeadlineExceeded"})  # TensorBoardReady False for these: a Warning
 
@@ -40,16 +41,30 @@ def tensorboard_view(body: dict[str, Any]) -> TensorBoardView:
     if failure.get("status") == "True":
         problem = Verdict(str(failure.get("reason") or "FailedCreate"), str(failure.get("message") or ""))
     elif progressing.get("status") == "False" and progressing.get("reason") == "ProgressDeadlineExceeded":
-        label = f"{TENSORBOARD_OF_LABEL}={name.removesuffix('-tensorboard')}"
+        job_name = (body["metadata"].get("labels") or {}).get(JOB_NAME_LABEL, "")
+        label = f"{TENSORBOARD_OF_LABEL}={job_name}"
         message = f"{progressing.get('message', '')}: `kubectl describe pods -l {label}` says why"
         problem = Verdict("ProgressDeadlineExceeded", message)
     return TensorBoardView(name, ready=int(status.get("readyReplicas") or 0) > 0, problem=problem)
 
 
+def is_tensorboard_object(manifest: Manifest) -> bool:
+    """One of the objects of a job's TensorBoard, whose refusal never fails the job (`refused` in
+    `with_tensorboard`)."""
+    job_name = (manifest["metadata"].get("labels") or {}).get(JOB_NAME_LABEL, "")
+    kinds = {"Deployment", "Service", "NetworkPolicy"}
+    return manifest["kind"] in kinds and manifest["metadata"]["name"] == tensorboard_name(job_name)
+
+
 def with_tensorboard(
-    job: DistTrainJob, status: DistTrainJobStatus, view: TensorBoardView | None, now: datetime
+    job: DistTrainJob,
+    status: DistTrainJobStatus,
+    view: TensorBoardView | None,
+    now: datetime,
+    refused: Verdict | None = None,
 ) -> DistTrainJobStatus:
-    """The status with the job's TensorBoard, if it has one."""
+    """The status with the job's TensorBoard, if it has one. `refused`: why the cluster refused to create it;
+    the job trains on without it."""
     if not job.spec.tensorboard_enabled:
         return status
     name = tensorboard_name(job.metadata.name)
@@ -57,6 +72,8 @@ def with_tensorboard(
     ready = view is not None and view.ready
     if ready:
         verdict = Verdict("TensorBoardReady", f"TensorBoard serves at {url}")
+    elif refused is not None:
+        verdict = refused
     elif view is not None and view.problem is not None:
         verdict = view.problem
     else:

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from disttrain_operator.core.served import Wire
-from disttrain_operator.core.types import ObjectRef
+from disttrain_operator.core.types import ObjectRef, Verdict
 from disttrain_operator.runtime.expectations import Expectations
 
 
@@ -25,4 +25,5 @@ class JobMemory:
     unwatched: set[ObjectRef] = field(default_factory=set)  # children known to exist that no watch sees
     expected: Expectations = field(default_factory=Expectations)  # done, not yet seen by a watch
     checked_generation: int | None = None  # the last generation whose spec passed the CRD's schema
+    tensorboard_refused: tuple[int | None, Verdict] | None = None  # the generation whose TensorBoard was refused
     wire: Wire = field(default_factory=Wire)  # how the job is read and written (a served TFJob's shape)

@@ -42,6 +42,7 @@ _CORE_PLURALS = {
 # Their group and version come with the manifest.
 _CUSTOM_PLURALS = {
     "Deployment": "deployments",
+    "NetworkPolicy": "networkpolicies",
     "PodGroup": "podgroups",
     "Workload": "workloads",
     "Lease": "leases",
@@ -58,6 +59,10 @@ _CHUNK = 1 << 16
 
 class ChildRejectedError(Exception):
     """The API server refuses the object as built from the spec: retrying cannot help."""
+
+
+class InvalidWriteError(Exception):
+    """The API server refuses a write as invalid (400, 422): the same write can never pass."""
 
 
 class TransientApiError(Exception):
@@ -183,6 +188,8 @@ class Kube:
         self, path: str, params: dict[str, str], body: Any, content_type: str, query: dict[str, str] | None = None
     ) -> None:
         code, text = self.request("PATCH", path, params, body, content_type=content_type, query=query)
+        if code in _PERMANENT:
+            raise InvalidWriteError(status_message(code, text))
         if code >= 300:
             raise TransientApiError(status_message(code, text))
 

@@ -7,7 +7,9 @@ A pod whose container never started has no log to keep. A log the API server ans
 lost node, a node that serves no logs) is given up at once, and one whose reading or keeping fails
 otherwise (the network, a namespace being deleted, a quota) after `KEEP_TRIES` tries, 5 s apart: a
 finalizer must not hold a pod, and its restart, for ever. The pod's release itself is retried until
-it lands.
+it lands. Any other error on one pod (a bug) is logged with its traceback and the pod's name, counted in
+`disttrain_item_errors_total`, and retried with a growing delay, as a failed keep: no thread ends on
+one pod, since two threads keep the logs of every namespace.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from disttrain_operator.core import kept_logs
+from disttrain_operator.core.backoff import Backoff
 from disttrain_operator.core.types import Body, JobKey, Manifest
+from disttrain_operator.runtime import metrics
 from disttrain_operator.runtime.kube import POD_PATH, ChildRejectedError, LogUnreadableError, TransientApiError
 from disttrain_operator.runtime.watch import Scope
 from disttrain_operator.runtime.workers import Workers
@@ -31,6 +35,7 @@ logger = logging.getLogger(__name__)
 
 KEEP_TRIES = 5
 RETRY_SECONDS = 5.0
+ERROR_BACKOFF_FACTOR = 60  # a pod failing on a bug is retried at most every 60 retry periods
 
 
 class LogApi(Protocol):
@@ -47,8 +52,14 @@ class _Task:
     uid: str
     job: JobKey
     tries: int = 0
+    errors: int = 0  # failures that were no API error, in a row
     given_up: bool = False
     due: float = 0.0
+
+
+def _due_index(retries: deque[_Task], due: float) -> int:
+    """Where a retry due at `due` goes in `retries`, which stays in the order its tasks come due."""
+    return next((index for index, task in enumerate(retries) if task.due > due), len(retries))
 
 
 def precise_now() -> datetime:
@@ -76,8 +87,9 @@ class LogKeeper(Workers):
         if ready is None:
             self._ready.set()
         self._retry_seconds = retry_seconds
+        self._error_backoff = Backoff(first=retry_seconds, longest=ERROR_BACKOFF_FACTOR * retry_seconds)
         self._fresh: deque[_Task] = deque()
-        self._retries: deque[_Task] = deque()  # in the order they come due: every retry waits as long
+        self._retries: deque[_Task] = deque()  # in the order they come due
         self._pending: set[str] = set()  # uids queued or in hand
 
     def stop(self) -> None:
@@ -107,17 +119,29 @@ class LogKeeper(Workers):
     def _work(self) -> None:
         self._ready.wait()
         while (task := self._next()) is not None:
+            delay = self._retry_seconds
             try:
                 done = self._keep(task)
             except TransientApiError as error:
                 logger.info("keeping the log of %s/%s: %s; trying again", task.namespace, task.name, error)
                 done = False
+            except Exception:
+                done = False
+                delay = self._failed(task)
             with self._condition:
                 if done:
                     self._pending.discard(task.uid)
                 else:
-                    task.due = time.monotonic() + self._retry_seconds
-                    self._retries.append(task)
+                    task.due = time.monotonic() + delay
+                    self._retries.insert(_due_index(self._retries, task.due), task)
+
+    def _failed(self, task: _Task) -> float:
+        """A bug on one pod: logged and counted; after KEEP_TRIES its log is given up so that the pod is let go."""
+        task.errors += 1
+        task.given_up = task.given_up or task.errors >= KEEP_TRIES
+        metrics.ITEM_ERRORS.labels("log-keeper").inc()
+        logger.exception("keeping the log of %s/%s failed (%d in a row)", task.namespace, task.name, task.errors)
+        return self._error_backoff.delay(task.errors)
 
     def _keep(self, task: _Task) -> bool:
         """Keep the pod's log and let it go; False when its release is worth another try, and TransientApiError
@@ -209,6 +233,9 @@ class KeptLogSweeper(Workers):
                 self.sweep()
             except TransientApiError as error:
                 logger.info("sweeping kept logs: %s", error)
+            except Exception:  # a bug: the next sweep tries again; the thread must outlive it
+                metrics.ITEM_ERRORS.labels("log-sweeper").inc()
+                logger.exception("sweeping kept logs failed")
             with self._condition:
                 if not self._stopped:
                     self._condition.wait(timeout=self._interval)
@@ -225,9 +252,19 @@ class KeptLogSweeper(Workers):
             if scope.accepts(str(item["metadata"].get("namespace", "")))
         ]
         found = kept_logs.sweep(items, self._job_uids(), now)
+        mark, unmark = kept_logs.gone_since_patch(now), kept_logs.gone_since_patch(None)
         for item in found.mark:
-            self._kube.merge_patch(_config_map(item), kept_logs.gone_since_patch(now))
+            self._act(item, lambda config_map: self._kube.merge_patch(config_map, mark))
         for item in found.unmark:
-            self._kube.merge_patch(_config_map(item), kept_logs.gone_since_patch(None))
+            self._act(item, lambda config_map: self._kube.merge_patch(config_map, unmark))
         for item in found.delete:
-            self._kube.delete_object(_config_map(item))
+            self._act(item, self._kube.delete_object)
+
+    def _act(self, item: Body, act: Callable[[Manifest], object]) -> None:
+        """One kept log's mark, unmark or deletion: an API error leaves it for the next sweep."""
+        config_map = _config_map(item)
+        try:
+            act(config_map)
+        except TransientApiError as error:
+            metadata = config_map["metadata"]
+            logger.info("sweeping %s/%s: %s", metadata["namespace"], metadata["name"], error)

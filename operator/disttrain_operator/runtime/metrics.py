@@ -16,6 +16,11 @@ JOBS_BY_PHASE = Gauge("disttrain_jobs", "Jobs the operator knows, by phase.", ["
 RECONCILE_ERRORS = Counter(
     "disttrain_reconcile_errors_total", "Reconciles that failed for another reason than the API, by error.", ["error"]
 )
+ITEM_ERRORS = Counter(
+    "disttrain_item_errors_total",
+    "Items a background worker failed on for another reason than the API (logged with the object's name), by worker.",
+    ["worker"],
+)
 
 # A controller's internals under the names controller-runtime and client-go's work queue give them, so that
 # the panels and alerts admins already have for Go controllers read these too.

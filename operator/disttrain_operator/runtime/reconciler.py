@@ -18,16 +18,16 @@ from typing import Any, Protocol
 import pydantic
 
 from disttrain_operator.api.job import DistTrainJob
-from disttrain_operator.api.status import ConditionType, DistTrainJobStatus, JobPhase, Progress
+from disttrain_operator.api.status import DistTrainJobStatus, Progress
 from disttrain_operator.api.validation import spec_violations
-from disttrain_operator.core.builders.gang import GANG_KINDS
+from disttrain_operator.core.builders.objects import UNWATCHED_KINDS
 from disttrain_operator.core.builders.settings import BuildSettings
 from disttrain_operator.core.kueue import WorkloadView
 from disttrain_operator.core.observed import PodView, own_pods
 from disttrain_operator.core.planner import STUCK_TERMINATING, Plan, object_key, plan
 from disttrain_operator.core.served import Wire
-from disttrain_operator.core.status import aggregate, record_restart, with_condition
-from disttrain_operator.core.tensorboard import TensorBoardView, with_tensorboard
+from disttrain_operator.core.status import aggregate, failed_status, record_restart
+from disttrain_operator.core.tensorboard import TensorBoardView, is_tensorboard_object, with_tensorboard
 from disttrain_operator.core.tfjob_conversion import UnconvertibleError
 from disttrain_operator.core.types import Body, JobKey, Manifest, ObjectRef, Verdict, invalid_spec
 from disttrain_operator.runtime.expectations import EXPECTATION, Expected
@@ -191,7 +191,7 @@ class Reconciler:
 
         next_plan = plan_for(status)
         if next_plan.fail is not None:  # backoffLimit: fail now, and plan the cleanup that follows
-            status = _failed(status, next_plan.fail, now, generation)
+            status = failed_status(status, next_plan.fail, now, generation)
             next_plan = plan_for(status)
         if next_plan.delete_job:
             self._delete_job(body)
@@ -200,17 +200,25 @@ class Reconciler:
         if next_plan.restart is not None and retry is None:
             memory.handled.update(pod.uid for pod in next_plan.restart.failed)
             status = record_restart(status, next_plan.restart.failed, next_plan.restart.message, now, generation)
-        creates = [manifest for manifest in next_plan.create if object_key(manifest) not in expected]
+        refused = memory.tensorboard_refused
+        if refused is not None and refused[0] != generation:  # a new spec may be accepted: try again
+            refused = memory.tensorboard_refused = None
+        creates = [
+            manifest
+            for manifest in next_plan.create
+            if object_key(manifest) not in expected and (refused is None or not is_tensorboard_object(manifest))
+        ]
         wakes = [] if next_plan.wake_at is None else [next_plan.wake_at]
-        if len(creates) < len(next_plan.create):  # a look again, should one never show up
+        if any(object_key(manifest) in expected for manifest in next_plan.create):  # should one never show up
             wakes.append(now + EXPECTATION)
         created, rejected, retry = self._create(body, memory, creates, retry)
         created_all = retry is None and rejected is None
         staying = [pod for pod in pods if pod.name not in next_plan.delete]
         status = aggregate(_with(job, status), staying, created=created_all, now=now, reported=reported)
-        status = with_tensorboard(job, status, tensorboard, now)
+        refused = memory.tensorboard_refused
+        status = with_tensorboard(job, status, tensorboard, now, refused=None if refused is None else refused[1])
         if rejected is not None:
-            status = _failed(status, rejected, now, generation)
+            status = failed_status(status, rejected, now, generation)
         deferred_until = self._status.write(body, memory, status, batch=self._wake is not None)
         if created:
             self._emit(body, type="Normal", reason="Created", message=f"created {', '.join(created)}")
@@ -254,9 +262,8 @@ class Reconciler:
     ) -> tuple[list[str], Verdict | None, TransientApiError | None]:
         """Create in order; stop at the first refusal. Returns (what was created, refusal, error worth a retry).
 
-        Gangs (PodGroups, Workloads) are not watched (their API may be absent): once created they are remembered
-        as `unwatched`;
-        the rest are expected in the watches soon.
+        Gangs (PodGroups, Workloads) and NetworkPolicies are not watched (`UNWATCHED_KINDS`): once created they
+        are remembered as `unwatched`; the rest are expected in the watches soon.
         """
         created: list[str] = []
         rejected: Verdict | None = None
@@ -264,11 +271,15 @@ class Reconciler:
             try:
                 if self._kube.create(manifest):
                     created.append(_describe(manifest))
-                if manifest["kind"] in GANG_KINDS:
+                if manifest["kind"] in UNWATCHED_KINDS:
                     memory.unwatched.add(object_key(manifest))
                 else:
                     memory.expected.expect(object_key(manifest), self._clock())
             except ChildRejectedError as error:
+                if is_tensorboard_object(manifest):  # the job trains on without it; its condition says why
+                    problem = Verdict("FailedCreate", f"{_describe(manifest)} was refused: {error}")
+                    memory.tensorboard_refused = (body["metadata"].get("generation"), problem)
+                    continue
                 rejected = Verdict("ChildRejected", f"{_describe(manifest)} was refused: {error}")
                 self._emit(body, type="Warning", reason="CreateFailed", message=rejected.message)
                 break
@@ -296,21 +307,7 @@ class Reconciler:
             status = DistTrainJobStatus()
         generation = body["metadata"].get("generation")
         memory = self._memory(str(body["metadata"]["uid"]))
-        self._status.write(body, memory, _failed(status, verdict, self._clock(), generation))
-
-
-def _failed(status: DistTrainJobStatus, verdict: Verdict, now: datetime, generation: int | None) -> DistTrainJobStatus:
-    conditions = with_condition(
-        status.conditions, ConditionType.FAILED, holds=True, verdict=verdict, now=now, generation=generation
-    )
-    return status.model_copy(
-        update={
-            "conditions": conditions,
-            "phase": JobPhase.FAILED,
-            "completion_time": status.completion_time or now,
-            "observed_generation": generation,
-        }
-    )
+        self._status.write(body, memory, failed_status(status, verdict, self._clock(), generation))
 
 
 def _with(job: DistTrainJob, status: DistTrainJobStatus) -> DistTrainJob:

@@ -10,12 +10,16 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+import pydantic
+
 from disttrain_contract.timestamps import format_time
 from disttrain_operator.api.status import ConditionType, DistTrainJobStatus, JobPhase
+from disttrain_operator.core.status import failed_status
 from disttrain_operator.core.tensorboard import FAILURE_REASONS
-from disttrain_operator.core.types import Body
+from disttrain_operator.core.types import Body, Verdict
 from disttrain_operator.runtime import metrics
 from disttrain_operator.runtime.job_memory import JobMemory
+from disttrain_operator.runtime.kube import InvalidWriteError
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +73,10 @@ class StatusWriter:
             memory.unwritten = new
             return due
         metadata = body["metadata"]
-        self._kube.patch_job_status(body, memory.wire.status_out(new, format_time(now)))
+        try:
+            self._kube.patch_job_status(body, memory.wire.status_out(new, format_time(now)))
+        except InvalidWriteError as error:
+            new = self._refused(body, memory, status=status, previous=previous, error=error, now=now)
         memory.written, memory.last_write, memory.unwritten = new, now, None
         for condition in _newly_failed(previous, new):
             self._emit(body, type="Warning", reason=condition["reason"], message=condition.get("message", ""))
@@ -82,6 +89,31 @@ class StatusWriter:
         if new.get("phase") != previous.get("phase"):
             logger.info("job %s/%s is %s", metadata["namespace"], metadata["name"], new.get("phase"))
         return None
+
+    def _refused(
+        self,
+        body: Body,
+        memory: JobMemory,
+        *,
+        status: DistTrainJobStatus,
+        previous: Mapping[str, Any],
+        error: InvalidWriteError,
+        now: datetime,
+    ) -> dict[str, Any]:
+        """A status the API server refuses as invalid: retrying the same write cannot pass, and a job whose
+        status cannot be written cannot be followed. The job fails, saying why, with the status it had: the
+        last one written, which the API server took."""
+        metadata = body["metadata"]
+        logger.error("the status of %s/%s was refused: %s", metadata["namespace"], metadata["name"], error)
+        metrics.ITEM_ERRORS.labels("status-writer").inc()
+        try:
+            base = DistTrainJobStatus.model_validate(previous)
+        except pydantic.ValidationError:
+            base = DistTrainJobStatus()
+        verdict = Verdict("StatusRefused", f"the API server refused the job's status: {error}")
+        failed = dump_status(failed_status(base, verdict, now, status.observed_generation))
+        self._kube.patch_job_status(body, memory.wire.status_out(failed, format_time(now)))
+        return failed
 
     def _set_phase(self, memory: JobMemory, phase: tuple[str, str] | None) -> None:
         with self._phases_lock:

@@ -14,10 +14,12 @@ collective or the parameter servers, and a job must not wait on it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
 from disttrain_operator.api.job import DistTrainJob
+from disttrain_operator.api.quantity import format_quantity, parse_quantity
 from disttrain_operator.api.spec import ReplicaType
 from disttrain_operator.core.types import Manifest
 
@@ -39,36 +41,21 @@ GANG_APIS = {
     GangScheduler.VOLCANO: GangApi("scheduling.volcano.sh/v1beta1", "volcano"),
     GangScheduler.KUBERNETES: GangApi("scheduling.k8s.io/v1alpha2", None),
 }
-GANG_KINDS = frozenset({"PodGroup", "Workload"})  # created once, never watched: their API may not be served
+GANG_KINDS = frozenset({"PodGroup", "Workload"})
 # How a pod names its group, per scheduler.
 SCHEDULER_PLUGINS_LABEL = "scheduling.x-k8s.io/pod-group"
 VOLCANO_ANNOTATION = "scheduling.k8s.io/group-name"
 GANG_TEMPLATE = "gang"  # the Workload's one pod group template
 
 
-def _add(totals: dict[str, float], resources: dict[str, Any], times: int) -> None:
+def _add(totals: dict[str, Decimal], resources: dict[str, Any], times: int) -> None:
     for name, quantity in resources.items():
-        totals[name] = totals.get(name, 0.0) + _quantity(quantity) * times
-
-
-_SUFFIXES = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
-
-
-def _quantity(value: Any) -> float:
-    text = str(value)
-    for suffix in sorted(_SUFFIXES, key=len, reverse=True):
-        if text.endswith(suffix):
-            return float(text[: -len(suffix)]) * _SUFFIXES[suffix]
-    return float(text)
-
-
-def _format(value: float) -> str:
-    return str(int(value)) if value == int(value) else f"{round(value * 1000)}m"
+        totals[name] = totals.get(name, Decimal(0)) + parse_quantity(quantity) * times
 
 
 def min_resources(job: DistTrainJob) -> dict[str, str]:
     """What every pod of the job requests together (limits stand in for requests, as in Kubernetes)."""
-    totals: dict[str, float] = {}
+    totals: dict[str, Decimal] = {}
     for replica_type in ReplicaType:
         count = job.spec.replicas(replica_type)
         if count == 0:
@@ -76,7 +63,7 @@ def min_resources(job: DistTrainJob) -> dict[str, str]:
         for container in job.spec.replica_specs[replica_type].template["spec"]["containers"]:
             resources = container.get("resources") or {}
             _add(totals, {**(resources.get("limits") or {}), **(resources.get("requests") or {})}, count)
-    return {name: _format(value) for name, value in sorted(totals.items())}
+    return {name: format_quantity(value) for name, value in sorted(totals.items())}
 
 
 def pod_group_name(job: DistTrainJob) -> str:

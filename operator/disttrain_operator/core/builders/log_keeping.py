@@ -6,22 +6,26 @@ and how much to keep and for how long, readable even once its job is gone. On th
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from disttrain_contract.volume_logs import LOG_DIR_ENV, LOG_MAX_BYTES_ENV, LOGS_FOLDER, POD_UID_ENV
 from disttrain_operator.api.job import GROUP, DistTrainJob
 from disttrain_operator.api.spec import Logs, ReplicaType
+from disttrain_operator.api.tenant_input import LOG_MAX_BYTES, LOG_TTL, OPERATOR_POD_ANNOTATIONS
 from disttrain_operator.core.types import Manifest
 
 LOG_FINALIZER = f"{GROUP}/keep-log"
-LOG_MAX_BYTES = f"{GROUP}/log-max-bytes"
-LOG_TTL = f"{GROUP}/log-ttl-seconds-after-job-deleted"
 
 
-def pod_annotations(logs: Logs) -> dict[str, str]:
-    """Nothing unless the job keeps its logs in ConfigMaps; no TTL when its logs go with it."""
+def pod_annotations(logs: Logs, template: Mapping[str, str] | None) -> dict[str, str]:
+    """The template's annotations with the operator's own: nothing of them unless the job keeps its logs in
+    ConfigMaps, no TTL when its logs go with it. A template's value for one of the operator's keys is
+    dropped: the spec's bounds hold, whatever the template says."""
+    annotations = {key: value for key, value in (template or {}).items() if key not in OPERATOR_POD_ANNOTATIONS}
     if not logs.in_config_maps:
-        return {}
+        return annotations
     ttl = logs.ttl_seconds_after_job_deleted
-    return {LOG_MAX_BYTES: str(logs.max_bytes_per_attempt), **({LOG_TTL: str(ttl)} if ttl else {})}
+    return {**annotations, LOG_MAX_BYTES: str(logs.max_bytes_per_attempt), **({LOG_TTL: str(ttl)} if ttl else {})}
 
 
 def pod_finalizers(logs: Logs) -> list[str]:

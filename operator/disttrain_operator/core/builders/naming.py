@@ -6,7 +6,9 @@ making a duplicate.
 
 from __future__ import annotations
 
-from disttrain_operator.api.job import GROUP
+import hashlib
+
+from disttrain_operator.api.job import GROUP, MAX_DNS_LABEL
 from disttrain_operator.api.spec import ReplicaType
 from disttrain_operator.core.types import Manifest
 
@@ -38,6 +40,17 @@ def pod_name(job_name: str, replica_type: ReplicaType, index: int) -> str:
 def service_name(job_name: str) -> str:
     """One headless Service per job; it is also every pod's `subdomain`."""
     return job_name
+
+
+def label_name(job_name: str, suffix: str) -> str:
+    """`{job}-{suffix}`, as a DNS-1035 label (a Service's name) of at most 63 characters: a job name too long
+    for it is cut and followed by a hash of the whole name, so two jobs never share the name."""
+    name = f"{job_name}-{suffix}"
+    if len(name) <= MAX_DNS_LABEL:
+        return name
+    digest = hashlib.sha256(job_name.encode()).hexdigest()[:8]
+    keep = MAX_DNS_LABEL - len(suffix) - len(digest) - 2
+    return f"{job_name[:keep].rstrip('-')}-{digest}-{suffix}"
 
 
 def checkpoint_claim_name(job_name: str) -> str:

@@ -17,7 +17,7 @@ from disttrain_operator.api import tfjob
 from disttrain_operator.api.job import DistTrainJob
 from disttrain_operator.api.spec import ReplicaType
 from disttrain_operator.core.builders import log_keeping, naming, tensorboard, volume_readers
-from disttrain_operator.core.builders.gang import gang_objects, pod_membership
+from disttrain_operator.core.builders.gang import GANG_KINDS, gang_objects, pod_membership
 from disttrain_operator.core.builders.naming import tensorflow_container
 from disttrain_operator.core.builders.settings import BuildSettings
 from disttrain_operator.core.builders.tfconfig import tf_config_json
@@ -28,6 +28,8 @@ CHECKPOINT_DIR_ENV = "DISTTRAIN_CHECKPOINT_DIR"
 # Pods never restart in place: the operator decides every restart (per restartPolicy, exit code and
 # restartScope), replaces the pod with the same name and TF_CONFIG, and counts it against backoffLimit.
 POD_RESTART_POLICY = "Never"
+# Created once and never watched: a gang's API may not be served, and a NetworkPolicy never changes.
+UNWATCHED_KINDS = GANG_KINDS | {"NetworkPolicy"}
 
 
 def owner_references(job: DistTrainJob) -> list[Manifest]:
@@ -170,7 +172,7 @@ def pod(job: DistTrainJob, replica_type: ReplicaType, index: int, settings: Buil
     container["ports"] = _with_port(container.get("ports", []), naming.TF_PORT_NAME, job.spec.port)
     container["ports"] = _with_port(container["ports"], naming.PROGRESS_PORT_NAME, job.spec.progress_port)
 
-    annotations = {**(template_metadata.get("annotations") or {}), **log_keeping.pod_annotations(job.spec.logs)}
+    annotations = log_keeping.pod_annotations(job.spec.logs, template_metadata.get("annotations"))
     metadata = _metadata(job, name, labels, annotations)
     finalizers = log_keeping.pod_finalizers(job.spec.logs)
     if finalizers:
@@ -195,7 +197,7 @@ def gang(job: DistTrainJob, settings: BuildSettings) -> list[Manifest]:
 
 
 def tensorboard_objects(job: DistTrainJob) -> list[Manifest]:
-    """The job's TensorBoard Deployment and Service, if it asks for one."""
+    """The job's TensorBoard Deployment, Service and NetworkPolicy, if it asks for one."""
     if not job.spec.tensorboard_enabled or job.spec.checkpoint is None:
         return []
     name = tensorboard.tensorboard_name(job.metadata.name)
@@ -203,6 +205,7 @@ def tensorboard_objects(job: DistTrainJob) -> list[Manifest]:
     return [
         tensorboard.deployment(job, _metadata(job, name, labels)),
         tensorboard.service(job, _metadata(job, name, labels)),
+        tensorboard.network_policy(job, _metadata(job, name, labels)),
     ]
 
 

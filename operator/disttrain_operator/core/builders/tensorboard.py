@@ -1,18 +1,19 @@
 """A job's TensorBoard: a Deployment of one pod reading the summaries on the job's checkpoint volume
-(read-only), and a Service `{job}-tensorboard` in front of it, both owned by the job, so they serve its
-curves after it finished and go when it is deleted (or its TTL runs out).
+(read-only), and a Service `{job}-tensorboard` (`tensorboard_name`) in front of it, both owned by the
+job, so they serve its curves after it finished and go when it is deleted (or its TTL runs out).
 
 The trainer writes summaries under `{mountPath}/tensorboard/{job}` (`TENSORBOARD_DIR_ENV`), so the run
 TensorBoard lists is named after the job. A Deployment, not a bare pod: its controller replaces a pod
 that is evicted or whose node is lost, and says in its conditions why a pod cannot be created (a Pod
 Security refusal, a quota), which the job's `TensorBoardReady` condition repeats. The pod passes the
-`restricted` Pod Security Standard.
+`restricted` Pod Security Standard, mounts no ServiceAccount token, and a NetworkPolicy admits only
+the job's own namespace to it.
 """
 
 from __future__ import annotations
 
 from disttrain_operator.api.job import GROUP, DistTrainJob
-from disttrain_operator.core.builders import volume_readers
+from disttrain_operator.core.builders import naming, volume_readers
 from disttrain_operator.core.types import Manifest
 
 TENSORBOARD_DIR_ENV = "DISTTRAIN_TENSORBOARD_DIR"
@@ -24,7 +25,8 @@ DEFAULT_RESOURCES: Manifest = {"requests": {"cpu": "100m", "memory": "256Mi"}, "
 
 
 def tensorboard_name(job_name: str) -> str:
-    return f"{job_name}-tensorboard"
+    """Its Deployment's and Service's: `{job}-tensorboard`, shortened with a hash where that is over 63."""
+    return naming.label_name(job_name, "tensorboard")
 
 
 def summaries_root(job: DistTrainJob) -> str:
@@ -53,7 +55,7 @@ def deployment(job: DistTrainJob, metadata: Manifest) -> Manifest:
         "resources": job.spec.tensorboard.resources or DEFAULT_RESOURCES,
         "volumeMounts": [volume_readers.volume_mount(job)],
     }
-    pod_spec = volume_readers.pod_spec(job, container)
+    pod_spec = {**volume_readers.pod_spec(job, container), "automountServiceAccountToken": False}
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -74,6 +76,21 @@ def service(job: DistTrainJob, metadata: Manifest) -> Manifest:
         "kind": "Service",
         "metadata": metadata,
         "spec": {"selector": {TENSORBOARD_OF_LABEL: job.metadata.name}, "ports": [{**port, "protocol": "TCP"}]},
+    }
+
+
+def network_policy(job: DistTrainJob, metadata: Manifest) -> Manifest:
+    """Only pods of the job's own namespace reach its TensorBoard (where the cluster's network enforces
+    NetworkPolicy); `kubectl port-forward` enters the pod's own network and needs no rule."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": metadata,
+        "spec": {
+            "podSelector": {"matchLabels": {TENSORBOARD_OF_LABEL: job.metadata.name}},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": [{"podSelector": {}}], "ports": [{"port": TENSORBOARD_PORT_NAME, "protocol": "TCP"}]}],
+        },
     }
 
 

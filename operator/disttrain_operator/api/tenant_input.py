@@ -1,0 +1,77 @@
+"""What a tenant can write that the operator reads back, parsed at one edge into bounded values.
+
+The operator writes annotations on the pods it creates and on the ConfigMaps that keep their logs, and
+reads them back later, when the job may be gone. Anyone who may edit pods or ConfigMaps in a watched
+namespace can change them. Every such value is read through the models here: a missing, malformed or
+out-of-bounds value falls back to what the operator writes when it has nothing to say (the spec's
+default), never past the bounds the job's spec itself has, so a forged value changes at most how its
+own object is handled, and nothing downstream (a loop over a byte count, a date plus a TTL) can be
+driven out of its range.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Annotated, Any, Self
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field, WrapValidator
+
+from disttrain_contract.timestamps import parse_time
+from disttrain_contract.volume_logs import DEFAULT_LOG_BYTES
+from disttrain_operator.api.job import GROUP
+from disttrain_operator.api.spec import MAX_LOG_BYTES, MAX_SECONDS, MIN_LOG_BYTES
+
+LOG_MAX_BYTES = f"{GROUP}/log-max-bytes"
+LOG_TTL = f"{GROUP}/log-ttl-seconds-after-job-deleted"
+JOB_GONE_SINCE = f"{GROUP}/job-gone-since"
+# The annotations the operator owns on a pod: a template's own values for them are dropped.
+OPERATOR_POD_ANNOTATIONS = frozenset({LOG_MAX_BYTES, LOG_TTL})
+
+
+def _or(default: Any) -> WrapValidator:
+    """A value that does not validate is taken as `default`."""
+
+    def validate(value: Any, handler: pydantic.ValidatorFunctionWrapHandler) -> Any:
+        try:
+            return handler(value)
+        except pydantic.ValidationError:
+            return default
+
+    return WrapValidator(validate)
+
+
+LogBytes = Annotated[int, Field(ge=MIN_LOG_BYTES, le=MAX_LOG_BYTES), _or(DEFAULT_LOG_BYTES)]
+TtlSeconds = Annotated[int, Field(ge=0, le=MAX_SECONDS), _or(0)]
+
+
+class _Annotations(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+
+    @classmethod
+    def of(cls, metadata: Mapping[str, Any] | None) -> Self:
+        annotations = (metadata or {}).get("annotations")
+        return cls.model_validate(annotations if isinstance(annotations, Mapping) else {})
+
+
+class PodLogNotes(_Annotations):
+    """What a pod says of its log's keeping (builders/log_keeping.py writes it from `spec.logs`)."""
+
+    max_bytes: LogBytes = Field(DEFAULT_LOG_BYTES, alias=LOG_MAX_BYTES)
+    ttl_seconds: TtlSeconds = Field(0, alias=LOG_TTL)
+
+
+def _time(value: Any) -> datetime | None:
+    return parse_time(value)
+
+
+class KeptLogNotes(_Annotations):
+    """What a kept log's ConfigMap says of how long it outlives its job."""
+
+    ttl_seconds: TtlSeconds = Field(0, alias=LOG_TTL)
+    job_gone_since: Annotated[datetime | None, pydantic.BeforeValidator(_time)] = Field(None, alias=JOB_GONE_SINCE)
+
+    def gone_since(self, now: datetime) -> datetime | None:
+        """When its job was first seen gone; a time still to come (written by hand) counts as now."""
+        return None if self.job_gone_since is None else min(self.job_gone_since, now)
