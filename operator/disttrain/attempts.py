@@ -1,10 +1,11 @@
 """A replica's attempts: each pod it ran, the kept ones (their logs in ConfigMaps the operator wrote,
-core/kept_logs.py) first, numbered from 1 in the order they ended, then the pod there is now if its
-log is not kept yet. Kept logs outlive the pods, and (with `logs.ttlSecondsAfterJobDeleted`) the job."""
+core/kept_logs.py) first, numbered from 1 in the order they ended (a number stays when older attempts
+are dropped for the job's budget), then the pod there is now if its log is not kept yet. Kept logs
+outlive the pods, and (with `logs.ttlSecondsAfterJobDeleted`) the job."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -82,8 +83,8 @@ def kept_logs_of(
 ) -> list[KeptLog]:
     """The kept logs of one replica (`worker-1`) of a job, the first attempt first."""
     items = _of_job(_kept_items(core, namespace, job, kind), job_uid)
-    ours = [item for item in items if _labels(item).get(kept_logs.KEPT_LOG_LABEL) == replica]
-    return [_kept(number, item) for number, item in enumerate(ours, start=1)]
+    ours = kept_logs.in_order([item for item in items if _labels(item).get(kept_logs.KEPT_LOG_LABEL) == replica])
+    return [_kept(number, item) for number, item in zip(kept_logs.attempt_numbers(ours), ours, strict=True)]
 
 
 def kept_replicas(core: client.CoreV1Api, namespace: str, job: str, kind: str) -> list[str]:
@@ -96,11 +97,11 @@ def _labels(item: dict[str, Any]) -> dict[str, str]:
     return dict(item.get("metadata", {}).get("labels") or {})
 
 
-def _annotations(item: dict[str, Any]) -> dict[str, str]:
+def _annotations(item: Mapping[str, Any]) -> dict[str, str]:
     return dict(item.get("metadata", {}).get("annotations") or {})
 
 
-def _kept(number: int, item: dict[str, Any]) -> KeptLog:
+def _kept(number: int, item: Mapping[str, Any]) -> KeptLog:
     notes = _annotations(item)
     text = str((item.get("data") or {}).get(kept_logs.LOG_KEY, ""))
     attempt = Attempt(
@@ -123,7 +124,8 @@ def live_attempt(pod: dict[str, Any] | None, kept: list[KeptLog]) -> Attempt | N
     metadata = pod["metadata"]
     if any(log.attempt.pod_uid == metadata["uid"] for log in kept):
         return None
-    return Attempt(len(kept) + 1, metadata["uid"], parse_time(metadata.get("creationTimestamp")), None, None, False)
+    number = max((log.attempt.number for log in kept), default=0) + 1
+    return Attempt(number, metadata["uid"], parse_time(metadata.get("creationTimestamp")), None, None, False)
 
 
 def replica_label(replica: str) -> str:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from disttrain_operator.core.builders.events import COMPONENT, MESSAGE_LIMIT
-from disttrain_operator.runtime.event_poster import EventPoster
+from disttrain_operator.runtime.event_poster import EventBudget, EventPoster
 from disttrain_operator.runtime.kube import TransientApiError
 
 JOB = {
@@ -91,3 +91,12 @@ def test_past_the_limit_the_oldest_waiting_events_go_first(caplog: pytest.LogCap
     _post_all(poster)
     assert [event["reason"] for event in api.posted] == ["Second", "Third"]
     assert "the oldest, First, is dropped" in caplog.text
+
+
+def test_a_job_that_restarts_without_end_posts_a_bounded_number_of_events() -> None:
+    budget = EventBudget(burst=25, refill=timedelta(minutes=5), tracked=2)
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    posted = sum(budget.take("u1", start + timedelta(seconds=second)) for second in range(3600))
+    assert posted == 25 + 11  # the burst, then one for each 5 minutes that passed within the hour
+    assert budget.take("u2", start)  # another job has a budget of its own
+    assert budget.take("u3", start) and budget.take("u1", start + timedelta(hours=2))  # u1 forgotten: a fresh burst

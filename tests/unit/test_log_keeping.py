@@ -19,7 +19,7 @@ from disttrain_operator.api.job import DistTrainJob
 from disttrain_operator.api.spec import ReplicaType
 from disttrain_operator.api.tenant_input import JOB_GONE_SINCE, LOG_MAX_BYTES, LOG_TTL
 from disttrain_operator.core import kept_logs, served
-from disttrain_operator.core.builders.log_keeping import LOG_FINALIZER
+from disttrain_operator.core.builders.log_keeping import KEPT_ATTEMPTS_PER_REPLICA, KEPT_BYTES_PER_JOB, LOG_FINALIZER
 from disttrain_operator.core.builders.objects import pod
 from disttrain_operator.core.builders.settings import BuildSettings
 from disttrain_operator.core.observed import pod_view
@@ -32,7 +32,7 @@ JOB_UID = "job-uid-1"
 POD_UID = "0f3c9a1e-5b7d-4c2a-9e8f-123456789abc"
 
 
-def _job(logs: dict[str, Any] | None = None) -> DistTrainJob:
+def _job(logs: dict[str, Any] | None = None, workers: int = 2) -> DistTrainJob:
     container = {"name": "tensorflow", "image": "trainer"}
     return DistTrainJob.model_validate(
         {
@@ -40,7 +40,7 @@ def _job(logs: dict[str, Any] | None = None) -> DistTrainJob:
             "kind": "DistTrainJob",
             "metadata": {"name": "mnist", "namespace": "team", "uid": JOB_UID},
             "spec": {
-                "replicaSpecs": {"Worker": {"replicas": 2, "template": {"spec": {"containers": [container]}}}},
+                "replicaSpecs": {"Worker": {"replicas": workers, "template": {"spec": {"containers": [container]}}}},
                 **({"logs": logs} if logs is not None else {}),
             },
         }
@@ -154,6 +154,15 @@ class _LogApi:
     def patch_pod(self, namespace: str, name: str, patch: list[dict[str, Any]]) -> bool:
         self.patches.append(patch)
         self.released.set()
+        return True
+
+    def list_metadata(self, path: str, query: dict[str, str]) -> list[dict[str, Any]]:
+        wanted = dict(term.split("=") for term in query["labelSelector"].split(","))
+        return [item for item in self.created if wanted.items() <= item["metadata"]["labels"].items()]
+
+    def delete_object(self, manifest: Mapping[str, Any]) -> bool:
+        name = manifest["metadata"]["name"]
+        self.created = [item for item in self.created if item["metadata"]["name"] != name]
         return True
 
 
@@ -314,3 +323,32 @@ def test_a_bug_on_one_pod_is_retried_and_never_ends_the_keeper() -> None:
     api = _BuggyLogApi(_pod(_job(), "Failed"), bugs=2)
     _keep(api, {JOB_UID})
     assert [item["data"]["log"] for item in api.created] == ["log\n"]
+
+
+def test_a_replica_keeps_its_first_and_latest_attempts_numbered_as_they_ran() -> None:
+    job = _job()
+    api = _LogApi(None, [b"log\n"])
+    for attempt in range(1, 7):
+        uid = f"{attempt:08d}-5b7d-4c2a-9e8f-123456789abc"
+        api.found = _pod(job, "Failed", uid=uid)
+        api.log = [f"attempt {attempt}\n".encode()]
+        api.released.clear()
+        keeper = LogKeeper(api, lambda key: {JOB_UID}, clock=lambda: NOW, threads=1, retry_seconds=0.01)
+        keeper.start()
+        keeper.offer(("team", "mnist"), "team", "mnist-worker-1", uid)
+        assert api.released.wait(timeout=10)
+        keeper.stop()
+        keeper.join(timeout=10)
+    kept = kept_logs.in_order(api.created)
+    assert len(kept) == KEPT_ATTEMPTS_PER_REPLICA
+    assert kept_logs.attempt_numbers(kept) == [1, 4, 5, 6]
+    assert [item["data"]["log"] for item in kept] == [f"attempt {n}\n" for n in (1, 4, 5, 6)]
+
+
+def test_a_job_of_many_pods_keeps_less_of_each_so_that_it_stays_within_its_budget() -> None:
+    few = pod(_job(), ReplicaType.WORKER, 0, BuildSettings())
+    assert few["metadata"]["annotations"][LOG_MAX_BYTES] == str(DEFAULT_LOG_BYTES)
+    share = int(
+        pod(_job(workers=1000), ReplicaType.WORKER, 0, BuildSettings())["metadata"]["annotations"][LOG_MAX_BYTES]
+    )
+    assert share * KEPT_ATTEMPTS_PER_REPLICA * 1000 <= KEPT_BYTES_PER_JOB

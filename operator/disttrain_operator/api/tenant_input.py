@@ -26,6 +26,8 @@ from disttrain_operator.api.spec import MAX_LOG_BYTES, MAX_SECONDS, MIN_LOG_BYTE
 LOG_MAX_BYTES = f"{GROUP}/log-max-bytes"
 LOG_TTL = f"{GROUP}/log-ttl-seconds-after-job-deleted"
 JOB_GONE_SINCE = f"{GROUP}/job-gone-since"
+ATTEMPT = f"{GROUP}/attempt"  # on a kept log: which attempt of its replica it is, from 1
+MAX_ATTEMPT = 2**31 - 1
 # The annotations the operator owns on a pod: a template's own values for them are dropped.
 OPERATOR_POD_ANNOTATIONS = frozenset({LOG_MAX_BYTES, LOG_TTL})
 
@@ -70,6 +72,7 @@ class KeptLogNotes(_Annotations):
     """What a kept log's ConfigMap says of how long it outlives its job."""
 
     ttl_seconds: TtlSeconds = Field(0, alias=LOG_TTL)
+    attempt: Annotated[int | None, Field(ge=1, le=MAX_ATTEMPT), _or(None)] = Field(None, alias=ATTEMPT)
     job_gone_since: Annotated[datetime | None, pydantic.BeforeValidator(_time)] = Field(None, alias=JOB_GONE_SINCE)
 
     def gone_since(self, now: datetime) -> datetime | None:

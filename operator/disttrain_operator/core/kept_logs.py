@@ -24,9 +24,9 @@ from disttrain_contract.timestamps import format_micro_time, format_time
 from disttrain_contract.volume_logs import from_a_line
 from disttrain_operator.api.job import GROUP
 from disttrain_operator.api.spec import ReplicaType
-from disttrain_operator.api.tenant_input import JOB_GONE_SINCE, LOG_TTL, KeptLogNotes, PodLogNotes
+from disttrain_operator.api.tenant_input import ATTEMPT, JOB_GONE_SINCE, LOG_TTL, KeptLogNotes, PodLogNotes
 from disttrain_operator.core.builders import naming
-from disttrain_operator.core.builders.log_keeping import LOG_FINALIZER
+from disttrain_operator.core.builders.log_keeping import KEPT_ATTEMPTS_PER_REPLICA, LOG_FINALIZER
 from disttrain_operator.core.builders.naming import tensorflow_container
 from disttrain_operator.core.types import Body, Manifest
 
@@ -135,7 +135,52 @@ def max_bytes(pod: Body) -> int:
     return PodLogNotes.of(pod.get("metadata")).max_bytes
 
 
-def kept_log(pod: Body, tail: LogTail, now: datetime, *, job_present: bool) -> Manifest | None:
+def kept_log_selector(pod: Body) -> str | None:
+    """The label selector of the kept logs of the pod's replica in its job (its namespace's); None for a pod
+    that is no replica of a job."""
+    owner, replica = controller(pod), replica_of(pod)
+    if owner is None or replica is None:
+        return None
+    return f"{JOB_UID_LABEL}={owner['uid']},{KEPT_LOG_LABEL}={replica}"
+
+
+def in_order(kept: Iterable[Body]) -> list[Body]:
+    """A replica's kept logs, its first attempt first (by number; older ones, without, by when they were kept)."""
+
+    def order(item: Body) -> tuple[int, str, str]:
+        metadata = item.get("metadata") or {}
+        kept_at = (metadata.get("annotations") or {}).get(KEPT_AT)
+        return (
+            KeptLogNotes.of(metadata).attempt or 0,
+            kept_at if isinstance(kept_at, str) else "",
+            metadata.get("name", ""),
+        )
+
+    return sorted(kept, key=order)
+
+
+def attempt_numbers(kept: Iterable[Body]) -> list[int]:
+    """The attempt each of a replica's kept logs is (in `in_order`'s order): its own number, else its place."""
+    numbers: list[int] = []
+    for item in in_order(kept):
+        number = KeptLogNotes.of(item.get("metadata")).attempt
+        numbers.append(number if number is not None else (numbers[-1] if numbers else 0) + 1)
+    return numbers
+
+
+def next_attempt(kept: Iterable[Body]) -> int:
+    """The number of the attempt after a replica's kept ones: numbers stay as they were when older ones go."""
+    return max(attempt_numbers(kept), default=0) + 1
+
+
+def surplus(kept: Iterable[Body], keep: int = KEPT_ATTEMPTS_PER_REPLICA) -> list[Body]:
+    """What goes once a replica keeps more than `keep` logs: the oldest after its first attempt, which
+    (with the latest) says most of why a job failed."""
+    ordered = in_order(kept)
+    return ordered[1 : len(ordered) - keep + 1] if len(ordered) > keep else []
+
+
+def kept_log(pod: Body, tail: LogTail, now: datetime, *, job_present: bool, attempt: int = 1) -> Manifest | None:
     """The ConfigMap that keeps a pod's log; None when nothing should keep it: its job is gone and kept
     nothing past itself, or the pod is no replica of a job."""
     metadata = pod["metadata"]
@@ -151,6 +196,7 @@ def kept_log(pod: Body, tail: LogTail, now: datetime, *, job_present: bool) -> M
         STARTED: str(metadata.get("creationTimestamp") or ""),
         LOG_BYTES: str(tail.total),
         KEPT_AT: format_micro_time(now),
+        ATTEMPT: str(attempt),
         **({ENDED: str(terminated["finishedAt"])} if terminated.get("finishedAt") else {}),
         **({EXIT_CODE: str(terminated["exitCode"])} if "exitCode" in terminated else {}),
         **({LOG_TTL: str(ttl)} if ttl > 0 else {}),

@@ -2,27 +2,51 @@
 
 Events are for people reading `kubectl describe`; a job's state lives in its status. So an Event
 the API server does not take is logged and dropped, never retried, and when the API server falls
-behind, at most `QUEUE_LIMIT` wait: the oldest go first.
+behind, at most `QUEUE_LIMIT` wait: the oldest go first. Each job has a budget, as client-go's
+EventRecorder gives each object: `EVENT_BURST` Events, then one more every `EVENT_REFILL`; a job that
+restarts without end (backoffLimit may be 2^31) cannot fill etcd with Events.
 """
 
 from __future__ import annotations
 
 import logging
 import socket
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol
 
 from disttrain_contract.timestamps import format_time
 from disttrain_operator.core.builders.events import event_manifest
 from disttrain_operator.core.types import Body, Manifest
+from disttrain_operator.runtime import metrics
 from disttrain_operator.runtime.kube import ChildRejectedError, TransientApiError
 from disttrain_operator.runtime.workers import Workers
 
 logger = logging.getLogger(__name__)
 
 QUEUE_LIMIT = 10_000
+EVENT_BURST = 25
+EVENT_REFILL = timedelta(minutes=5)
+TRACKED_JOBS = 10_000  # jobs whose budget is remembered; the least recently heard of is forgotten first
+
+
+class EventBudget:
+    """Per job: `burst` Events at once, then one for each `refill` that passed (client-go's spam filter)."""
+
+    def __init__(self, burst: int = EVENT_BURST, refill: timedelta = EVENT_REFILL, tracked: int = TRACKED_JOBS) -> None:
+        self._burst, self._refill, self._tracked = burst, refill, tracked
+        self._left: OrderedDict[str, tuple[float, datetime]] = OrderedDict()
+
+    def take(self, uid: str, now: datetime) -> bool:
+        """One Event of the job `uid` may be posted now."""
+        left, since = self._left.pop(uid, (float(self._burst), now))
+        left = min(float(self._burst), left + max((now - since) / self._refill, 0.0))
+        allowed = left >= 1
+        self._left[uid] = (left - 1 if allowed else left, now)
+        while len(self._left) > self._tracked:
+            self._left.popitem(last=False)
+        return allowed
 
 
 class EventApi(Protocol):
@@ -39,13 +63,23 @@ class EventPoster(Workers):
         self._clock = clock
         self._instance = instance or socket.gethostname()
         self._waiting: deque[Manifest] = deque(maxlen=limit)
+        self._budget = EventBudget()
 
     def __call__(self, body: Body, *, type: str, reason: str, message: str) -> None:
         """Queue an Event of the job `body`: the reconciler's `EventSink`."""
+        now = self._clock()
         manifest = event_manifest(
-            body, type=type, reason=reason, message=message, now=format_time(self._clock()), instance=self._instance
+            body, type=type, reason=reason, message=message, now=format_time(now), instance=self._instance
         )
         with self._condition:
+            if not self._budget.take(str(body["metadata"]["uid"]), now):
+                metrics.EVENTS_DROPPED.inc()
+                logger.info(
+                    "Event %s of %s not posted: the job's Event budget is spent",
+                    reason,
+                    manifest["involvedObject"]["name"],
+                )
+                return
             if len(self._waiting) == self._waiting.maxlen:
                 logger.warning("too many Events waiting: the oldest, %s, is dropped", self._waiting[0]["reason"])
             self._waiting.append(manifest)

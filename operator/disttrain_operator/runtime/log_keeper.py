@@ -43,6 +43,8 @@ class LogApi(Protocol):
     def pod_log_chunks(self, namespace: str, name: str, container: str) -> Iterator[bytes]: ...
     def create(self, manifest: Manifest) -> bool: ...
     def patch_pod(self, namespace: str, name: str, patch: list[dict[str, Any]]) -> bool: ...
+    def list_metadata(self, path: str, query: dict[str, str]) -> list[dict[str, Any]]: ...
+    def delete_object(self, manifest: Mapping[str, Any]) -> bool: ...
 
 
 @dataclass
@@ -172,13 +174,23 @@ class LogKeeper(Workers):
             logger.info("the log of %s/%s cannot be read, not kept: %s", task.namespace, task.name, error)
             return
         present = str((kept_logs.controller(pod) or {}).get("uid")) in self._job_uids(task.job)
-        manifest = kept_logs.kept_log(pod, tail, self._clock(), job_present=present)
+        selector = kept_logs.kept_log_selector(pod)
+        kept = (
+            []
+            if selector is None
+            else self._kube.list_metadata(_configmaps(task.namespace), {"labelSelector": selector})
+        )
+        attempt = kept_logs.next_attempt(kept)
+        manifest = kept_logs.kept_log(pod, tail, self._clock(), job_present=present, attempt=attempt)
         if manifest is None:
             return
         try:
             self._kube.create(manifest)
         except ChildRejectedError as error:  # refused as built (a policy): no retry makes it pass
             logger.warning("the log of %s/%s was not kept: %s", task.namespace, task.name, error)
+            return
+        for item in kept_logs.surplus([*kept, manifest]):  # the job's budget: its first and latest attempts stay
+            self._kube.delete_object(_config_map(item))
 
 
 SWEEP_SECONDS = 60.0

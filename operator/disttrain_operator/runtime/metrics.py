@@ -16,6 +16,9 @@ JOBS_BY_PHASE = Gauge("disttrain_jobs", "Jobs the operator knows, by phase.", ["
 RECONCILE_ERRORS = Counter(
     "disttrain_reconcile_errors_total", "Reconciles that failed for another reason than the API, by error.", ["error"]
 )
+EVENTS_DROPPED = Counter(
+    "disttrain_events_dropped_total", "Events not posted because their job had spent its Event budget."
+)
 ITEM_ERRORS = Counter(
     "disttrain_item_errors_total",
     "Items a background worker failed on for another reason than the API (logged with the object's name), by worker.",

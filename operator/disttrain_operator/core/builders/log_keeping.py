@@ -10,22 +10,35 @@ from collections.abc import Mapping
 
 from disttrain_contract.volume_logs import LOG_DIR_ENV, LOG_MAX_BYTES_ENV, LOGS_FOLDER, POD_UID_ENV
 from disttrain_operator.api.job import GROUP, DistTrainJob
-from disttrain_operator.api.spec import Logs, ReplicaType
+from disttrain_operator.api.spec import MIN_LOG_BYTES, Logs, ReplicaType
 from disttrain_operator.api.tenant_input import LOG_MAX_BYTES, LOG_TTL, OPERATOR_POD_ANNOTATIONS
 from disttrain_operator.core.types import Manifest
 
 LOG_FINALIZER = f"{GROUP}/keep-log"
 
 
-def pod_annotations(logs: Logs, template: Mapping[str, str] | None) -> dict[str, str]:
+# What one job may keep in ConfigMaps: each replica's first attempt and its latest ones, and in all at most
+# KEPT_BYTES_PER_JOB, which caps each attempt's share for jobs of many pods.
+KEPT_ATTEMPTS_PER_REPLICA = 4
+KEPT_BYTES_PER_JOB = 64 * 1024 * 1024
+
+
+def kept_bytes_per_attempt(job: DistTrainJob) -> int:
+    """`logs.maxBytesPerAttempt`, or less where the job's pods would keep more than KEPT_BYTES_PER_JOB in all."""
+    share = KEPT_BYTES_PER_JOB // (KEPT_ATTEMPTS_PER_REPLICA * max(job.spec.total_replicas, 1))
+    return max(MIN_LOG_BYTES, min(job.spec.logs.max_bytes_per_attempt, share))
+
+
+def pod_annotations(job: DistTrainJob, template: Mapping[str, str] | None) -> dict[str, str]:
     """The template's annotations with the operator's own: nothing of them unless the job keeps its logs in
     ConfigMaps, no TTL when its logs go with it. A template's value for one of the operator's keys is
     dropped: the spec's bounds hold, whatever the template says."""
     annotations = {key: value for key, value in (template or {}).items() if key not in OPERATOR_POD_ANNOTATIONS}
+    logs = job.spec.logs
     if not logs.in_config_maps:
         return annotations
     ttl = logs.ttl_seconds_after_job_deleted
-    return {**annotations, LOG_MAX_BYTES: str(logs.max_bytes_per_attempt), **({LOG_TTL: str(ttl)} if ttl else {})}
+    return {**annotations, LOG_MAX_BYTES: str(kept_bytes_per_attempt(job)), **({LOG_TTL: str(ttl)} if ttl else {})}
 
 
 def pod_finalizers(logs: Logs) -> list[str]:
