@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from disttrain.errors import (
     InvalidJobError,
     JobFailedError,
     JobNotFoundError,
+    LogsUnavailableError,
     ReplicaNotFoundError,
     TensorBoardUnavailableError,
     WaitTimeoutError,
@@ -59,6 +61,14 @@ class JobEvent:
     message: str
     object: str  # kind/name of what the Event is about
     count: int = 1
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Whom a bearer token authenticates."""
+
+    username: str
+    groups: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -98,6 +108,27 @@ class Client:
         self.namespace = namespace or context_namespace or "default"
         self._custom = client.CustomObjectsApi(api_client)
         self._core = client.CoreV1Api(api_client)
+
+    def as_bearer(self, token: str, namespace: str | None = None) -> Client:
+        """The same cluster, as the holder of `token`: with their rights, not this client's (the dashboard
+        reads so for each viewer). Only the server's address and trust travel, never this client's identity."""
+        mine = self.api_client.configuration
+        theirs = client.Configuration()
+        theirs.host, theirs.ssl_ca_cert, theirs.verify_ssl = mine.host, mine.ssl_ca_cert, mine.verify_ssl
+        theirs.proxy, theirs.tls_server_name = mine.proxy, mine.tls_server_name
+        theirs.api_key = {"authorization": f"Bearer {token}"}
+        return Client(api_client=client.ApiClient(theirs), namespace=namespace or self.namespace)
+
+    def review_token(self, token: str) -> Identity | None:
+        """Who `token` is, as the API server's TokenReview says; None when it authenticates nobody."""
+        review = client.V1TokenReview(spec=client.V1TokenReviewSpec(token=token))
+        answer = call(
+            lambda: client.AuthenticationV1Api(self.api_client).create_token_review(review), what="a TokenReview"
+        )
+        status = answer.status
+        if status is None or not status.authenticated or status.user is None:
+            return None
+        return Identity(str(status.user.username or ""), tuple(status.user.groups or ()))
 
     # --- jobs -------------------------------------------------------------------------------------------
 
@@ -169,14 +200,15 @@ class Client:
         labels: str | Mapping[str, str] | None = None,
         kind: JobKind = "DistTrainJob",
         timeout: float | None = None,
+        stop: threading.Event | None = None,
     ) -> Iterator[WatchEvent]:
         """Each change to the namespace's jobs (or every namespace's, or one job) as it happens, starting
         with each as it is now.
 
-        Runs until `timeout` seconds have passed (forever without one). A watch the API server expires is
-        started again from a fresh listing, and a job that went meanwhile comes as DELETED: no change is
-        missed."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+        Runs until `timeout` seconds have passed (forever without one), or within a minute of `stop` being
+        set. A watch the API server expires is started again from a fresh listing, and a job that went
+        meanwhile comes as DELETED: no change is missed."""
+        until = _Until(None if timeout is None else time.monotonic() + timeout, stop)
         if job is not None:
             resource, namespace, name = self._target(job, namespace, kind)
             scope: str | None = namespace
@@ -195,14 +227,14 @@ class Client:
             yield from _events("ADDED", items.values())
             version = listing["metadata"]["resourceVersion"]
             for event_type, body in self._watch_from(
-                resource, scope, version, fields=fields, selector=selector, deadline=deadline
+                resource, scope, version, fields=fields, selector=selector, until=until
             ):
                 if event_type == "DELETED":
                     known.pop(_key(body), None)
                 else:
                     known[_key(body)] = body
                 yield from _events(event_type, [body])
-            if deadline is not None and time.monotonic() >= deadline:
+            if until.over():
                 return
 
     def wait(
@@ -258,6 +290,7 @@ class Client:
         follow: bool = False,
         tail: int | None = None,
         kind: JobKind = "DistTrainJob",
+        start_readers: bool = True,
     ) -> Iterator[str]:
         """The lines of a replica's log (`worker-1`, `chief`; by default the chief, else worker 0), streamed.
 
@@ -268,8 +301,8 @@ class Client:
         `tail` keeps only the last lines. With `follow`, waits while the pod is Pending, goes on through the
         replica's restarts, and ends when the replica succeeds or the job ends. Raises `ReplicaNotFoundError` and
         `AttemptNotFoundError` (naming those there are) and, without `follow`, `LogsUnavailableError` when the
-        replica has no log to read now."""
-        found = self._replica(job, replica, namespace, kind)
+        replica has no log to read now, or (with `start_readers=False`) when reading it would start a pod."""
+        found = self._replica(job, replica, namespace, kind, start_readers)
         if attempt is not None:
             return found.attempt_lines(attempt, follow=follow, tail=tail)
         if found.job is None or found.log is None:  # the job is gone: its last kept attempt
@@ -279,12 +312,21 @@ class Client:
         return found.log.lines(follow=follow, tail=tail)
 
     def attempts(
-        self, job: JobRef, replica: str | None = None, *, namespace: str | None = None, kind: JobKind = "DistTrainJob"
+        self,
+        job: JobRef,
+        replica: str | None = None,
+        *,
+        namespace: str | None = None,
+        kind: JobKind = "DistTrainJob",
+        start_readers: bool = True,
     ) -> Attempts:
         """A replica's attempts, the first first: those whose log is kept, then the pod running now."""
-        return self._replica(job, replica, namespace, kind).attempts
+        return self._replica(job, replica, namespace, kind, start_readers).attempts
 
-    def _replica(self, job: JobRef, replica: str | None, namespace: str | None, kind: JobKind) -> ReplicaLogs:
+    def _replica(
+        self, job: JobRef, replica: str | None, namespace: str | None, kind: JobKind, start_readers: bool = True
+    ) -> ReplicaLogs:
+        """`start_readers`: logs kept on the checkpoint volume may be read through a pod that mounts it."""
         resource, namespace, name = self._target(job, namespace, kind)
         try:
             found = self.get(job, namespace=namespace, kind=kind)
@@ -313,6 +355,9 @@ class Client:
         pod = log.started_pod()
 
         def read_kept() -> list[KeptLog]:
+            if found.spec.logs.on_volume and not start_readers:
+                command = f"disttrain jobs logs {name} -n {namespace} --replica {label}"
+                raise LogsUnavailableError(f"{label} keeps its logs on the checkpoint volume: `{command}` reads them")
             if found.spec.logs.on_volume:
                 live_uid = pod["metadata"]["uid"] if pod is not None else None
                 return volume_logs_of(self._core, found, label, live_uid=live_uid)
@@ -402,12 +447,12 @@ class Client:
         *,
         fields: str | None,
         selector: str | None,
-        deadline: float | None,
+        until: _Until,
     ) -> Iterator[tuple[str, dict[str, Any]]]:
-        """Watch from `version` until the deadline, or until the API server says the version expired."""
+        """Watch from `version` until `until` is over, or until the API server says the version expired."""
         lister = self._lister(resource, scope)
-        while deadline is None or time.monotonic() < deadline:
-            seconds = _WATCH_SECONDS if deadline is None else min(_WATCH_SECONDS, deadline - time.monotonic())
+        while not until.over():
+            seconds = until.seconds_left(_WATCH_SECONDS)
             stream = watch.Watch().stream(  # type: ignore[no-untyped-call]
                 lister,
                 field_selector=fields,
@@ -428,6 +473,21 @@ class Client:
                 raise api_error(error, f"watching {_where(resource, scope)}") from error
             except NETWORK_ERRORS:
                 return  # listed again by the caller
+
+
+@dataclass(frozen=True)
+class _Until:
+    """When a watch ends: at a deadline (monotonic), once `stop` is set, or never."""
+
+    deadline: float | None
+    stop: threading.Event | None
+
+    def over(self) -> bool:
+        expired = self.deadline is not None and time.monotonic() >= self.deadline
+        return expired or (self.stop is not None and self.stop.is_set())
+
+    def seconds_left(self, longest: float) -> float:
+        return longest if self.deadline is None else min(longest, self.deadline - time.monotonic())
 
 
 def _connect(kubeconfig: str | Path | None, context: str | None) -> tuple[client.ApiClient, str | None]:

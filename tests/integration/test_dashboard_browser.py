@@ -1,8 +1,10 @@
-"""`disttrain dashboard` in a real browser (Debian's Chromium, driven by Playwright) against the local
-cluster, with the rights of deploy/components/dashboard's ServiceAccount: a job goes from Pending to
+"""`disttrain dashboard --authenticate` in a real browser (Debian's Chromium, driven by Playwright) against
+the local cluster, as deploy/components/dashboard installs it: its ServiceAccount may only review tokens,
+and each viewer signs in with a token and sees what their own RBAC allows. A job goes from Pending to
 Running to Succeeded while its list page stays open; its page shows conditions and curves; a failed
 job's page says why; hostile text stays text; nothing can be written; a viewer without rights reads
-why. The screenshots in docs/admins.md are the ones these tests take."""
+why; a viewer of one namespace sees nothing of another, and a request without a token, or addressed to
+another host, is refused. The screenshots in docs/admins.md are the ones these tests take."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from cluster_support import (
+    OPERATOR_TEST_NAMESPACE,
     Cluster,
     OperatorProcess,
     TrainerProgress,
@@ -28,7 +31,6 @@ from cluster_support import (
     job_where,
     running_pods,
     script_job,
-    token_kubeconfig,
 )
 from disttrain_dev.cluster import UNATTENDED_ANNOTATION
 from support import ROOT
@@ -36,6 +38,7 @@ from support import ROOT
 CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOTS = ROOT / "docs" / "images"
 DASHBOARD_RBAC = ROOT / "deploy" / "components" / "dashboard" / "rbac.yaml"
+VIEWER_ROLE = f"{OPERATOR_TEST_NAMESPACE}-disttrain-viewer"  # the component's, as account_kubeconfig renames it
 MWMS = (ROOT / "examples" / "multi-worker-mirrored-gpu.yaml").read_text()
 GATE_LABEL = "disttrain.io/dashboard-test"
 HOSTILE = '<script>window.hacked = 1</script><img src=x onerror="window.hacked = 1">'
@@ -77,10 +80,30 @@ def browser() -> Iterator[Browser]:
 
 @pytest.fixture
 def dashboard(cluster: Cluster, tmp_path: Path) -> Iterator[Dashboard]:
-    """The dashboard with the ServiceAccount and ClusterRole its kustomize component installs."""
-    running = Dashboard(account_kubeconfig(cluster, tmp_path, DASHBOARD_RBAC, "disttrain-dashboard"))
+    """The dashboard as its kustomize component runs it: authenticating, with that component's ServiceAccount."""
+    running = Dashboard(account_kubeconfig(cluster, tmp_path, DASHBOARD_RBAC, "disttrain-dashboard"), "--authenticate")
     yield running
     running.stop()
+
+
+def viewer_token(cluster: Cluster, namespace: str, account: str, *viewed: str) -> str:
+    """A token of a ServiceAccount that may view the namespaces `viewed` (with the component's viewer role)."""
+    cluster.kubectl("create", "serviceaccount", account, "-n", namespace, check=False)
+    for where in viewed:
+        cluster.kubectl(
+            "create", "rolebinding", f"{account}-views", "-n", where, f"--clusterrole={VIEWER_ROLE}",
+            f"--serviceaccount={namespace}:{account}", check=False,
+        )  # fmt: skip
+    return cluster.kubectl("create", "token", account, "-n", namespace, "--duration=1h").stdout.strip()
+
+
+def sign_in(page: Page, dashboard: Dashboard, token: str) -> None:
+    """As a person signs in: the form the dashboard shows without a token."""
+    page.goto(dashboard.url)
+    expect(page.locator("h1")).to_have_text("Sign in")
+    page.locator("#token").fill(token)
+    page.locator("button[type=submit]").click()
+    expect(page).to_have_url(dashboard.url)  # signed in: the list of jobs
 
 
 @pytest.fixture
@@ -91,6 +114,13 @@ def page(browser: Browser) -> Iterator[Page]:
     yield opened
     opened.close()
     assert not dialogs, f"a script ran from a job's text: {dialogs}"
+
+
+@pytest.fixture
+def viewer(cluster: Cluster, namespace: str, dashboard: Dashboard, page: Page) -> Page:
+    """The page, signed in as a viewer of the test's namespace."""
+    sign_in(page, dashboard, viewer_token(cluster, namespace, "viewer", namespace))
+    return page
 
 
 def _gated(name: str, gate: str) -> str:
@@ -133,8 +163,9 @@ def _screenshot(page: Page, name: str) -> None:
 
 
 def test_a_job_goes_from_pending_to_succeeded_on_an_open_page_and_shows_its_curves(
-    cluster: Cluster, operator: OperatorProcess, namespace: str, dashboard: Dashboard, page: Page
+    cluster: Cluster, operator: OperatorProcess, namespace: str, dashboard: Dashboard, viewer: Page
 ) -> None:
+    page = viewer
     page.goto(f"{dashboard.url}?namespace={namespace}")
     expect(page.locator("body")).to_have_attribute("data-live", "yes")
     expect(page.locator("#empty")).to_be_visible()
@@ -170,8 +201,9 @@ def test_a_job_goes_from_pending_to_succeeded_on_an_open_page_and_shows_its_curv
 
 
 def test_a_failed_job_says_why_and_hostile_text_stays_text(
-    cluster: Cluster, operator: OperatorProcess, namespace: str, dashboard: Dashboard, page: Page
+    cluster: Cluster, operator: OperatorProcess, namespace: str, dashboard: Dashboard, viewer: Page
 ) -> None:
+    page = viewer
     cluster.apply(namespace, MWMS.replace("backoffLimit: 3", "backoffLimit: 0"))
     running_pods(cluster, namespace, "mnist-mwms", 4)
     page.goto(f"{dashboard.url}jobs/DistTrainJob/{namespace}/mnist-mwms")
@@ -203,6 +235,7 @@ def test_a_replicas_log_is_shown_as_text(
     """On the process node, whose pods write real logs: the log page reads it (from the pod, or as kept)."""
     process_cluster.apply(process_namespace, json.dumps(script_job("echo", f"echo '{HOSTILE}'; echo done")))
     job_where(process_cluster, process_namespace, "echo", "Succeeded", lambda j: holds(j, "Succeeded"))
+    sign_in(page, dashboard, viewer_token(process_cluster, process_namespace, "viewer", process_namespace))
     page.goto(f"{dashboard.url}jobs/DistTrainJob/{process_namespace}/echo/logs/worker-0")
     expect(page.locator("h1")).to_contain_text("Log of worker-0")
     expect(page.locator("#log")).to_have_text(f"{HOSTILE}\ndone")
@@ -218,32 +251,77 @@ def test_nothing_can_be_written_through_the_dashboard(dashboard: Dashboard) -> N
         assert refused.value.code == 405, method
     with urllib.request.urlopen(f"{dashboard.url}healthz", timeout=10) as answer:
         assert "default-src 'self'" in answer.headers["Content-Security-Policy"]
-    rules = yaml_rules(DASHBOARD_RBAC)
-    assert {verb for rule in rules for verb in rule["verbs"]} == {"get", "list", "watch"}
+    roles = yaml_rules(DASHBOARD_RBAC)
+    assert roles["disttrain-dashboard"] == [
+        {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]}
+    ]  # the dashboard's own account reads nothing: each viewer reads as themselves
+    assert {verb for rule in roles["disttrain-viewer"] for verb in rule["verbs"]} == {"get", "list", "watch"}
 
 
-def yaml_rules(path: Path) -> list[dict[str, list[str]]]:
+def yaml_rules(path: Path) -> dict[str, list[dict[str, list[str]]]]:
     import yaml  # noqa: PLC0415
 
     documents = [document for document in yaml.safe_load_all(path.read_text()) if document]
-    return [rule for document in documents if document["kind"] == "ClusterRole" for rule in document["rules"]]
+    return {doc["metadata"]["name"]: doc["rules"] for doc in documents if doc["kind"] == "ClusterRole"}
 
 
 def test_a_viewer_without_rights_reads_why(
-    cluster: Cluster, operator: OperatorProcess, namespace: str, tmp_path: Path, browser: Browser
+    cluster: Cluster, operator: OperatorProcess, namespace: str, dashboard: Dashboard, page: Page
 ) -> None:
-    cluster.kubectl("create", "serviceaccount", "nobody", "-n", namespace)
-    viewer = Dashboard(token_kubeconfig(cluster, tmp_path, namespace, "nobody"))
-    page = browser.new_page()
+    sign_in(page, dashboard, viewer_token(cluster, namespace, "nobody"))
+    problem = page.locator(".problem", has_text="DistTrainJobs in every namespace cannot be shown")
+    expect(problem).to_contain_text("forbidden", timeout=WAIT_MS)
+    response = page.goto(f"{dashboard.url}jobs/DistTrainJob/{namespace}/anything")
+    assert response is not None and response.status == 403
+    expect(page.locator("h1")).to_have_text(f"Cannot show DistTrainJob {namespace}/anything")
+    expect(page.locator("body")).to_contain_text("ask for a Role with get, list and watch")
+    _screenshot(page, "dashboard-forbidden.png")
+
+
+def _status(url: str, headers: dict[str, str] | None = None) -> tuple[int, str]:
     try:
-        page.goto(viewer.url)
-        problem = page.locator(".problem", has_text="DistTrainJobs in every namespace cannot be shown")
-        expect(problem).to_contain_text("forbidden", timeout=WAIT_MS)
-        response = page.goto(f"{viewer.url}jobs/DistTrainJob/{namespace}/anything")
-        assert response is not None and response.status == 403
-        expect(page.locator("h1")).to_have_text(f"Cannot show DistTrainJob {namespace}/anything")
-        expect(page.locator("body")).to_contain_text("ask for a Role with get, list and watch")
-        _screenshot(page, "dashboard-forbidden.png")
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=20) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def test_a_viewer_of_one_namespace_sees_nothing_of_another(
+    cluster: Cluster, operator: OperatorProcess, namespace: str, dashboard: Dashboard, page: Page
+) -> None:
+    other = f"other-{uuid.uuid4().hex[:6]}"
+    cluster.kubectl("create", "namespace", other)
+    try:
+        cluster.apply(namespace, MWMS.replace("name: mnist-mwms", "name: mine", 1))
+        cluster.apply(other, MWMS.replace("name: mnist-mwms", "name: theirs", 1))
+        job_where(cluster, other, "theirs", "its status", lambda j: bool(j.get("status")))
+        token = viewer_token(cluster, namespace, "viewer", namespace)
+        for address in ("", f"jobs/DistTrainJob/{namespace}/mine"):  # no token: the sign-in page, which says how
+            code, text = _status(f"{dashboard.url}{address}")
+            assert (code, "kubectl create token" in text) == (401, True), address
+        assert _status(dashboard.url, {"Authorization": "Bearer not-a-token"})[0] == 401
+        rebound = {"Authorization": f"Bearer {token}", "Host": "attacker.example:8080"}
+        assert _status(f"{dashboard.url}?namespace={namespace}", rebound)[0] == 400  # DNS rebinding
+        bearer = {"Authorization": f"Bearer {token}"}
+        assert _status(f"{dashboard.url}jobs/DistTrainJob/{other}/theirs", bearer)[0] == 403
+        assert _status(f"{dashboard.url}jobs/DistTrainJob/{other}/theirs/logs/worker-0", bearer)[0] == 403
+        sign_in(page, dashboard, token)
+        page.goto(f"{dashboard.url}?namespace={namespace}")
+        expect(page.locator(f'tr[data-key="DistTrainJob/{namespace}/mine"]')).to_be_visible(timeout=WAIT_MS)
+        expect(page.locator(f'tr[data-key="DistTrainJob/{other}/theirs"]')).to_have_count(0)
+        expect(page.locator("body")).not_to_contain_text("theirs")
     finally:
-        page.close()
-        viewer.stop()
+        cluster.kubectl("delete", "namespace", other, "--wait=false")
+
+
+def test_a_dashboard_of_one_namespace_serves_no_page_of_another(
+    cluster: Cluster, namespace: str, tmp_path: Path
+) -> None:
+    """`-n` holds for every page, whatever the dashboard's own account may read."""
+    admin = Dashboard(cluster.kubeconfig, "-n", namespace)
+    try:
+        assert _status(f"{admin.url}jobs/DistTrainJob/kube-system/anything")[0] == 404
+        assert _status(f"{admin.url}jobs/DistTrainJob/kube-system/anything/logs/worker-0?attempt=%C2%B2")[0] == 404
+        assert _status(f"{admin.url}jobs/DistTrainJob/{namespace}/anything/logs/worker-0?attempt=%C2%B2")[0] == 404
+    finally:
+        admin.stop()

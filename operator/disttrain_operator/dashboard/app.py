@@ -1,9 +1,11 @@
 """The dashboard's pages, on Starlette: every job, one job, a replica's log, and their live updates.
 
-Only GET routes exist, and every API call is a read through the client, so nothing a viewer does here
-can change the cluster. Pages are Jinja2 templates with autoescaping, and the scripts write text
-nodes only: a job's name or message is always shown as text. Updates reach an open page as
-server-sent events from the shared watch (`feed.JobFeed`); no page polls the API.
+Every API call is a read through the client, as the viewer (viewers.py), so nothing a viewer does here
+can change the cluster; the only POSTs sign a viewer in and out. A GET starts nothing either: logs kept on
+a checkpoint volume, which take a pod to read, are left to `disttrain jobs logs`. Pages are Jinja2
+templates with autoescaping, and the scripts write text nodes only: a job's name or message is always
+shown as text. Updates reach an open page as server-sent events from its viewer's shared watch
+(`feed.JobFeed`); no page polls the API.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from sse_starlette.sse import EventSourceResponse
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
@@ -35,9 +37,19 @@ from disttrain_operator.api.status import JobPhase
 from disttrain_operator.core.kueue import queue_name
 from disttrain_operator.dashboard.curves import curves
 from disttrain_operator.dashboard.feed import Change, JobFeed
+from disttrain_operator.dashboard.viewers import MAX_TOKEN, TOKEN_COOKIE, Feeds, Viewer, Viewers
 
 LOG_LINES = 2000  # a log page shows the last lines; `disttrain jobs logs` reads the whole of it
+MAX_STREAMS = 200  # event streams (open pages) at once
+SEND_TIMEOUT = 10.0  # seconds a page may take to accept one event
+LOCAL_HOSTS = ("localhost", "127.0.0.1", "[::1]")
+HTTP_OK = 200
+HTTP_SEE_OTHER = 303
+HTTP_BAD_REQUEST = 400
+HTTP_UNAUTHORIZED = 401
 HTTP_FORBIDDEN = 403
+HTTP_NOT_FOUND = 404
+HTTP_UNAVAILABLE = 503
 PHASES = [phase.value for phase in JobPhase]
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -103,19 +115,29 @@ def _shown(job: DistTrainJob, namespace: str, phase: str) -> bool:
     return (not namespace or job.metadata.namespace == namespace) and (not phase or phase_of(job) == phase)
 
 
-def create_app(client: Client, namespace: str | None) -> Starlette:
-    """The dashboard over `client`'s rights, for one namespace or (None) all of them."""
-    feed = JobFeed(client, namespace)
+class Pages:
+    """The dashboard's handlers, over its viewers and their feeds."""
 
-    @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        feed.start(asyncio.get_running_loop())
-        yield
-        feed.stop()
+    def __init__(self, client: Client, namespace: str | None, *, authenticate: bool) -> None:
+        self.namespace = namespace
+        self.authenticate = authenticate
+        self.viewers = Viewers(client, authenticate=authenticate)
+        self.feeds = Feeds(namespace)
+        self.streams = StreamCount(MAX_STREAMS)
+        self.scope = f"namespace {namespace}" if namespace else "every namespace"
 
-    async def job_list(request: Request) -> Response:
+    def viewer_of(self, request: Request) -> Viewer:
+        """The request's viewer; HTTPException 401 (the sign-in page) for a request that names nobody."""
+        viewer = self.viewers.of(request)
+        if viewer is None:
+            raise HTTPException(HTTP_UNAUTHORIZED, "sign in")
+        return viewer
+
+    async def job_list(self, request: Request) -> Response:
+        viewer = await asyncio.to_thread(self.viewer_of, request)
         chosen_namespace = request.query_params.get("namespace", "")
         chosen_phase = request.query_params.get("phase", "")
+        feed = self.feeds.of(viewer, chosen_namespace or None, asyncio.get_running_loop())
         jobs = feed.snapshot()
         now = _now()
         rows = [
@@ -123,6 +145,7 @@ def create_app(client: Client, namespace: str | None) -> Starlette:
             for job in sorted(jobs, key=lambda job: (job.metadata.namespace, job.metadata.name, job.kind))
             if _shown(job, chosen_namespace, chosen_phase)
         ]
+        namespace = self.namespace
         namespaces = sorted({job.metadata.namespace for job in jobs} | ({namespace} if namespace else set()))
         notice = ""
         if namespace and chosen_namespace and chosen_namespace != namespace:
@@ -135,12 +158,34 @@ def create_app(client: Client, namespace: str | None) -> Starlette:
             "chosen_phase": chosen_phase,
             "problems": sorted(feed.problems().values()),
             "notice": notice,
-            "scope": f"namespace {namespace}" if namespace else "every namespace",
+            "scope": self.scope,
+            "viewer": viewer.name,
             "listed": feed.listed(),
         }
         return templates.TemplateResponse(request, "jobs.html", context)
 
-    async def list_changes(request: Request) -> EventSourceResponse:
+    async def stream(
+        self, request: Request, namespace: str, message: Callable[[Change], dict[str, str] | None]
+    ) -> Response:
+        """Server-sent events of the viewer's feed of `namespace` (or all), while the page is open: at most
+        MAX_STREAMS at once, and a page that does not take an event within SEND_TIMEOUT is let go."""
+        viewer = await asyncio.to_thread(self.viewer_of, request)
+        if not self.streams.open():
+            return PlainTextResponse("too many open pages: try again later", status_code=HTTP_UNAVAILABLE)
+        feed = self.feeds.of(viewer, namespace or None, asyncio.get_running_loop())
+        self.feeds.opened(feed)
+
+        async def changes() -> AsyncIterator[dict[str, str]]:
+            try:
+                async for found in _changes(feed, message):
+                    yield found
+            finally:
+                self.feeds.closed(feed)
+                self.streams.close()
+
+        return EventSourceResponse(changes(), send_timeout=SEND_TIMEOUT)
+
+    async def list_changes(self, request: Request) -> Response:
         chosen_namespace = request.query_params.get("namespace", "")
         chosen_phase = request.query_params.get("phase", "")
 
@@ -151,24 +196,25 @@ def create_app(client: Client, namespace: str | None) -> Starlette:
             shown = row(change.job, _now())
             return {"event": "removed" if gone else "job", "data": json.dumps(shown)}
 
-        return EventSourceResponse(_changes(feed, message))
+        return await self.stream(request, chosen_namespace, message)
 
-    async def job_page(request: Request) -> Response:
-        return await _job_view(request, "job.html")
+    async def job_page(self, request: Request) -> Response:
+        return await self._job_view(request, "job.html")
 
-    async def job_panel(request: Request) -> Response:
-        return await _job_view(request, "job_panel.html")
+    async def job_panel(self, request: Request) -> Response:
+        return await self._job_view(request, "job_panel.html")
 
-    async def _job_view(request: Request, template: str) -> Response:
-        path = _job_path(request)
+    async def _job_view(self, request: Request, template: str) -> Response:
+        path = _job_path(request, self.namespace)
+        viewer = await asyncio.to_thread(self.viewer_of, request)
         try:
-            context = await asyncio.to_thread(_job_context, client, path)
+            context = await asyncio.to_thread(_job_context, viewer.client, path)
         except DisttrainError as error:
             return _refusal(request, error, str(path))
-        return templates.TemplateResponse(request, template, context)
+        return templates.TemplateResponse(request, template, {**context, "scope": self.scope})
 
-    async def job_changes(request: Request) -> EventSourceResponse:
-        path = _job_path(request)
+    async def job_changes(self, request: Request) -> Response:
+        path = _job_path(request, self.namespace)
 
         def message(change: Change) -> dict[str, str] | None:
             job = change.job
@@ -176,36 +222,134 @@ def create_app(client: Client, namespace: str | None) -> Starlette:
                 return None
             return {"event": "deleted" if change.type == "DELETED" else "changed", "data": job.metadata.name}
 
-        return EventSourceResponse(_changes(feed, message))
+        return await self.stream(request, path.namespace, message)
 
-    async def replica_log(request: Request) -> Response:
-        path = _job_path(request)
+    async def replica_log(self, request: Request) -> Response:
+        path = _job_path(request, self.namespace)
         replica = request.path_params["replica"]
-        attempt_text = request.query_params.get("attempt", "")
-        attempt = int(attempt_text) if attempt_text.isdigit() else None
+        attempt = _attempt(request.query_params.get("attempt", ""))
+        viewer = await asyncio.to_thread(self.viewer_of, request)
         try:
-            context = await asyncio.to_thread(_log_context, client, path, replica, attempt)
+            context = await asyncio.to_thread(_log_context, viewer.client, path, replica, attempt)
         except DisttrainError as error:
             return _refusal(request, error, f"the log of {replica} of {path}")
-        return templates.TemplateResponse(request, "log.html", context)
+        return templates.TemplateResponse(request, "log.html", {**context, "scope": self.scope})
 
-    async def healthz(request: Request) -> Response:
-        return PlainTextResponse("ok")
+    async def sign_in_page(self, request: Request) -> Response:
+        return _sign_in(request, "", HTTP_OK)
+
+    async def sign_in(self, request: Request) -> Response:
+        """The token a viewer pasted, checked with a TokenReview, kept in a cookie of this site."""
+        form = await request.form(max_files=0, max_fields=1, max_part_size=MAX_TOKEN)
+        token = str(form.get("token") or "").strip()
+        signed_in = None
+        if token:
+            probe = Request({"type": "http", "headers": [(b"authorization", f"Bearer {token}".encode())]})
+            signed_in = await asyncio.to_thread(self.viewers.of, probe)
+        if signed_in is None:
+            return _sign_in(request, "That token names nobody the cluster knows.", HTTP_UNAUTHORIZED)
+        answer = RedirectResponse("/", status_code=HTTP_SEE_OTHER)
+        answer.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict", path="/")
+        return answer
+
+    async def sign_out(self, request: Request) -> Response:
+        answer = RedirectResponse("/signin" if self.authenticate else "/", status_code=HTTP_SEE_OTHER)
+        answer.delete_cookie(TOKEN_COOKIE, path="/")
+        return answer
+
+    async def unauthorized(self, request: Request, error: Exception) -> Response:
+        return _sign_in(request, "", HTTP_UNAUTHORIZED)
+
+
+async def healthz(request: Request) -> Response:
+    return PlainTextResponse("ok")
+
+
+def create_app(
+    client: Client,
+    namespace: str | None,
+    *,
+    authenticate: bool = False,
+    allowed_hosts: Sequence[str] = LOCAL_HOSTS,
+) -> Starlette:
+    """The dashboard over `client`'s rights (or, with `authenticate`, each viewer's own), for one namespace or
+    (None) all of them, answering only requests addressed to `allowed_hosts` ("*": any)."""
+    pages = Pages(client, namespace, authenticate=authenticate)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        pages.feeds.stop()
 
     job_path = "/jobs/{kind}/{namespace}/{name}"
     routes = [
-        Route("/", job_list),
-        Route("/changes", list_changes),
-        Route(job_path, job_page),
-        Route(f"{job_path}/panel", job_panel),
-        Route(f"{job_path}/changes", job_changes),
-        Route(f"{job_path}/logs/{{replica}}", replica_log),
+        Route("/", pages.job_list),
+        Route("/changes", pages.list_changes),
+        Route(job_path, pages.job_page),
+        Route(f"{job_path}/panel", pages.job_panel),
+        Route(f"{job_path}/changes", pages.job_changes),
+        Route(f"{job_path}/logs/{{replica}}", pages.replica_log),
+        Route("/signin", pages.sign_in_page, methods=["GET"]),
+        Route("/signin", pages.sign_in, methods=["POST"]),
+        Route("/signout", pages.sign_out, methods=["POST"]),
         Route("/healthz", healthz),
         Mount("/static", StaticFiles(directory=str(_HERE / "static")), name="static"),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTP_UNAUTHORIZED: pages.unauthorized})
     app.add_middleware(SecurityHeaders)
+    app.add_middleware(HostCheck, allowed=tuple(allowed_hosts))
     return app
+
+
+def _sign_in(request: Request, message: str, status: int) -> Response:
+    return templates.TemplateResponse(request, "signin.html", {"message": message}, status_code=status)
+
+
+def _attempt(text: str) -> int | None:
+    """`?attempt=` as a number of at most 9 ASCII digits; anything else is no attempt (the latest)."""
+    return int(text) if len(text) <= 9 and text.isascii() and text.isdigit() else None
+
+
+class StreamCount:
+    """Event streams open at once, up to a limit."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit, self._open = limit, 0
+
+    def open(self) -> bool:
+        if self._open >= self._limit:
+            return False
+        self._open += 1
+        return True
+
+    def close(self) -> None:
+        self._open -= 1
+
+
+class HostCheck:
+    """ASGI middleware: a request addressed to a host outside the allow-list is refused (a page of another
+    site must not reach this one by DNS rebinding); the kubelet's probes of /healthz name the pod's IP."""
+
+    def __init__(self, app: App, allowed: tuple[str, ...]) -> None:
+        self.app = app
+        self.allowed = allowed
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] != "/healthz" and "*" not in self.allowed:
+            host = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
+            if _host_name(host) not in self.allowed:
+                await PlainTextResponse("this host is not served here", status_code=HTTP_BAD_REQUEST)(
+                    scope, receive, send
+                )
+                return
+        await self.app(scope, receive, send)
+
+
+def _host_name(host: str) -> str:
+    """A Host header without its port (`[::1]:8080` is `[::1]`)."""
+    if host.startswith("["):
+        return host.partition("]")[0] + "]"
+    return host.rpartition(":")[0] if ":" in host else host
 
 
 @dataclass(frozen=True)
@@ -220,10 +364,13 @@ class JobPath:
         return f"{self.kind} {self.namespace}/{self.name}"
 
 
-def _job_path(request: Request) -> JobPath:
+def _job_path(request: Request, namespace: str | None) -> JobPath:
+    """The page's job; 404 for a kind that is no job, or a namespace outside the dashboard's."""
     kind = request.path_params["kind"]
     if kind not in RESOURCES:
-        raise HTTPException(404, f"{kind} is not a kind of job: DistTrainJob or TFJob")
+        raise HTTPException(HTTP_NOT_FOUND, f"{kind} is not a kind of job: DistTrainJob or TFJob")
+    if namespace and request.path_params["namespace"] != namespace:
+        raise HTTPException(HTTP_NOT_FOUND, f"this dashboard shows namespace {namespace} only")
     return JobPath(RESOURCES[kind].kind, request.path_params["namespace"], request.path_params["name"])
 
 
@@ -236,8 +383,8 @@ async def _changes(feed: JobFeed, message: Callable[[Change], dict[str, str] | N
             found = message(Change("MODIFIED", job))
             if found is not None:
                 yield found
-        while True:
-            found = message(await queue.get())
+        while (change := await queue.get()) is not None:  # None: the page fell behind; it reconnects
+            found = message(change)
             if found is not None:
                 yield found
     finally:
@@ -277,12 +424,16 @@ def job_page(
 
 def _log_context(client: Client, path: JobPath, replica: str, attempt: int | None) -> dict[str, Any]:
     name, namespace, kind = path.name, path.namespace, path.kind
-    attempts = client.attempts(name, replica, namespace=namespace, kind=kind)
-    try:
-        lines = list(client.logs(name, replica, attempt=attempt, namespace=namespace, tail=LOG_LINES, kind=kind))
+    try:  # a GET starts no pod: logs kept on a checkpoint volume are left to `disttrain jobs logs`
+        attempts = client.attempts(name, replica, namespace=namespace, kind=kind, start_readers=False)
+        lines = list(
+            client.logs(
+                name, replica, attempt=attempt, namespace=namespace, tail=LOG_LINES, kind=kind, start_readers=False
+            )
+        )
         note = ""
-    except LogsUnavailableError as error:  # a replica that has not started yet
-        lines, note = [], str(error)
+    except LogsUnavailableError as error:  # a replica that has not started yet, or whose logs are on the volume
+        attempts, lines, note = [], [], str(error)
     return {
         "kind": kind,
         "namespace": namespace,

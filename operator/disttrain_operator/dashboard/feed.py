@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from disttrain import Client, DisttrainError, DistTrainJob, JobNotFoundError
@@ -21,6 +20,7 @@ from disttrain.resources import JobKind
 log = logging.getLogger(__name__)
 
 RETRY_SECONDS = 30.0
+QUEUE_LIMIT = 256  # changes a page may lag behind before its stream is ended
 KINDS: tuple[JobKind, ...] = ("DistTrainJob", "TFJob")
 
 
@@ -45,7 +45,7 @@ class JobFeed:
         self._problems: dict[str, str] = {}
         self._listed: set[str] = set()
         self._lock = threading.Lock()
-        self._subscribers: set[asyncio.Queue[Change]] = set()
+        self._subscribers: set[asyncio.Queue[Change | None]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = threading.Event()
 
@@ -71,20 +71,32 @@ class JobFeed:
         with self._lock:
             return all(kind in self._listed or kind in self._problems for kind in self.kinds)
 
-    def subscribe(self) -> asyncio.Queue[Change]:
-        queue: asyncio.Queue[Change] = asyncio.Queue()
+    def subscribe(self) -> asyncio.Queue[Change | None]:
+        """A page's changes; None in it means the page fell `QUEUE_LIMIT` behind and its stream must end (its
+        EventSource reconnects and starts again from a snapshot)."""
+        queue: asyncio.Queue[Change | None] = asyncio.Queue(maxsize=QUEUE_LIMIT + 1)
         self._subscribers.add(queue)
         return queue
 
-    def unsubscribe(self, queue: asyncio.Queue[Change]) -> None:
+    def unsubscribe(self, queue: asyncio.Queue[Change | None]) -> None:
         self._subscribers.discard(queue)
+
+    def _offer(self, queue: asyncio.Queue[Change | None], change: Change) -> None:
+        """In the event loop: the change to one page, or the end of a page that is too far behind."""
+        if queue not in self._subscribers:
+            return
+        if queue.qsize() < QUEUE_LIMIT:
+            queue.put_nowait(change)
+            return
+        self._subscribers.discard(queue)
+        queue.put_nowait(None)
 
     def _follow(self, kind: JobKind) -> None:
         """Watch one kind for as long as the dashboard runs; a refusal is recorded and tried again later."""
         while not self._stopping.is_set():
             try:
                 for event in self.client.watch(
-                    namespace=self.namespace, all_namespaces=self.namespace is None, kind=kind
+                    namespace=self.namespace, all_namespaces=self.namespace is None, kind=kind, stop=self._stopping
                 ):
                     self._apply(kind, Change(event.type, event.job))
                     if self._stopping.is_set():
@@ -124,9 +136,5 @@ class JobFeed:
         if loop is None or loop.is_closed():
             return
         for queue in list(self._subscribers):
-            _call_soon(loop, queue.put_nowait, change)
-
-
-def _call_soon(loop: asyncio.AbstractEventLoop, function: Callable[[Change], None], change: Change) -> None:
-    with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: the dashboard is stopping
-        loop.call_soon_threadsafe(function, change)
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: the dashboard is stopping
+                loop.call_soon_threadsafe(self._offer, queue, change)
