@@ -33,7 +33,7 @@ from disttrain.errors import (
     TensorBoardUnavailableError,
     WaitTimeoutError,
 )
-from disttrain.forward import PortForward
+from disttrain.forward import LocalPort, PortForward, ServiceProxy
 from disttrain.logs import ReplicaLog, ReplicaLogs, replica_task
 from disttrain.resources import RESOURCES, JobKind, Resource, readable_jobs, resource_of, typed_job
 from disttrain.volume_logs import volume_logs_of
@@ -44,7 +44,12 @@ from disttrain_operator.api.spec import ReplicaType
 from disttrain_operator.api.status import ConditionStatus, ConditionType
 from disttrain_operator.core.builders import naming
 from disttrain_operator.core.builders.naming import JOB_NAME_LABEL
-from disttrain_operator.core.builders.tensorboard import TENSORBOARD_OF_LABEL, TENSORBOARD_PORT, tensorboard_name
+from disttrain_operator.core.builders.tensorboard import (
+    TENSORBOARD_OF_LABEL,
+    TENSORBOARD_PORT,
+    TENSORBOARD_PORT_NAME,
+    tensorboard_name,
+)
 from disttrain_operator.core.observed import pod_ready
 
 _IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -367,9 +372,10 @@ class Client:
 
     def tensorboard(
         self, job: JobRef, *, namespace: str | None = None, kind: JobKind = "DistTrainJob", local_port: int = 0
-    ) -> PortForward:
-        """A local port forwarded to the job's TensorBoard through the API server:
-        `with client.tensorboard(job) as board: print(board.url)`. Raises `TensorBoardUnavailableError` when
+    ) -> LocalPort:
+        """A local port that reaches the job's TensorBoard through the API server:
+        `with client.tensorboard(job) as board: print(board.url)`. A port-forward to its pod where the node
+        serves one, else its Service through the API server's proxy. Raises `TensorBoardUnavailableError` when
         the job runs none, or its pod is not ready (with the job's `TensorBoardReady` condition)."""
         found = self.get(job, namespace=namespace, kind=kind)
         name, namespace = found.metadata.name, found.metadata.namespace
@@ -388,7 +394,15 @@ class Client:
             said = next((c for c in found.status.conditions if c.type is ConditionType.TENSORBOARD_READY), None)
             why = f"{said.reason}: {said.message}" if said else "its Deployment is not created yet"
             raise TensorBoardUnavailableError(f"the TensorBoard of {name} is not ready ({why})")
-        return PortForward(self._core, namespace, ready[0]["metadata"]["name"], TENSORBOARD_PORT, local_port=local_port)
+        forward = PortForward(
+            self._core, namespace, ready[0]["metadata"]["name"], TENSORBOARD_PORT, local_port=local_port
+        )
+        if forward.works():
+            return forward
+        forward.close()
+        return ServiceProxy(
+            self.api_client, namespace, tensorboard_name(name), TENSORBOARD_PORT_NAME, local_port=local_port
+        )
 
     def pods(self, job: JobRef, *, namespace: str | None = None, kind: JobKind = "DistTrainJob") -> Objects:
         """The job's pods as the API server sends them."""
