@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import socket
+import time
+
 import pytest
+from kubernetes import client
 
 from disttrain_operator.cli.main import main
+from disttrain_operator.runtime.kube import Kube, TransientApiError
 from disttrain_operator.runtime.leader_election import Decision, Timing, claimed, decide, released
+from disttrain_operator.runtime.leases import read_lease
 
 HELD = {"holderIdentity": "a_1", "leaseDurationSeconds": 15, "renewTime": "t0", "leaseTransitions": 2}
 
@@ -59,3 +65,22 @@ def test_the_operator_command_refuses_bad_timing(capsys: pytest.CaptureFixture[s
         main(["operator", "--leader-elect", "--lease-seconds", "5", "--renew-seconds", "6"])
     assert exit_info.value.code == 2
     assert "0 < --retry-seconds < --renew-seconds < --lease-seconds" in capsys.readouterr().err
+
+
+def test_a_lease_request_to_an_api_server_that_hangs_ends_before_the_lease_could() -> None:
+    """An API server that takes the connection and never answers: each request gives up within the
+    timing's bound, so a renewal that cannot land ends in time to stop acting before the lease runs out."""
+    timing = Timing(lease_seconds=4.0, renew_seconds=2.0, retry_seconds=0.2)
+    silent = socket.create_server(("127.0.0.1", 0))
+    configuration = client.Configuration()
+    configuration.host = f"http://127.0.0.1:{silent.getsockname()[1]}"
+    configuration.retries = 0  # as the operator's elector has it (load_client(retries=0))
+    kube = Kube(client.ApiClient(configuration), timeout=timing.request_timeout)
+    started = time.monotonic()
+    with pytest.raises(TransientApiError):
+        read_lease(kube, "disttrain-system", "disttrain-operator")
+    waited = time.monotonic() - started
+    silent.close()
+    assert timing.request_timeout == pytest.approx((0.6, 0.6))
+    assert Timing().request_timeout == (1.0, 1.0)
+    assert timing.renew_seconds + timing.retry_seconds + 2 * waited < timing.lease_seconds

@@ -12,7 +12,7 @@ from fakes import RecordingApi
 from prometheus_client import REGISTRY
 
 from disttrain_operator.api.spec import ReplicaType
-from disttrain_operator.api.status import DistTrainJobStatus
+from disttrain_operator.api.status import DistTrainJobStatus, JobPhase
 from disttrain_operator.core.builders.naming import replica_labels
 from disttrain_operator.core.builders.settings import BuildSettings
 from disttrain_operator.core.observed import PodPhase, PodView, pod_view
@@ -225,3 +225,16 @@ def test_a_status_the_api_server_refuses_fails_the_job_once_and_is_not_retried()
     assert {(status["phase"], status["conditions"][0]["reason"]) for status in api.statuses} == {
         ("Failed", "StatusRefused")
     }
+
+
+def test_a_field_the_status_no_longer_has_is_cleared_not_left_as_it_was() -> None:
+    api = RecordingApi()
+    writer, body = (
+        StatusWriter(api, lambda *_, **__: None, lambda: START),
+        {"metadata": {"namespace": "a", "name": "x"}},
+    )
+    memory = JobMemory()
+    memory.written = {"phase": "Running", "evaluation": {"step": 3, "metrics": {}, "final": False}, "ready": "1/2"}
+    writer.write(body, memory, DistTrainJobStatus(phase=JobPhase.RUNNING, ready="2/2"))
+    (patch,) = api.statuses
+    assert patch["evaluation"] is None and (patch["phase"], patch["ready"]) == ("Running", "2/2")

@@ -52,6 +52,15 @@ class Timing:
         if not 0 < self.retry_seconds < self.renew_seconds < self.lease_seconds:
             raise ValueError("leader election needs 0 < --retry-seconds < --renew-seconds < --lease-seconds")
 
+    @property
+    def request_timeout(self) -> tuple[float, float]:
+        """(connect, read) seconds of each lease request. A renewal is a read and a write, started at most
+        `renew_seconds` after the last one that held, `retry_seconds` after the one before: with each request
+        bounded to a third of what is left of the lease, a leader that cannot renew stops acting before its
+        lease runs out, with time to spare (15, 10, 2: 1 s)."""
+        seconds = max((self.lease_seconds - self.renew_seconds - self.retry_seconds) / 3, 0.5)
+        return seconds, seconds
+
 
 def decide(spec: dict[str, Any] | None, identity: str, unchanged_for: float) -> Decision:
     """What to do with the lease we read, given how long (on our clock) its record has not changed."""

@@ -74,7 +74,7 @@ class StatusWriter:
             return due
         metadata = body["metadata"]
         try:
-            self._kube.patch_job_status(body, memory.wire.status_out(new, format_time(now)))
+            self._kube.patch_job_status(body, _patch(previous, memory.wire.status_out(new, format_time(now))))
         except InvalidWriteError as error:
             new = self._refused(body, memory, status=status, previous=previous, error=error, now=now)
         memory.written, memory.last_write, memory.unwritten = new, now, None
@@ -125,6 +125,12 @@ class StatusWriter:
                 self._phases[phase] += 1
             memory.phase = phase
             metrics.set_active(self._phases)
+
+
+def _patch(previous: Mapping[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """A merge patch from the status written before to `new`: a field `new` no longer has is sent as null,
+    which clears it (a merge patch that leaves a field out leaves it as it was)."""
+    return {**{key: None for key in previous if key not in new}, **new}
 
 
 def _batch_due(
