@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -15,12 +16,12 @@ from disttrain_operator.api.spec import ReplicaType
 from disttrain_operator.api.status import DistTrainJobStatus, JobPhase
 from disttrain_operator.core.builders.naming import replica_labels
 from disttrain_operator.core.builders.settings import BuildSettings
-from disttrain_operator.core.observed import PodPhase, PodView, pod_view
+from disttrain_operator.core.observed import PodPhase, PodView, Unschedulable, pod_view
 from disttrain_operator.core.types import ObjectRef
 from disttrain_operator.runtime.expectations import EXPECTATION
 from disttrain_operator.runtime.job_memory import JobMemory
 from disttrain_operator.runtime.kube import InvalidWriteError
-from disttrain_operator.runtime.reconciler import Reconciler
+from disttrain_operator.runtime.reconciler import UNWATCHED_RECHECK, Reconciler
 from disttrain_operator.runtime.status_writer import STATUS_BATCH, StatusWriter
 from support import EXAMPLES, load_one
 
@@ -238,3 +239,19 @@ def test_a_field_the_status_no_longer_has_is_cleared_not_left_as_it_was() -> Non
     writer.write(body, memory, DistTrainJobStatus(phase=JobPhase.RUNNING, ready="2/2"))
     (patch,) = api.statuses
     assert patch["evaluation"] is None and (patch["phase"], patch["ready"]) == ("Running", "2/2")
+
+
+def test_a_deleted_pod_group_is_made_again_while_the_scheduler_cannot_place_the_job() -> None:
+    setup = _Setup()
+    setup.job["spec"] = {**setup.job["spec"], "runPolicy": {"schedulingPolicy": {"minAvailable": 2}}}
+    created = setup.reconcile([], [])
+    assert any(item.startswith("PodGroup/") for item in created)
+    pods, watched = setup.observed(created)
+    children = [child for child in watched if child.kind != "PodGroup"]  # no watch sees a PodGroup
+    waiting = Unschedulable(START, "0/3 nodes are available: pod group not found")
+    unplaced = [replace(pod, unschedulable=waiting) for pod in pods]
+    assert not any(item.startswith("PodGroup/") for item in setup.reconcile(unplaced, children))  # not yet
+    setup.now = START + UNWATCHED_RECHECK
+    assert any(item.startswith("PodGroup/") for item in setup.reconcile(unplaced, children))
+    setup.now = START + 3 * UNWATCHED_RECHECK
+    assert not any(item.startswith("PodGroup/") for item in setup.reconcile(pods, children))  # placed: no need

@@ -23,6 +23,7 @@ class JobMemory:
     handled: set[str] = field(default_factory=set)  # uids of pods restarted, or deleted by the operator
     forced: set[str] = field(default_factory=set)  # uids of pods removed by force (one Event each)
     unwatched: set[ObjectRef] = field(default_factory=set)  # children known to exist that no watch sees
+    unwatched_since: datetime | None = None  # when one of them was last created (or found there)
     expected: Expectations = field(default_factory=Expectations)  # done, not yet seen by a watch
     checked_generation: int | None = None  # the last generation whose spec passed the CRD's schema
     tensorboard_refused: tuple[int | None, Verdict] | None = None  # the generation whose TensorBoard was refused

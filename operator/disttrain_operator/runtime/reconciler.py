@@ -38,6 +38,8 @@ from disttrain_operator.runtime.status_writer import EventSink, StatusWriter
 
 logger = logging.getLogger(__name__)
 
+UNWATCHED_RECHECK = timedelta(minutes=1)
+
 
 class JobApi(Protocol):
     """The API calls a reconcile makes (`Kube` in the operator, a recording fake in tests)."""
@@ -172,6 +174,9 @@ class Reconciler:
         tensorboard: TensorBoardView | None,
     ) -> None:
         now, generation = self._clock(), job.metadata.generation
+        recheck = memory.unwatched_since is not None and now - memory.unwatched_since >= UNWATCHED_RECHECK
+        if memory.unwatched and recheck and any(pod.unschedulable for pod in pods):
+            memory.unwatched = set()  # asked for again: 409 where they are, made anew where they were deleted
         children = [*children, *memory.unwatched]
         status = aggregate(job, pods, created=False, now=now, reported=reported)
         expected = memory.expected.pending(pods, children, now)
@@ -263,7 +268,9 @@ class Reconciler:
         """Create in order; stop at the first refusal. Returns (what was created, refusal, error worth a retry).
 
         Gangs (PodGroups, Workloads) and NetworkPolicies are not watched (`UNWATCHED_KINDS`): once created they
-        are remembered as `unwatched`; the rest are expected in the watches soon.
+        are remembered as `unwatched`, and asked for again while the job has a pod the scheduler cannot place,
+        at most every UNWATCHED_RECHECK (someone may have deleted its PodGroup); the rest are expected in the
+        watches soon.
         """
         created: list[str] = []
         rejected: Verdict | None = None
@@ -273,6 +280,7 @@ class Reconciler:
                     created.append(_describe(manifest))
                 if manifest["kind"] in UNWATCHED_KINDS:
                     memory.unwatched.add(object_key(manifest))
+                    memory.unwatched_since = self._clock()
                 else:
                     memory.expected.expect(object_key(manifest), self._clock())
             except ChildRejectedError as error:
