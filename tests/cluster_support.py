@@ -500,3 +500,23 @@ def gang_waits(cluster: Cluster, namespace: str, job: str, count: int) -> bool:
         and any(c["type"] == "PodScheduled" and c["status"] == "False" for c in pod["status"].get("conditions", []))
     ]
     return len(pods) == count and len(held) == count
+
+
+# worker-1's first attempt fails (137, retried); the whole job restarts, so worker-0's first attempt is
+# deleted while it runs and says so on SIGTERM; both succeed the second time.
+TWO_ATTEMPTS = """
+marker="$MARKER-$HOSTNAME"
+if [ -e "$marker" ]; then echo "$HOSTNAME second attempt"; exit 0; fi
+touch "$marker"; echo "$HOSTNAME first attempt"
+case "$HOSTNAME" in
+  *worker-1) sleep 2; echo "$HOSTNAME fails"; exit 137 ;;
+  *) trap 'echo "$HOSTNAME stopped"; exit 143' TERM; while true; do sleep 0.2; done ;;
+esac
+"""
+
+
+def two_attempts_job(name: str, marker: Path, logs: dict[str, Any]) -> dict[str, Any]:
+    """Two workers that each run twice (TWO_ATTEMPTS), their pods removed once the job ends."""
+    env = [{"name": "MARKER", "value": str(marker)}]
+    spec = {"runPolicy": {"cleanPodPolicy": "All"}, "logs": logs}
+    return script_job(name, TWO_ATTEMPTS, replicas=2, env=env, worker={"restartPolicy": "ExitCode"}, spec=spec)

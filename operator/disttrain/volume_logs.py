@@ -45,14 +45,14 @@ def volume_logs_of(core: client.CoreV1Api, job: DistTrainJob, replica: str, *, l
         raise LogsUnavailableError(f"{what} failed: {output.decode(errors='replace')[-2000:]}")
     files = [json.loads(line) for line in output.decode().splitlines() if line.startswith("{")]
     named = [(found, file) for file in files if (found := parse_attempt_file_name(str(file["file"]))) is not None]
-    ended = [(found, file) for found, file in named if found[1] != live_uid]
-    return [_kept(number, *found, file) for number, (found, file) in enumerate(ended, start=1)]
+    return [_kept(*found, file) for found, file in named if found[1] != live_uid and "text" in file]
 
 
-def _kept(number: int, started: datetime, pod_uid: str, file: dict[str, Any]) -> KeptLog:
+def _kept(started: datetime, pod_uid: str, file: dict[str, Any]) -> KeptLog:
+    """An attempt the reader printed whole; its number counts the attempts it only named."""
     text = str(file["text"])
     ended = datetime.fromtimestamp(float(file["modified"]), UTC)
-    attempt = Attempt(number, pod_uid, started, ended, None, kept=True, kept_bytes=len(text.encode()))
+    attempt = Attempt(int(file["number"]), pod_uid, started, ended, None, kept=True, kept_bytes=len(text.encode()))
     return KeptLog(attempt, text)
 
 

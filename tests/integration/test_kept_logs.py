@@ -8,31 +8,12 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 from disttrain import AttemptNotFoundError, Client, InvalidJobError, JobNotFoundError
 
-from cluster_support import Cluster, OperatorProcess, script_job
+from cluster_support import Cluster, OperatorProcess, script_job, two_attempts_job
 from support import wait_for
-
-# worker-1's first attempt fails (137, retried); the whole job restarts, so worker-0's first attempt is
-# deleted while it runs and says so on SIGTERM; both succeed the second time.
-TWO_ATTEMPTS = """
-marker="$MARKER-$HOSTNAME"
-if [ -e "$marker" ]; then echo "$HOSTNAME second attempt"; exit 0; fi
-touch "$marker"; echo "$HOSTNAME first attempt"
-case "$HOSTNAME" in
-  *worker-1) sleep 2; echo "$HOSTNAME fails"; exit 137 ;;
-  *) trap 'echo "$HOSTNAME stopped"; exit 143' TERM; while true; do sleep 0.2; done ;;
-esac
-"""
-
-
-def _job(name: str, marker: Path, logs: dict[str, Any]) -> dict[str, Any]:
-    env = [{"name": "MARKER", "value": str(marker)}]
-    spec = {"runPolicy": {"cleanPodPolicy": "All"}, "logs": logs}
-    return script_job(name, TWO_ATTEMPTS, replicas=2, env=env, worker={"restartPolicy": "ExitCode"}, spec=spec)
 
 
 def _kept(cluster: Cluster, namespace: str, job: str) -> list[str]:
@@ -50,7 +31,7 @@ def test_every_attempt_is_kept_after_cleanup_and_after_the_job_until_its_ttl(
     process_cluster: Cluster, operator: OperatorProcess, process_namespace: str, tmp_path: Path
 ) -> None:
     client = Client(kubeconfig=process_cluster.kubeconfig, namespace=process_namespace)
-    job = client.create(_job("kept", tmp_path / "attempted", {"ttlSecondsAfterJobDeleted": 5}))
+    job = client.create(two_attempts_job("kept", tmp_path / "attempted", {"ttlSecondsAfterJobDeleted": 5}))
     done = client.wait(job, "Succeeded", timeout=120)
     assert done.status.restart_count == 1
     wait_for("cleanPodPolicy All to remove every pod", lambda: not client.pods(job))
@@ -83,8 +64,8 @@ def test_logs_without_a_ttl_go_with_their_job_and_a_job_may_keep_none(
     process_cluster: Cluster, operator: OperatorProcess, process_namespace: str, tmp_path: Path
 ) -> None:
     client = Client(kubeconfig=process_cluster.kubeconfig, namespace=process_namespace)
-    kept = client.create(_job("owned", tmp_path / "owned", {}))
-    unkept = client.create(_job("unkept", tmp_path / "unkept", {"keep": False}))
+    kept = client.create(two_attempts_job("owned", tmp_path / "owned", {}))
+    unkept = client.create(two_attempts_job("unkept", tmp_path / "unkept", {"keep": False}))
     client.wait(kept, "Succeeded", timeout=120)
     client.wait(unkept, "Succeeded", timeout=120)
     wait_for("every pod gone", lambda: not client.pods(kept) and not client.pods(unkept))

@@ -22,8 +22,9 @@ from disttrain_contract.volume_logs import (
     parse_attempt_file_name,
 )
 from disttrain_operator.api.job import DistTrainJob
-from disttrain_operator.api.spec import ReplicaType
+from disttrain_operator.api.spec import MAX_LOG_BYTES, ReplicaType
 from disttrain_operator.api.validation import InvalidManifestError, validated
+from disttrain_operator.core.builders.log_keeping import KEPT_ATTEMPTS_PER_REPLICA
 from disttrain_operator.core.builders.log_reader import READER_OF_LABEL, SCRIPT, reader_pod
 from disttrain_operator.core.builders.objects import pod
 from disttrain_operator.core.builders.settings import BuildSettings
@@ -79,7 +80,7 @@ def test_the_reader_pod_mounts_the_claim_read_only_as_a_restricted_pod_the_opera
     assert not metadata["ownerReferences"][0]["controller"]
     (container,) = spec["containers"]
     assert container["image"] == "registry.example/trainer:1"
-    assert container["command"][-1] == "/ckpt/logs/mnist-01234567/worker-1"
+    assert container["command"][-2:] == ["/ckpt/logs/mnist-01234567/worker-1", str(KEPT_ATTEMPTS_PER_REPLICA)]
     assert "gpu" not in str(container["resources"])  # the job's own requests are not the reader's
     assert container["volumeMounts"] == [{"name": "disttrain-checkpoint", "mountPath": "/ckpt", "readOnly": True}]
     assert spec["volumes"][0]["persistentVolumeClaim"] == {"claimName": "mnist-checkpoint", "readOnly": True}
@@ -94,12 +95,26 @@ def test_the_reader_script_prints_each_attempt_file(tmp_path: Path) -> None:
     (tmp_path / first).write_text("first attempt\n")
     (tmp_path / second).write_bytes(b"bad \xff byte\n")
     (tmp_path / "notes.txt").write_text("not an attempt")
-    printed = [json.loads(line) for line in _python(SCRIPT, str(tmp_path)).stdout.splitlines()]
-    assert [(item["file"], item["text"]) for item in printed] == [
-        (first, "first attempt\n"),
-        (second, "bad \ufffd byte\n"),
+    printed = [json.loads(line) for line in _python(SCRIPT, str(tmp_path), "4").stdout.splitlines()]
+    assert [(item["file"], item["number"], item["text"]) for item in printed] == [
+        (first, 1, "first attempt\n"),
+        (second, 2, "bad \ufffd byte\n"),
     ]
-    assert _python(SCRIPT, str(tmp_path / "none")).stdout == ""
+    assert _python(SCRIPT, str(tmp_path / "none"), "4").stdout == ""
+
+
+def test_the_reader_prints_the_first_and_latest_attempts_whole_and_stays_below_a_log_rotation(
+    tmp_path: Path,
+) -> None:
+    names = [attempt_file_name(datetime(2026, 11, 25, 12, minute, tzinfo=UTC), f"uid-{minute}") for minute in range(30)]
+    for minute, name in enumerate(names):
+        (tmp_path / name).write_text(f"attempt {minute + 1}\n" + "é\n" * (MAX_LOG_BYTES // 3))
+    output = _python(SCRIPT, str(tmp_path), str(KEPT_ATTEMPTS_PER_REPLICA)).stdout
+    printed = [json.loads(line) for line in output.splitlines()]
+    assert [item["number"] for item in printed] == list(range(1, 31))  # every attempt is named, with its number
+    whole = [item["number"] for item in printed if "text" in item]
+    assert whole == [1, 28, 29, 30]
+    assert len(output.encode()) < 10 * 1024 * 1024 // 2  # the kubelet rotates a container's log at 10 MiB
 
 
 def test_attempt_files_sort_as_the_attempts_began_and_name_their_pod() -> None:

@@ -1,15 +1,18 @@
 """The pod that reads a replica's logs kept on the checkpoint volume (`logs.destination: CheckpointVolume`)
 for the client: nothing but a pod can read a claim. It runs the job's own TensorFlow image (which has
 Python, and can read what the job's pods wrote) with the claim read-only, prints one JSON line per
-attempt file, `{"file", "modified", "text"}`, and ends. It carries no job-name label, so the operator
-does not take it for one of the job's pods; it is owned by the job and ends within `DEADLINE_SECONDS`."""
+attempt file, `{"file", "number", "modified"}`, with its `text` for the first attempt and the latest
+ones (KEPT_ATTEMPTS_PER_REPLICA in all, as in ConfigMaps), and ends: what it prints stays far below the
+size at which the kubelet rotates a container's log (10 MiB by default), so no line is cut there. It
+carries no job-name label, so the operator does not take it for one of the job's pods; it is owned by
+the job and ends within `DEADLINE_SECONDS`."""
 
 from __future__ import annotations
 
 from disttrain_contract.volume_logs import LOG_SUFFIX
 from disttrain_operator.api.job import GROUP, DistTrainJob
 from disttrain_operator.core.builders import volume_readers
-from disttrain_operator.core.builders.log_keeping import volume_log_dir
+from disttrain_operator.core.builders.log_keeping import KEPT_ATTEMPTS_PER_REPLICA, volume_log_dir
 from disttrain_operator.core.builders.objects import owner_references
 from disttrain_operator.core.types import Manifest
 
@@ -18,13 +21,16 @@ DEADLINE_SECONDS = 300
 RESOURCES: Manifest = {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "256Mi"}}
 SCRIPT = f"""
 import json, os, sys
-folder = sys.argv[1]
+folder, keep = sys.argv[1], int(sys.argv[2])
 names = sorted(n for n in os.listdir(folder) if n.endswith({LOG_SUFFIX!r})) if os.path.isdir(folder) else []
-for name in names:
+shown = names[:1] + names[1:][-(keep - 1):] if keep > 1 else names[:1]
+for number, name in enumerate(names, start=1):
     path = os.path.join(folder, name)
-    with open(path, "rb") as handle:
-        text = handle.read().decode("utf-8", "replace")
-    print(json.dumps({{"file": name, "modified": os.stat(path).st_mtime, "text": text}}), flush=True)
+    entry = {{"file": name, "number": number, "modified": os.stat(path).st_mtime}}
+    if name in shown:
+        with open(path, "rb") as handle:
+            entry["text"] = handle.read().decode("utf-8", "replace")
+    print(json.dumps(entry, ensure_ascii=False), flush=True)
 """
 
 
@@ -35,7 +41,7 @@ def reader_pod(job: DistTrainJob, replica: str, name: str) -> Manifest:
     container: Manifest = {
         "name": "read-logs",
         "image": volume_readers.tensorflow_image(job),
-        "command": ["python3", "-c", SCRIPT, folder],
+        "command": ["python3", "-c", SCRIPT, folder, str(KEPT_ATTEMPTS_PER_REPLICA)],
         "resources": RESOURCES,
         "volumeMounts": [volume_readers.volume_mount(job)],
     }

@@ -1,0 +1,129 @@
+"""Two tenants of one cluster on the process node, as a shared install serves them: tenant A holds `edit` in
+its own namespace only (Kubernetes' role, which takes disttrain's rules by aggregation) and tries what
+anyone who may edit pods and ConfigMaps there can do to the operator's shared parts; tenant B meanwhile
+runs a job whose worker fails once. B's job succeeds, keeps both attempts' logs, releases its pods, and its
+logs are swept when their TTL ran out; A's own objects are handled within their bounds; the operator
+stays up and logs no traceback."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from disttrain import Client
+
+from cluster_support import Cluster, OperatorProcess, holds, job_where, script_job, token_kubeconfig, two_attempts_job
+from disttrain_dev import cluster as devcluster
+from support import ROOT, wait_for
+
+USER_ROLES = ROOT / "deploy" / "user-roles" / "roles.yaml"
+OUTLIVES = "disttrain.io/kept-past-job"
+NAN_SCORES = '{"evaluation": {"step": 1, "metrics": {"loss": NaN, "auc": Infinity, "accuracy": 0.5}, "final": true}}'
+
+
+def _tenant(cluster: Cluster, namespace: str, folder: Path) -> Cluster:
+    """A ServiceAccount of `namespace` bound to Kubernetes' `edit` there, and nowhere else."""
+    cluster.kubectl("apply", "--server-side", "-f", str(USER_ROLES))
+
+    def aggregated() -> bool:
+        edit = json.loads(cluster.kubectl("get", "clusterrole", "edit", "-o", "json").stdout)
+        return any("disttrainjobs" in rule.get("resources", []) for rule in edit.get("rules") or [])
+
+    wait_for("Kubernetes' edit to take disttrain's rules", aggregated)
+    cluster.kubectl("create", "serviceaccount", "tenant", "-n", namespace)
+    cluster.kubectl(
+        "create", "rolebinding", "tenant-edits", "-n", namespace, "--clusterrole=edit",
+        f"--serviceaccount={namespace}:tenant",
+    )  # fmt: skip
+    return Cluster(token_kubeconfig(cluster, folder, namespace, "tenant"))
+
+
+def _forged_kept_log(name: str, annotations: dict[str, str]) -> str:
+    """A ConfigMap labelled as a kept log that outlives its job, with notes no operator wrote."""
+    labels = {OUTLIVES: "true", "disttrain.io/job-uid": f"forged-{name}", "disttrain.io/kept-log-of": "worker-0"}
+    metadata = {"name": name, "labels": labels, "annotations": annotations}
+    return json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": {"log": "x"}})
+
+
+def _evaluated_job() -> dict[str, Any]:
+    """A worker that succeeds, and an Evaluator whose scores diverged (NaN, Infinity) as Python writes them."""
+    manifest = script_job("diverged", "sleep 1; exit 0")
+    evaluator = json.loads(json.dumps(manifest["spec"]["replicaSpecs"]["Worker"]))
+    script = f"sleep 2; printf '%s' '{NAN_SCORES}' > \"$DISTTRAIN_TERMINATION_MESSAGE_PATH\""
+    evaluator["template"]["spec"]["containers"][0]["command"] = ["sh", "-c", script]
+    manifest["spec"]["replicaSpecs"]["Evaluator"] = evaluator
+    return manifest
+
+
+def test_a_hostile_tenant_harms_only_its_own_jobs(
+    process_cluster: Cluster, operator: OperatorProcess, process_namespace: str, tmp_path: Path
+) -> None:
+    cluster, b_namespace = process_cluster, process_namespace
+    a_namespace = f"{process_namespace}-a"
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(devcluster.process_namespace(a_namespace)))
+    log_start = operator.log_path.stat().st_size
+    try:
+        tenant = _tenant(cluster, a_namespace, tmp_path)
+        # A: pods that tell the log keeper to keep -1 bytes (once an endless loop on a keeper thread).
+        tenant.apply(a_namespace, json.dumps(script_job("noisy", "echo start; sleep 4; echo end", replicas=2)))
+        wait_for("A's pods", lambda: len(tenant.items("pods", a_namespace, "disttrain.io/job-name=noisy")) == 2)
+        for index in (0, 1):
+            tenant.kubectl("annotate", "pod", f"noisy-worker-{index}", "-n", a_namespace,
+                           "disttrain.io/log-max-bytes=-1", "--overwrite")  # fmt: skip
+        # A: kept logs past their job with notes that once killed the sweeper (OverflowError) at each start.
+        forged = {
+            "huge-ttl": {"disttrain.io/log-ttl-seconds-after-job-deleted": "99999999999999999999"},
+            "far-future": {
+                "disttrain.io/job-gone-since": "9999-12-31T23:59:59Z",
+                "disttrain.io/log-ttl-seconds-after-job-deleted": "2147483647",
+            },
+            "garbage": {
+                "disttrain.io/job-gone-since": "yesterday",
+                "disttrain.io/log-ttl-seconds-after-job-deleted": "-5",
+            },
+        }
+        for name, annotations in forged.items():
+            tenant.apply(a_namespace, _forged_kept_log(name, annotations))
+        # A: an Evaluator whose scores are no JSON numbers (once a status the API server refused for ever).
+        tenant.apply(a_namespace, json.dumps(_evaluated_job()))
+
+        # B: a job whose worker fails once, with logs that outlive it by 5 s.
+        client = Client(kubeconfig=cluster.kubeconfig, namespace=b_namespace)
+        job = client.create(two_attempts_job("steady", tmp_path / "attempted", {"ttlSecondsAfterJobDeleted": 5}))
+        done = client.wait(job, "Succeeded", timeout=180)
+        assert done.status.restart_count == 1
+        wait_for("B's pods let go after cleanup", lambda: not client.pods(job), timeout=60)
+        attempts = client.attempts(job, "worker-1")
+        assert [(a.number, a.kept, a.exit_code) for a in attempts] == [(1, True, 137), (2, True, 0)]
+        client.delete(job)
+        wait_for(
+            "B's kept logs swept 5 s after its job",
+            lambda: not cluster.items("configmaps", b_namespace, "disttrain.io/job-name=steady"),
+            timeout=60,
+        )
+
+        # A's own: its pods were let go with a log kept within the spec's bounds; its Evaluator's finite score
+        # reached the status and the job succeeded; its forged logs were handled by their bounded notes.
+        def held(pod: dict[str, Any]) -> bool:
+            return "disttrain.io/keep-log" in (pod["metadata"].get("finalizers") or [])
+
+        noisy_pods = "disttrain.io/job-name=noisy"
+        wait_for("A's pods let go", lambda: not any(map(held, tenant.items("pods", a_namespace, noisy_pods))))
+        noisy = tenant.items("configmaps", a_namespace, "disttrain.io/job-name=noisy")
+        assert len(noisy) == 2 and all(0 < len(item["data"]["log"].encode()) <= 256 * 1024 for item in noisy)
+        diverged = job_where(tenant, a_namespace, "diverged", "Succeeded", lambda j: holds(j, "Succeeded"))
+        assert diverged["status"]["evaluation"]["metrics"] == {"accuracy": 0.5}
+        wait_for(
+            "the forged logs with a TTL out of bounds or none swept, the far-future one only marked",
+            lambda: (
+                [item["metadata"]["name"] for item in tenant.items("configmaps", a_namespace, OUTLIVES)]
+                == ["far-future"]
+            ),
+            timeout=60,
+        )
+        assert operator.running()
+        said = operator.log_path.read_bytes()[log_start:].decode(errors="replace")
+        assert "Traceback" not in said, said[-4000:]
+    finally:
+        cluster.kubectl("delete", "namespace", a_namespace, "--wait=false")
