@@ -32,6 +32,16 @@ MAX_ATTEMPT = 2**31 - 1
 OPERATOR_POD_ANNOTATIONS = frozenset({LOG_MAX_BYTES, LOG_TTL})
 
 
+def as_mapping(value: Any) -> Mapping[str, Any]:
+    """An object's field that should be an object; anything else reads as an empty one."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def as_list(value: Any) -> list[Any]:
+    """An object's field that should be a list; anything else reads as an empty one."""
+    return value if isinstance(value, list) else []
+
+
 def _or(default: Any) -> WrapValidator:
     """A value that does not validate is taken as `default`."""
 

@@ -29,6 +29,7 @@ from typing import Any
 from disttrain_operator.api.job import DistTrainJob
 from disttrain_operator.api.spec import ReplicaSpec, ReplicaType
 from disttrain_operator.api.status import JobPhase
+from disttrain_operator.api.tenant_input import as_list, as_mapping
 from disttrain_operator.core.builders import naming
 from disttrain_operator.core.builders.objects import owner_references
 from disttrain_operator.core.status import is_finished
@@ -53,12 +54,12 @@ class PodSetInfo:
 
     @classmethod
     def of_template(cls, template: Mapping[str, Any]) -> PodSetInfo:
-        spec, metadata = template.get("spec") or {}, template.get("metadata") or {}
+        spec, metadata = as_mapping(template.get("spec")), as_mapping(template.get("metadata"))
         return cls(
-            dict(spec.get("nodeSelector") or {}),
-            tuple(spec.get("tolerations") or ()),
-            dict(metadata.get("labels") or {}),
-            dict(metadata.get("annotations") or {}),
+            dict(as_mapping(spec.get("nodeSelector"))),
+            tuple(as_list(spec.get("tolerations"))),
+            dict(as_mapping(metadata.get("labels"))),
+            dict(as_mapping(metadata.get("annotations"))),
         )
 
     def merged(self, other: PodSetInfo) -> PodSetInfo:
@@ -163,31 +164,34 @@ def workload(job: DistTrainJob, priority: int | None) -> Manifest:
     return {"apiVersion": WORKLOAD_API_VERSION, "kind": "Workload", "metadata": metadata, "spec": spec}
 
 
-def _holds(conditions: list[dict[str, Any]], kind: str) -> bool:
+def _holds(conditions: list[Mapping[str, Any]], kind: str) -> bool:
     return any(c.get("type") == kind and c.get("status") == "True" for c in conditions)
 
 
 def workload_view(body: Mapping[str, Any]) -> WorkloadView:
-    status, spec = body.get("status") or {}, body.get("spec") or {}
-    conditions = status.get("conditions") or []
-    admission = status.get("admission") or {}
+    """What the operator reads of a Workload; a field of another shape than Kueue's reads as empty."""
+    status, spec = as_mapping(body.get("status")), as_mapping(body.get("spec"))
+    conditions = [as_mapping(condition) for condition in as_list(status.get("conditions"))]
+    admission = as_mapping(status.get("admission"))
     flavors = {
-        str(assignment.get("name")): tuple(sorted(set((assignment.get("flavors") or {}).values())))
-        for assignment in admission.get("podSetAssignments") or []
+        str(assignment.get("name")): tuple(
+            sorted({str(flavor) for flavor in as_mapping(assignment.get("flavors")).values()})
+        )
+        for assignment in map(as_mapping, as_list(admission.get("podSetAssignments")))
     }
     updates: dict[str, PodSetInfo] = {}
-    for check in status.get("admissionChecks") or []:
-        for update in check.get("podSetUpdates") or []:
+    for check in map(as_mapping, as_list(status.get("admissionChecks"))):
+        for update in map(as_mapping, as_list(check.get("podSetUpdates"))):
             info = PodSetInfo(
-                dict(update.get("nodeSelector") or {}),
-                tuple(update.get("tolerations") or ()),
-                dict(update.get("labels") or {}),
-                dict(update.get("annotations") or {}),
+                dict(as_mapping(update.get("nodeSelector"))),
+                tuple(as_list(update.get("tolerations"))),
+                dict(as_mapping(update.get("labels"))),
+                dict(as_mapping(update.get("annotations"))),
             )
             name = str(update.get("name"))
             updates[name] = updates.get(name, PodSetInfo()).merged(info)
     evicted = next((c for c in conditions if c.get("type") == "Evicted" and c.get("status") == "True"), None)
-    metadata = body.get("metadata") or {}
+    metadata = as_mapping(body.get("metadata"))
     return WorkloadView(
         name=str(metadata.get("name", "")),
         admitted=bool(admission) and _holds(conditions, "Admitted") and not _holds(conditions, "Evicted"),
@@ -195,7 +199,8 @@ def workload_view(body: Mapping[str, Any]) -> WorkloadView:
         flavors=flavors,
         updates=updates,
         originals={
-            str(p.get("name")): PodSetInfo.of_template(p.get("template") or {}) for p in spec.get("podSets") or []
+            str(p.get("name")): PodSetInfo.of_template(as_mapping(p.get("template")))
+            for p in map(as_mapping, as_list(spec.get("podSets")))
         },
         eviction=Verdict(str(evicted.get("reason", "")), str(evicted.get("message", ""))) if evicted else None,
         reserved=bool(admission),

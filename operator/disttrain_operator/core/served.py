@@ -19,6 +19,7 @@ from typing import Any
 
 from disttrain_operator.api import tfjob
 from disttrain_operator.api.status import Condition, DistTrainJobStatus, ReplicaStatus
+from disttrain_operator.api.tenant_input import as_list, as_mapping
 from disttrain_operator.core.tfjob_conversion import UnconvertibleError, convert, replica_type_of
 from disttrain_operator.core.types import Body, Manifest
 
@@ -83,11 +84,14 @@ _REPLICA_FIELDS = frozenset(ReplicaStatus.model_json_schema(by_alias=True)["prop
 _CONDITION_FIELDS = frozenset(Condition.model_json_schema(by_alias=True)["properties"])
 
 
-def core_status(wired: Mapping[str, Any]) -> dict[str, Any]:
-    """A TFJob's status as the core reads it: the inverse of `wire_status`."""
+def core_status(wired: Any) -> dict[str, Any]:
+    """A TFJob's status as the core reads it: the inverse of `wire_status`. A status of another shape (a
+    TFJob's status is anyone's who may write it under another controller's CRD) reads as what it holds of
+    the right shape; the core's models judge the rest."""
+    wired = as_mapping(wired)
     status = {key: copy.deepcopy(value) for key, value in wired.items() if key in _STATUS_FIELDS}
     conditions = []
-    for condition in wired.get("conditions") or []:
+    for condition in map(as_mapping, as_list(wired.get("conditions"))):
         restored = {key: value for key, value in condition.items() if key in _CONDITION_FIELDS}
         message = str(condition.get("message", ""))
         if _REASON_SEPARATOR in message:
@@ -96,9 +100,11 @@ def core_status(wired: Mapping[str, Any]) -> dict[str, Any]:
     if conditions:
         status["conditions"] = conditions
     replicas = {}
-    for key, value in (wired.get("replicaStatuses") or {}).items():
+    for key, value in as_mapping(wired.get("replicaStatuses")).items():
         try:
-            replicas[replica_type_of(str(key)).value] = {k: v for k, v in value.items() if k in _REPLICA_FIELDS}
+            replicas[replica_type_of(str(key)).value] = {
+                k: v for k, v in as_mapping(value).items() if k in _REPLICA_FIELDS
+            }
         except UnconvertibleError:
             continue
     if replicas:
