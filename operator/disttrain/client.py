@@ -206,9 +206,10 @@ class Client:
         kind: JobKind = "DistTrainJob",
         timeout: float | None = None,
         stop: threading.Event | None = None,
+        on_listed: Callable[[], None] | None = None,
     ) -> Iterator[WatchEvent]:
         """Each change to the namespace's jobs (or every namespace's, or one job) as it happens, starting
-        with each as it is now.
+        with each as it is now; `on_listed` is called once each listing's jobs were given (none, too).
 
         Runs until `timeout` seconds have passed (forever without one), or within a minute of `stop` being
         set. A watch the API server expires is started again from a fresh listing, and a job that went
@@ -230,6 +231,8 @@ class Client:
                 yield from _events("DELETED", [known[key]])
             known = items
             yield from _events("ADDED", items.values())
+            if on_listed is not None:
+                on_listed()
             version = listing["metadata"]["resourceVersion"]
             for event_type, body in self._watch_from(
                 resource, scope, version, fields=fields, selector=selector, until=until

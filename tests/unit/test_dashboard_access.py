@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, cast
 
 import pytest
@@ -37,7 +37,8 @@ class _Cluster:
         self.bearers.append(token)
         return _Cluster(token)
 
-    def watch(self, *, stop: threading.Event, **_: Any) -> Iterator[Any]:
+    def watch(self, *, stop: threading.Event, on_listed: Callable[[], None], **_: Any) -> Iterator[Any]:
+        on_listed()  # no jobs here
         stop.wait(10)
         return iter(())
 

@@ -42,6 +42,7 @@ from disttrain_operator.dashboard.viewers import MAX_TOKEN, TOKEN_COOKIE, Feeds,
 LOG_LINES = 2000  # a log page shows the last lines; `disttrain jobs logs` reads the whole of it
 MAX_STREAMS = 200  # event streams (open pages) at once
 SEND_TIMEOUT = 10.0  # seconds a page may take to accept one event
+FIRST_LISTING_SECONDS = 5.0  # a list page waits this long at most for its viewer's feed to list
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 HTTP_OK = 200
 HTTP_SEE_OTHER = 303
@@ -138,6 +139,7 @@ class Pages:
         chosen_namespace = request.query_params.get("namespace", "")
         chosen_phase = request.query_params.get("phase", "")
         feed = self.feeds.of(viewer, chosen_namespace or None, asyncio.get_running_loop())
+        await asyncio.to_thread(feed.wait_listed, FIRST_LISTING_SECONDS)
         jobs = feed.snapshot()
         now = _now()
         rows = [
@@ -158,7 +160,7 @@ class Pages:
             "chosen_phase": chosen_phase,
             "problems": sorted(feed.problems().values()),
             "notice": notice,
-            "scope": self.scope,
+            "scope": f"namespace {chosen_namespace}" if chosen_namespace and not namespace else self.scope,
             "viewer": viewer.name,
             "listed": feed.listed(),
         }

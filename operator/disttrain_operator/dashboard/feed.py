@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 from dataclasses import dataclass
 
 from disttrain import Client, DisttrainError, DistTrainJob, JobNotFoundError
@@ -66,6 +67,14 @@ class JobFeed:
         with self._lock:
             return dict(self._problems)
 
+    def wait_listed(self, seconds: float) -> bool:
+        """Wait up to `seconds` for every kind to be listed or refused, so that a page drawn now shows the
+        cluster rather than "Listing jobs"; whether it was."""
+        deadline = time.monotonic() + seconds
+        while not self.listed() and time.monotonic() < deadline:
+            self._stopping.wait(0.05)
+        return self.listed()
+
     def listed(self) -> bool:
         """Every kind has been listed once (or is not served, or has a problem): the snapshot is the cluster's."""
         with self._lock:
@@ -96,13 +105,17 @@ class JobFeed:
         while not self._stopping.is_set():
             try:
                 for event in self.client.watch(
-                    namespace=self.namespace, all_namespaces=self.namespace is None, kind=kind, stop=self._stopping
+                    namespace=self.namespace,
+                    all_namespaces=self.namespace is None,
+                    kind=kind,
+                    stop=self._stopping,
+                    on_listed=lambda: self._listed_kind(kind),
                 ):
                     self._apply(kind, Change(event.type, event.job))
                     if self._stopping.is_set():
                         return
             except JobNotFoundError:  # the cluster serves no such kind (TFJobs without their CRD): none to show
-                self._unserved(kind)
+                self._listed_kind(kind)
                 self._stopping.wait(RETRY_SECONDS)
             except DisttrainError as error:
                 self._refused(kind, error)
@@ -118,7 +131,8 @@ class JobFeed:
                 self._jobs[job_key(change.job)] = change.job
         self._publish(change)
 
-    def _unserved(self, kind: str) -> None:
+    def _listed_kind(self, kind: str) -> None:
+        """Listed: the kind has no job here (or, the cluster serves none), or every one it has was given."""
         with self._lock:
             self._problems.pop(kind, None)
             self._listed.add(kind)
