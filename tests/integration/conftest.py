@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import uuid
 from collections.abc import Iterator
@@ -49,8 +50,12 @@ def operator(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iter
     process.start()
     yield process
     process.stop()
+    denied = sorted(set(RBAC_DENIAL.findall(process.log_path.read_text(errors="replace"))))
+    assert not denied, f"the API server refused the operator rights deploy/rbac.yaml lacks: {denied[:5]}"
 
 
+# How the API server words a refusal by RBAC (a Pod Security refusal, also a 403, is worded otherwise).
+RBAC_DENIAL = re.compile(r'cannot \w+ resource "[^"]+"(?: in API group "[^"]*")?')
 RESTRICTED = "pod-security.kubernetes.io/enforce=restricted"
 
 

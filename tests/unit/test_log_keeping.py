@@ -352,3 +352,13 @@ def test_a_job_of_many_pods_keeps_less_of_each_so_that_it_stays_within_its_budge
         pod(_job(workers=1000), ReplicaType.WORKER, 0, BuildSettings())["metadata"]["annotations"][LOG_MAX_BYTES]
     )
     assert share * KEPT_ATTEMPTS_PER_REPLICA * 1000 <= KEPT_BYTES_PER_JOB
+
+
+def test_an_owner_written_by_hand_selects_no_other_kept_logs() -> None:
+    forged = _pod(_job(), "Failed")
+    forged["metadata"]["ownerReferences"][0]["uid"] = f"{JOB_UID},disttrain.io/kept-log-of"
+    assert kept_logs.kept_log_selector(forged) is None
+    assert (
+        kept_logs.kept_log_selector(_pod(_job(), "Failed"))
+        == f"{kept_logs.JOB_UID_LABEL}={JOB_UID},{kept_logs.KEPT_LOG_LABEL}=worker-1"
+    )

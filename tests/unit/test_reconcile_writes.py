@@ -255,3 +255,19 @@ def test_a_deleted_pod_group_is_made_again_while_the_scheduler_cannot_place_the_
     assert any(item.startswith("PodGroup/") for item in setup.reconcile(unplaced, children))
     setup.now = START + 3 * UNWATCHED_RECHECK
     assert not any(item.startswith("PodGroup/") for item in setup.reconcile(pods, children))  # placed: no need
+
+
+class _RefusingPatches(RecordingApi):
+    def patch_job(self, job: Mapping[str, Any], patch: dict[str, Any]) -> None:
+        raise InvalidWriteError('422: DistTrainJob "x" is invalid: spec.runPolicy.suspend: Invalid value')
+
+
+def test_a_write_of_the_job_the_api_server_refuses_fails_it_once_instead_of_a_retry_for_ever() -> None:
+    setup, events = _Setup(), []
+    setup.kube = api = _RefusingPatches()
+    setup.reconciler = Reconciler(api, BuildSettings(), lambda *_, **event: events.append(event), clock=lambda: START)
+    setup.job["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "research"}  # Kueue suspends it first
+    setup.reconcile([], [])
+    (written,) = api.statuses
+    assert written["phase"] == "Failed" and written["conditions"][-1]["reason"] == "WriteRefused"
+    assert [event["reason"] for event in events if event["type"] == "Warning"] == ["WriteRefused"]

@@ -15,6 +15,7 @@ its job is gone, `sweep` marks when that was first seen and deletes it after the
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -41,6 +42,7 @@ EXIT_CODE = f"{GROUP}/exit-code"
 LOG_BYTES = f"{GROUP}/log-bytes"  # how long the log was; the ConfigMap keeps its last max-bytes
 KEPT_AT = f"{GROUP}/kept-at"  # microseconds: two attempts can end within one second
 LOG_KEY = "log"
+_LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 
 
 def holds_log(metadata: Mapping[str, Any]) -> bool:
@@ -139,9 +141,10 @@ def kept_log_selector(pod: Body) -> str | None:
     """The label selector of the kept logs of the pod's replica in its job (its namespace's); None for a pod
     that is no replica of a job."""
     owner, replica = controller(pod), replica_of(pod)
-    if owner is None or replica is None:
+    uid = str((owner or {}).get("uid", ""))
+    if replica is None or not _LABEL_VALUE.fullmatch(uid):  # an owner written by hand selects nothing else
         return None
-    return f"{JOB_UID_LABEL}={owner['uid']},{KEPT_LOG_LABEL}={replica}"
+    return f"{JOB_UID_LABEL}={uid},{KEPT_LOG_LABEL}={replica}"
 
 
 def in_order(kept: Iterable[Body]) -> list[Body]:

@@ -32,7 +32,7 @@ from disttrain_operator.core.tfjob_conversion import UnconvertibleError
 from disttrain_operator.core.types import Body, JobKey, Manifest, ObjectRef, Verdict, invalid_spec
 from disttrain_operator.runtime.expectations import EXPECTATION, Expected
 from disttrain_operator.runtime.job_memory import JobMemory
-from disttrain_operator.runtime.kube import ChildRejectedError, TransientApiError
+from disttrain_operator.runtime.kube import ChildRejectedError, InvalidWriteError, TransientApiError
 from disttrain_operator.runtime.kueue_adapter import KueueAdapter
 from disttrain_operator.runtime.status_writer import EventSink, StatusWriter
 
@@ -104,7 +104,8 @@ class Reconciler:
         workload: WorkloadView | None = None,
         tensorboard: TensorBoardView | None = None,
     ) -> None:
-        """Bring one job's children and status in line; raises TransientApiError when a retry is due.
+        """Bring one job's children and status in line; raises TransientApiError when a retry is due. A write the
+        API server refuses as invalid fails the job (WriteRefused) rather than being retried.
 
         `reported` is the trainer's progress as last polled, `workload` the job's Kueue Workload and
         `tensorboard` its TensorBoard Deployment, if any.
@@ -124,8 +125,12 @@ class Reconciler:
         if job is None:
             return
         owned = own_pods(job, pods)
-        job = self._kueue.follow(core, memory.wire, job, workload, has_pods=bool(owned))
-        self._reconcile(core, memory, job, owned, children, reported=reported, tensorboard=tensorboard)
+        try:
+            job = self._kueue.follow(core, memory.wire, job, workload, has_pods=bool(owned))
+            self._reconcile(core, memory, job, owned, children, reported=reported, tensorboard=tensorboard)
+        except InvalidWriteError as error:  # the same write can never pass: the job says so, once
+            verdict = Verdict("WriteRefused", f"the API server refused a write of the job's: {error}")
+            self._fail_as_it_is(core, memory.written or core.get("status") or {}, verdict)
         memory.settled = _essence(core, memory.written)
 
     def refuse(self, body: Body, verdict: Verdict) -> None:
