@@ -15,6 +15,7 @@ import re
 import subprocess
 import sys
 import threading
+import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -253,8 +254,9 @@ def test_a_finished_job_s_tensorboard_serves_its_loss_curve_through_a_port_forwa
 def test_the_dashboard_component_installs_and_answers_through_a_port_forward(
     installed: Cluster, plain_namespace: str, tmp_path: Path
 ) -> None:
-    """deploy/components/dashboard added to the install (the operator's image, its own read-only
-    ServiceAccount), opened as docs/admins.md says: `kubectl port-forward` to its Service."""
+    """deploy/components/dashboard added to the install (the operator's image, its own ServiceAccount that
+    may only review tokens), opened as docs/admins.md says: `kubectl port-forward` to its Service, and a
+    viewer's token bound to `disttrain-viewer` in the job's namespace; without a token it answers 401."""
     never_pull = "- op: add\n  path: /spec/template/spec/containers/0/imagePullPolicy\n  value: Never"
     kustomization = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
@@ -277,9 +279,19 @@ def test_the_dashboard_component_installs_and_answers_through_a_port_forward(
         port = re.search(r"127\.0\.0\.1:(\d+)", said)
         assert port, said + (forward.stderr.read() if forward.stderr else "")
         url = f"http://127.0.0.1:{port.group(1)}/?namespace={plain_namespace}"
+        installed.kubectl("create", "serviceaccount", "viewer", "-n", plain_namespace)
+        installed.kubectl(
+            "create", "rolebinding", "viewer-views", "-n", plain_namespace, "--clusterrole=disttrain-viewer",
+            f"--serviceaccount={plain_namespace}:viewer",
+        )  # fmt: skip
+        token = installed.kubectl("create", "token", "viewer", "-n", plain_namespace).stdout.strip()
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(url, timeout=30)
+        assert refused.value.code == 401
 
         def listed() -> str | None:
-            with urllib.request.urlopen(url, timeout=30) as answer:
+            request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+            with urllib.request.urlopen(request, timeout=30) as answer:
                 page = answer.read().decode()
             return page if "digits-mwms" in page and "Suspended" in page else None
 
