@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -50,12 +51,16 @@ def operator(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iter
     process.start()
     yield process
     process.stop()
-    denied = sorted(set(RBAC_DENIAL.findall(process.log_path.read_text(errors="replace"))))
-    assert not denied, f"the API server refused the operator rights deploy/rbac.yaml lacks: {denied[:5]}"
+    denials = Counter(RBAC_DENIAL.findall(process.log_path.read_text(errors="replace")))
+    lacking = sorted(denial for denial, times in denials.items() if times >= REPEATED_DENIAL)
+    assert not lacking, f"the API server refused the operator rights deploy/rbac.yaml lacks: {lacking[:5]}"
 
 
-# How the API server words a refusal by RBAC (a Pod Security refusal, also a 403, is worded otherwise).
+# How the API server words a refusal by RBAC (a Pod Security refusal, also a 403, is worded otherwise). An
+# API server that a fault test restarts refuses once or twice while its authorizer warms up; a right the
+# rules lack is refused at every retry.
 RBAC_DENIAL = re.compile(r'cannot \w+ resource "[^"]+"(?: in API group "[^"]*")?')
+REPEATED_DENIAL = 3
 RESTRICTED = "pod-security.kubernetes.io/enforce=restricted"
 
 
