@@ -142,7 +142,7 @@ def _lead(args: argparse.Namespace, parser: argparse.ArgumentParser, settings: O
     except ValueError as error:
         parser.error(str(error))
     elector = leader_election.LeaderElector(
-        Kube(load_client(retries=0), timeout=timing.request_timeout),
+        Kube(load_client(retries=0)),
         args.lease_namespace or leader_election.default_namespace(),
         leader_election.default_identity(),
         timing=timing,

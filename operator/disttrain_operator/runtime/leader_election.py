@@ -52,15 +52,6 @@ class Timing:
         if not 0 < self.retry_seconds < self.renew_seconds < self.lease_seconds:
             raise ValueError("leader election needs 0 < --retry-seconds < --renew-seconds < --lease-seconds")
 
-    @property
-    def request_timeout(self) -> tuple[float, float]:
-        """(connect, read) seconds of each lease request. A renewal is a read and a write, started at most
-        `renew_seconds` after the last one that held, `retry_seconds` after the one before: with each request
-        bounded to a third of what is left of the lease, a leader that cannot renew stops acting before its
-        lease runs out, with time to spare (15, 10, 2: 1 s)."""
-        seconds = max((self.lease_seconds - self.renew_seconds - self.retry_seconds) / 3, 0.5)
-        return seconds, seconds
-
 
 def decide(spec: dict[str, Any] | None, identity: str, unchanged_for: float) -> Decision:
     """What to do with the lease we read, given how long (on our clock) its record has not changed."""
@@ -109,6 +100,9 @@ def default_namespace() -> str:
     return "default"
 
 
+MIN_REQUEST_SECONDS = 0.1
+
+
 def _now() -> str:
     return format_micro_time(datetime.now(UTC))
 
@@ -137,24 +131,23 @@ class LeaderElector:
         self._leading = threading.Event()
         self._lock = threading.Lock()  # a renewal and the release never interleave
 
-    def _read(self) -> dict[str, Any] | None:
-        return read_lease(self._kube, self._namespace, self._name)
-
     def _unchanged_for(self, spec: dict[str, Any] | None) -> float:
         record = (spec or {}).get("holderIdentity"), (spec or {}).get("renewTime")
         if record != self._seen:
             self._seen, self._seen_at = record, time.monotonic()
         return time.monotonic() - self._seen_at
 
-    def try_once(self) -> bool:
-        """One round: read, decide, write with the read's resourceVersion. True while we hold the lease."""
-        lease = self._read()
+    def try_once(self, seconds: float | None = None) -> bool:
+        """One round: read, decide, write with the read's resourceVersion. True while we hold the lease.
+        `seconds`: how long the round may take, its two requests sharing it (None: the client's timeouts)."""
+        kube = self._kube if seconds is None else self._kube.with_timeout(max(seconds / 2, MIN_REQUEST_SECONDS))
+        lease = read_lease(kube, self._namespace, self._name)
         spec = lease.get("spec") if lease else None
         decision = decide(spec, self.identity, self._unchanged_for(spec))
         if decision is Decision.WAIT:
             return False
         new_spec = claimed(spec, self.identity, decision, lease_seconds=round(self._timing.lease_seconds), now=_now())
-        won = write_lease(self._kube, self._namespace, self._name, new_spec, lease)
+        won = write_lease(kube, self._namespace, self._name, new_spec, lease)
         if won and decision is not Decision.RENEW:
             logger.info("leader election: %s took lease %s/%s", self.identity, self._namespace, self._name)
         return won
@@ -167,21 +160,25 @@ class LeaderElector:
         self._leading.set()
         threading.Thread(target=self._keep, name="leader-election", daemon=True).start()
 
-    def _attempt(self) -> bool:
+    def _attempt(self, seconds: float | None = None) -> bool:
         try:
-            return self.try_once()
+            return self.try_once(seconds)
         except TransientApiError as error:
             logger.warning("leader election: %s", error)
             return False
 
     def _keep(self) -> None:
+        """Renew every `retry_seconds`. As client-go's renew deadline does, a renewal may take only what is left
+        of `renew_seconds` since the last one that held, so a leader whose API server hangs stops acting before
+        its lease could run out, while a slow but answering API server keeps it leading."""
         renewed = time.monotonic()
         while True:
             time.sleep(self._timing.retry_seconds)
             with self._lock:
                 if not self._leading.is_set():
                     return
-                if self._attempt():
+                left = renewed + self._timing.renew_seconds - time.monotonic()
+                if left > 0 and self._attempt(left):
                     renewed = time.monotonic()
                     continue
                 if time.monotonic() - renewed < self._timing.renew_seconds:
@@ -198,7 +195,7 @@ class LeaderElector:
                 return
             self._leading.clear()
             try:
-                lease = self._read()
+                lease = read_lease(self._kube, self._namespace, self._name)
                 if lease and lease.get("spec", {}).get("holderIdentity") == self.identity:
                     write_lease(self._kube, self._namespace, self._name, released(lease["spec"]), lease)
             except TransientApiError as error:
