@@ -119,16 +119,20 @@ class Feeds:
 
     def opened(self, feed: JobFeed) -> None:
         with self._lock:
-            self._holding(feed).pages += 1
+            held = self._holding(feed)
+            if held is not None:
+                held.pages += 1
 
     def closed(self, feed: JobFeed) -> None:
+        """A page of the feed closed; once the dashboard stopped (`stop`), there is nothing left to count."""
         with self._lock:
             held = self._holding(feed)
-            held.pages -= 1
-            held.idle_since = self._clock()
+            if held is not None:
+                held.pages -= 1
+                held.idle_since = self._clock()
 
-    def _holding(self, feed: JobFeed) -> _Held:
-        return next(held for held in self._held.values() if held.feed is feed)
+    def _holding(self, feed: JobFeed) -> _Held | None:
+        return next((held for held in self._held.values() if held.feed is feed), None)
 
     def stop(self) -> None:
         with self._lock:
