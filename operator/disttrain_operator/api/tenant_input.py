@@ -74,16 +74,12 @@ class PodLogNotes(_Annotations):
     ttl_seconds: TtlSeconds = Field(0, alias=LOG_TTL)
 
 
-def _time(value: Any) -> datetime | None:
-    return parse_time(value)
-
-
 class KeptLogNotes(_Annotations):
     """What a kept log's ConfigMap says of how long it outlives its job."""
 
     ttl_seconds: TtlSeconds = Field(0, alias=LOG_TTL)
     attempt: Annotated[int | None, Field(ge=1, le=MAX_ATTEMPT), _or(None)] = Field(None, alias=ATTEMPT)
-    job_gone_since: Annotated[datetime | None, pydantic.BeforeValidator(_time)] = Field(None, alias=JOB_GONE_SINCE)
+    job_gone_since: Annotated[datetime | None, pydantic.BeforeValidator(parse_time)] = Field(None, alias=JOB_GONE_SINCE)
 
     def gone_since(self, now: datetime) -> datetime | None:
         """When its job was first seen gone; a time still to come (written by hand) counts as now."""
