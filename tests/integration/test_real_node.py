@@ -19,6 +19,7 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from cluster_support import (
 )
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import containerd, images, node_kinds, real_node, versions
+from rbac_rights import AUDIT_TIME, refused_rights
 from support import ROOT, readme_block, wait_for
 
 pytestmark = pytest.mark.real_node
@@ -64,10 +66,14 @@ def installed(real_cluster: Cluster, operator: OperatorProcess) -> Iterator[Clus
     real_cluster.kubectl("wait", "--for=delete", f"namespace/{OPERATOR_NAMESPACE}", "--timeout=120s", check=False)
     devcluster.apply_namespaces([OPERATOR_NAMESPACE], node_kinds.REAL)
     real_cluster.kubectl("apply", "--server-side", "-k", str(ROOT / "overlays" / "local-images"))
+    since = datetime.now(UTC).strftime(AUDIT_TIME)
     real_cluster.kubectl("rollout", "status", "-n", OPERATOR_NAMESPACE, "deploy/disttrain-operator", "--timeout=180s")
     yield real_cluster
+    account = f"system:serviceaccount:{OPERATOR_NAMESPACE}:disttrain-operator"
+    refused = refused_rights(devcluster.audit_logs(), account, since)
     real_cluster.kubectl("delete", "namespace", OPERATOR_NAMESPACE, "--wait=true", "--timeout=120s")
     operator.start()
+    assert not refused, f"the installed operator was refused rights: {sorted(refused)}"
 
 
 def _node_namespace(cluster: Cluster, labels: dict[str, str]) -> Iterator[str]:
@@ -109,19 +115,29 @@ def _step(cluster: Cluster, namespace: str, job: str) -> int:
     return int(cluster.job(namespace, job).get("status", {}).get("progress", {}).get("step", 0))
 
 
-FAULTED_EPOCHS = 60  # about a minute of training here: a fault lands well before the end
+# Some 15 s of training here (multi-worker at 90 steps/s, ParameterServer at 150): a fault that follows the
+# trainer's log lands well before the end, where the job's status, polled every 10 s, may come too late.
+FAULTED_EPOCHS = 60
+PS_FAULTED_EPOCHS = 150
 
 
-def _past_first_checkpoint(cluster: Cluster, namespace: str, job: str) -> None:
+def _logged_step(cluster: Cluster, namespace: str, pod: str) -> int:
+    """The last step a pod's trainer logged: read as it happens, where the job's status is polled every 10 s."""
+    logs = cluster.kubectl("logs", "-n", namespace, pod, "--tail=20", check=False).stdout
+    steps = [int(json.loads(line)["step"]) for line in logs.splitlines() if line.startswith('{"event": "progress"')]
+    return max(steps, default=0)
+
+
+def _past_first_checkpoint(cluster: Cluster, namespace: str, pod: str) -> None:
     """The examples checkpoint every 40 steps: a fault after step 50 has something to resume from."""
-    wait_for(f"{job} past step 50", lambda: _step(cluster, namespace, job) > 50, timeout=180)
+    wait_for(f"{pod} past step 50", lambda: _logged_step(cluster, namespace, pod) > 50, timeout=180)
 
 
-def _still_running(cluster: Cluster, namespace: str, job: str) -> None:
+def _still_running(cluster: Cluster, namespace: str, job: str, epochs: int = FAULTED_EPOCHS) -> None:
     """Right after a fault: the job had not finished, so the fault landed mid-run."""
     current = cluster.job(namespace, job)
     assert not holds(current, "Succeeded"), "the job finished before the fault"
-    assert _step(cluster, namespace, job) < FAULTED_EPOCHS * STEPS_PER_EPOCH
+    assert _step(cluster, namespace, job) < epochs * STEPS_PER_EPOCH
 
 
 def _wait_succeeded(cluster: Cluster, namespace: str, job: str) -> dict[str, Any]:
@@ -309,7 +325,7 @@ def test_a_worker_killed_through_containerd_resumes_to_the_exact_step(installed:
     followed: list[str] = []
     follower = threading.Thread(target=lambda: followed.extend(client.logs(job, "worker-1", follow=True)))
     follower.start()
-    _past_first_checkpoint(installed, real_namespace, job)
+    _past_first_checkpoint(installed, real_namespace, f"{job}-worker-0")
     container = _running_container_id(installed, real_namespace, job, f"{job}-worker-1")
     files = real_node.NodeFiles(devcluster.state_dir())
     containerd.ctr(files, versions.node_cache_paths(), "tasks", "kill", "--signal", "SIGKILL", container)
@@ -335,15 +351,15 @@ def test_a_worker_killed_through_containerd_resumes_to_the_exact_step(installed:
 
 def test_a_deleted_ps_pod_resumes_the_job_from_its_checkpoint(installed: Cluster, real_namespace: str) -> None:
     """With its logs kept on the checkpoint volume by the trainer image, read back through a pod of that image."""
-    job = _submit(installed, real_namespace, PS, FAULTED_EPOCHS, logs_on_volume=True)
-    _past_first_checkpoint(installed, real_namespace, job)
+    job = _submit(installed, real_namespace, PS, PS_FAULTED_EPOCHS, logs_on_volume=True)
+    _past_first_checkpoint(installed, real_namespace, f"{job}-chief-0")
     installed.kubectl("delete", "pod", "-n", real_namespace, f"{job}-ps-0", "--wait=false")
-    _still_running(installed, real_namespace, job)
+    _still_running(installed, real_namespace, job, PS_FAULTED_EPOCHS)
     finished = _wait_succeeded(installed, real_namespace, job)
     assert finished["status"]["restartCount"] >= 1
     logs = installed.kubectl("logs", "-n", real_namespace, f"{job}-chief-0").stdout
     assert '"event": "restored"' in logs, logs[-2000:]  # the checkpoint outlived the pods
-    assert _finished_line(installed, real_namespace, f"{job}-chief-0")["steps"] == FAULTED_EPOCHS * STEPS_PER_EPOCH
+    assert _finished_line(installed, real_namespace, f"{job}-chief-0")["steps"] == PS_FAULTED_EPOCHS * STEPS_PER_EPOCH
     installed.kubectl("delete", "pods", "-n", real_namespace, "-l", f"disttrain.io/job-name={job}", "--wait=true")
     client = Client(kubeconfig=installed.kubeconfig, namespace=real_namespace)
     attempts = client.attempts(job, "ps-0")  # every pod is gone: all there is, is on the volume
@@ -356,7 +372,7 @@ def test_a_deleted_ps_pod_resumes_the_job_from_its_checkpoint(installed: Cluster
 
 def test_the_leading_operator_pod_deleted_mid_job(installed: Cluster, real_namespace: str) -> None:
     job = _submit(installed, real_namespace, MWMS, epochs=FAULTED_EPOCHS)
-    _past_first_checkpoint(installed, real_namespace, job)
+    _past_first_checkpoint(installed, real_namespace, f"{job}-worker-0")
     lease = installed.get("lease", "disttrain-operator", OPERATOR_NAMESPACE)
     assert lease is not None
     leader = lease["spec"]["holderIdentity"].rsplit("_", 1)[0]
@@ -370,7 +386,7 @@ def test_the_leading_operator_pod_deleted_mid_job(installed: Cluster, real_names
 
 def test_a_restarted_kubelet_leaves_the_job_running(installed: Cluster, real_namespace: str) -> None:
     job = _submit(installed, real_namespace, MWMS, epochs=FAULTED_EPOCHS)
-    _past_first_checkpoint(installed, real_namespace, job)
+    _past_first_checkpoint(installed, real_namespace, f"{job}-worker-0")
     _still_running(installed, real_namespace, job)  # checked first: the kubelet's stop waits for it to exit
     devcluster.restart_component("kubelet", pause=2)
     finished = _wait_succeeded(installed, real_namespace, job)
