@@ -29,7 +29,7 @@ from disttrain_operator.api import job as api
 from disttrain_operator.cli.ports import free_port
 
 ADMIN_TOKEN = "disttrain-dev-admin"
-LOCAL_PATH_STAGES = "kwok-local-path-stages"
+OWN_KWOK_STAGES = "kwok-stages"  # the project's own: kwok_stages.py
 FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 GPU_RESOURCE = "nvidia.com/gpu"
 SERVICE_CIDR = "10.96.0.0/16"
@@ -195,6 +195,31 @@ FEATURE_GATES = "--feature-gates=GenericWorkload=true,GangScheduling=true,Topolo
 WORKLOAD_API = "--runtime-config=scheduling.k8s.io/v1alpha2=true"
 
 
+# What every ServiceAccount outside the cluster's own add-ons asks of the API server (not what it sends):
+# the tests hold each component's RBAC rules to the requests it makes.
+AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived, ResponseStarted]
+rules:
+- level: None
+  userGroups: ["system:serviceaccounts:kube-system", "system:serviceaccounts:local-path-storage"]
+- level: Metadata
+  userGroups: ["system:serviceaccounts"]
+"""
+
+
+def audit_logs(folder: Path | None = None) -> list[Path]:
+    """The API server's audit log of ServiceAccounts' requests, oldest file first (it rotates at 200 MB)."""
+    return sorted((folder or state_dir()).joinpath("audit").glob("audit*.log"), key=lambda path: path.stat().st_mtime)
+
+
+def _kwok_stages(paths: CachePaths, folder: Path) -> list[Path]:
+    """kwok's stages, those the project replaces (kwok_stages.py) taken from the cluster's folder."""
+    own = sorted((folder / OWN_KWOK_STAGES).glob("*.yaml"))
+    replaced = {stage.name for stage in own}
+    return [stage for stage in sorted(paths.kwok_stages.glob("*.yaml")) if stage.name not in replaced] + own
+
+
 def _commands(paths: CachePaths, folder: Path, state: ClusterState) -> dict[str, list[str]]:
     kubeconfig = str(kubeconfig_path(folder))
     key = str(folder / "service-account.key")
@@ -225,6 +250,13 @@ def _commands(paths: CachePaths, folder: Path, state: ClusterState) -> dict[str,
             f"--service-account-signing-key-file={key}",
             "--service-account-issuer=https://kubernetes.default.svc",
             "--enable-priority-and-fairness=false",
+            f"--audit-policy-file={folder / 'audit-policy.yaml'}",
+            f"--audit-log-path={folder / 'audit' / 'audit.log'}",
+            "--audit-log-format=json",
+            "--audit-log-mode=batch",  # written behind the requests, not in their way
+            "--audit-log-batch-max-wait=1s",
+            "--audit-log-maxsize=200",
+            "--audit-log-maxbackup=5",
             # Namespaces annotated for the process node send their pods there (see process_namespace).
             "--enable-admission-plugins=PodNodeSelector,PodTolerationRestriction",
             "--kubelet-preferred-address-types=InternalIP,Hostname",  # node names resolve nowhere
@@ -259,8 +291,7 @@ def _commands(paths: CachePaths, folder: Path, state: ClusterState) -> dict[str,
             "--node-ip=127.0.0.1",
             "--node-lease-duration-seconds=40",
             f"--config={folder / 'kwok.yaml'}",
-            *(f"--config={stage}" for stage in sorted(paths.kwok_stages.glob("*.yaml"))),
-            *(f"--config={stage}" for stage in sorted((folder / LOCAL_PATH_STAGES).glob("*.yaml"))),
+            *(f"--config={stage}" for stage in _kwok_stages(paths, folder)),
         ],
     }
 
@@ -282,8 +313,11 @@ options:
 
 def _prepare(paths: CachePaths, folder: Path) -> None:
     (folder / "logs").mkdir(parents=True, exist_ok=True)
-    kwok_stages.write_local_path_stages(paths.kwok_stages, folder / LOCAL_PATH_STAGES)
+    kwok_stages.write_local_path_stages(paths.kwok_stages, folder / OWN_KWOK_STAGES)
+    kwok_stages.write_pod_delete_stage(paths.kwok_stages, folder / OWN_KWOK_STAGES)
     (folder / "kwok.yaml").write_text(KWOK_CONFIGURATION)
+    (folder / "audit-policy.yaml").write_text(AUDIT_POLICY)
+    (folder / "audit").mkdir(exist_ok=True)
     node = f"system:node:{real_node.NODE_NAME}"
     (folder / "tokens.csv").write_text(
         f"{ADMIN_TOKEN},disttrain-admin,disttrain-admin,system:masters\n"

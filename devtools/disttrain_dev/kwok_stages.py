@@ -1,5 +1,5 @@
 """kwok stages of the project's own, made from kwok's: volumes for the nodes the real node's provisioner
-does not serve."""
+does not serve, and a pod deletion that cannot remove the pod's successor."""
 
 from __future__ import annotations
 
@@ -37,4 +37,27 @@ def write_local_path_stages(kwok_stages: Path, target: Path) -> None:
         if _KWOK_CLASS not in text:
             raise RuntimeError(f"kwok's stage {name} no longer selects its claims by class; update this copy")
         text = text.replace(_KWOK_CLASS, condition).replace(f"name: {name}\n", f"name: {name}-local-path\n", 1)
-        (target / f"{name}.yaml").write_text(text)
+        (target / f"{name}-local-path.yaml").write_text(text)
+
+
+# kwok's pod-delete stage deletes a pod being deleted by its name, with no uid precondition, some time after
+# it saw the deletion. A pod that ended is removed by the API server itself once its finalizers are gone
+# (its grace period is 0), and its controller may have made its successor under the same name meanwhile:
+# kwok then deleted the successor, which a kubelet, deleting by uid, never does.
+POD_DELETE = "pod-delete.yaml"
+_DELETING = """    - key: '.metadata.deletionTimestamp'
+      operator: 'Exists'
+"""
+_NOT_ENDED = """    - key: '.status.phase'
+      operator: 'NotIn'
+      values: ['Succeeded', 'Failed']
+"""
+
+
+def write_pod_delete_stage(kwok_stages: Path, target: Path) -> None:
+    """kwok's pod-delete stage, for pods that have not ended only."""
+    text = (kwok_stages / POD_DELETE).read_text()
+    if _DELETING not in text:
+        raise RuntimeError(f"kwok's stage {POD_DELETE} no longer selects pods by deletionTimestamp; update this copy")
+    target.mkdir(parents=True, exist_ok=True)
+    (target / POD_DELETE).write_text(text.replace(_DELETING, _DELETING + _NOT_ENDED, 1))

@@ -69,7 +69,7 @@ def test_kwok_stages_are_made_over_for_local_path_claims_off_the_real_node(tmp_p
         (source / f"{name}.yaml").write_text(KWOK_STAGE.format(name=name))
     kwok_stages.write_local_path_stages(source, target)
     for name in STAGES:
-        stage = yaml.safe_load((target / f"{name}.yaml").read_text())
+        stage = yaml.safe_load((target / f"{name}-local-path.yaml").read_text())  # beside kwok's, not instead
         assert stage["metadata"]["name"] == f"{name}-local-path"
         (expression,) = [match["cel"]["expression"] for match in stage["spec"]["selector"]["matchExpressions"]]
         assert expression.startswith("self.spec.storageClassName == 'local-path'")
@@ -83,3 +83,36 @@ def test_kwok_stages_that_no_longer_select_by_class_are_refused(tmp_path: Path) 
         (source / f"{name}.yaml").write_text(KWOK_STAGE.format(name=name).replace("kwok-volume", "other"))
     with pytest.raises(RuntimeError, match="no longer selects its claims by class"):
         kwok_stages.write_local_path_stages(source, tmp_path / "made")
+
+
+KWOK_POD_DELETE = """apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-delete
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: '.metadata.deletionTimestamp'
+      operator: 'Exists'
+  next:
+    delete: true
+"""
+
+
+def test_kwok_deletes_only_pods_that_have_not_ended_which_the_api_server_removes_itself(tmp_path: Path) -> None:
+    source, target = tmp_path / "kwok", tmp_path / "made"
+    source.mkdir()
+    (source / kwok_stages.POD_DELETE).write_text(KWOK_POD_DELETE)
+    kwok_stages.write_pod_delete_stage(source, target)
+    stage = yaml.safe_load((target / kwok_stages.POD_DELETE).read_text())  # in place of kwok's
+    assert stage["metadata"]["name"] == "pod-delete" and stage["spec"]["next"] == {"delete": True}
+    assert stage["spec"]["selector"]["matchExpressions"] == [
+        {"key": ".metadata.deletionTimestamp", "operator": "Exists"},
+        {"key": ".status.phase", "operator": "NotIn", "values": ["Succeeded", "Failed"]},
+    ]
+    (source / kwok_stages.POD_DELETE).write_text(KWOK_POD_DELETE.replace("deletionTimestamp", "deletion"))
+    with pytest.raises(RuntimeError, match="no longer selects pods by deletionTimestamp"):
+        kwok_stages.write_pod_delete_stage(source, target)
