@@ -115,7 +115,9 @@ def test_a_watch_that_went_silent_is_noticed_and_started_again(
         proxy.close()
 
 
-def test_the_liveness_endpoint_names_every_watch_once_listed_and_the_queue_depth(operator: OperatorProcess) -> None:
+def test_the_liveness_endpoint_names_every_watch_once_listed_the_parts_running_and_the_queue_depth(
+    operator: OperatorProcess,
+) -> None:
     def all_listed() -> dict[str, Any] | None:
         health = operator.health()
         return health if health["watches"] and all(health["watches"].values()) else None
@@ -125,3 +127,4 @@ def test_the_liveness_endpoint_names_every_watch_once_listed_and_the_queue_depth
     expected = {resource.path(None) for resource in watched}
     assert set(health["watches"]) == expected, health
     assert isinstance(health["queue_depth"], int), health
+    assert health["threads"] == len(watched) - 1 + 6, health  # the watches but kopf's, and six parts

@@ -148,6 +148,8 @@ class _LogApi:
         if self.refusals:
             self.refusals -= 1
             raise TransientApiError("403: unable to create new content in namespace team: it is being terminated")
+        if any(item["metadata"]["name"] == manifest["metadata"]["name"] for item in self.created):
+            return False
         self.created.append(manifest)
         return True
 
@@ -323,6 +325,45 @@ def test_a_bug_on_one_pod_is_retried_and_never_ends_the_keeper() -> None:
     api = _BuggyLogApi(_pod(_job(), "Failed"), bugs=2)
     _keep(api, {JOB_UID})
     assert [item["data"]["log"] for item in api.created] == ["log\n"]
+
+
+class _CountingLogApi(_LogApi):
+    """Counts reads of the pod; its first `conflicts` releases fail their tests (the pod changed meanwhile)."""
+
+    def __init__(self, found: dict[str, Any], conflicts: int) -> None:
+        super().__init__(found, [b"log\n"])
+        self.reads = 0
+        self.conflicts = conflicts
+
+    def read(self, path: str, params: dict[str, str]) -> dict[str, Any] | None:
+        self.reads += 1
+        return super().read(path, params)
+
+    def patch_pod(self, namespace: str, name: str, patch: list[dict[str, Any]]) -> bool:
+        if self.conflicts:
+            self.conflicts -= 1
+            self.patches.append(patch)
+            return False
+        return super().patch_pod(namespace, name, patch)
+
+
+@pytest.mark.parametrize(("conflicts", "reads"), [(0, 0), (1, 2)])
+def test_the_keeper_starts_from_the_pod_as_watched_and_reads_it_only_to_try_again(conflicts: int, reads: int) -> None:
+    """One request less before a failed pod's replacement; a release refused as stale reads the pod afresh
+    (once to see it is still there, once to try again) and the log is kept once."""
+    watched = _pod(_job(), "Failed")
+    api = _CountingLogApi(watched, conflicts)
+    keeper = LogKeeper(api, lambda key: {JOB_UID}, clock=lambda: NOW, threads=1, retry_seconds=0.01)
+    keeper.start()
+    keeper.offer(("team", "mnist"), "team", "mnist-worker-1", POD_UID, watched)
+    assert api.released.wait(timeout=10)
+    keeper.stop()
+    keeper.join(timeout=10)
+    assert (api.reads, len(api.patches), [item["data"]["log"] for item in api.created]) == (
+        reads,
+        conflicts + 1,
+        ["log\n"],
+    )
 
 
 def test_a_replica_keeps_its_first_and_latest_attempts_numbered_as_they_ran() -> None:

@@ -2,14 +2,15 @@
 
 Pods are the bulk of what streams through the operator; keeping a small frozen view of each (instead
 of the full body) keeps memory flat with thousands of pods, and gives the pure status and planner
-code plain typed input.
+code plain typed input. Only a pod whose log is due keeps its body, until the log keeper let it go: the
+keeper starts from it instead of reading the pod again, one request less before its replacement.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -22,6 +23,7 @@ from disttrain_operator.api.status import Evaluation, Progress
 from disttrain_operator.core.builders import naming
 from disttrain_operator.core.kept_logs import log_due
 from disttrain_operator.core.progress import parse_evaluation, parse_progress
+from disttrain_operator.core.types import Body
 
 
 class PodPhase(StrEnum):
@@ -59,6 +61,7 @@ class PodView:
     finished_at: datetime | None = None  # when its container ended, for a pod that ended
     message: str | None = None  # why a failed container says it failed: the trainer's error, or its own text
     log_due: bool = False  # its log is complete and not kept yet (core/kept_logs.py)
+    log_due_body: Body | None = field(default=None, compare=False, repr=False)  # when log_due
     unschedulable: Unschedulable | None = None  # the scheduler found no place for it (or for its gang)
 
     @property
@@ -152,6 +155,7 @@ def pod_view(body: dict[str, Any], tensorflow_container: str = "tensorflow") -> 
     terminated = _terminated_state(status, tensorflow_container) if ended else None
     failed = (terminated or {}) if phase is PodPhase.FAILED else {}
     container_statuses = status.get("containerStatuses") or []
+    due = log_due(body)
     return PodView(
         name=str(metadata.get("name", "")),
         replica_type=replica_type,
@@ -169,6 +173,7 @@ def pod_view(body: dict[str, Any], tensorflow_container: str = "tensorflow") -> 
         evaluation=parse_evaluation((terminated or {}).get("message")),
         finished_at=parse_time((terminated or {}).get("finishedAt")),
         message=failure_message(failed.get("message")),
-        log_due=log_due(body),
+        log_due=due,
+        log_due_body=body if due else None,
         unschedulable=unschedulable(body),
     )

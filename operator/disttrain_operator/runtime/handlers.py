@@ -84,6 +84,7 @@ class Part(Protocol):
 
     def start(self) -> None: ...
     def stop(self) -> None: ...
+    def ended(self) -> list[str]: ...
 
 
 @dataclass
@@ -175,7 +176,7 @@ def build_runtime(settings: OperatorSettings, kube: OperatorApi, indexes: Mappin
     def child_changed(key: JobKey, view: object, present: bool) -> None:
         runtime.queue.add(key)
         if present and isinstance(view, PodView) and view.log_due:
-            runtime.logs.offer(key, key[0], view.name, view.uid)
+            runtime.logs.offer(key, key[0], view.name, view.uid, view.log_due_body)
 
     def watch(resource: Resource[Any], store: ObjectStore[Any]) -> ObjectWatch[Any]:
         return ObjectWatch(
@@ -285,6 +286,18 @@ def watches_listed(*, memo: kopf.Memo, **_: Any) -> dict[str, bool]:
     """On the liveness endpoint: each watched path, and whether it was listed once (no reconcile runs
     before all were)."""
     return runtime_of(memo).listings.state()
+
+
+@kopf.on.probe(id="threads")
+def threads_running(*, memo: kopf.Memo, **_: Any) -> int:
+    """On the liveness endpoint: how many parts run their threads. A thread that ended unasked fails the
+    probe (500), so that the kubelet restarts the operator rather than leave log keeping, a watch or the
+    sweep dead while the rest goes on."""
+    parts = runtime_of(memo).parts()
+    ended = [name for part in parts for name in part.ended()]
+    if ended:
+        raise kopf.PermanentError(f"threads ended: {', '.join(ended)}")
+    return len(parts)
 
 
 @kopf.on.probe(id="queue_depth")

@@ -53,6 +53,7 @@ class _Task:
     name: str
     uid: str
     job: JobKey
+    body: Body | None = None  # the pod as the watch last saw it, for the first try; a retry reads it afresh
     tries: int = 0
     errors: int = 0  # failures that were no API error, in a row
     given_up: bool = False
@@ -98,13 +99,14 @@ class LogKeeper(Workers):
         super().stop()
         self._ready.set()
 
-    def offer(self, job: JobKey, namespace: str, name: str, uid: str) -> None:
-        """A pod whose log is due (`PodView.log_due`); a pod offered again while in hand is not queued twice."""
+    def offer(self, job: JobKey, namespace: str, name: str, uid: str, body: Body | None = None) -> None:
+        """A pod whose log is due (`PodView.log_due`), as the watch saw it; a pod offered again while in hand is
+        not queued twice."""
         with self._condition:
             if uid in self._pending:
                 return
             self._pending.add(uid)
-            self._fresh.append(_Task(namespace, name, uid, job))
+            self._fresh.append(_Task(namespace, name, uid, job, body))
             self._condition.notify()
 
     def _next(self) -> _Task | None:
@@ -148,7 +150,8 @@ class LogKeeper(Workers):
     def _keep(self, task: _Task) -> bool:
         """Keep the pod's log and let it go; False when its release is worth another try, and TransientApiError
         when keeping the log is."""
-        pod = self._kube.read(POD_PATH, {"namespace": task.namespace, "name": task.name})
+        pod = task.body or self._kube.read(POD_PATH, {"namespace": task.namespace, "name": task.name})
+        task.body = None  # a retry starts from the pod as it is then: the release below tests uid and finalizers
         if pod is None or pod["metadata"].get("uid") != task.uid or not kept_logs.log_due(pod):
             return True  # gone, replaced, or let go already
         if not task.given_up and kept_logs.started(pod):
@@ -180,6 +183,8 @@ class LogKeeper(Workers):
             if selector is None
             else self._kube.list_metadata(_configmaps(task.namespace), {"labelSelector": selector})
         )
+        if any(item["metadata"].get("name") == kept_logs.kept_log_name(pod) for item in kept):
+            return  # kept on an earlier try, whose release did not land
         attempt = kept_logs.next_attempt(kept)
         manifest = kept_logs.kept_log(pod, tail, self._clock(), job_present=present, attempt=attempt)
         if manifest is None:

@@ -29,6 +29,7 @@ from disttrain_operator.core.backoff import Backoff
 from disttrain_operator.core.observed import PodPhase, PodView, find_pod
 from disttrain_operator.core.progress import parse_progress, reporting_task
 from disttrain_operator.core.types import JobKey
+from disttrain_operator.runtime.workers import ended_threads
 
 logger = logging.getLogger(__name__)
 
@@ -97,6 +98,9 @@ class ProgressPoller:
     def stop(self) -> None:
         self._stop.set()
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def ended(self) -> list[str]:
+        return ended_threads([self._thread], self._stop.is_set())
 
     def latest(self, key: JobKey) -> Progress | None:
         return self._latest.get(key)

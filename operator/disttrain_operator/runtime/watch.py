@@ -25,6 +25,7 @@ from disttrain_operator.core.backoff import Backoff
 from disttrain_operator.core.types import JobKey
 from disttrain_operator.runtime import metrics
 from disttrain_operator.runtime.kube import NotServedError, ResourceExpiredError, TransientApiError, watch_error
+from disttrain_operator.runtime.workers import ended_threads
 
 logger = logging.getLogger(__name__)
 
@@ -236,6 +237,9 @@ class ObjectWatch(Generic[View]):
 
     def stop(self) -> None:
         self._stopped.set()
+
+    def ended(self) -> list[str]:
+        return ended_threads(self._threads, self._stopped.is_set())
 
     def _run(self, scope: Scope) -> None:
         path = self._resource.path(scope.namespace)

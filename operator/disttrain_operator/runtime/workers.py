@@ -5,6 +5,13 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
+
+
+def ended_threads(threads: Iterable[threading.Thread], stopped: bool) -> list[str]:
+    """The names of the threads that ended though no one stopped them: a part of the operator that no
+    longer works, which the liveness probe reports."""
+    return [] if stopped else [thread.name for thread in threads if thread.ident is not None and not thread.is_alive()]
 
 
 class Workers(ABC):
@@ -22,6 +29,9 @@ class Workers(ABC):
         with self._condition:
             self._stopped = True
             self._condition.notify_all()
+
+    def ended(self) -> list[str]:
+        return ended_threads(self._threads, self._stopped)
 
     def join(self, timeout: float | None = None) -> None:
         """After `stop`: wait for the threads to end."""
