@@ -18,7 +18,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -202,6 +202,7 @@ class Side:
     unthrottled: bool = True
     source: str | None = None  # another checkout whose operator runs
     keep_logs: bool = True  # False: its jobs keep no logs (`logs.keep: false`), so their pods hold no finalizer
+    hostile_neighbour: bool = False  # its operator serves a second namespace, where a hostile tenant acts
 
     @property
     def services_per_job(self) -> int:
@@ -234,10 +235,11 @@ class Side:
     def create_job(self, bench: Cluster, scope: str, name: str, *, kubelet: bool = True) -> None:
         post(bench, self.jobs_path(scope), self.job(name, scope, kubelet=kubelet))
 
-    def start(self, bench: Cluster, scope: str, log: Path) -> ProcessUnderTest:
+    def start(self, bench: Cluster, scope: str, log: Path, also: Sequence[str] = ()) -> ProcessUnderTest:
+        """Its operator for `scope`, and for the namespaces `also` (disttrain's only)."""
         if self.peer:
             return PeerUnderTest(bench, scope, log, unthrottled=self.unthrottled)
-        return OperatorUnderTest(bench, scope, log, source=self.source)
+        return OperatorUnderTest(bench, [scope, *also], log, source=self.source)
 
     def delete_job(self, bench: Cluster, scope: str, name: str) -> None:
         background = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
@@ -248,6 +250,7 @@ class Side:
 
 OPERATOR = Side("operator")
 LOGS_UNKEPT = Side("operator-logs-unkept", keep_logs=False)
+BESIDE_HOSTILE = Side("operator-beside-hostile", hostile_neighbour=True)
 PEER = Side("peer", peer=True)
 PEER_AS_SHIPPED = Side("peer-as-shipped", peer=True, unthrottled=False)
 
@@ -406,16 +409,21 @@ class ProcessUnderTest:
 
 
 class OperatorUnderTest(ProcessUnderTest):
-    """`disttrain operator` for one namespace, as a process whose memory and CPU can be read."""
+    """`disttrain operator` for the benchmark's namespaces, as a process whose memory and CPU can be read."""
 
     def __init__(
-        self, bench: Cluster, scope: str, log: Path, env: dict[str, str] | None = None, source: str | None = None
+        self,
+        bench: Cluster,
+        scopes: Sequence[str],
+        log: Path,
+        env: dict[str, str] | None = None,
+        source: str | None = None,
     ) -> None:
         """`source`: another checkout whose operator runs instead (before/after); by default
         DISTTRAIN_BENCH_OPERATOR_SOURCE, or this one."""
         port, metrics = free_port(), free_port()
         source = source or os.environ.get("DISTTRAIN_BENCH_OPERATOR_SOURCE")
-        command = [sys.executable, "-m", _cli_module(source), "operator", f"--namespace={scope}"]
+        command = [sys.executable, "-m", _cli_module(source), "operator", *(f"--namespace={s}" for s in scopes)]
         command.append(f"--liveness=http://127.0.0.1:{port}/healthz")
         if os.environ.get("DISTTRAIN_BENCH_PROFILE"):  # collapsed stacks of every thread, for bench/profile.py
             profile = log.with_suffix(".stacks")

@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import trainer
 from harness import (
+    BESIDE_HOSTILE,
     LOGS_UNKEPT,
     OPERATOR,
     PEER,
@@ -49,8 +50,10 @@ from harness import (
     wait,
 )
 
+from disttrain_operator.api.tenant_input import JOB_GONE_SINCE, LOG_MAX_BYTES, LOG_TTL
 from disttrain_operator.cli.render import render_objects
 from disttrain_operator.core.builders.settings import BuildSettings
+from disttrain_operator.core.kept_logs import JOB_UID_LABEL, KEPT_LOG_LABEL, OUTLIVES_JOB_LABEL
 
 LOGS = Path(tempfile.gettempdir()) / "disttrain-bench"
 Rotated = TypeVar("Rotated")  # a side, or None for the floor
@@ -139,13 +142,16 @@ def _plain_client(bench: Cluster, jobs: int) -> Submit:
 
 def _sides(args: argparse.Namespace) -> list[Side]:
     """The operators a benchmark runs, in the order of each round: this checkout's, another checkout's
-    (--baseline), this checkout's with jobs that keep no logs (--logs-unkept), the peer unthrottled
+    (--baseline), this checkout's with jobs that keep no logs (--logs-unkept), this checkout's beside a hostile
+    tenant (latency --hostile-neighbour), the peer unthrottled
     (--peer) and as shipped (--peer-as-shipped)."""
     sides = [OPERATOR]
     if args.baseline:
         sides.append(Side("baseline", source=args.baseline))
     if args.logs_unkept:
         sides.append(LOGS_UNKEPT)
+    if getattr(args, "hostile_neighbour", False):
+        sides.append(BESIDE_HOSTILE)
     if args.peer or args.peer_as_shipped:
         sides.append(PEER)
     if args.peer_as_shipped:
@@ -223,9 +229,51 @@ def _replacement_latency(pods: Watch, victim: str, old_uid: str, timeout: float 
     return added - failed
 
 
+# Notes a tenant with `edit` in its own namespace can write where the operator reads them, out of every
+# bound (tests/integration/test_hostile_tenants.py tries each): on its pods, and on kept logs it forges.
+HOSTILE_POD_NOTES = {LOG_MAX_BYTES: "-1"}
+HOSTILE_KEPT_LOG_NOTES = (
+    {LOG_TTL: "99999999999999999999"},
+    {JOB_GONE_SINCE: "9999-12-31T23:59:59Z", LOG_TTL: "2147483647"},
+    {JOB_GONE_SINCE: "yesterday", LOG_TTL: "-5"},
+)
+FORGED_KEPT_LOGS = 30
+
+
+@dataclass
+class _HostileNeighbour:
+    """Tenant A, in a namespace the same operator serves: as many jobs as the measured side, failing as
+    often, on pods told to keep -1 bytes of log, beside kept logs forged with notes out of every bound."""
+
+    bench: Cluster
+    scope: str
+    pods: Watch
+
+    def start(self, jobs: int) -> None:
+        names = [f"job-{i}" for i in range(jobs)]
+        parallel([partial(OPERATOR.create_job, self.bench, self.scope, name, kubelet=False) for name in names])
+        running = jobs * PODS_PER_JOB
+        play_kubelet(self.bench, self.scope, self.pods, lambda: _running(self.pods) == running, timeout=120 + jobs)
+        noted = {"metadata": {"annotations": HOSTILE_POD_NOTES}}
+        pods = [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": self.scope}}
+                for name in self.pods.latest()]  # fmt: skip
+        parallel([partial(self.bench.kube.merge_patch, pod, noted) for pod in pods])
+        parallel([partial(self.bench.kube.create, self._forged(index)) for index in range(FORGED_KEPT_LOGS)])
+
+    def _forged(self, index: int) -> dict[str, Any]:
+        labels = {OUTLIVES_JOB_LABEL: "true", JOB_UID_LABEL: f"forged-{index}", KEPT_LOG_LABEL: "worker-0"}
+        notes = HOSTILE_KEPT_LOG_NOTES[index % len(HOSTILE_KEPT_LOG_NOTES)]
+        metadata = {"name": f"forged-{index}", "namespace": self.scope, "labels": labels, "annotations": notes}
+        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": {"log": "x"}}
+
+    def fail(self, pod: str) -> None:
+        set_pod_status(self.bench, self.scope, pod, ended_status(137))
+
+
 @dataclass
 class _Scene:
-    """A namespace with room for the jobs, one side's operator for it, and watches on its pods and jobs."""
+    """A namespace with room for the jobs, one side's operator for it, and watches on its pods and jobs;
+    the side's hostile neighbour, if it has one."""
 
     bench: Cluster
     scope: str
@@ -233,6 +281,7 @@ class _Scene:
     operator: ProcessUnderTest
     pods: Watch
     jobs: Watch
+    neighbour: _HostileNeighbour | None = None
 
     def start_jobs(self, count: int) -> list[str]:
         """Submit `count` jobs, play the kubelet until their pods run, and wait until the operator
@@ -254,16 +303,21 @@ class _Scene:
 @contextmanager
 def _scene(prefix: str, jobs: int, side: Side) -> Iterator[_Scene]:
     bench = local_cluster()
-    ensure_capacity(bench, jobs * PODS_PER_JOB)
+    ensure_capacity(bench, jobs * PODS_PER_JOB * (2 if side.hostile_neighbour else 1))
     settle(bench)
     with namespace(bench, f"{prefix}-{side.name}") as scope, ExitStack() as teardown:  # the operator always stops
-        operator = side.start(bench, scope, LOGS / f"{scope}.log")
+        also = [teardown.enter_context(namespace(bench, f"{prefix}-tenant-a"))] if side.hostile_neighbour else []
+        operator = side.start(bench, scope, LOGS / f"{scope}.log", also)
         teardown.callback(operator.stop)
         pods = Watch(bench, f"/api/v1/namespaces/{scope}/pods").start()
         teardown.callback(pods.stop)
         watched = Watch(bench, side.jobs_path(scope)).start()
         teardown.callback(watched.stop)
-        yield _Scene(bench, scope, side, operator, pods, watched)
+        neighbour = None
+        for other in also:
+            neighbour = _HostileNeighbour(bench, other, Watch(bench, f"/api/v1/namespaces/{other}/pods").start())
+            teardown.callback(neighbour.pods.stop)
+        yield _Scene(bench, scope, side, operator, pods, watched, neighbour)
 
 
 def _beside(figures: dict[str, list[str]]) -> str:
@@ -282,6 +336,7 @@ def latency(args: argparse.Namespace) -> str:
             seconds[side.name].append(_latency_round(args, side))
             print(f"{side.name} round {number + 1}: p99 {percentile(seconds[side.name][-1], 0.99):.3f} s")
     figures: dict[str, list[str]] = {}
+    p99s: dict[str, float] = {}
     for side in sides:
         pooled = [value for rounds in seconds[side.name] for value in rounds]
         p50, p99 = percentile(pooled, 0.5), percentile(pooled, 0.99)
@@ -289,6 +344,9 @@ def latency(args: argparse.Namespace) -> str:
         print(f"{side.name}: {len(pooled)} replacements among {args.jobs} jobs at {args.rate}/s: ", end="")
         print(f"p50 {p50:.3f} s, p99 {p99:.3f} s, max {max(pooled):.3f} s")
         figures[side.name] = [f"p50={p50:.3f}s", f"p99={p99:.3f}s"]
+        p99s[side.name] = p99
+    if BESIDE_HOSTILE.name in figures:  # the same operator, quiet and beside a hostile tenant
+        figures[BESIDE_HOSTILE.name].append(f"p99_ratio={p99s[BESIDE_HOSTILE.name] / p99s[OPERATOR.name]:.2f}")
     return f"latency jobs={args.jobs} {' '.join(figures['operator'])}{_beside(figures)}"
 
 
@@ -296,11 +354,15 @@ def _latency_round(args: argparse.Namespace, side: Side) -> list[float]:
     """One side's round: its jobs running and quiet, then `failures` workers Failed at `rate` per second."""
     with _scene("latency", args.jobs, side) as scene:
         scene.start_jobs(args.jobs)
+        if scene.neighbour is not None:
+            scene.neighbour.start(args.jobs)
         time.sleep(5)  # quiet: the operator has nothing left to do
         uids = {event.name: event.uid for event in scene.pods.snapshot() if event.type == "ADDED"}
         victims = [f"job-{(i * 7) % args.jobs}-worker-{i % 4}" for i in range(args.failures)]
         for victim in victims:
             set_pod_status(scene.bench, scene.scope, victim, ended_status(137))
+            if scene.neighbour is not None:
+                scene.neighbour.fail(victim)  # its namesake, as often
             time.sleep(1 / args.rate)
         seconds = [_replacement_latency(scene.pods, victim, uids[victim]) for victim in victims]
         usage = scene.operator.usage()
@@ -535,6 +597,11 @@ def main(argv: list[str] | None = None) -> int:
     latency_parser.add_argument("--failures", type=int, default=100)
     latency_parser.add_argument("--rate", type=float, default=5.0, help="failures per second")
     latency_parser.add_argument("--rounds", type=int, default=3)
+    latency_parser.add_argument(
+        "--hostile-neighbour",
+        action="store_true",
+        help="this operator again, serving also a hostile tenant's namespace with as many jobs failing as often",
+    )
     latency_parser.set_defaults(run=latency)
     api_parser = benchmarks.add_parser("api", parents=[sides], help="API requests per job lifecycle")
     api_parser.add_argument("--jobs", type=int, default=20)

@@ -40,9 +40,12 @@ def test_admission_against_the_floor_and_both_peers(bench_cluster: Cluster) -> N
     assert re.fullmatch(rf"admission jobs=2 operator/floor={FIGURE} operator/peer={FIGURE}", last), last
 
 
-def test_latency_beside_the_peer(bench_cluster: Cluster) -> None:
-    last = _bench("latency", "--jobs", "3", "--failures", "3", "--rate", "5", "--rounds", "2", "--peer")
-    expected = rf"latency jobs=3 p50={FIGURE}s p99={FIGURE}s peer_p50={FIGURE}s peer_p99={FIGURE}s"
+def test_latency_beside_a_hostile_tenant_and_the_peer(bench_cluster: Cluster) -> None:
+    args = ("--jobs", "3", "--failures", "3", "--rate", "5", "--rounds", "1", "--hostile-neighbour", "--peer")
+    last = _bench("latency", *args)
+    expected = rf"latency jobs=3 p50={FIGURE}s p99={FIGURE}s "
+    expected += rf"operator-beside-hostile_p50={FIGURE}s operator-beside-hostile_p99={FIGURE}s "
+    expected += rf"operator-beside-hostile_p99_ratio={FIGURE} peer_p50={FIGURE}s peer_p99={FIGURE}s"
     assert re.fullmatch(expected, last), last
 
 
