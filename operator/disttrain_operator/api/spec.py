@@ -143,7 +143,8 @@ class ReplicaSpec(ApiModel):
 
 # A Kubernetes label key: an optional DNS subdomain prefix and '/', then a name of at most 63 characters.
 DNS_SUBDOMAIN_PATTERN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
-LABEL_KEY_PATTERN = rf"^({DNS_SUBDOMAIN_PATTERN}/)?[A-Za-z0-9]([-A-Za-z0-9_.]{{0,61}}[A-Za-z0-9])?$"
+LABEL_NAME_PATTERN = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"  # a label value, or a key's name part
+LABEL_KEY_PATTERN = rf"^({DNS_SUBDOMAIN_PATTERN}/)?{LABEL_NAME_PATTERN}$"
 LABEL_KEY_MAX_LENGTH = 253 + 1 + 63
 
 

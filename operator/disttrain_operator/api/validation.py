@@ -21,7 +21,7 @@ from disttrain_operator.api import job as api
 from disttrain_operator.api.crd import openapi_schema
 from disttrain_operator.api.job import MAX_DNS_LABEL
 from disttrain_operator.api.rules import VALIDATIONS_KEY
-from disttrain_operator.api.spec import DNS_SUBDOMAIN_PATTERN
+from disttrain_operator.api.spec import DNS_SUBDOMAIN_PATTERN, LABEL_NAME_PATTERN
 
 Schema = dict[str, Any]
 
@@ -203,7 +203,7 @@ def _check_identity(manifest: Any) -> list[Violation]:
 
 
 MAX_ANNOTATIONS_BYTES = 256 * 1024  # the API server's limit on all of an object's annotations together
-_LABEL_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_LABEL_NAME = re.compile(LABEL_NAME_PATTERN)
 _DNS_SUBDOMAIN = re.compile(DNS_SUBDOMAIN_PATTERN)
 
 

@@ -24,7 +24,7 @@ from typing import Any
 from disttrain_contract.timestamps import format_micro_time, format_time
 from disttrain_contract.volume_logs import from_a_line
 from disttrain_operator.api.job import GROUP
-from disttrain_operator.api.spec import ReplicaType
+from disttrain_operator.api.spec import LABEL_NAME_PATTERN, ReplicaType
 from disttrain_operator.api.tenant_input import ATTEMPT, JOB_GONE_SINCE, LOG_TTL, KeptLogNotes, PodLogNotes
 from disttrain_operator.core.builders import naming
 from disttrain_operator.core.builders.log_keeping import KEPT_ATTEMPTS_PER_REPLICA, LOG_FINALIZER
@@ -42,7 +42,7 @@ EXIT_CODE = f"{GROUP}/exit-code"
 LOG_BYTES = f"{GROUP}/log-bytes"  # how long the log was; the ConfigMap keeps its last max-bytes
 KEPT_AT = f"{GROUP}/kept-at"  # microseconds: two attempts can end within one second
 LOG_KEY = "log"
-_LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+_LABEL_VALUE = re.compile(LABEL_NAME_PATTERN)
 
 
 def holds_log(metadata: Mapping[str, Any]) -> bool:
