@@ -14,6 +14,7 @@ import sys
 import threading
 import urllib.request
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -159,25 +160,27 @@ def operator_kubeconfig(cluster: Cluster, folder: Path, rbac: Path = ROOT / "dep
     return account_kubeconfig(cluster, folder, rbac, "disttrain-operator")
 
 
-def account_kubeconfig(cluster: Cluster, folder: Path, rbac: Path, account: str) -> Path:
+def account_kubeconfig(
+    cluster: Cluster, folder: Path, rbac: Path, account: str, namespace: str = OPERATOR_TEST_NAMESPACE
+) -> Path:
     """Credentials of `account`, a ServiceAccount with the rules of an RBAC file of deploy/.
 
     The cluster-wide objects are the file's, renamed, and the namespaced ones (the ServiceAccount and
-    any Role) move to the test's own namespace, so that tests installing deploy/ itself leave them alone.
+    any Role) move to `namespace`, so that tests installing deploy/ itself leave them alone.
     """
-    cluster.kubectl("create", "namespace", OPERATOR_TEST_NAMESPACE, check=False)
+    cluster.kubectl("create", "namespace", namespace, check=False)
     documents = [doc for doc in yaml.safe_load_all(rbac.read_text()) if doc]
     for document in documents:
         if document["kind"] in {"ServiceAccount", "Role", "RoleBinding"}:
-            document["metadata"]["namespace"] = OPERATOR_TEST_NAMESPACE
+            document["metadata"]["namespace"] = namespace
         else:
             document["metadata"]["name"] = f"{OPERATOR_TEST_NAMESPACE}-{document['metadata']['name']}"
         if document["kind"] == "ClusterRoleBinding":
             document["roleRef"]["name"] = f"{OPERATOR_TEST_NAMESPACE}-{document['roleRef']['name']}"
         if document["kind"].endswith("RoleBinding"):
-            document["subjects"][0]["namespace"] = OPERATOR_TEST_NAMESPACE
+            document["subjects"][0]["namespace"] = namespace
     cluster.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": documents}))
-    return token_kubeconfig(cluster, folder, OPERATOR_TEST_NAMESPACE, account)
+    return token_kubeconfig(cluster, folder, namespace, account)
 
 
 def token_kubeconfig(cluster: Cluster, folder: Path, namespace: str, account: str) -> Path:
@@ -269,6 +272,13 @@ def bridged_traffic_through_iptables() -> Iterator[None]:
         BRIDGE_NETFILTER.write_text(before)
 
 
+# How the API server words a refusal by RBAC (a Pod Security refusal, also a 403, is worded otherwise). An
+# API server that a fault test restarts refuses once or twice while its authorizer warms up; a right the
+# rules lack is refused at every retry.
+RBAC_DENIAL = re.compile(r'cannot \w+ resource "[^"]+"(?: in API group "[^"]*")?')
+REPEATED_DENIAL = 3
+
+
 class OperatorProcess:
     """`disttrain operator` as a real process: startable, stoppable and killable mid-job."""
 
@@ -333,6 +343,11 @@ class OperatorProcess:
                 return bool(response.status == 200)
         except OSError:
             return False
+
+    def rights_refused(self) -> list[str]:
+        """The rights the API server refused the operator at every retry, as its log says them."""
+        denials = Counter(RBAC_DENIAL.findall(self.log_path.read_text(errors="replace")))
+        return sorted(denial for denial, times in denials.items() if times >= REPEATED_DENIAL)
 
     def running(self) -> bool:
         """The process is up and its liveness endpoint answers."""

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from cluster_support import Cluster, OperatorProcess, condition, holds, script_job
+from cluster_support import Cluster, OperatorProcess, account_kubeconfig, condition, holds, script_job
 from disttrain_dev.versions import cache_paths
 from disttrain_operator.cli.render import render_objects
 from disttrain_operator.core.builders.settings import BuildSettings
@@ -19,6 +19,7 @@ from support import ROOT, wait_for
 
 MWMS = ROOT / "examples" / "multi-worker-mirrored-gpu.yaml"
 PS = ROOT / "examples" / "parameter-server.yaml"
+NAMESPACED_RBAC = ROOT / "deploy" / "namespaced" / "rbac.yaml"
 GPU = "nvidia.com/gpu"
 
 
@@ -266,17 +267,25 @@ def test_namespaced_operator_leaves_other_namespaces_alone(
     other = f"{namespace}-other"
     cluster.kubectl("create", "namespace", other)
     operator.stop()
-    scoped = OperatorProcess(cluster, tmp_path / "scoped.log", ["--namespace", namespace])
+    scoped = OperatorProcess(
+        cluster,
+        tmp_path / "scoped.log",
+        ["--namespace", namespace],
+        account_kubeconfig(cluster, tmp_path, NAMESPACED_RBAC, "disttrain-operator", namespace),
+        environment={"POD_NAMESPACE": namespace},
+    )
     try:
         scoped.start()
         cluster.apply(other, MWMS.read_text())
         cluster.apply(namespace, MWMS.read_text())
         _wait_pods(cluster, namespace, "mnist-mwms", 4)
+        wait_for("its status", lambda: cluster.job(namespace, "mnist-mwms").get("status", {}).get("conditions"))
         assert not _pods(cluster, other, "mnist-mwms")
         assert "status" not in cluster.job(other, "mnist-mwms")
     finally:
         scoped.stop()
         operator.start()
+    assert not scoped.rights_refused(), "deploy/namespaced/rbac.yaml lacks rights its operator uses"
     _wait_pods(cluster, other, "mnist-mwms", 4)  # the cluster-wide operator picks it up
     cluster.kubectl("delete", "namespace", other, "--wait=true", "--timeout=120s")
 

@@ -3,34 +3,54 @@ only scoped to its namespace, so no feature answers 403 in one mode and works in
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Any
 
-import yaml
-
+from rbac_rights import bound_rights, refused_rights, role_rights, used_rights
 from support import ROOT
-
-Right = tuple[str, str, str]  # API group, resource, verb
-
-
-def _documents(path: Path) -> list[dict[str, Any]]:
-    return [document for document in yaml.safe_load_all(path.read_text()) if document]
-
-
-def _rights(documents: list[dict[str, Any]], *kinds: str) -> set[Right]:
-    return {
-        (group, resource, verb)
-        for document in documents
-        if document["kind"] in kinds
-        for rule in document.get("rules") or []
-        for group in rule["apiGroups"]
-        for resource in rule["resources"]
-        for verb in rule["verbs"]
-    }
 
 
 def test_a_namespaced_operator_holds_every_right_of_a_cluster_wide_one() -> None:
-    cluster_wide = _rights(_documents(ROOT / "deploy" / "rbac.yaml"), "ClusterRole", "Role")
-    namespaced = _rights(_documents(ROOT / "deploy" / "namespaced" / "rbac.yaml"), "ClusterRole", "Role")
+    cluster_wide = role_rights(ROOT / "deploy" / "rbac.yaml", "ClusterRole", "Role")
+    namespaced = role_rights(ROOT / "deploy" / "namespaced" / "rbac.yaml", "ClusterRole", "Role")
     assert cluster_wide - namespaced == set()
     assert namespaced - cluster_wide == set()
+
+
+def test_the_dashboard_account_may_only_review_tokens() -> None:
+    """The viewer role in the same file is for people to bind; the account itself reads nothing."""
+    granted = bound_rights(ROOT / "deploy" / "components" / "dashboard" / "rbac.yaml", "disttrain-dashboard")
+    assert granted == {("authentication.k8s.io", "tokenreviews", "create")}
+
+
+def test_the_rights_one_account_used_and_was_refused_since_a_time(tmp_path: Path) -> None:
+    def event(user: str, verb: str, at: str, code: int = 200, **target: str) -> str:
+        return json.dumps(
+            {
+                "user": {"username": user},
+                "verb": verb,
+                "stageTimestamp": at,
+                "responseStatus": {"code": code},
+                **({"objectRef": target} if target else {}),
+            }
+        )
+
+    operator = "system:serviceaccount:ns:disttrain-operator"
+    log = tmp_path / "audit.log"
+    log.write_text(
+        "\n".join(
+            [
+                event(operator, "get", "2026-01-01T00:00:00.000001Z", resource="pods"),  # before
+                event(operator, "get", "2026-01-01T00:00:01.000000Z", resource="pods", subresource="log"),
+                event(operator, "patch", "2026-01-01T00:00:02.000000Z", apiGroup="disttrain.io", resource="x"),
+                event(operator, "delete", "2026-01-01T00:00:03.000000Z", 403, resource="secrets"),
+                event("system:serviceaccount:ns:other", "list", "2026-01-01T00:00:04.000000Z", resource="nodes"),
+                event(operator, "get", "2026-01-01T00:00:05.000000Z"),  # /version: no resource
+            ]
+        )
+    )
+    assert used_rights([log], operator, "2026-01-01T00:00:01.000000Z") == {
+        ("", "pods/log", "get"),
+        ("disttrain.io", "x", "patch"),
+    }
+    assert refused_rights([log], operator, "2026-01-01T00:00:01.000000Z") == {("", "secrets", "delete")}

@@ -1,0 +1,71 @@
+"""Rights as RBAC files of deploy/ grant them, and as a ServiceAccount used them according to the API
+server's audit log: the two sides of holding each component's rules to what its code asks."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+HTTP_FORBIDDEN = 403
+AUDIT_TIME = "%Y-%m-%dT%H:%M:%S.%fZ"  # how the audit log writes times, for `since`
+Right = tuple[str, str, str]  # API group, resource (`pods/log` for a subresource), verb
+
+
+def documents(path: Path) -> list[dict[str, Any]]:
+    return [document for document in yaml.safe_load_all(path.read_text()) if document]
+
+
+def rights(rules: Iterable[dict[str, Any]]) -> set[Right]:
+    return {
+        (group, resource, verb)
+        for rule in rules
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+def role_rights(path: Path, *kinds: str) -> set[Right]:
+    """Every right the file's roles of these kinds hold, bound or not."""
+    return rights(rule for document in documents(path) if document["kind"] in kinds for rule in document["rules"])
+
+
+def bound_rights(path: Path, account: str) -> set[Right]:
+    """The rights the file's bindings give the ServiceAccount `account`."""
+    found = documents(path)
+    roles = {(doc["kind"], doc["metadata"]["name"]): doc["rules"] for doc in found if doc["kind"].endswith("Role")}
+    return rights(
+        rule
+        for binding in found
+        if binding["kind"].endswith("RoleBinding")
+        and any(s["kind"] == "ServiceAccount" and s["name"] == account for s in binding["subjects"])
+        for rule in roles.get((binding["roleRef"]["kind"], binding["roleRef"]["name"]), [])
+    )
+
+
+def _requests(logs: Iterable[Path], username: str, since: str) -> Iterator[tuple[Right, int]]:
+    """`username`'s requests of resources from `since` (RFC 3339, as the log writes times) on, with the
+    code each was answered with."""
+    for log in logs:
+        for line in log.read_text(errors="replace").splitlines():
+            event = json.loads(line)
+            target = event.get("objectRef")
+            if event["user"]["username"] != username or target is None or event["stageTimestamp"] < since:
+                continue
+            subresource = f"/{target['subresource']}" if target.get("subresource") else ""
+            right = (target.get("apiGroup", ""), f"{target['resource']}{subresource}", event["verb"])
+            yield right, int(event.get("responseStatus", {}).get("code", 0))
+
+
+def used_rights(logs: Iterable[Path], username: str, since: str) -> set[Right]:
+    """The rights `username` used from `since` on: its requests the API server did not refuse as forbidden."""
+    return {right for right, code in _requests(logs, username, since) if code != HTTP_FORBIDDEN}
+
+
+def refused_rights(logs: Iterable[Path], username: str, since: str) -> set[Right]:
+    """The rights `username` was refused from `since` on."""
+    return {right for right, code in _requests(logs, username, since) if code == HTTP_FORBIDDEN}
