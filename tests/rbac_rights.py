@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-HTTP_FORBIDDEN = 403
+DECISION = "authorization.k8s.io/decision"  # how the audit log records RBAC's answer: allow or forbid
 AUDIT_TIME = "%Y-%m-%dT%H:%M:%S.%fZ"  # how the audit log writes times, for `since`
 Right = tuple[str, str, str]  # API group, resource (`pods/log` for a subresource), verb
 
@@ -47,9 +47,9 @@ def bound_rights(path: Path, account: str) -> set[Right]:
     )
 
 
-def _requests(logs: Iterable[Path], username: str, since: str) -> Iterator[tuple[Right, int]]:
-    """`username`'s requests of resources from `since` (RFC 3339, as the log writes times) on, with the
-    code each was answered with."""
+def _requests(logs: Iterable[Path], username: str, since: str) -> Iterator[tuple[Right, bool]]:
+    """`username`'s requests of resources from `since` (RFC 3339, as the log writes times) on, each with
+    whether RBAC allowed it (admission may still refuse an allowed one, as in a namespace being deleted)."""
     for log in logs:
         for line in log.read_text(errors="replace").splitlines():
             event = json.loads(line)
@@ -58,14 +58,14 @@ def _requests(logs: Iterable[Path], username: str, since: str) -> Iterator[tuple
                 continue
             subresource = f"/{target['subresource']}" if target.get("subresource") else ""
             right = (target.get("apiGroup", ""), f"{target['resource']}{subresource}", event["verb"])
-            yield right, int(event.get("responseStatus", {}).get("code", 0))
+            yield right, (event.get("annotations") or {}).get(DECISION) == "allow"
 
 
 def used_rights(logs: Iterable[Path], username: str, since: str) -> set[Right]:
-    """The rights `username` used from `since` on: its requests the API server did not refuse as forbidden."""
-    return {right for right, code in _requests(logs, username, since) if code != HTTP_FORBIDDEN}
+    """The rights `username` used from `since` on: its requests that RBAC allowed."""
+    return {right for right, allowed in _requests(logs, username, since) if allowed}
 
 
 def refused_rights(logs: Iterable[Path], username: str, since: str) -> set[Right]:
-    """The rights `username` was refused from `since` on."""
-    return {right for right, code in _requests(logs, username, since) if code == HTTP_FORBIDDEN}
+    """The rights `username` asked for from `since` on and RBAC refused."""
+    return {right for right, allowed in _requests(logs, username, since) if not allowed}

@@ -62,6 +62,14 @@ HELD_ACCOUNTS = {
 }
 
 
+# The operator's rights that the code uses on paths this suite cannot take, and where each is proven instead.
+UNEXERCISED: dict[Right, str] = {
+    ("", "pods", "get"): "the log keeper reads a pod only to retry a release refused as stale: test_log_keeping.py",
+    ("scheduling.volcano.sh", "podgroups", "create"): "Volcano is not run here: the gang builders' golden files",
+    ("scheduling.x-k8s.io", "podgroups", "create"): "the coscheduling plugin is not run here: the same golden files",
+}
+
+
 @pytest.fixture(scope="session", autouse=True)
 def rights_held_to_use(request: pytest.FixtureRequest, cluster: Cluster) -> Iterator[None]:
     """After a whole integration run that passed: every right the operator's and the dashboard's rules
@@ -76,8 +84,9 @@ def rights_held_to_use(request: pytest.FixtureRequest, cluster: Cluster) -> Iter
     def all_used() -> bool:
         for account, files in HELD_ACCOUNTS.items():
             granted = set().union(*(bound_rights(path, account) for path in files))
+            assert set(UNEXERCISED) <= granted or account != "disttrain-operator", "UNEXERCISED names a right not held"
             user = f"system:serviceaccount:{OPERATOR_TEST_NAMESPACE}:{account}"
-            unused[account] = granted - used_rights(devcluster.audit_logs(), user, since)
+            unused[account] = granted - used_rights(devcluster.audit_logs(), user, since) - set(UNEXERCISED)
         return not any(unused.values())
 
     try:  # the API server writes its audit log in batches, a second apart

@@ -24,13 +24,13 @@ def test_the_dashboard_account_may_only_review_tokens() -> None:
 
 
 def test_the_rights_one_account_used_and_was_refused_since_a_time(tmp_path: Path) -> None:
-    def event(user: str, verb: str, at: str, code: int = 200, **target: str) -> str:
+    def event(user: str, verb: str, at: str, decision: str = "allow", **target: str) -> str:
         return json.dumps(
             {
                 "user": {"username": user},
                 "verb": verb,
                 "stageTimestamp": at,
-                "responseStatus": {"code": code},
+                "annotations": {"authorization.k8s.io/decision": decision},
                 **({"objectRef": target} if target else {}),
             }
         )
@@ -43,7 +43,7 @@ def test_the_rights_one_account_used_and_was_refused_since_a_time(tmp_path: Path
                 event(operator, "get", "2026-01-01T00:00:00.000001Z", resource="pods"),  # before
                 event(operator, "get", "2026-01-01T00:00:01.000000Z", resource="pods", subresource="log"),
                 event(operator, "patch", "2026-01-01T00:00:02.000000Z", apiGroup="disttrain.io", resource="x"),
-                event(operator, "delete", "2026-01-01T00:00:03.000000Z", 403, resource="secrets"),
+                event(operator, "delete", "2026-01-01T00:00:03.000000Z", "forbid", resource="secrets"),
                 event("system:serviceaccount:ns:other", "list", "2026-01-01T00:00:04.000000Z", resource="nodes"),
                 event(operator, "get", "2026-01-01T00:00:05.000000Z"),  # /version: no resource
             ]
