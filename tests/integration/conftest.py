@@ -67,6 +67,8 @@ UNEXERCISED: dict[Right, str] = {
     ("", "pods", "get"): "the log keeper reads a pod only to retry a release refused as stale: test_log_keeping.py",
     ("scheduling.volcano.sh", "podgroups", "create"): "Volcano is not run here: the gang builders' golden files",
     ("scheduling.x-k8s.io", "podgroups", "create"): "the coscheduling plugin is not run here: the same golden files",
+    ("scheduling.k8s.io", "priorityclasses", "get"): "a queued job whose pods name a PriorityClass: test_kueue.py",
+    ("kubeflow.org", "tfjobs", "delete"): "a served TFJob's ttlSecondsAfterFinished, as test_lifecycle.py's job's",
 }
 
 
