@@ -61,11 +61,6 @@ def _requests(logs: Iterable[Path], username: str, since: str) -> Iterator[tuple
             yield right, (event.get("annotations") or {}).get(DECISION) == "allow"
 
 
-def used_rights(logs: Iterable[Path], username: str, since: str) -> set[Right]:
-    """The rights `username` used from `since` on: its requests that RBAC allowed."""
-    return {right for right, allowed in _requests(logs, username, since) if allowed}
-
-
 def refused_rights(logs: Iterable[Path], username: str, since: str) -> set[Right]:
     """The rights `username` asked for from `since` on and RBAC refused."""
     return {right for right, allowed in _requests(logs, username, since) if not allowed}
