@@ -1,10 +1,10 @@
-"""Rights as RBAC files of deploy/ grant them, and as a ServiceAccount used them according to the API
-server's audit log: the two sides of holding each component's rules to what its code asks."""
+"""Rights as RBAC files of deploy/ grant them, and those the API server's audit log says RBAC refused a
+ServiceAccount."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,9 @@ def rights(rules: Iterable[dict[str, Any]]) -> set[Right]:
 
 def role_rights(path: Path, *kinds: str) -> set[Right]:
     """Every right the file's roles of these kinds hold, bound or not."""
-    return rights(rule for document in documents(path) if document["kind"] in kinds for rule in document["rules"])
+    return rights(
+        rule for document in documents(path) if document["kind"] in kinds for rule in document.get("rules") or []
+    )
 
 
 def bound_rights(path: Path, account: str) -> set[Right]:
@@ -47,20 +49,17 @@ def bound_rights(path: Path, account: str) -> set[Right]:
     )
 
 
-def _requests(logs: Iterable[Path], username: str, since: str) -> Iterator[tuple[Right, bool]]:
-    """`username`'s requests of resources from `since` (RFC 3339, as the log writes times) on, each with
-    whether RBAC allowed it (admission may still refuse an allowed one, as in a namespace being deleted)."""
+def refused_rights(logs: Iterable[Path], username: str, since: str) -> set[Right]:
+    """The rights `username` asked for from `since` (RFC 3339, as the log writes times) on and RBAC refused;
+    a request RBAC allowed and admission refused (as in a namespace being deleted) is no refusal."""
+    refused: set[Right] = set()
     for log in logs:
         for line in log.read_text(errors="replace").splitlines():
             event = json.loads(line)
             target = event.get("objectRef")
             if event["user"]["username"] != username or target is None or event["stageTimestamp"] < since:
                 continue
-            subresource = f"/{target['subresource']}" if target.get("subresource") else ""
-            right = (target.get("apiGroup", ""), f"{target['resource']}{subresource}", event["verb"])
-            yield right, (event.get("annotations") or {}).get(DECISION) == "allow"
-
-
-def refused_rights(logs: Iterable[Path], username: str, since: str) -> set[Right]:
-    """The rights `username` asked for from `since` on and RBAC refused."""
-    return {right for right, allowed in _requests(logs, username, since) if not allowed}
+            if (event.get("annotations") or {}).get(DECISION) != "allow":
+                subresource = f"/{target['subresource']}" if target.get("subresource") else ""
+                refused.add((target.get("apiGroup", ""), f"{target['resource']}{subresource}", event["verb"]))
+    return refused

@@ -195,8 +195,8 @@ FEATURE_GATES = "--feature-gates=GenericWorkload=true,GangScheduling=true,Topolo
 WORKLOAD_API = "--runtime-config=scheduling.k8s.io/v1alpha2=true"
 
 
-# What every ServiceAccount outside the cluster's own add-ons asks of the API server (not what it sends):
-# the tests hold each component's RBAC rules to the requests it makes.
+# What every ServiceAccount outside the cluster's own add-ons asks of the API server (not what it sends),
+# and whether RBAC allowed it: the tests read the installed operator's refusals there.
 AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived, ResponseStarted]
