@@ -4,7 +4,7 @@ ServiceAccount."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,17 +49,25 @@ def bound_rights(path: Path, account: str) -> set[Right]:
     )
 
 
-def refused_rights(logs: Iterable[Path], username: str, since: str) -> set[Right]:
-    """The rights `username` asked for from `since` (RFC 3339, as the log writes times) on and RBAC refused;
-    a request RBAC allowed and admission refused (as in a namespace being deleted) is no refusal."""
-    refused: set[Right] = set()
+def _requests(logs: Iterable[Path], username: str, since: str) -> Iterator[tuple[Right, bool]]:
+    """Each right `username` asked for from `since` (RFC 3339, as the log writes times) on, and whether RBAC
+    allowed it; a request RBAC allowed and admission refused (as in a namespace being deleted) was allowed."""
     for log in logs:
         for line in log.read_text(errors="replace").splitlines():
             event = json.loads(line)
             target = event.get("objectRef")
             if event["user"]["username"] != username or target is None or event["stageTimestamp"] < since:
                 continue
-            if (event.get("annotations") or {}).get(DECISION) != "allow":
-                subresource = f"/{target['subresource']}" if target.get("subresource") else ""
-                refused.add((target.get("apiGroup", ""), f"{target['resource']}{subresource}", event["verb"]))
-    return refused
+            subresource = f"/{target['subresource']}" if target.get("subresource") else ""
+            right = (target.get("apiGroup", ""), f"{target['resource']}{subresource}", event["verb"])
+            yield right, (event.get("annotations") or {}).get(DECISION) == "allow"
+
+
+def used_rights(logs: Iterable[Path], username: str, since: str) -> set[Right]:
+    """The rights `username` used from `since` on: its requests that RBAC allowed."""
+    return {right for right, allowed in _requests(logs, username, since) if allowed}
+
+
+def refused_rights(logs: Iterable[Path], username: str, since: str) -> set[Right]:
+    """The rights `username` asked for from `since` on and RBAC refused."""
+    return {right for right, allowed in _requests(logs, username, since) if not allowed}

@@ -7,16 +7,18 @@ import os
 import shutil
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from cluster_support import Cluster, GpuPool, OperatorProcess, operator_kubeconfig
+from cluster_support import OPERATOR_TEST_NAMESPACE, Cluster, GpuPool, OperatorProcess, operator_kubeconfig
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import real_node
 from disttrain_dev.build import missing_binaries
 from disttrain_dev.versions import cache_paths
-from support import wait_for
+from rbac_rights import AUDIT_TIME, Right, bound_rights, used_rights
+from support import ROOT, wait_for
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -51,6 +53,50 @@ def operator(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iter
     process.stop()
     lacking = process.rights_refused()
     assert not lacking, f"the API server refused the operator rights deploy/rbac.yaml lacks: {lacking[:5]}"
+
+
+# The test ServiceAccounts and the RBAC files their tests bind to them.
+HELD_ACCOUNTS = {
+    "disttrain-operator": (ROOT / "deploy" / "rbac.yaml", ROOT / "overlays" / "serve-tfjobs" / "rbac.yaml"),
+    "disttrain-dashboard": (ROOT / "deploy" / "components" / "dashboard" / "rbac.yaml",),
+}
+
+
+# The operator's rights that the code uses on paths this suite cannot take, and where each is proven instead.
+UNEXERCISED: dict[Right, str] = {
+    ("", "pods", "get"): "the log keeper reads a pod only to retry a release refused as stale: test_log_keeping.py",
+    ("scheduling.volcano.sh", "podgroups", "create"): "Volcano is not run here: the gang builders' golden files",
+    ("scheduling.x-k8s.io", "podgroups", "create"): "the coscheduling plugin is not run here: the same golden files",
+    ("scheduling.k8s.io", "priorityclasses", "get"): "a queued job whose pods name a PriorityClass: test_kueue.py",
+    ("kubeflow.org", "tfjobs", "delete"): "a served TFJob's ttlSecondsAfterFinished, as test_lifecycle.py's job's",
+}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def rights_held_to_use(request: pytest.FixtureRequest, cluster: Cluster) -> Iterator[None]:
+    """After a whole integration run that passed: every right the operator's and the dashboard's rules
+    grant was used by them, as the API server's audit log shows (a right no request used is one to drop;
+    one they lack is refused, which the operator fixture finds)."""
+    since = datetime.now(UTC).strftime(AUDIT_TIME)
+    yield
+    if not _whole_suite_passed(request.session):
+        return
+    unused: dict[str, set[Right]] = {}
+    for account, files in HELD_ACCOUNTS.items():  # the API server writes each line before it answers
+        granted = set().union(*(bound_rights(path, account) for path in files))
+        assert set(UNEXERCISED) <= granted or account != "disttrain-operator", "UNEXERCISED names a right not held"
+        user = f"system:serviceaccount:{OPERATOR_TEST_NAMESPACE}:{account}"
+        unused[account] = granted - used_rights(devcluster.audit_logs(), user, since) - set(UNEXERCISED)
+    assert not any(unused.values()), f"rights granted that no request of the suite used: {unused}"
+
+
+def _whole_suite_passed(session: pytest.Session) -> bool:
+    """Every integration module ran, none deselected, skipped or failed."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = bool(reporter is not None and reporter.stats.get("skipped"))
+    ran = {item.path.name for item in session.items if "integration" in item.path.parts}
+    every = {path.name for path in Path(__file__).parent.glob("test_*.py")}
+    return ran == every and len(session.items) == session.testscollected and not session.testsfailed and not skipped
 
 
 RESTRICTED = "pod-security.kubernetes.io/enforce=restricted"

@@ -173,7 +173,8 @@ def _cpu_job(name: str, workers: int, cpu: str) -> dict[str, Any]:
     worker = manifest["spec"]["replicaSpecs"]["Worker"]
     worker["replicas"] = workers
     container = worker["template"]["spec"]["containers"][0]
-    container.update(command=["python3", "-c", "import time; time.sleep(600)"], args=[])
+    sleep = "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *_: sys.exit(0)); time.sleep(600)"
+    container.update(command=["python3", "-c", sleep], args=[])  # as PID 1 it must handle SIGTERM to stop at once
     container["resources"] = {"requests": {"cpu": cpu, "memory": "64Mi"}}
     manifest["spec"]["runPolicy"] = {"schedulingPolicy": {}}
     manifest["spec"].pop("checkpoint", None)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rbac_rights import bound_rights, refused_rights, role_rights
+from rbac_rights import bound_rights, refused_rights, role_rights, used_rights
 from support import ROOT
 
 
@@ -23,7 +23,7 @@ def test_the_dashboard_account_may_only_review_tokens() -> None:
     assert granted == {("authentication.k8s.io", "tokenreviews", "create")}
 
 
-def test_the_rights_rbac_refused_one_account_since_a_time(tmp_path: Path) -> None:
+def test_the_rights_one_account_used_and_was_refused_since_a_time(tmp_path: Path) -> None:
     def event(user: str, verb: str, at: str, decision: str = "allow", **target: str) -> str:
         return json.dumps(
             {
@@ -49,4 +49,8 @@ def test_the_rights_rbac_refused_one_account_since_a_time(tmp_path: Path) -> Non
             ]
         )
     )
+    assert used_rights([log], operator, "2026-01-01T00:00:01.000000Z") == {
+        ("", "pods/log", "get"),
+        ("disttrain.io", "x", "patch"),
+    }
     assert refused_rights([log], operator, "2026-01-01T00:00:01.000000Z") == {("", "secrets", "delete")}
