@@ -82,7 +82,7 @@ def _replicas(kubelet: bool) -> dict[str, Any]:
 
 def bench_job(name: str, scope: str, *, kubelet: bool = True, keep_logs: bool = True) -> dict[str, Any]:
     """A ParameterServer job of `_replicas`. With `kubelet=False` kwok leaves its pods alone and the
-    benchmark plays the kubelet itself; `keep_logs=False` sets `logs.keep: false` (no pod finalizer)."""
+    benchmark plays the kubelet itself; `keep_logs=False` sets `logs.keep: false` (no log kept)."""
     replicas = _replicas(kubelet)
     spec = {"strategy": "ParameterServer", "replicaSpecs": replicas, "runPolicy": {"backoffLimit": 100}}
     if not keep_logs:
@@ -126,8 +126,8 @@ def namespace(bench: Cluster, prefix: str) -> Iterator[str]:
 
 
 def release_pods(bench: Cluster, scope: str) -> None:
-    """Drop the finalizers of the pods left in `scope` (disttrain's, which holds a pod until its log is
-    kept): the side's operator is stopped by now, as an admin does before uninstalling it."""
+    """Drop the finalizers of the pods left in `scope`: a `--baseline` checkout of a version before
+    2026-11-26 held every pod with one until it kept its log, and its operator is stopped by now."""
     pods = bench.kube.list_metadata(f"/api/v1/namespaces/{scope}/pods", {})
     drop = [{"op": "remove", "path": "/metadata/finalizers"}]
     held = [pod["metadata"]["name"] for pod in pods if pod["metadata"].get("finalizers")]
@@ -201,7 +201,7 @@ class Side:
     peer: bool = False
     unthrottled: bool = True
     source: str | None = None  # another checkout whose operator runs
-    keep_logs: bool = True  # False: its jobs keep no logs (`logs.keep: false`), so their pods hold no finalizer
+    keep_logs: bool = True  # False: its jobs keep no logs (`logs.keep: false`)
     hostile_neighbour: bool = False  # its operator serves a second namespace, where a hostile tenant acts
 
     @property

@@ -584,9 +584,7 @@ def main(argv: list[str] | None = None) -> int:
     sides.add_argument("--peer", action="store_true", help="training-operator v1.8.1, unthrottled, as a side")
     sides.add_argument("--peer-as-shipped", action="store_true", help="and training-operator as shipped")
     sides.add_argument("--baseline", help="another checkout whose operator runs as a side")
-    sides.add_argument(
-        "--logs-unkept", action="store_true", help="this operator again, its jobs keeping no logs (no pod finalizer)"
-    )
+    sides.add_argument("--logs-unkept", action="store_true", help="this operator again, its jobs keeping no logs")
     benchmarks = parser.add_subparsers(dest="benchmark", required=True)
     admission_parser = benchmarks.add_parser("admission", parents=[sides], help="N jobs at once, side by side")
     admission_parser.add_argument("--jobs", type=int, default=50)

@@ -49,18 +49,27 @@ def bound_rights(path: Path, account: str) -> set[Right]:
     )
 
 
-def _requests(logs: Iterable[Path], username: str, since: str) -> Iterator[tuple[Right, bool]]:
-    """Each right `username` asked for from `since` (RFC 3339, as the log writes times) on, and whether RBAC
-    allowed it; a request RBAC allowed and admission refused (as in a namespace being deleted) was allowed."""
+def audit_events(logs: Iterable[Path], username: str, since: str, until: str | None = None) -> Iterator[dict[str, Any]]:
+    """The requests `username` made from `since` (RFC 3339, as the log writes times) on, and before `until`, as
+    audit events."""
     for log in logs:
         for line in log.read_text(errors="replace").splitlines():
             event = json.loads(line)
-            target = event.get("objectRef")
-            if event["user"]["username"] != username or target is None or event["stageTimestamp"] < since:
-                continue
-            subresource = f"/{target['subresource']}" if target.get("subresource") else ""
-            right = (target.get("apiGroup", ""), f"{target['resource']}{subresource}", event["verb"])
-            yield right, (event.get("annotations") or {}).get(DECISION) == "allow"
+            at = event["stageTimestamp"]
+            if event["user"]["username"] == username and event.get("objectRef") and since <= at < (until or "~"):
+                yield event
+
+
+def _requests(
+    logs: Iterable[Path], username: str, since: str, until: str | None = None
+) -> Iterator[tuple[Right, bool]]:
+    """Each right `username` asked for from `since` on (and before `until`), and whether RBAC allowed it; a
+    request RBAC allowed and admission refused (as in a namespace being deleted) was allowed."""
+    for event in audit_events(logs, username, since, until):
+        target = event["objectRef"]
+        subresource = f"/{target['subresource']}" if target.get("subresource") else ""
+        right = (target.get("apiGroup", ""), f"{target['resource']}{subresource}", event["verb"])
+        yield right, (event.get("annotations") or {}).get(DECISION) == "allow"
 
 
 def used_rights(logs: Iterable[Path], username: str, since: str) -> set[Right]:
@@ -68,6 +77,6 @@ def used_rights(logs: Iterable[Path], username: str, since: str) -> set[Right]:
     return {right for right, allowed in _requests(logs, username, since) if allowed}
 
 
-def refused_rights(logs: Iterable[Path], username: str, since: str) -> set[Right]:
-    """The rights `username` asked for from `since` on and RBAC refused."""
-    return {right for right, allowed in _requests(logs, username, since) if not allowed}
+def refused_rights(logs: Iterable[Path], username: str, since: str, until: str | None = None) -> set[Right]:
+    """The rights `username` asked for from `since` on (and before `until`) and RBAC refused."""
+    return {right for right, allowed in _requests(logs, username, since, until) if not allowed}

@@ -136,12 +136,12 @@ def process_cluster(cluster: Cluster) -> Cluster:
 
 @pytest.fixture
 def process_namespace(process_cluster: Cluster) -> Iterator[str]:
-    """A namespace of the test's own whose pods run on the process node."""
+    """A namespace of the test's own whose pods run on the process node (deleted after it, unless it was)."""
     name = f"proc-{uuid.uuid4().hex[:8]}"
     process_cluster.kubectl("apply", "-f", "-", stdin=json.dumps(devcluster.process_namespace(name)))
     wait_for("the namespace's default ServiceAccount", lambda: process_cluster.get("serviceaccount", "default", name))
     yield name
-    process_cluster.kubectl("delete", "namespace", name, "--wait=true", "--timeout=120s")
+    process_cluster.kubectl("delete", "namespace", name, "--ignore-not-found", "--wait=true", "--timeout=120s")
 
 
 @pytest.fixture

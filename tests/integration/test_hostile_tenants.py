@@ -103,15 +103,14 @@ def test_a_hostile_tenant_harms_only_its_own_jobs(
             timeout=60,
         )
 
-        # A's own: its pods were let go with a log kept within the spec's bounds; its Evaluator's finite score
-        # reached the status and the job succeeded; its forged logs were handled by their bounded notes.
-        def held(pod: dict[str, Any]) -> bool:
-            return "disttrain.io/keep-log" in (pod["metadata"].get("finalizers") or [])
+        # A's own: its pods' logs were kept within the spec's bounds; its Evaluator's finite score reached the
+        # status and the job succeeded; its forged logs were handled by their bounded notes.
+        def noisy_logs() -> list[dict[str, Any]]:
+            return tenant.items("configmaps", a_namespace, "disttrain.io/job-name=noisy")
 
-        noisy_pods = "disttrain.io/job-name=noisy"
-        wait_for("A's pods let go", lambda: not any(map(held, tenant.items("pods", a_namespace, noisy_pods))))
-        noisy = tenant.items("configmaps", a_namespace, "disttrain.io/job-name=noisy")
-        assert len(noisy) == 2 and all(0 < len(item["data"]["log"].encode()) <= 256 * 1024 for item in noisy)
+        wait_for("A's logs kept", lambda: len(noisy_logs()) == 2)
+        noisy = noisy_logs()
+        assert all(0 < len(item["data"]["log"].encode()) <= 256 * 1024 for item in noisy)
         diverged = job_where(tenant, a_namespace, "diverged", "Succeeded", lambda j: holds(j, "Succeeded"))
         assert diverged["status"]["evaluation"]["metrics"] == {"accuracy": 0.5}
         wait_for(

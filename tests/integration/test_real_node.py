@@ -35,6 +35,7 @@ from cluster_support import (
 )
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import containerd, images, node_kinds, real_node, versions
+from disttrain_operator.api.crd import KEPT_ON_UNINSTALL
 from rbac_rights import AUDIT_TIME, refused_rights
 from support import ROOT, readme_block, wait_for
 
@@ -55,6 +56,11 @@ def real_cluster(cluster: Cluster) -> Cluster:
     return cluster
 
 
+# When the uninstall's test removed the operator's rules: its last requests meet 403s from then on, which
+# says nothing of what the rules lack.
+UNINSTALLED_AT: list[str] = []
+
+
 @pytest.fixture(scope="module")
 def installed(real_cluster: Cluster, operator: OperatorProcess) -> Iterator[Cluster]:
     """The operator as users install it; the suite's own operator process pauses meanwhile, since both
@@ -70,7 +76,7 @@ def installed(real_cluster: Cluster, operator: OperatorProcess) -> Iterator[Clus
     real_cluster.kubectl("rollout", "status", "-n", OPERATOR_NAMESPACE, "deploy/disttrain-operator", "--timeout=180s")
     yield real_cluster
     account = f"system:serviceaccount:{OPERATOR_NAMESPACE}:disttrain-operator"
-    refused = refused_rights(devcluster.audit_logs(), account, since)
+    refused = refused_rights(devcluster.audit_logs(), account, since, min(UNINSTALLED_AT, default=None))
     real_cluster.kubectl("delete", "namespace", OPERATOR_NAMESPACE, "--wait=true", "--timeout=120s")
     operator.start()
     assert not refused, f"the installed operator was refused rights: {sorted(refused)}"
@@ -83,7 +89,7 @@ def _node_namespace(cluster: Cluster, labels: dict[str, str]) -> Iterator[str]:
     cluster.kubectl("apply", "-f", "-", stdin=json.dumps(namespace))
     wait_for("the namespace's default ServiceAccount", lambda: cluster.get("serviceaccount", "default", name))
     yield name
-    cluster.kubectl("delete", "namespace", name, "--wait=true", "--timeout=120s")
+    cluster.kubectl("delete", "namespace", name, "--ignore-not-found", "--wait=true", "--timeout=120s")
 
 
 @pytest.fixture
@@ -99,12 +105,19 @@ def plain_namespace(installed: Cluster) -> Iterator[str]:
 
 
 def _submit(
-    cluster: Cluster, namespace: str, example: Path, epochs: int, *extra: str, logs_on_volume: bool = False
+    cluster: Cluster,
+    namespace: str,
+    example: Path,
+    epochs: int,
+    *extra: str,
+    logs_on_volume: bool = False,
+    suffix: str = "",
 ) -> str:
     """The example with more epochs (a fault then lands mid-run) and `extra` trainer flags, its logs kept on its
-    checkpoint volume with `logs_on_volume`; returns its name."""
+    checkpoint volume with `logs_on_volume`, its name ending in `suffix`; returns its name."""
     flags = "".join(f', "{flag}"' for flag in extra)
     text = re.sub(r'"--epochs", "\d+"', f'"--epochs", "{epochs}"{flags}', example.read_text())
+    text = re.sub(r"^  name: (\S+)$", rf"  name: \g<1>{suffix}", text, count=1, flags=re.MULTILINE)
     if logs_on_volume:
         text = text.replace("\nspec:\n", "\nspec:\n  logs:\n    destination: CheckpointVolume\n", 1)
     cluster.apply(namespace, text)
@@ -418,3 +431,77 @@ def test_workers_cut_off_from_each_other_say_so_on_the_job_then_finish(installed
             subprocess.run(["iptables", "-D", *cut], check=True)
     _wait_succeeded(installed, real_namespace, job)
     assert _finished_line(installed, real_namespace, f"{job}-worker-0")["steps"] == 8 * STEPS_PER_EPOCH
+
+
+# How long a deletion may take past the pods' grace period with no operator at all (docs/architecture.md).
+DELETION_BOUND = 30 + 30
+
+
+def _scale_operator(cluster: Cluster, replicas: int) -> None:
+    cluster.kubectl("scale", "-n", OPERATOR_NAMESPACE, "deploy/disttrain-operator", f"--replicas={replicas}")
+    if replicas:
+        cluster.kubectl("rollout", "status", "-n", OPERATOR_NAMESPACE, "deploy/disttrain-operator", "--timeout=180s")
+    else:
+        wait_for("the operator stopped", lambda: not cluster.items("pods", OPERATOR_NAMESPACE, OPERATOR_LABEL))
+
+
+def test_with_the_operator_stopped_an_eviction_and_a_drain_complete(installed: Cluster, real_namespace: str) -> None:
+    """Then, back, the operator makes the pods again, the job resumes to the exact step, and its status names
+    the attempts whose log no one was there to keep."""
+    job = _submit(installed, real_namespace, MWMS, epochs=FAULTED_EPOCHS)
+    _past_first_checkpoint(installed, real_namespace, f"{job}-worker-0")
+    replicas = installed.get("deploy", "disttrain-operator", OPERATOR_NAMESPACE)["spec"]["replicas"]  # type: ignore[index]
+    _scale_operator(installed, 0)
+    try:
+        eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": f"{job}-worker-1"}}
+        path = f"/api/v1/namespaces/{real_namespace}/pods/{job}-worker-1/eviction"
+        installed.kubectl("create", "--raw", path, "-f", "-", stdin=json.dumps(eviction))
+        wait_for("the evicted pod gone", lambda: installed.get("pod", f"{job}-worker-1", real_namespace) is None,
+                 timeout=DELETION_BOUND)  # fmt: skip
+        _still_running(installed, real_namespace, job)
+        drain = ["drain", real_node.NODE_NAME, f"--pod-selector=disttrain.io/job-name={job}", "--ignore-daemonsets"]
+        installed.kubectl(*drain, "--delete-emptydir-data", f"--timeout={DELETION_BOUND}s")
+        assert not installed.items("pods", real_namespace, f"disttrain.io/job-name={job}")
+    finally:
+        installed.kubectl("uncordon", real_node.NODE_NAME)
+        _scale_operator(installed, replicas)
+    finished = _wait_succeeded(installed, real_namespace, job)
+    assert _finished_line(installed, real_namespace, f"{job}-worker-0")["steps"] == FAULTED_EPOCHS * STEPS_PER_EPOCH
+    assert finished["status"]["replicaStatuses"]["Worker"]["attempts"] == [2, 2]
+
+    def unkept() -> list[tuple[str, int, int]] | None:
+        entries = installed.job(real_namespace, job)["status"].get("unkeptLogs", [])
+        found = sorted((entry["replica"], entry["firstAttempt"], entry["lastAttempt"]) for entry in entries)
+        return found if len(found) == 2 else None
+
+    assert wait_for("the unkept attempts named", unkept) == [("worker-0", 1, 1), ("worker-1", 1, 1)]
+    client = Client(kubeconfig=installed.kubeconfig, namespace=real_namespace)
+    for replica in ("worker-0", "worker-1"):  # the attempts the operator was there for are kept, as ever
+        assert [(a.number, a.kept, a.exit_code) for a in client.attempts(job, replica)] == [(2, True, 0)]
+
+
+def test_the_uninstall_leaves_the_users_jobs_and_kept_logs_and_holds_nothing(
+    installed: Cluster, real_namespace: str
+) -> None:
+    """As docs/admins.md has it: the operator and its rights go, the CRD, the jobs and their kept logs stay, and
+    the namespace of a job still running is then deleted within the bound."""
+    done = _submit(installed, real_namespace, MWMS, epochs=2)
+    _wait_succeeded(installed, real_namespace, done)
+    kept = f"disttrain.io/job-name={done}"
+    wait_for("its logs kept", lambda: len(installed.items("configmaps", real_namespace, kept)) == 2)
+    running = _submit(installed, real_namespace, MWMS, epochs=FAULTED_EPOCHS, suffix="-running")
+    _past_first_checkpoint(installed, real_namespace, f"{running}-worker-0")
+    uninstall = ["delete", "-k", str(ROOT / "overlays" / "local-images"), "-l", f"{KEPT_ON_UNINSTALL}!=true"]
+    UNINSTALLED_AT.append(datetime.now(UTC).strftime(AUDIT_TIME))
+    installed.kubectl(*uninstall, "--wait=true", "--timeout=120s")
+    try:
+        assert installed.get("namespace", OPERATOR_NAMESPACE, "") is None
+        assert installed.get("crd", "disttrainjobs.disttrain.io", "") is not None
+        assert holds(installed.job(real_namespace, done), "Succeeded")
+        assert len(installed.items("configmaps", real_namespace, kept)) == 2
+        installed.kubectl("delete", "namespace", real_namespace, "--wait=false")
+        wait_for("the namespace gone", lambda: installed.get("namespace", real_namespace, "") is None,
+                 timeout=DELETION_BOUND)  # fmt: skip
+    finally:  # installed again, as the module's later tests and its fixture expect
+        installed.kubectl("apply", "--server-side", "-k", str(ROOT / "overlays" / "local-images"))
+        installed.kubectl("rollout", "status", "-n", OPERATOR_NAMESPACE, "deploy/disttrain-operator", "--timeout=180s")

@@ -10,6 +10,7 @@ import pytest
 from disttrain import DistTrainJob, JobEvent, summary
 from rich.console import RenderableType
 
+from disttrain_operator.api.status import UnkeptLogs
 from disttrain_operator.cli import job_tables
 from disttrain_operator.cli.jobs import console, emit
 
@@ -105,3 +106,10 @@ def test_describe_shows_conditions_pods_and_events(capsys: pytest.CaptureFixture
     assert "JobRunning" in text and "the chief is running" in text
     assert "Failed (exit 137, OOMKilled)" in text and "node-a" in text
     assert "2026-01-01T00:00:00Z   Warning   Restarting   DistTrainJob/mnist   worker-1 failed" in text
+    assert "Logs not kept" not in text
+    missed = [
+        UnkeptLogs(replica="worker-0", first_attempt=1, last_attempt=1, reason="away"),
+        UnkeptLogs(replica="ps-0", first_attempt=2, last_attempt=4, reason="away"),
+    ]
+    gapped = RUNNING.model_copy(update={"status": RUNNING.status.model_copy(update={"unkept_logs": missed})})
+    assert "Logs not kept: worker-0 attempt 1; ps-0 attempts 2-4" in _text(job_tables.describe(gapped, [], []), capsys)

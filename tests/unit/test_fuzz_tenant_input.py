@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from disttrain_contract.volume_logs import DEFAULT_LOG_BYTES
 from disttrain_operator.api.quantity import MAX_QUANTITY, QuantityError, parse_quantity
-from disttrain_operator.api.spec import MAX_LOG_BYTES, MAX_SECONDS, MIN_LOG_BYTES
+from disttrain_operator.api.spec import MAX_ATTEMPT, MAX_LOG_BYTES, MAX_SECONDS, MIN_LOG_BYTES
 from disttrain_operator.api.status import DistTrainJobStatus
 from disttrain_operator.api.tenant_input import JOB_GONE_SINCE, LOG_MAX_BYTES, LOG_TTL, KeptLogNotes, PodLogNotes
 from disttrain_operator.core import kept_logs
@@ -55,6 +55,7 @@ ANNOTATIONS = st.dictionaries(
 def test_any_log_notes_on_a_pod_stay_within_the_spec_s_bounds(annotations: dict[str, Any]) -> None:
     notes = PodLogNotes.of({"annotations": annotations})
     assert MIN_LOG_BYTES <= notes.max_bytes <= MAX_LOG_BYTES and 0 <= notes.ttl_seconds <= MAX_SECONDS
+    assert notes.attempt is None or 1 <= notes.attempt <= MAX_ATTEMPT  # a new pod of its index is one more
     written = annotations.get(LOG_MAX_BYTES)
     if isinstance(written, str) and written.isascii() and written.strip().isdigit():
         in_bounds = MIN_LOG_BYTES <= int(written) <= MAX_LOG_BYTES

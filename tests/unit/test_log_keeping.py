@@ -5,7 +5,8 @@ outliving its job is deleted; then the client's numbering of attempts."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,14 +18,19 @@ from disttrain.logs import ReplicaLogs
 from disttrain_contract.volume_logs import DEFAULT_LOG_BYTES
 from disttrain_operator.api.job import DistTrainJob
 from disttrain_operator.api.spec import ReplicaType
-from disttrain_operator.api.tenant_input import JOB_GONE_SINCE, LOG_MAX_BYTES, LOG_TTL
+from disttrain_operator.api.status import UnkeptLogs
+from disttrain_operator.api.tenant_input import ATTEMPT, JOB_GONE_SINCE, LOG_MAX_BYTES, LOG_TTL
 from disttrain_operator.core import kept_logs, served
-from disttrain_operator.core.builders.log_keeping import KEPT_ATTEMPTS_PER_REPLICA, KEPT_BYTES_PER_JOB, LOG_FINALIZER
+from disttrain_operator.core.builders.log_keeping import (
+    KEPT_ATTEMPTS_PER_REPLICA,
+    KEPT_BYTES_PER_JOB,
+    LEGACY_LOG_FINALIZER,
+)
 from disttrain_operator.core.builders.objects import pod
 from disttrain_operator.core.builders.settings import BuildSettings
 from disttrain_operator.core.observed import pod_view
 from disttrain_operator.runtime.kube import LogUnreadableError, TransientApiError
-from disttrain_operator.runtime.log_keeper import KEEP_TRIES, KeptLogSweeper, LogKeeper
+from disttrain_operator.runtime.log_keeper import KEEP_TRIES, UNKEPT, KeptLogSweeper, LogKeeper
 from disttrain_operator.runtime.watch import Scope
 
 NOW = datetime(2026, 11, 25, 12, 0, 0, 123456, tzinfo=UTC)
@@ -56,16 +62,18 @@ def _pod(job: DistTrainJob, phase: str = "Running", **metadata: Any) -> dict[str
     return manifest
 
 
-def test_a_pod_holds_its_log_until_its_container_ended_or_its_node_let_it_go() -> None:
+def test_nothing_holds_a_pod_and_its_log_is_due_once_it_ended_or_is_being_deleted() -> None:
     job = _job()
-    assert _pod(job)["metadata"]["finalizers"] == [LOG_FINALIZER]
+    assert "finalizers" not in _pod(job)["metadata"]
     assert not kept_logs.log_due(_pod(job))
-    assert kept_logs.log_due(_pod(job, "Failed"))
-    assert not kept_logs.log_due(_pod(job, deletionTimestamp="2026-11-25T12:00:00Z", deletionGracePeriodSeconds=30))
-    assert kept_logs.log_due(_pod(job, deletionTimestamp="2026-11-25T12:00:00Z", deletionGracePeriodSeconds=0))
+    assert kept_logs.log_due(_pod(job, "Failed")) and not kept_logs.to_follow(_pod(job, "Failed"))
+    deleting = _pod(job, deletionTimestamp="2026-11-25T12:00:00Z", deletionGracePeriodSeconds=30)
+    assert kept_logs.log_due(deleting) and kept_logs.to_follow(deleting)  # read as it grows, to its end
     assert pod_view(_pod(job, "Succeeded")) is not None and pod_view(_pod(job, "Succeeded")).log_due  # type: ignore[union-attr]
     unkept = _pod(_job({"keep": False}), "Failed")
-    assert "finalizers" not in unkept["metadata"] and not kept_logs.log_due(unkept)
+    assert not kept_logs.log_due(unkept) and not kept_logs.log_due({**unkept, "metadata": {"name": "x"}})
+    legacy = _pod(_job({"keep": False}), "Failed", finalizers=[LEGACY_LOG_FINALIZER])
+    assert kept_logs.held(legacy["metadata"]) and kept_logs.log_due(legacy)  # an earlier version's pod
 
 
 def test_the_end_of_a_log_of_any_length_is_kept_from_a_line_start() -> None:
@@ -98,12 +106,12 @@ def test_the_kept_log_is_owned_by_the_job_or_by_nothing_with_a_ttl() -> None:
     assert outliving["metadata"]["labels"][kept_logs.OUTLIVES_JOB_LABEL] == "true"
 
 
-def test_the_release_drops_only_the_log_finalizer_and_only_from_the_pod_as_read() -> None:
+def test_the_release_drops_only_the_legacy_log_finalizer_and_only_from_the_pod_as_read() -> None:
     found = _pod(_job(), "Failed")
-    found["metadata"]["finalizers"] = ["other/finalizer", LOG_FINALIZER]
+    found["metadata"]["finalizers"] = ["other/finalizer", LEGACY_LOG_FINALIZER]
     assert kept_logs.release_patch(found) == [
         {"op": "test", "path": "/metadata/uid", "value": POD_UID},
-        {"op": "test", "path": "/metadata/finalizers", "value": ["other/finalizer", LOG_FINALIZER]},
+        {"op": "test", "path": "/metadata/finalizers", "value": ["other/finalizer", LEGACY_LOG_FINALIZER]},
         {"op": "replace", "path": "/metadata/finalizers", "value": ["other/finalizer"]},
     ]
 
@@ -137,7 +145,7 @@ class _LogApi:
     def read(self, path: str, params: dict[str, str]) -> dict[str, Any] | None:
         return self.found
 
-    def pod_log_chunks(self, namespace: str, name: str, container: str) -> Iterator[bytes]:
+    def pod_log_chunks(self, namespace: str, name: str, container: str, *, follow: bool = False) -> Iterator[bytes]:
         self.log_reads += 1
         if isinstance(self.log, Exception):
             error, self.log = self.log, [b"read at last\n"]
@@ -168,13 +176,19 @@ class _LogApi:
         return True
 
 
-def _keep(api: _LogApi, job_uids: set[str]) -> None:
-    keeper = LogKeeper(api, lambda key: job_uids, clock=lambda: NOW, threads=1, retry_seconds=0.01)
+def _keep(api: _LogApi, job_uids: set[str], uid: str = POD_UID, body: dict[str, Any] | None = None) -> LogKeeper:
+    """The keeper's work on one pod, until it says the pod's log is settled (it wakes the pod's job)."""
+    settled = threading.Event()
+    keeper = LogKeeper(
+        api, lambda key: job_uids, wake=lambda key: settled.set(), clock=lambda: NOW, threads=2, retry_seconds=0.01
+    )
     keeper.start()
-    keeper.offer(("team", "mnist"), "team", "mnist-worker-1", POD_UID)
-    assert api.released.wait(timeout=10)
+    keeper.offer(("team", "mnist"), "team", "mnist-worker-1", uid, body)
+    assert settled.wait(timeout=10)
     keeper.stop()
     keeper.join(timeout=10)
+    assert keeper.settled(uid)
+    return keeper
 
 
 @pytest.mark.parametrize(
@@ -186,24 +200,27 @@ def _keep(api: _LogApi, job_uids: set[str]) -> None:
         ([b"orphan\n"], set(), None),  # the job is gone and its logs go with it
     ],
 )
-def test_the_keeper_keeps_what_it_can_read_and_always_lets_the_pod_go(
+def test_the_keeper_keeps_what_it_can_read_and_always_settles_the_pod(
     log: list[bytes] | Exception, job_uids: set[str], kept: str | None
 ) -> None:
     api = _LogApi(_pod(_job(), "Failed"), log)
     _keep(api, job_uids)
     assert [item["data"]["log"] for item in api.created] == ([kept] if kept else [])
-    assert api.patches[0][-1]["value"] == []
+    assert api.patches == []  # nothing holds it: there is nothing to let go
 
 
-def test_a_pod_that_never_ran_is_let_go_unread_and_a_log_that_cannot_be_kept_is_given_up() -> None:
+def test_a_pod_that_never_ran_is_settled_unread_and_a_log_that_cannot_be_kept_is_given_up() -> None:
     never_ran = _pod(_job(), "Pending", deletionTimestamp="2026-11-25T12:00:00Z", deletionGracePeriodSeconds=0)
     never_ran["status"] = {"phase": "Pending"}
     api = _LogApi(never_ran, [b"unread\n"])
     _keep(api, {JOB_UID})
-    assert (api.log_reads, api.created, len(api.patches)) == (0, [], 1)
+    assert (api.log_reads, api.created) == (0, [])
     refused = _LogApi(_pod(_job(), "Failed"), [b"log\n"], refusals=1000)
     _keep(refused, {JOB_UID})
-    assert (refused.log_reads, refused.created, len(refused.patches)) == (KEEP_TRIES, [], 1)
+    assert (refused.log_reads, refused.created) == (KEEP_TRIES, [])
+    legacy = _LogApi(_pod(_job(), "Failed", finalizers=[LEGACY_LOG_FINALIZER]), [b"log\n"], refusals=1000)
+    _keep(legacy, {JOB_UID})
+    assert len(legacy.patches) == 1  # an earlier version's pod is let go all the same
 
 
 def _attempt(number: int, exit_code: int) -> KeptLog:
@@ -236,7 +253,7 @@ def test_a_served_tfjob_s_pods_keep_their_logs_and_say_whose_they_are() -> None:
     manifest = pod(job, ReplicaType.WORKER, 0, BuildSettings())
     manifest["metadata"]["uid"] = POD_UID
     manifest["status"] = {"phase": "Failed", "containerStatuses": [{"name": "tensorflow", "state": {"terminated": {}}}]}
-    assert manifest["metadata"]["finalizers"] == [LOG_FINALIZER] and kept_logs.log_due(manifest)
+    assert "finalizers" not in manifest["metadata"] and kept_logs.log_due(manifest)
     kept = kept_logs.kept_log(manifest, kept_logs.LogTail(b"x\n", 2), NOW, job_present=True)
     assert kept is not None and kept["metadata"]["labels"][kept_logs.JOB_KIND_LABEL] == "TFJob"
 
@@ -248,15 +265,15 @@ def test_a_forged_byte_bound_on_a_pod_keeps_its_log_within_the_spec_s_bounds(for
     api = _LogApi(pod_body, [b"x" * 100 + b"\n"] * 10_000)
     _keep(api, {JOB_UID})  # an endless loop here once held a keeper thread for ever
     assert len(api.created[0]["data"]["log"].encode()) <= DEFAULT_LOG_BYTES
-    assert api.patches[0][-1]["value"] == []
 
 
 def test_a_template_cannot_give_its_pods_a_log_ttl_the_spec_did_not() -> None:
     job = _job()
     template = job.spec.replica_specs[ReplicaType.WORKER].template
-    template["metadata"] = {"annotations": {LOG_TTL: "2147483647000", LOG_MAX_BYTES: "-1", "team": "a"}}
+    forged = {LOG_TTL: "2147483647000", LOG_MAX_BYTES: "-1", ATTEMPT: "2147483647", "team": "a"}
+    template["metadata"] = {"annotations": forged}
     annotations = pod(job, ReplicaType.WORKER, 0, BuildSettings())["metadata"]["annotations"]
-    assert annotations == {LOG_MAX_BYTES: str(DEFAULT_LOG_BYTES), "team": "a"}
+    assert annotations == {LOG_MAX_BYTES: str(DEFAULT_LOG_BYTES), ATTEMPT: "1", "team": "a"}
 
 
 def test_forged_kept_logs_are_swept_by_their_own_bounded_notes() -> None:
@@ -349,9 +366,9 @@ class _CountingLogApi(_LogApi):
 
 @pytest.mark.parametrize(("conflicts", "reads"), [(0, 0), (1, 2)])
 def test_the_keeper_starts_from_the_pod_as_watched_and_reads_it_only_to_try_again(conflicts: int, reads: int) -> None:
-    """One request less before a failed pod's replacement; a release refused as stale reads the pod afresh
-    (once to see it is still there, once to try again) and the log is kept once."""
-    watched = _pod(_job(), "Failed")
+    """An earlier version's pod, held by its finalizer: a release refused as stale reads the pod afresh (once to
+    see it is still there, once to try again) and the log is kept once."""
+    watched = _pod(_job(), "Failed", finalizers=[LEGACY_LOG_FINALIZER])
     api = _CountingLogApi(watched, conflicts)
     keeper = LogKeeper(api, lambda key: {JOB_UID}, clock=lambda: NOW, threads=1, retry_seconds=0.01)
     keeper.start()
@@ -372,18 +389,95 @@ def test_a_replica_keeps_its_first_and_latest_attempts_numbered_as_they_ran() ->
     for attempt in range(1, 7):
         uid = f"{attempt:08d}-5b7d-4c2a-9e8f-123456789abc"
         api.found = _pod(job, "Failed", uid=uid)
+        api.found["metadata"]["annotations"][ATTEMPT] = str(attempt)
         api.log = [f"attempt {attempt}\n".encode()]
-        api.released.clear()
-        keeper = LogKeeper(api, lambda key: {JOB_UID}, clock=lambda: NOW, threads=1, retry_seconds=0.01)
-        keeper.start()
-        keeper.offer(("team", "mnist"), "team", "mnist-worker-1", uid)
-        assert api.released.wait(timeout=10)
-        keeper.stop()
-        keeper.join(timeout=10)
+        keeper = _keep(api, {JOB_UID}, uid)
+        assert keeper.unkept(JOB_UID) == []
     kept = kept_logs.in_order(api.created)
     assert len(kept) == KEPT_ATTEMPTS_PER_REPLICA
     assert kept_logs.attempt_numbers(kept) == [1, 4, 5, 6]
     assert [item["data"]["log"] for item in kept] == [f"attempt {n}\n" for n in (1, 4, 5, 6)]
+
+
+def test_attempts_that_went_unkept_are_reported_when_a_later_one_is_kept() -> None:
+    job = _job()
+    api = _LogApi(None, [b"log\n"])
+    reported: list[list[UnkeptLogs]] = []
+    for attempt in (2, 3, 6):  # the first went while no operator ran; so did the fourth and fifth
+        uid = f"{attempt:08d}-5b7d-4c2a-9e8f-123456789abc"
+        api.found = _pod(job, "Failed", uid=uid)
+        api.found["metadata"]["annotations"][ATTEMPT] = str(attempt)
+        reported.append(_keep(api, {JOB_UID}, uid).unkept(JOB_UID))
+    gap = [UnkeptLogs(replica="worker-1", first_attempt=1, last_attempt=1, reason=UNKEPT)]
+    later = [UnkeptLogs(replica="worker-1", first_attempt=4, last_attempt=5, reason=UNKEPT)]
+    assert reported == [gap, [], later]
+    assert kept_logs.attempt_numbers(api.created) == [2, 3, 6]
+
+
+def test_a_pod_of_an_earlier_version_is_numbered_after_its_replica_s_kept_logs() -> None:
+    unnumbered = _pod(_job(), "Failed")
+    del unnumbered["metadata"]["annotations"][ATTEMPT]
+    kept = [{"metadata": {"name": "a", "annotations": {ATTEMPT: "3"}}}]
+    assert kept_logs.pod_attempt(unnumbered, kept) == 4 and kept_logs.pod_attempt(_pod(_job(), "Failed"), kept) == 1
+
+
+def _eventually(holds: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 10
+    while not holds():
+        assert time.monotonic() < deadline, "never came to hold"
+        time.sleep(0.01)
+
+
+class _FollowedLogApi(_LogApi):
+    """Logs of pods being deleted arrive once `stopped` is set, as a container's does until it ends."""
+
+    def __init__(self, pods: dict[str, dict[str, Any]]) -> None:
+        super().__init__(None, [b"log\n"])
+        self.pods = pods
+        self.stopped = threading.Event()
+        self.follows: list[str] = []
+
+    def read(self, path: str, params: dict[str, str]) -> dict[str, Any] | None:
+        return self.pods.get(params["name"])
+
+    def pod_log_chunks(self, namespace: str, name: str, container: str, *, follow: bool = False) -> Iterator[bytes]:
+        if follow:
+            self.follows.append(name)
+            assert self.stopped.wait(timeout=10)
+        return iter([f"{name} to its end\n".encode()])
+
+
+def test_a_pod_deleted_while_it_runs_is_followed_and_one_that_ended_never_waits_for_follows() -> None:
+    job = _job(workers=4)
+    deleting = {
+        f"mnist-worker-{index}": _pod(
+            job, uid=f"0000000{index}-0000-0000-0000-000000000000", deletionTimestamp="2026-11-25T12:00:00Z"
+        )
+        for index in range(3)
+    }
+    for index, body in enumerate(deleting.values()):
+        body["metadata"]["name"] = f"mnist-worker-{index}"
+        body["metadata"]["labels"]["disttrain.io/replica-index"] = str(index)
+    ended = _pod(job, "Failed", name="mnist-worker-3", uid="00000003-0000-0000-0000-000000000000")
+    ended["metadata"]["labels"]["disttrain.io/replica-index"] = "3"
+    api = _FollowedLogApi({**deleting, "mnist-worker-3": ended})
+    keeper = LogKeeper(api, lambda key: {JOB_UID}, clock=lambda: NOW, threads=3, max_follows=2)
+    keeper.start()
+    try:
+        for name, body in [*deleting.items(), ("mnist-worker-3", ended)]:
+            keeper.offer(("team", "mnist"), "team", name, body["metadata"]["uid"], body)
+        # the pod that ended is kept while two follows hold their threads and the third waits for one
+        _eventually(lambda: keeper.settled(ended["metadata"]["uid"]) and len(api.follows) == 2)
+        assert not any(keeper.settled(body["metadata"]["uid"]) for body in deleting.values())
+        api.stopped.set()
+        _eventually(lambda: all(keeper.settled(body["metadata"]["uid"]) for body in deleting.values()))
+    finally:
+        keeper.stop()
+        keeper.join(timeout=10)
+    assert sorted(api.follows) == sorted(deleting)
+    assert sorted(item["data"]["log"] for item in api.created) == sorted(
+        f"{name} to its end\n" for name in [*deleting, "mnist-worker-3"]
+    )
 
 
 def test_a_job_of_many_pods_keeps_less_of_each_so_that_it_stays_within_its_budget() -> None:

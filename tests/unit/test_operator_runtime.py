@@ -46,7 +46,7 @@ class _Api(RecordingApi):
     def read(self, path: str, params: dict[str, str]) -> dict[str, Any] | None:
         raise AssertionError("no pod here ends")
 
-    def pod_log_chunks(self, namespace: str, name: str, container: str) -> Iterator[bytes]:
+    def pod_log_chunks(self, namespace: str, name: str, container: str, *, follow: bool = False) -> Iterator[bytes]:
         raise AssertionError("no pod here ends")
 
     def patch_pod(self, namespace: str, name: str, patch: list[dict[str, Any]]) -> bool:

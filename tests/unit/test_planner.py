@@ -8,6 +8,7 @@ from typing import Any
 from disttrain_operator.api.job import DistTrainJob
 from disttrain_operator.api.spec import ReplicaType
 from disttrain_operator.api.status import ReplicaStatus
+from disttrain_operator.api.tenant_input import ATTEMPT
 from disttrain_operator.cli.render import parse_job
 from disttrain_operator.core.builders.gang import GangScheduler
 from disttrain_operator.core.builders.settings import BuildSettings
@@ -179,12 +180,12 @@ def test_pods_stuck_terminating_are_removed_by_force_after_a_bounded_wait() -> N
 
 
 def test_a_pod_held_only_by_a_finalizer_is_not_stuck() -> None:
-    """Its containers ended, or its node let it go: the log keeper (or another finalizer) holds it, and
-    force would only post a false PodStuckTerminating."""
+    """Its containers ended, or its node let it go: a finalizer (another's, or an earlier version's log
+    keeper's) holds it, and force would only post a false PodStuckTerminating."""
     job = _job({"Worker": 2})
     long_ago = NOW - timedelta(minutes=10)
     ended = _pod(ReplicaType.WORKER, 0, PodPhase.FAILED, deleting=True, deletion_time=long_ago)
-    released = _pod(ReplicaType.WORKER, 1, deleting=True, deletion_time=long_ago, log_due=True)
+    released = _pod(ReplicaType.WORKER, 1, deleting=True, deletion_time=long_ago, released=True)
     assert _plan(job, [ended, released]).force_delete == []
     stuck = _pod(ReplicaType.WORKER, 1, deleting=True, deletion_time=long_ago)
     assert _plan(job, [ended, stuck]).force_delete == ["job-worker-1"]
@@ -238,3 +239,54 @@ def test_only_a_pod_the_scheduler_found_no_place_for_is_unschedulable() -> None:
     assert unschedulable(pending) == Unschedulable(NOW, "full")
     assert unschedulable({"spec": {}, "status": {"conditions": [{**condition, "reason": "SchedulingGated"}]}}) is None
     assert unschedulable({**pending, "spec": {"nodeName": "n1"}}) is None  # bound since: a stale condition
+
+
+def test_a_pod_that_ended_is_deleted_only_once_its_log_is_kept() -> None:
+    """No finalizer holds it, so its log goes with it: a restart, a cleanup, a suspension and the job's TTL
+    wait for the log keeper, which wakes the job once the log is settled."""
+    failed = _pod(ReplicaType.WORKER, 1, PodPhase.FAILED, exit_code=130)
+    pods = [_pod(ReplicaType.WORKER, 0), failed]
+    waiting = _plan(_job({"Worker": 2}), pods, unkept={failed.uid})
+    assert (waiting.restart, waiting.delete) == (None, [])
+    assert _plan(_job({"Worker": 2}), pods).delete == ["job-worker-0", "job-worker-1"]
+    others = _plan(_job({"Worker": 2}), pods, unkept={"uid-of-another-pod"})
+    assert others.restart is not None  # only the pods the restart deletes are waited for
+
+    ended = [_pod(ReplicaType.CHIEF, 0, PodPhase.SUCCEEDED), _pod(ReplicaType.PS, 0), _pod(ReplicaType.WORKER, 0)]
+    cleanup = _plan(_job({"Chief": 1, "Worker": 1, "PS": 1}, cleanPodPolicy="All"), ended, unkept={ended[0].uid})
+    assert cleanup.delete == ["job-ps-0", "job-worker-0"]  # those still running are followed as they stop
+
+    suspended = _plan(_job({"Worker": 2}, suspend=True), pods, unkept={failed.uid})
+    assert suspended.delete == ["job-worker-0"]
+
+    job = _job({"Worker": 1}, ttlSecondsAfterFinished=0)
+    succeeded = _pod(ReplicaType.WORKER, 0, PodPhase.SUCCEEDED)
+    done = job.model_copy(update={"status": aggregate(job, [succeeded], created=True, now=NOW)})
+    assert not plan(done, [succeeded], [], SETTINGS, now=NOW, unkept={succeeded.uid}).delete_job
+    assert plan(done, [succeeded], [], SETTINGS, now=NOW).delete_job
+
+
+def test_a_new_pod_is_one_attempt_past_its_index_s_latest() -> None:
+    job = _job({"Worker": 2})
+    first = _plan(job, [], children=[ObjectRef("Service", "job")])
+    assert [item["metadata"]["annotations"][ATTEMPT] for item in first.create] == ["1", "1"]
+    seen = [_pod(ReplicaType.WORKER, 0, attempt=1), _pod(ReplicaType.WORKER, 1, attempt=3)]
+    status = aggregate(job, seen, created=True, now=NOW)
+    assert status.replica_statuses[ReplicaType.WORKER].attempts == [1, 3]
+    replaced = plan(
+        job.model_copy(update={"status": status}), seen[:1], [ObjectRef("Service", "job")], SETTINGS, now=NOW
+    )
+    assert [(item["metadata"]["name"], item["metadata"]["annotations"][ATTEMPT]) for item in replaced.create] == [
+        ("job-worker-1", "4")
+    ]
+    later = aggregate(job.model_copy(update={"status": status}), [], created=True, now=NOW)
+    assert later.replica_statuses[ReplicaType.WORKER].attempts == [1, 3]  # remembered once the pods are gone
+
+
+def test_a_job_being_deleted_makes_nothing_again() -> None:
+    """A finalizer of another's may hold it while its namespace goes: its pods go, and none is made anew."""
+    job = _job({"Worker": 2})
+    going = job.model_copy(update={"metadata": job.metadata.model_copy(update={"deletion_timestamp": NOW})})
+    failed = [_pod(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=137)]
+    assert _plan(going, failed) == Plan() and _plan(going, []) == Plan()
+    assert _plan(job, []).create

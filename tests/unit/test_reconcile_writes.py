@@ -13,7 +13,7 @@ from fakes import RecordingApi
 from prometheus_client import REGISTRY
 
 from disttrain_operator.api.spec import ReplicaType
-from disttrain_operator.api.status import DistTrainJobStatus, JobPhase
+from disttrain_operator.api.status import DistTrainJobStatus, JobPhase, UnkeptLogs
 from disttrain_operator.core.builders.naming import replica_labels
 from disttrain_operator.core.builders.settings import BuildSettings
 from disttrain_operator.core.observed import PodPhase, PodView, Unschedulable, pod_view
@@ -271,3 +271,41 @@ def test_a_write_of_the_job_the_api_server_refuses_fails_it_once_instead_of_a_re
     (written,) = api.statuses
     assert written["phase"] == "Failed" and written["conditions"][-1]["reason"] == "WriteRefused"
     assert [event["reason"] for event in events if event["type"] == "Warning"] == ["WriteRefused"]
+
+
+class _Logs:
+    """The log keeper as a reconcile asks it: which pods' logs are settled, which attempts went unkept."""
+
+    def __init__(self) -> None:
+        self.unsettled: set[str] = set()
+        self.reported: list[UnkeptLogs] = []
+
+    def settled(self, uid: str) -> bool:
+        return uid not in self.unsettled
+
+    def unkept(self, job_uid: str) -> list[UnkeptLogs]:
+        return list(self.reported)
+
+
+def test_a_failed_pod_waits_for_its_log_and_an_unkept_attempt_is_said_once_in_status_and_event() -> None:
+    setup, events, logs = _Setup(), [], _Logs()
+    setup.reconciler = Reconciler(
+        setup.kube, BuildSettings(), lambda *_, **event: events.append(event), logs=logs, clock=lambda: START
+    )
+    pods, children = setup.observed(setup.reconcile([], []), running=99)
+    failed = replace(pods[0], phase=PodPhase.FAILED, exit_code=137, log_due=True)
+    logs.unsettled.add(failed.uid)
+    setup.reconcile([failed, *pods[1:]], children)
+    assert setup.kube.deleted == []  # its log is not kept yet, and nothing else holds it
+    logs.unsettled.clear()
+    logs.reported.append(
+        UnkeptLogs(replica="worker-0", first_attempt=1, last_attempt=2, reason="the operator was away")
+    )
+    setup.reconcile([failed, *pods[1:]], children)
+    setup.reconcile([failed, *pods[1:]], children)
+    assert failed.name in setup.kube.deleted
+    assert setup.kube.statuses[-1]["unkeptLogs"] == [
+        {"replica": "worker-0", "firstAttempt": 1, "lastAttempt": 2, "reason": "the operator was away"}
+    ]
+    warnings = [event["message"] for event in events if event["reason"] == "LogNotKept"]
+    assert warnings == ["worker-0, attempt 1 to 2: no log kept; the operator was away"]

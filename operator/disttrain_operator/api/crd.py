@@ -137,6 +137,11 @@ def openapi_schema() -> Schema:
     return {**schema, **schema_rules(*api.ROOT_RULES)}
 
 
+# On what an uninstall leaves (docs/admins.md): `kubectl delete -k deploy/ -l 'disttrain.io/kept-on-uninstall!=true'`
+# removes the operator and its rights, and leaves the CRDs, so users' jobs and their kept logs stay.
+KEPT_ON_UNINSTALL = "disttrain.io/kept-on-uninstall"
+
+
 def custom_resource_definition() -> Schema:
     names = {
         "kind": api.KIND,
@@ -146,7 +151,7 @@ def custom_resource_definition() -> Schema:
         "shortNames": list(api.SHORT_NAMES),
         "categories": ["all", "disttrain"],
     }
-    metadata = {"name": f"{api.PLURAL}.{api.GROUP}"}
+    metadata = {"name": f"{api.PLURAL}.{api.GROUP}", "labels": {KEPT_ON_UNINSTALL: "true"}}
     return _definition(api.GROUP, api.VERSION, names, openapi_schema(), columns=PRINTER_COLUMNS, metadata=metadata)
 
 
@@ -182,7 +187,10 @@ def tfjob_resource_definition() -> Schema:
         "singular": tfjob.SINGULAR,
         "categories": ["all", "kubeflow"],
     }
-    metadata = {"name": f"{tfjob.PLURAL}.{tfjob.GROUP}", "labels": {CRD_OWNER_LABEL: "disttrain"}}
+    metadata = {
+        "name": f"{tfjob.PLURAL}.{tfjob.GROUP}",
+        "labels": {CRD_OWNER_LABEL: "disttrain", KEPT_ON_UNINSTALL: "true"},
+    }
     schema = _object_schema(description, tfjob.TFJobSpec, tfjob.TFJobStatus)
     return _definition(tfjob.GROUP, tfjob.VERSION, names, schema, columns=TFJOB_PRINTER_COLUMNS, metadata=metadata)
 

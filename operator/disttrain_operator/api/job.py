@@ -47,6 +47,7 @@ class ObjectMeta(ApiModel):
     uid: str | None = None
     generation: int | None = None
     creation_timestamp: datetime | None = None
+    deletion_timestamp: datetime | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
 

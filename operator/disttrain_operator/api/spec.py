@@ -126,6 +126,7 @@ def resource_requirements_schema() -> dict[str, Any]:
 
 ResourceRequirements = Annotated[dict[str, Any], WithJsonSchema(resource_requirements_schema())]
 
+MAX_ATTEMPT = 2**31 - 1  # of one replica: its first pod is attempt 1
 MAX_REPLICAS = 1000  # every pod's TF_CONFIG lists every task: 1000 workers make it about 60 KB
 MAX_SECONDS = 2**31 - 1  # 68 years: as Kubernetes' own int32 durations, and far from datetime's range
 

@@ -8,7 +8,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from disttrain_operator.api.spec import ApiModel, ReplicaType
+from disttrain_operator.api.spec import MAX_ATTEMPT, MAX_REPLICAS, ApiModel, ReplicaType
 
 
 class JobPhase(StrEnum):
@@ -55,6 +55,11 @@ class ReplicaStatus(ApiModel):
     restarts: int = Field(0, ge=0, description="Restarts of this replica type counted against backoffLimit.")
     succeeded_indexes: list[int] = Field(
         default_factory=list, description="Indexes that succeeded: their pods are never created again."
+    )
+    attempts: list[Annotated[int, Field(ge=0, le=MAX_ATTEMPT)]] = Field(
+        default_factory=list,
+        max_length=MAX_REPLICAS,
+        description="By index, the attempt its latest pod is (from 1; 0 before its first): the next is one more.",
     )
 
 
@@ -113,6 +118,18 @@ class TensorBoardStatus(ApiModel):
     ready: bool = Field(False, description="It answers.")
 
 
+MAX_UNKEPT_LOGS = 32
+
+
+class UnkeptLogs(ApiModel):
+    """Attempts of one replica whose log no ConfigMap keeps though the job asked for it."""
+
+    replica: str = Field(max_length=64, description="The replica, e.g. worker-1.")
+    first_attempt: int = Field(ge=1, le=MAX_ATTEMPT)
+    last_attempt: int = Field(ge=1, le=MAX_ATTEMPT)
+    reason: str = Field(max_length=1024)
+
+
 class DistTrainJobStatus(ApiModel):
     phase: JobPhase | None = None
     conditions: list[Condition] = Field(
@@ -131,3 +148,8 @@ class DistTrainJobStatus(ApiModel):
     )
     evaluation: Evaluation | None = Field(None, description="The Evaluator's last scores.")
     tensorboard: TensorBoardStatus | None = Field(None, description="The job's TensorBoard, with spec.tensorboard.")
+    unkept_logs: list[UnkeptLogs] = Field(
+        default_factory=list,
+        max_length=MAX_UNKEPT_LOGS,
+        description=f"Attempts whose log was not kept, and why; the latest {MAX_UNKEPT_LOGS} such runs of attempts.",
+    )

@@ -21,15 +21,14 @@ from pydantic import BaseModel, ConfigDict, Field, WrapValidator
 from disttrain_contract.timestamps import parse_time
 from disttrain_contract.volume_logs import DEFAULT_LOG_BYTES
 from disttrain_operator.api.job import GROUP
-from disttrain_operator.api.spec import MAX_LOG_BYTES, MAX_SECONDS, MIN_LOG_BYTES
+from disttrain_operator.api.spec import MAX_ATTEMPT, MAX_LOG_BYTES, MAX_SECONDS, MIN_LOG_BYTES
 
 LOG_MAX_BYTES = f"{GROUP}/log-max-bytes"
 LOG_TTL = f"{GROUP}/log-ttl-seconds-after-job-deleted"
 JOB_GONE_SINCE = f"{GROUP}/job-gone-since"
-ATTEMPT = f"{GROUP}/attempt"  # on a kept log: which attempt of its replica it is, from 1
-MAX_ATTEMPT = 2**31 - 1
+ATTEMPT = f"{GROUP}/attempt"  # on a pod and on its kept log: which attempt of its replica it is, from 1
 # The annotations the operator owns on a pod: a template's own values for them are dropped.
-OPERATOR_POD_ANNOTATIONS = frozenset({LOG_MAX_BYTES, LOG_TTL})
+OPERATOR_POD_ANNOTATIONS = frozenset({LOG_MAX_BYTES, LOG_TTL, ATTEMPT})
 
 
 def as_mapping(value: Any) -> Mapping[str, Any]:
@@ -56,6 +55,7 @@ def _or(default: Any) -> WrapValidator:
 
 LogBytes = Annotated[int, Field(ge=MIN_LOG_BYTES, le=MAX_LOG_BYTES), _or(DEFAULT_LOG_BYTES)]
 TtlSeconds = Annotated[int, Field(ge=0, le=MAX_SECONDS), _or(0)]
+Attempt = Annotated[int | None, Field(ge=1, le=MAX_ATTEMPT), _or(None)]
 
 
 class _Annotations(BaseModel):
@@ -71,6 +71,7 @@ class PodLogNotes(_Annotations):
     """What a pod says of its log's keeping (builders/log_keeping.py writes it from `spec.logs`)."""
 
     max_bytes: LogBytes = Field(DEFAULT_LOG_BYTES, alias=LOG_MAX_BYTES)
+    attempt: Attempt = Field(None, alias=ATTEMPT)
     ttl_seconds: TtlSeconds = Field(0, alias=LOG_TTL)
 
 
@@ -78,7 +79,7 @@ class KeptLogNotes(_Annotations):
     """What a kept log's ConfigMap says of how long it outlives its job."""
 
     ttl_seconds: TtlSeconds = Field(0, alias=LOG_TTL)
-    attempt: Annotated[int | None, Field(ge=1, le=MAX_ATTEMPT), _or(None)] = Field(None, alias=ATTEMPT)
+    attempt: Attempt = Field(None, alias=ATTEMPT)
     job_gone_since: Annotated[datetime | None, pydantic.BeforeValidator(parse_time)] = Field(None, alias=JOB_GONE_SINCE)
 
     def gone_since(self, now: datetime) -> datetime | None:

@@ -26,12 +26,14 @@ from disttrain_operator.api.spec import (
 from disttrain_operator.api.status import (
     HISTORY_DESCRIPTION,
     MAX_HISTORY,
+    MAX_UNKEPT_LOGS,
     ConditionStatus,
     ConditionType,
     Evaluation,
     JobPhase,
     Progress,
     ProgressPoint,
+    UnkeptLogs,
 )
 
 GROUP = "kubeflow.org"
@@ -132,6 +134,7 @@ class TFReplicaStatus(ApiModel):
     ready: int = Field(0, ge=0, description="Pods running and ready (disttrain).")
     restarts: int = Field(0, ge=0, description="Restarts counted against backoffLimit (disttrain).")
     succeeded_indexes: list[int] = Field(default_factory=list, description="Never created again (disttrain).")
+    attempts: list[int] = Field(default_factory=list, description="By index, its latest pod's attempt (disttrain).")
     selector: str | None = None
 
 
@@ -153,3 +156,6 @@ class TFJobStatus(ApiModel):
         default_factory=list, max_length=MAX_HISTORY, description=HISTORY_DESCRIPTION
     )
     evaluation: Evaluation | None = Field(None, description="The Evaluator's last scores (disttrain).")
+    unkept_logs: list[UnkeptLogs] = Field(
+        default_factory=list, max_length=MAX_UNKEPT_LOGS, description="Attempts whose log was not kept (disttrain)."
+    )

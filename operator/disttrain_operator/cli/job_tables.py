@@ -18,6 +18,7 @@ from rich.text import Text
 
 from disttrain_contract.timestamps import format_time
 from disttrain_operator.api.job import DistTrainJob
+from disttrain_operator.api.status import UnkeptLogs
 from disttrain_operator.core.kueue import queue_name
 
 Object = Mapping[str, Any]
@@ -95,6 +96,8 @@ def describe(job: DistTrainJob, pods: Sequence[Object], events: Sequence[JobEven
         ("Started", Text(_time(status.start_time))),
         ("Completed", Text(_time(status.completion_time))),
     ]
+    if status.unkept_logs:  # attempts that went while no operator ran: said where users look
+        fields.append(("Logs not kept", Text("; ".join(map(_unkept_text, status.unkept_logs)), style="yellow")))
     summary = Table.grid(padding=(0, 1))
     for name, value in fields:
         summary.add_row(Text(f"{name}:", style="bold"), value)
@@ -128,6 +131,11 @@ def describe(job: DistTrainJob, pods: Sequence[Object], events: Sequence[JobEven
         Text("Events:", style="bold"),
         _indented(table(["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"], event_rows)),
     )
+
+
+def _unkept_text(unkept: UnkeptLogs) -> str:
+    first, last = unkept.first_attempt, unkept.last_attempt
+    return f"{unkept.replica} attempt {first}" if first == last else f"{unkept.replica} attempts {first}-{last}"
 
 
 def _indented(grid: Table) -> Table:

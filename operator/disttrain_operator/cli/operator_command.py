@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 from collections.abc import Sequence
 from importlib.util import find_spec
 from typing import TYPE_CHECKING
@@ -13,6 +14,8 @@ from typing import TYPE_CHECKING
 import click
 
 if TYPE_CHECKING:
+    from types import FrameType
+
     from disttrain_operator.runtime.leader_election import LeaderElector
     from disttrain_operator.runtime.settings import OperatorSettings
 
@@ -149,6 +152,14 @@ def _lead(args: argparse.Namespace, parser: argparse.ArgumentParser, settings: O
         on_lost=lambda: os._exit(1),  # stop acting at once; the Deployment starts a fresh candidate
     )
     metrics.serve(settings.metrics_port)  # a standby answers its Service too
+    # As a container's PID 1 the process ignores a signal it has no handler for, so a standby would wait out
+    # its whole grace period when its pod is deleted (a rollout, a scale to 0, an uninstall); kopf sets its
+    # own handler once this one leads.
+    signal.signal(signal.SIGTERM, _stop_waiting)
     with leader_election.standby(args.liveness):
         elector.acquire()
     return elector
+
+
+def _stop_waiting(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(0)

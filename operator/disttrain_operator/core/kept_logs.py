@@ -1,16 +1,18 @@
 """Logs that outlive their pods: each attempt's log kept in a ConfigMap once its container ended.
 
-A pod holds the finalizer `LOG_FINALIZER` from its creation (builders/log_keeping.py), so the API
-server keeps the pod object, and the node its log, until the operator has kept the log: a pod deleted
-while it runs (a restart, a cleanup, the job's deletion) is kept too, with what it wrote while it
-stopped. The pod carries what to keep (`LOG_MAX_BYTES`, `LOG_TTL`) so a pod whose job is already gone
-is still handled as asked.
+No finalizer holds a pod for its log, so nothing stays Terminating when the operator is gone
+(docs/architecture.md weighs the choice). The operator keeps the log of a pod that ended before it
+deletes the pod itself (a restart, a cleanup: core/planner.py waits for it), and follows to its end the
+log of a pod deleted while it runs (a restart's peers, an eviction, the job's deletion). A pod carries
+which attempt of its replica it is and what to keep (`LOG_MAX_BYTES`, `LOG_TTL`), so a pod whose job is
+already gone is still handled as asked, and an attempt that went unkept (the operator was not running,
+or the pod was gone before its log could be read) shows as a gap in its replica's numbers
+(`unkept_before`), which the job's status names.
 
-An attempt is one pod of a replica; a restart replaces the pod with one of the same name, which the API
-server admits only once the old one (and so its finalizer) is gone: the attempts of a replica are kept
-one after another, and `KEPT_AT` orders them. A ConfigMap is owned by the job, and goes with it,
-unless `logs.ttlSecondsAfterJobDeleted` asks to keep it longer: then it is owned by nothing, and once
-its job is gone, `sweep` marks when that was first seen and deletes it after the TTL.
+A ConfigMap is owned by the job, and goes with it, unless `logs.ttlSecondsAfterJobDeleted` asks to keep
+it longer: then it is owned by nothing, and once its job is gone, `sweep` marks when that was first seen
+and deletes it after the TTL. Pods made by earlier versions hold `LEGACY_LOG_FINALIZER`: their log is
+kept as any other, then `release_patch` lets them go.
 """
 
 from __future__ import annotations
@@ -25,9 +27,16 @@ from disttrain_contract.timestamps import format_micro_time, format_time
 from disttrain_contract.volume_logs import from_a_line
 from disttrain_operator.api.job import GROUP
 from disttrain_operator.api.spec import LABEL_NAME_PATTERN, ReplicaType
-from disttrain_operator.api.tenant_input import ATTEMPT, JOB_GONE_SINCE, LOG_TTL, KeptLogNotes, PodLogNotes
+from disttrain_operator.api.tenant_input import (
+    ATTEMPT,
+    JOB_GONE_SINCE,
+    LOG_MAX_BYTES,
+    LOG_TTL,
+    KeptLogNotes,
+    PodLogNotes,
+)
 from disttrain_operator.core.builders import naming
-from disttrain_operator.core.builders.log_keeping import KEPT_ATTEMPTS_PER_REPLICA, LOG_FINALIZER
+from disttrain_operator.core.builders.log_keeping import KEPT_ATTEMPTS_PER_REPLICA, LEGACY_LOG_FINALIZER
 from disttrain_operator.core.builders.naming import tensorflow_container
 from disttrain_operator.core.types import Body, Manifest
 
@@ -45,18 +54,31 @@ LOG_KEY = "log"
 _LABEL_VALUE = re.compile(LABEL_NAME_PATTERN)
 
 
-def holds_log(metadata: Mapping[str, Any]) -> bool:
-    return LOG_FINALIZER in (metadata.get("finalizers") or ())
+def held(metadata: Mapping[str, Any]) -> bool:
+    """An earlier version's pod, held by its finalizer until its log is kept."""
+    return LEGACY_LOG_FINALIZER in (metadata.get("finalizers") or ())
+
+
+def keeps_log(metadata: Mapping[str, Any]) -> bool:
+    """Its job keeps its pods' logs in ConfigMaps."""
+    annotations = metadata.get("annotations")
+    return (isinstance(annotations, Mapping) and LOG_MAX_BYTES in annotations) or held(metadata)
+
+
+def ended(body: Body) -> bool:
+    return (body.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
 def log_due(body: Body) -> bool:
-    """The pod's log is complete: its containers ended, or its node let the pod go (a deletion the node
-    confirmed, or one that needs no node: a pod never scheduled, a removal by force)."""
-    metadata, status = body.get("metadata") or {}, body.get("status") or {}
-    if not holds_log(metadata):
-        return False
-    released = metadata.get("deletionTimestamp") is not None and metadata.get("deletionGracePeriodSeconds") == 0
-    return released or status.get("phase") in ("Succeeded", "Failed")
+    """The pod's log is to be kept now: its containers ended, or it is being deleted (its log is followed
+    to its end)."""
+    metadata = body.get("metadata") or {}
+    return keeps_log(metadata) and (ended(body) or metadata.get("deletionTimestamp") is not None)
+
+
+def to_follow(body: Body) -> bool:
+    """Being deleted while its container may still run: its log is complete only once the stream ends."""
+    return not ended(body) and (body.get("metadata") or {}).get("deletionTimestamp") is not None
 
 
 def kept_log_name(pod: Body) -> str:
@@ -133,6 +155,11 @@ def replica_of(pod: Body) -> str | None:
     return f"{replica_type.task_type}-{index}"
 
 
+def outlives_job(pod: Body) -> bool:
+    """Its kept log stays past its job (`logs.ttlSecondsAfterJobDeleted`)."""
+    return PodLogNotes.of(pod.get("metadata")).ttl_seconds > 0
+
+
 def max_bytes(pod: Body) -> int:
     return PodLogNotes.of(pod.get("metadata")).max_bytes
 
@@ -174,6 +201,20 @@ def attempt_numbers(kept: Iterable[Body]) -> list[int]:
 def next_attempt(kept: Iterable[Body]) -> int:
     """The number of the attempt after a replica's kept ones: numbers stay as they were when older ones go."""
     return max(attempt_numbers(kept), default=0) + 1
+
+
+def pod_attempt(pod: Body, kept: Iterable[Body]) -> int:
+    """The attempt a pod is: the number it was made with, or (a pod of an earlier version) the one after its
+    replica's kept logs."""
+    return PodLogNotes.of(pod.get("metadata")).attempt or next_attempt(kept)
+
+
+def unkept_before(kept: Iterable[Body], attempt: int) -> tuple[int, int] | None:
+    """The first and last of the attempts between a replica's latest kept log and `attempt` (being kept now),
+    which have none: their pods went while no operator ran, or before their log could be read. Only gaps
+    above the latest are such: the budget (`surplus`) drops older ones on purpose."""
+    latest = max(attempt_numbers(kept), default=0)
+    return (latest + 1, attempt - 1) if attempt - 1 > latest else None
 
 
 def surplus(kept: Iterable[Body], keep: int = KEPT_ATTEMPTS_PER_REPLICA) -> list[Body]:
@@ -230,13 +271,14 @@ def kept_log(pod: Body, tail: LogTail, now: datetime, *, job_present: bool, atte
 
 
 def release_patch(pod: Body) -> list[dict[str, Any]]:
-    """A JSON patch that drops the log finalizer, refused (422) if the finalizers changed since `pod` was read,
-    or the pod of that name is another one."""
+    """A JSON patch that drops an earlier version's log finalizer, refused (422) if the finalizers changed since
+    `pod` was read, or the pod of that name is another one."""
     finalizers = list(pod["metadata"].get("finalizers") or [])
+    others = [finalizer for finalizer in finalizers if finalizer != LEGACY_LOG_FINALIZER]
     return [
         {"op": "test", "path": "/metadata/uid", "value": pod["metadata"]["uid"]},
         {"op": "test", "path": "/metadata/finalizers", "value": finalizers},
-        {"op": "replace", "path": "/metadata/finalizers", "value": [f for f in finalizers if f != LOG_FINALIZER]},
+        {"op": "replace", "path": "/metadata/finalizers", "value": others},
     ]
 
 

@@ -20,6 +20,7 @@ from disttrain_contract.timestamps import parse_time
 from disttrain_operator.api.job import DistTrainJob
 from disttrain_operator.api.spec import ReplicaType
 from disttrain_operator.api.status import Evaluation, Progress
+from disttrain_operator.api.tenant_input import PodLogNotes
 from disttrain_operator.core.builders import naming
 from disttrain_operator.core.kept_logs import log_due
 from disttrain_operator.core.progress import parse_evaluation, parse_progress
@@ -60,9 +61,15 @@ class PodView:
     evaluation: Evaluation | None = None  # an Evaluator's scores, from its termination message
     finished_at: datetime | None = None  # when its container ended, for a pod that ended
     message: str | None = None  # why a failed container says it failed: the trainer's error, or its own text
-    log_due: bool = False  # its log is complete and not kept yet (core/kept_logs.py)
+    log_due: bool = False  # its log is to be kept now (core/kept_logs.py), if it is not already
     log_due_body: Body | None = field(default=None, compare=False, repr=False)  # when log_due
+    attempt: int | None = None  # which attempt of its replica it is (builders/log_keeping.py)
+    released: bool = False  # deleted with no grace left: only a finalizer (another's) keeps it
     unschedulable: Unschedulable | None = None  # the scheduler found no place for it (or for its gang)
+
+    @property
+    def ended(self) -> bool:
+        return self.phase in (PodPhase.SUCCEEDED, PodPhase.FAILED)
 
     @property
     def active(self) -> bool:
@@ -175,5 +182,7 @@ def pod_view(body: dict[str, Any], tensorflow_container: str = "tensorflow") -> 
         message=failure_message(failed.get("message")),
         log_due=due,
         log_due_body=body if due else None,
+        attempt=PodLogNotes.of(metadata).attempt,
+        released=metadata.get("deletionTimestamp") is not None and metadata.get("deletionGracePeriodSeconds") == 0,
         unschedulable=unschedulable(body),
     )

@@ -11,6 +11,9 @@ with it: the coordinator fails without its variables, and a worker's server goes
 PS's old address (gRPC re-resolves a name at most every 30 s), so every new Chief in that window
 failed too, each failure one more restart. An Evaluator restarts alone. Each restart decision counts
 once against backoffLimit; past it the job fails with BackoffLimitExceeded.
+
+A pod that ended is deleted only once its log is kept (`unkept`: core/kept_logs.py): no finalizer
+holds it, and its log goes with it.
 """
 
 from __future__ import annotations
@@ -143,15 +146,17 @@ def plan(
     now: datetime,
     handled: Collection[str] = (),
     awaited: Collection[str] = (),
+    unkept: Collection[str] = (),
     stuck_after: timedelta = STUCK_TERMINATING,
 ) -> Plan:
     """The next actions for a job whose status was just aggregated from the same pods; `awaited`: the
-    names of pods created but not in the view yet."""
+    names of pods created but not in the view yet; `unkept`: the uids of pods that ended and whose log is
+    not kept yet, which stay until it is (the log keeper wakes the job then)."""
     run_policy = job.spec.run_policy
-    if is_finished(job.status):
-        expiry = _after(job.status.completion_time, run_policy.ttl_seconds_after_finished)
-        expired = expiry is not None and now >= expiry
-        return Plan(delete=cleanup(job, pods), delete_job=expired, wake_at=None if expired else expiry)
+    keeping = [pod for pod in pods if pod.uid in unkept]
+    winding_down = _winding_down(job, pods, keeping, now)
+    if winding_down is not None:
+        return winding_down
 
     unmet = unmet_need(job, settings.gang_scheduler)
     if unmet is not None:  # before any pod is made
@@ -159,11 +164,14 @@ def plan(
     stuck, unstuck_at = _stuck(pods, now, stuck_after)
     if run_policy.suspend:  # no pods at all; the Service and the volume stay for the resume
         owned = [item for item in _missing(job, pods, children, settings) if item["kind"] != "Pod"]
-        return Plan(create=owned, delete=[pod.name for pod in pods if not pod.deleting], force_delete=stuck)
+        stopped = [pod.name for pod in pods if not pod.deleting and pod not in keeping]
+        return Plan(create=owned, delete=stopped, force_delete=stuck)
     restart = restart_for(job, pods, handled, awaited)
     if restart is not None and job.status.restart_count >= run_policy.backoff_limit:
         message = f"{restart.message}, but backoffLimit {run_policy.backoff_limit} is reached"
         return Plan(fail=Verdict("BackoffLimitExceeded", message))
+    if restart is not None and any(pod.name in restart.pods for pod in keeping):
+        restart = None  # decided once the logs of the pods it deletes are kept
     unplaced = _unplaced_gang(job, pods, now)
     if isinstance(unplaced, Verdict):
         return Plan(fail=unplaced)
@@ -176,6 +184,19 @@ def plan(
         restart=restart,
         wake_at=min((at for at in (deadline, unstuck_at, evaluated_by, unplaced) if at is not None), default=None),
     )
+
+
+def _winding_down(job: DistTrainJob, pods: Sequence[PodView], keeping: Sequence[PodView], now: datetime) -> Plan | None:
+    """The plan of a job being deleted (nothing: it may be going with its namespace, and nothing is made
+    again) or finished (its cleanup, then its TTL), or None for one that runs."""
+    if job.metadata.deletion_timestamp is not None:
+        return Plan()
+    if not is_finished(job.status):
+        return None
+    expiry = _after(job.status.completion_time, job.spec.run_policy.ttl_seconds_after_finished)
+    expired = expiry is not None and now >= expiry and not keeping
+    stopped = [name for name in cleanup(job, pods) if name not in {pod.name for pod in keeping}]
+    return Plan(delete=stopped, delete_job=expired, wake_at=None if expired else expiry)
 
 
 def _unplaced_gang(job: DistTrainJob, pods: Sequence[PodView], now: datetime) -> Verdict | datetime | None:
@@ -200,12 +221,12 @@ def _unplaced_gang(job: DistTrainJob, pods: Sequence[PodView], now: datetime) ->
 
 def _stuck(pods: Sequence[PodView], now: datetime, stuck_after: timedelta) -> tuple[list[str], datetime | None]:
     """Pods terminating for longer than `stuck_after` past their deletion time, and when the next one will be.
-    A pod whose containers ended, or whose node let it go, is held by a finalizer (the log keeper's, or
-    another's), not by a node that stopped reporting: removing it by force would change nothing."""
+    A pod whose containers ended, or whose node let it go, is held by a finalizer (another's, or an earlier
+    version's log keeper's), not by a node that stopped reporting: removing it by force would change nothing."""
     stuck: list[tuple[str, datetime]] = []
     pending: list[tuple[str, datetime]] = []
     for pod in pods:
-        if pod.deletion_time is None or pod.log_due or pod.phase in (PodPhase.SUCCEEDED, PodPhase.FAILED):
+        if pod.deletion_time is None or pod.released or pod.ended:
             continue
         due = pod.deletion_time + stuck_after
         (stuck if now >= due else pending).append((pod.name, due))

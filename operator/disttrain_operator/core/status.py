@@ -13,6 +13,7 @@ from disttrain_contract.exit_codes import is_retryable
 from disttrain_operator.api.job import DistTrainJob
 from disttrain_operator.api.spec import ReplicaType, RestartPolicy, SuccessPolicy
 from disttrain_operator.api.status import (
+    MAX_UNKEPT_LOGS,
     Condition,
     ConditionStatus,
     ConditionType,
@@ -20,6 +21,7 @@ from disttrain_operator.api.status import (
     JobPhase,
     Progress,
     ReplicaStatus,
+    UnkeptLogs,
 )
 from disttrain_operator.core.observed import PodPhase, PodView, find_pod
 from disttrain_operator.core.progress import newest, reporting_task, with_report
@@ -72,8 +74,27 @@ def replica_statuses(job: DistTrainJob, pods: Sequence[PodView]) -> dict[Replica
             failed=sum(pod.phase is PodPhase.FAILED for pod in own),
             restarts=previous.restarts,
             succeeded_indexes=sorted(succeeded.union(previous.succeeded_indexes)),
+            attempts=_attempts(job.spec.replicas(replica_type), previous.attempts, own),
         )
     return result
+
+
+def with_unkept_logs(status: DistTrainJobStatus, reported: Sequence[UnkeptLogs]) -> DistTrainJobStatus:
+    """The status naming also the runs of attempts reported without a kept log, the latest MAX_UNKEPT_LOGS."""
+    new = [entry for entry in reported if entry not in status.unkept_logs]
+    if not new:
+        return status
+    return status.model_copy(update={"unkept_logs": [*status.unkept_logs, *new][-MAX_UNKEPT_LOGS:]})
+
+
+def _attempts(replicas: int, previous: Sequence[int], pods: Sequence[PodView]) -> list[int]:
+    """By index, the latest attempt made: as remembered, or a pod's own number where the view shows a later
+    one (a pod made just before the operator stopped, whose status write was lost)."""
+    made = [previous[index] if index < len(previous) else 0 for index in range(replicas)]
+    for pod in pods:
+        if pod.attempt is not None and pod.index < replicas:
+            made[pod.index] = max(made[pod.index], pod.attempt)
+    return made if any(made) else []
 
 
 def success(job: DistTrainJob, pods: Sequence[PodView]) -> Verdict | None:

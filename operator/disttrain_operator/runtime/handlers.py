@@ -152,15 +152,18 @@ def build_runtime(settings: OperatorSettings, kube: OperatorApi, indexes: Mappin
     wakeups = Wakeups(queue.add)
     events = EventPoster(kube, clock=utcnow)
     jobs = IndexedJobs([indexes[kind.index] for kind in kinds])
+    logs = LogKeeper(kube, jobs.uids, wake=queue.add, ready=listings.done)
     runtime = Runtime(
-        reconciler=Reconciler(kube, settings.build, events, wake=wakeups.schedule, stuck_after=settings.stuck_after),
+        reconciler=Reconciler(
+            kube, settings.build, events, logs=logs, wake=wakeups.schedule, stuck_after=settings.stuck_after
+        ),
         queue=queue,
         wakeups=wakeups,
         progress=ProgressPoller(lambda: _progress_targets(runtime), queue.add, interval=settings.progress_seconds),
         failures=FailurePolicy(wakeups.schedule, clock=utcnow),
         events=events,
         jobs=jobs,
-        logs=LogKeeper(kube, jobs.uids, ready=listings.done),
+        logs=logs,
         sweeper=KeptLogSweeper(
             kube, jobs.all_uids, utcnow, watched, ready=listings.done, interval=settings.log_sweep_seconds
         ),
@@ -174,9 +177,13 @@ def build_runtime(settings: OperatorSettings, kube: OperatorApi, indexes: Mappin
     reconnects = Reconnects()
 
     def child_changed(key: JobKey, view: object, present: bool) -> None:
-        runtime.queue.add(key)
+        if isinstance(view, PodView) and not present:
+            runtime.logs.forget(view.uid)
         if present and isinstance(view, PodView) and view.log_due:
-            runtime.logs.offer(key, key[0], view.name, view.uid, view.log_due_body)
+            offered = runtime.logs.offer(key, key[0], view.name, view.uid, view.log_due_body)
+            if offered and view.ended:  # the keeper wakes the job once the log is kept: its plan waits for that
+                return
+        runtime.queue.add(key)
 
     def watch(resource: Resource[Any], store: ObjectStore[Any]) -> ObjectWatch[Any]:
         return ObjectWatch(
@@ -330,6 +337,7 @@ def _forget_departed(runtime: Runtime, key: JobKey) -> None:
     departed = runtime.departures.take(key)
     for uid in departed:
         runtime.reconciler.forget(uid)
+        runtime.logs.forget_job(uid)
     if departed:
         runtime.progress.forget(key)
         runtime.wakeups.cancel(key)

@@ -52,6 +52,7 @@ _CUSTOM_PLURALS = {
 POD_PATH = "/api/v1/namespaces/{namespace}/pods/{name}"
 _CONNECT_TIMEOUT = 30.0
 _LOG_READ_TIMEOUT = 60.0  # a node that stops sending a log that has ended has failed
+_FOLLOW_READ_TIMEOUT = 600.0  # a container stopping may be silent a while (a checkpoint saved on SIGTERM)
 REQUEST_TIMEOUT = (_CONNECT_TIMEOUT, 60.0)
 # Connection refused or reset, timeouts, TLS, a broken response: urllib3's errors and the OS's.
 NETWORK_ERRORS = (HTTPError, OSError)
@@ -265,11 +266,13 @@ class Kube:
         finally:
             raw.release_conn()
 
-    def pod_log_chunks(self, namespace: str, name: str, container: str) -> Iterator[bytes]:
-        """A container's whole log as it arrives, in chunks; LogUnreadableError when the API server cannot give it."""
+    def pod_log_chunks(self, namespace: str, name: str, container: str, *, follow: bool = False) -> Iterator[bytes]:
+        """A container's whole log as it arrives, in chunks, and with `follow` what it writes until it ends;
+        LogUnreadableError when the API server cannot give it."""
         path, params = f"{POD_PATH}/log", {"namespace": namespace, "name": name}
-        query = {"container": container}
-        response = self._send("GET", path, params, None, query=query, timeout=(_CONNECT_TIMEOUT, _LOG_READ_TIMEOUT))
+        query = {"container": container, **({"follow": "true"} if follow else {})}
+        read_timeout = _FOLLOW_READ_TIMEOUT if follow else _LOG_READ_TIMEOUT
+        response = self._send("GET", path, params, None, query=query, timeout=(_CONNECT_TIMEOUT, read_timeout))
         raw = response.response
         try:
             if response.status >= 300:

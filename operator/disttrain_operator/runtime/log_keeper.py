@@ -1,15 +1,19 @@
-"""Keeps each ended attempt's log, then lets its pod go (core/kept_logs.py says what and why), on threads
-of its own, so a node slow to send a log never holds a reconcile. The pod watch offers every pod whose log
-is due; the threads start once every watch and kopf's index listed once, so a pod is never judged
-orphaned while its job is merely not indexed yet.
+"""Keeps each attempt's log (core/kept_logs.py says what and why) on threads of its own, so a node slow to
+send a log never holds a reconcile. The pod watch offers every pod whose log is due; the threads start
+once every watch and kopf's index listed once, so a pod is never judged orphaned while its job is merely
+not indexed yet. A pod that ended is kept at once, and its job woken: the planner deletes no such pod
+before its log is settled (`settled`). A pod deleted while it runs is followed: its log is read as it
+grows until its container ends, on at most `MAX_FOLLOWS` threads, so that pods that ended always have
+threads of their own.
 
 A pod whose container never started has no log to keep. A log the API server answers with an error (a
-lost node, a node that serves no logs) is given up at once, and one whose reading or keeping fails
-otherwise (the network, a namespace being deleted, a quota) after `KEEP_TRIES` tries, 5 s apart: a
-finalizer must not hold a pod, and its restart, for ever. The pod's release itself is retried until
-it lands. Any other error on one pod (a bug) is logged with its traceback and the pod's name, counted in
+lost node, a node that serves no logs, a pod already gone) is given up at once, and one whose reading or
+keeping fails otherwise (the network, a namespace being deleted, a quota) after `KEEP_TRIES` tries, 5 s
+apart: a pod must not wait for its restart for ever. An attempt whose log went unkept shows as a gap in
+its replica's numbers when the next one is kept, and is reported then (`unkept`) for the job's status.
+Any other error on one pod (a bug) is logged with its traceback and the pod's name, counted in
 `disttrain_item_errors_total`, and retried with a growing delay, as a failed keep: no thread ends on
-one pod, since two threads keep the logs of every namespace.
+one pod, since these threads keep the logs of every namespace.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from disttrain_operator.api.status import MAX_UNKEPT_LOGS, UnkeptLogs
 from disttrain_operator.core import kept_logs
 from disttrain_operator.core.backoff import Backoff
 from disttrain_operator.core.types import Body, JobKey, Manifest
@@ -36,11 +41,13 @@ logger = logging.getLogger(__name__)
 KEEP_TRIES = 5
 RETRY_SECONDS = 5.0
 ERROR_BACKOFF_FACTOR = 60  # a pod failing on a bug is retried at most every 60 retry periods
+THREADS = 6
+MAX_FOLLOWS = 4  # of THREADS: the others keep the logs of pods that ended, which restarts wait for
 
 
 class LogApi(Protocol):
     def read(self, path: str, params: dict[str, str]) -> dict[str, Any] | None: ...
-    def pod_log_chunks(self, namespace: str, name: str, container: str) -> Iterator[bytes]: ...
+    def pod_log_chunks(self, namespace: str, name: str, container: str, *, follow: bool = False) -> Iterator[bytes]: ...
     def create(self, manifest: Manifest) -> bool: ...
     def patch_pod(self, namespace: str, name: str, patch: list[dict[str, Any]]) -> bool: ...
     def list_metadata(self, path: str, query: dict[str, str]) -> list[dict[str, Any]]: ...
@@ -54,6 +61,8 @@ class _Task:
     uid: str
     job: JobKey
     body: Body | None = None  # the pod as the watch last saw it, for the first try; a retry reads it afresh
+    follow: bool = False  # deleted while it may still run: its log is read to its end
+    live: bool = False  # offered once every watch had listed: seen ending, or being deleted, as it happened
     tries: int = 0
     errors: int = 0  # failures that were no API error, in a row
     given_up: bool = False
@@ -75,17 +84,22 @@ class LogKeeper(Workers):
         kube: LogApi,
         job_uids: Callable[[JobKey], set[str]],
         *,
+        wake: Callable[[JobKey], None] = lambda key: None,
         clock: Callable[[], datetime] = precise_now,
-        threads: int = 2,
+        threads: int = THREADS,
+        max_follows: int = MAX_FOLLOWS,
         ready: threading.Event | None = None,
         retry_seconds: float = RETRY_SECONDS,
     ) -> None:
-        """`job_uids`: the uids of the jobs of a key that exist now; `clock`: with microseconds, as it orders the
-        attempts of a replica, which can end within one second."""
+        """`job_uids`: the uids of the jobs of a key that exist now; `wake`: asks for a job's reconcile once one
+        of its pods' logs is settled; `clock`: with microseconds, as it orders the attempts of a replica, which
+        can end within one second."""
         super().__init__(*(f"disttrain-logs-{n}" for n in range(threads)))
         self._kube = kube
         self._job_uids = job_uids
+        self._wake = wake
         self._clock = clock
+        self._max_follows = max(1, min(max_follows, threads - 1))  # one thread: it follows too
         self._ready = ready or threading.Event()
         if ready is None:
             self._ready.set()
@@ -94,30 +108,65 @@ class LogKeeper(Workers):
         self._fresh: deque[_Task] = deque()
         self._retries: deque[_Task] = deque()  # in the order they come due
         self._pending: set[str] = set()  # uids queued or in hand
+        self._following = 0
+        self._settled: set[str] = set()  # uids of pods whose log is kept or given up, until the pod is gone
+        self._unkept: dict[str, list[UnkeptLogs]] = {}  # by the job's uid
 
     def stop(self) -> None:
         super().stop()
         self._ready.set()
 
-    def offer(self, job: JobKey, namespace: str, name: str, uid: str, body: Body | None = None) -> None:
-        """A pod whose log is due (`PodView.log_due`), as the watch saw it; a pod offered again while in hand is
-        not queued twice."""
+    def offer(self, job: JobKey, namespace: str, name: str, uid: str, body: Body | None = None) -> bool:
+        """A pod whose log is due (`PodView.log_due`), as the watch saw it; a pod offered again while in hand, or
+        once settled, is not queued again. True when it is queued now: its job is woken once it is settled."""
         with self._condition:
-            if uid in self._pending:
-                return
+            if uid in self._pending or uid in self._settled:
+                return False
             self._pending.add(uid)
-            self._fresh.append(_Task(namespace, name, uid, job, body))
+            follow = body is not None and kept_logs.to_follow(body)
+            self._fresh.append(_Task(namespace, name, uid, job, body, follow, live=self._ready.is_set()))
             self._condition.notify()
+            return True
+
+    def settled(self, uid: str) -> bool:
+        """The pod's log is kept, or given up: the pod may go."""
+        with self._condition:
+            return uid in self._settled
+
+    def forget(self, uid: str) -> None:
+        """The pod is gone."""
+        with self._condition:
+            self._settled.discard(uid)
+
+    def unkept(self, job_uid: str) -> list[UnkeptLogs]:
+        """The runs of attempts of the job found without a kept log, oldest first."""
+        with self._condition:
+            return list(self._unkept.get(job_uid, ()))
+
+    def forget_job(self, job_uid: str) -> None:
+        with self._condition:
+            self._unkept.pop(job_uid, None)
+
+    def _take(self, tasks: deque[_Task], due: float | None = None) -> _Task | None:
+        """The first task (due by `due`) that a thread may take: a follow only while fewer than the most run."""
+        for index, task in enumerate(tasks):
+            if due is not None and task.due > due:
+                return None
+            if not task.follow or self._following < self._max_follows:
+                del tasks[index]
+                self._following += task.follow
+                return task
+        return None
 
     def _next(self) -> _Task | None:
         with self._condition:
             while not self._stopped:
-                if self._fresh:
-                    return self._fresh.popleft()
-                wait = self._retries[0].due - time.monotonic() if self._retries else None
-                if wait is not None and wait <= 0:
-                    return self._retries.popleft()
-                self._condition.wait(timeout=wait)
+                now = time.monotonic()
+                task = self._take(self._fresh) or self._take(self._retries, due=now)
+                if task is not None:
+                    return task
+                later = [t.due for t in self._retries if t.due > now]
+                self._condition.wait(timeout=min(later) - now if later else None)
             return None
 
     def _work(self) -> None:
@@ -133,11 +182,16 @@ class LogKeeper(Workers):
                 done = False
                 delay = self._failed(task)
             with self._condition:
+                self._following -= task.follow
                 if done:
                     self._pending.discard(task.uid)
+                    self._settled.add(task.uid)
                 else:
                     task.due = time.monotonic() + delay
                     self._retries.insert(_due_index(self._retries, task.due), task)
+                self._condition.notify()  # a follow's thread is free again
+            if done:
+                self._wake(task.job)
 
     def _failed(self, task: _Task) -> float:
         """A bug on one pod: logged and counted; after KEEP_TRIES its log is given up so that the pod is let go."""
@@ -148,12 +202,12 @@ class LogKeeper(Workers):
         return self._error_backoff.delay(task.errors)
 
     def _keep(self, task: _Task) -> bool:
-        """Keep the pod's log and let it go; False when its release is worth another try, and TransientApiError
-        when keeping the log is."""
+        """Keep the pod's log, and let go a pod an earlier version holds; False when its release is worth another
+        try, and TransientApiError when keeping the log is."""
         pod = task.body or self._kube.read(POD_PATH, {"namespace": task.namespace, "name": task.name})
         task.body = None  # a retry starts from the pod as it is then: the release below tests uid and finalizers
         if pod is None or pod["metadata"].get("uid") != task.uid or not kept_logs.log_due(pod):
-            return True  # gone, replaced, or let go already
+            return True  # gone (a gap its replica's next kept log shows), replaced, or let go already
         if not task.given_up and kept_logs.started(pod):
             try:
                 self._kept(pod, task)
@@ -163,29 +217,41 @@ class LogKeeper(Workers):
                     raise
                 logger.warning("the log of %s/%s was not kept: %s", task.namespace, task.name, error)
                 task.given_up = True
+        if not kept_logs.held(pod["metadata"]):
+            return True
         if self._kube.patch_pod(task.namespace, task.name, kept_logs.release_patch(pod)):
             return True
         return self._kube.read(POD_PATH, {"namespace": task.namespace, "name": task.name}) is None
 
     def _kept(self, pod: Body, task: _Task) -> None:
-        """Keep the log, unless the API server says it cannot be read (the container's node cannot serve it),
-        its job is gone and keeps nothing past itself, or the ConfigMap is refused as built."""
+        """Keep the log, unless it is kept already, its job is gone and keeps nothing past itself, the API server
+        says it cannot be read (the container's node cannot serve it, the pod is gone), or the ConfigMap is
+        refused as built."""
+        present = str((kept_logs.controller(pod) or {}).get("uid")) in self._job_uids(task.job)
+        if not (present or kept_logs.outlives_job(pod)):
+            return
+        # A pod seen ending while this operator ran has no kept log yet, and its replacement waits: its log is
+        # read first. One listed at the start (a previous operator may have kept it) or tried before is looked
+        # up first, so that an operator's restart reads no log twice.
+        kept = None if task.live and not task.tries and not task.errors else self._kept_logs(pod, task)
+        if kept is not None and _has(kept, pod):
+            return
         try:
-            chunks = self._kube.pod_log_chunks(task.namespace, task.name, kept_logs.logged_container(pod))
+            chunks = self._kube.pod_log_chunks(
+                task.namespace, task.name, kept_logs.logged_container(pod), follow=task.follow
+            )
             tail = kept_logs.log_tail(chunks, kept_logs.max_bytes(pod))
         except LogUnreadableError as error:
             logger.info("the log of %s/%s cannot be read, not kept: %s", task.namespace, task.name, error)
             return
-        present = str((kept_logs.controller(pod) or {}).get("uid")) in self._job_uids(task.job)
-        selector = kept_logs.kept_log_selector(pod)
-        kept = (
-            []
-            if selector is None
-            else self._kube.list_metadata(_configmaps(task.namespace), {"labelSelector": selector})
-        )
-        if any(item["metadata"].get("name") == kept_logs.kept_log_name(pod) for item in kept):
-            return  # kept on an earlier try, whose release did not land
-        attempt = kept_logs.next_attempt(kept)
+        if task.follow:  # how it ended, if the pod is still there to say
+            ended = self._kube.read(POD_PATH, {"namespace": task.namespace, "name": task.name})
+            pod = ended if ended is not None and ended["metadata"].get("uid") == task.uid else pod
+        if kept is None:
+            kept = self._kept_logs(pod, task)
+            if _has(kept, pod):
+                return
+        attempt = kept_logs.pod_attempt(pod, kept)
         manifest = kept_logs.kept_log(pod, tail, self._clock(), job_present=present, attempt=attempt)
         if manifest is None:
             return
@@ -196,6 +262,33 @@ class LogKeeper(Workers):
             return
         for item in kept_logs.surplus([*kept, manifest]):  # the job's budget: its first and latest attempts stay
             self._kube.delete_object(_config_map(item))
+        gap = kept_logs.unkept_before(kept, attempt)
+        replica = kept_logs.replica_of(pod)
+        if gap is not None and present and replica is not None:
+            self._report(pod, UnkeptLogs(replica=replica, first_attempt=gap[0], last_attempt=gap[1], reason=UNKEPT))
+
+    def _kept_logs(self, pod: Body, task: _Task) -> list[dict[str, Any]]:
+        """The pod's replica's kept logs (their metadata)."""
+        selector = kept_logs.kept_log_selector(pod)
+        if selector is None:
+            return []
+        return self._kube.list_metadata(_configmaps(task.namespace), {"labelSelector": selector})
+
+    def _report(self, pod: Body, unkept: UnkeptLogs) -> None:
+        job_uid = str((kept_logs.controller(pod) or {}).get("uid"))
+        with self._condition:
+            reported = self._unkept.setdefault(job_uid, [])
+            if unkept not in reported:
+                reported.append(unkept)
+                del reported[:-MAX_UNKEPT_LOGS]
+
+
+UNKEPT = "their pods went while no operator ran, or before their log could be read"
+
+
+def _has(kept: list[dict[str, Any]], pod: Body) -> bool:
+    """The pod's log is among a replica's kept logs: kept on an earlier try, or by an operator before this one."""
+    return any(item["metadata"].get("name") == kept_logs.kept_log_name(pod) for item in kept)
 
 
 SWEEP_SECONDS = 60.0

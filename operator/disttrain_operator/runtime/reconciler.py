@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import pydantic
 
 from disttrain_operator.api.job import DistTrainJob
-from disttrain_operator.api.status import DistTrainJobStatus, Progress
+from disttrain_operator.api.status import DistTrainJobStatus, Progress, UnkeptLogs
 from disttrain_operator.api.validation import spec_violations
 from disttrain_operator.core.builders.objects import UNWATCHED_KINDS
 from disttrain_operator.core.builders.settings import BuildSettings
@@ -26,7 +26,7 @@ from disttrain_operator.core.kueue import WorkloadView
 from disttrain_operator.core.observed import PodView, own_pods
 from disttrain_operator.core.planner import STUCK_TERMINATING, Plan, object_key, plan
 from disttrain_operator.core.served import Wire
-from disttrain_operator.core.status import aggregate, failed_status, record_restart
+from disttrain_operator.core.status import aggregate, failed_status, record_restart, with_unkept_logs
 from disttrain_operator.core.tensorboard import TensorBoardView, is_tensorboard_object, with_tensorboard
 from disttrain_operator.core.tfjob_conversion import UnconvertibleError
 from disttrain_operator.core.types import Body, JobKey, Manifest, ObjectRef, Verdict, invalid_spec
@@ -54,6 +54,21 @@ class JobApi(Protocol):
     def get_cluster_object(self, api_version: str, plural: str, name: str) -> dict[str, Any] | None: ...
 
 
+class LogState(Protocol):
+    """What the log keeper (runtime/log_keeper.py) knows that a plan and a status need."""
+
+    def settled(self, uid: str) -> bool: ...
+    def unkept(self, job_uid: str) -> list[UnkeptLogs]: ...
+
+
+class _NoLogsKept:
+    def settled(self, uid: str) -> bool:
+        return True
+
+    def unkept(self, job_uid: str) -> list[UnkeptLogs]:
+        return []
+
+
 def utcnow() -> datetime:
     return datetime.now(UTC).replace(microsecond=0)
 
@@ -71,10 +86,12 @@ class Reconciler:
         settings: BuildSettings,
         emit: EventSink,
         *,
+        logs: LogState | None = None,
         clock: Callable[[], datetime] = utcnow,
         wake: Callable[[JobKey, datetime], None] | None = None,
         stuck_after: timedelta = STUCK_TERMINATING,
     ) -> None:
+        self._logs = logs or _NoLogsKept()
         self._wake = wake
         self._stuck_after = stuck_after
         self._kube = kube
@@ -184,6 +201,7 @@ class Reconciler:
             memory.unwatched = set()  # asked for again: 409 where they are, made anew where they were deleted
         children = [*children, *memory.unwatched]
         status = aggregate(job, pods, created=False, now=now, reported=reported)
+        unkept = {pod.uid for pod in pods if pod.log_due and pod.ended and not self._logs.settled(pod.uid)}
         expected = memory.expected.pending(pods, children, now)
         awaited = {key.name for key in expected if isinstance(key, ObjectRef) and key.kind == "Pod"}
 
@@ -196,6 +214,7 @@ class Reconciler:
                 now=now,
                 handled=memory.handled,
                 awaited=awaited,
+                unkept=unkept,
                 stuck_after=self._stuck_after,
             )
 
@@ -229,6 +248,7 @@ class Reconciler:
         status = with_tensorboard(job, status, tensorboard, now, refused=None if refused is None else refused[1])
         if rejected is not None:
             status = failed_status(status, rejected, now, generation)
+        status = self._with_unkept_logs(body, status)
         deferred_until = self._status.write(body, memory, status, batch=self._wake is not None)
         if created:
             self._emit(body, type="Normal", reason="Created", message=f"created {', '.join(created)}")
@@ -237,6 +257,18 @@ class Reconciler:
             self._wake((job.metadata.namespace, job.metadata.name), min(wakes))
         if retry is not None:
             raise retry
+
+    def _with_unkept_logs(self, body: Body, status: DistTrainJobStatus) -> DistTrainJobStatus:
+        """The status with the attempts found without a kept log, and a Warning Event when there are new ones."""
+        noted = with_unkept_logs(status, self._logs.unkept(str(body["metadata"]["uid"])))
+        for entry in noted.unkept_logs:
+            if entry not in status.unkept_logs:
+                attempts = f"{entry.first_attempt}" + (
+                    f" to {entry.last_attempt}" if entry.last_attempt > entry.first_attempt else ""
+                )
+                message = f"{entry.replica}, attempt {attempts}: no log kept; {entry.reason}"
+                self._emit(body, type="Warning", reason="LogNotKept", message=message)
+        return noted
 
     def _delete(
         self, body: Body, memory: JobMemory, next_plan: Plan, pods: Sequence[PodView], expected: set[Expected]

@@ -1,7 +1,9 @@
 """What a pod carries so that its log outlives it, wherever `spec.logs.destination` keeps it.
 
-In ConfigMaps (core/kept_logs.py keeps them): a finalizer that holds the pod until its log is kept,
-and how much to keep and for how long, readable even once its job is gone. On the checkpoint volume
+Every pod: which attempt of its replica it is, so a kept log is numbered as its pod was made, and an
+attempt whose log is missing shows. In ConfigMaps (core/kept_logs.py keeps them): how much to keep and
+for how long, readable even once its job is gone; no finalizer, so nothing of disttrain ever holds a
+pod (docs/architecture.md says how the logs are kept without one). On the checkpoint volume
 (disttrain_contract.volume_logs): the folder, bound and pod uid the trainer names its copy by."""
 
 from __future__ import annotations
@@ -10,11 +12,12 @@ from collections.abc import Mapping
 
 from disttrain_contract.volume_logs import LOG_DIR_ENV, LOG_MAX_BYTES_ENV, LOGS_FOLDER, POD_UID_ENV
 from disttrain_operator.api.job import GROUP, DistTrainJob
-from disttrain_operator.api.spec import MIN_LOG_BYTES, Logs, ReplicaType
-from disttrain_operator.api.tenant_input import LOG_MAX_BYTES, LOG_TTL, OPERATOR_POD_ANNOTATIONS
+from disttrain_operator.api.spec import MIN_LOG_BYTES, ReplicaType
+from disttrain_operator.api.tenant_input import ATTEMPT, LOG_MAX_BYTES, LOG_TTL, OPERATOR_POD_ANNOTATIONS
 from disttrain_operator.core.types import Manifest
 
-LOG_FINALIZER = f"{GROUP}/keep-log"
+# Pods that earlier versions made carry it until their log is kept (core/kept_logs.py lets them go).
+LEGACY_LOG_FINALIZER = f"{GROUP}/keep-log"
 
 
 # What one job may keep in ConfigMaps: each replica's first attempt and its latest ones, and in all at most
@@ -29,20 +32,26 @@ def kept_bytes_per_attempt(job: DistTrainJob) -> int:
     return max(MIN_LOG_BYTES, min(job.spec.logs.max_bytes_per_attempt, share))
 
 
-def pod_annotations(job: DistTrainJob, template: Mapping[str, str] | None) -> dict[str, str]:
-    """The template's annotations with the operator's own: nothing of them unless the job keeps its logs in
-    ConfigMaps, no TTL when its logs go with it. A template's value for one of the operator's keys is
-    dropped: the spec's bounds hold, whatever the template says."""
+def attempt(job: DistTrainJob, replica_type: ReplicaType, index: int) -> int:
+    """The attempt a new pod of the replica is: one more than its latest pod's (`status...attempts`)."""
+    status = job.status.replica_statuses.get(replica_type)
+    made = status.attempts if status is not None else []
+    return (made[index] if index < len(made) else 0) + 1
+
+
+def pod_annotations(
+    job: DistTrainJob, replica_type: ReplicaType, index: int, template: Mapping[str, str] | None
+) -> dict[str, str]:
+    """The template's annotations with the operator's own: the attempt; how much of its log to keep, unless
+    the job keeps none in ConfigMaps; no TTL when its logs go with it. A template's value for one of the
+    operator's keys is dropped: the spec's bounds hold, whatever the template says."""
     annotations = {key: value for key, value in (template or {}).items() if key not in OPERATOR_POD_ANNOTATIONS}
+    annotations[ATTEMPT] = str(attempt(job, replica_type, index))
     logs = job.spec.logs
     if not logs.in_config_maps:
         return annotations
     ttl = logs.ttl_seconds_after_job_deleted
     return {**annotations, LOG_MAX_BYTES: str(kept_bytes_per_attempt(job)), **({LOG_TTL: str(ttl)} if ttl else {})}
-
-
-def pod_finalizers(logs: Logs) -> list[str]:
-    return [LOG_FINALIZER] if logs.in_config_maps else []
 
 
 def volume_log_dir(job: DistTrainJob, replica: str) -> str | None:

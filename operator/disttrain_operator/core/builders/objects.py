@@ -172,11 +172,8 @@ def pod(job: DistTrainJob, replica_type: ReplicaType, index: int, settings: Buil
     container["ports"] = _with_port(container.get("ports", []), naming.TF_PORT_NAME, job.spec.port)
     container["ports"] = _with_port(container["ports"], naming.PROGRESS_PORT_NAME, job.spec.progress_port)
 
-    annotations = log_keeping.pod_annotations(job, template_metadata.get("annotations"))
+    annotations = log_keeping.pod_annotations(job, replica_type, index, template_metadata.get("annotations"))
     metadata = _metadata(job, name, labels, annotations)
-    finalizers = log_keeping.pod_finalizers(job.spec.logs)
-    if finalizers:
-        metadata["finalizers"] = finalizers
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
 
 
