@@ -538,8 +538,8 @@ esac
 """
 
 
-def two_attempts_job(name: str, marker: Path, logs: dict[str, Any]) -> dict[str, Any]:
-    """Two workers that each run twice (TWO_ATTEMPTS), their pods removed once the job ends."""
+def two_attempts_job(name: str, marker: Path, logs: dict[str, Any], workers: int = 2) -> dict[str, Any]:
+    """Workers that each run twice (TWO_ATTEMPTS), their pods removed once the job ends."""
     env = [{"name": "MARKER", "value": str(marker)}]
     spec = {"runPolicy": {"cleanPodPolicy": "All"}, "logs": logs}
-    return script_job(name, TWO_ATTEMPTS, replicas=2, env=env, worker={"restartPolicy": "ExitCode"}, spec=spec)
+    return script_job(name, TWO_ATTEMPTS, replicas=workers, env=env, worker={"restartPolicy": "ExitCode"}, spec=spec)

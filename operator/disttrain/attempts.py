@@ -1,6 +1,7 @@
 """A replica's attempts: each pod it ran, the kept ones (their logs in ConfigMaps the operator wrote,
-core/kept_logs.py) first, numbered from 1 in the order they ended (a number stays when older attempts
-are dropped for the job's budget), then the pod there is now if its log is not kept yet. Kept logs
+core/kept_logs.py) first, numbered from 1 as their pods were made (a number stays when older attempts
+are dropped for the job's budget, and one whose log went unkept leaves a gap), then the pod there is
+now if its log is not kept yet. Kept logs
 outlive the pods, and (with `logs.ttlSecondsAfterJobDeleted`) the job."""
 
 from __future__ import annotations

@@ -58,7 +58,9 @@ def test_api_requests_attributed_to_each_side(bench_cluster: Cluster) -> None:
     assert figures, last
     writes, unkept_writes, peer_writes = float(figures[2]), float(figures[4]), float(figures[6])
     assert unkept_writes >= 16  # a Service, 7 pods, Running and Succeeded, 6 pods deleted
-    assert writes >= unkept_writes + 7  # and each pod let go once its log is kept (kwok serves none to keep)
+    # Keeping logs costs no write where none can be read (kwok): no finalizer to drop from each of the 7 pods.
+    # Status writes may differ by one a job (Created and Running land in one write or in two).
+    assert writes <= unkept_writes + 1
     assert peer_writes >= 26  # 7 pods and 7 Services created, 6 of each deleted: a Service per pod
 
 

@@ -60,6 +60,21 @@ def test_every_attempt_is_kept_after_cleanup_and_after_the_job_until_its_ttl(
         client.logs("kept", "worker-1")
 
 
+def test_a_restart_keeps_the_log_of_every_peer_it_stops(
+    process_cluster: Cluster, operator: OperatorProcess, process_namespace: str, tmp_path: Path
+) -> None:
+    """Worker 1 fails and the whole job restarts: its 7 peers are deleted at once, each followed as it stops."""
+    client = Client(kubeconfig=process_cluster.kubeconfig, namespace=process_namespace)
+    job = client.create(two_attempts_job("many", tmp_path / "attempted", {}, workers=8))
+    client.wait(job, "Succeeded", timeout=180)
+    wait_for("cleanPodPolicy All to remove every pod", lambda: not client.pods(job), timeout=60)
+    for index in range(8):
+        attempts = [(a.number, a.kept) for a in client.attempts(job, f"worker-{index}")]
+        assert attempts == [(1, True), (2, True)], (index, attempts)
+    stopped = list(client.logs(job, "worker-7", attempt=1))
+    assert (stopped[0], stopped[-1]) == ("many-worker-7 first attempt", "many-worker-7 stopped")
+
+
 def test_logs_without_a_ttl_go_with_their_job_and_a_job_may_keep_none(
     process_cluster: Cluster, operator: OperatorProcess, process_namespace: str, tmp_path: Path
 ) -> None:

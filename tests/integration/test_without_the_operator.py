@@ -18,6 +18,7 @@ from disttrain import Client
 from cluster_support import OPERATOR_TEST_NAMESPACE, Cluster, OperatorProcess, job_where, script_job
 from disttrain_dev import cluster as devcluster
 from disttrain_operator.api.spec import ReplicaType
+from disttrain_operator.core.builders.log_keeping import LEGACY_LOG_FINALIZER  # what earlier versions put on pods
 from rbac_rights import AUDIT_TIME, audit_events
 from support import wait_for
 
@@ -144,16 +145,13 @@ def _unkept(job: dict[str, Any]) -> bool:
     return bool(job["status"].get("unkeptLogs"))
 
 
-LEGACY_FINALIZER = "disttrain.io/keep-log"  # what earlier versions put on every pod
-
-
 def test_a_pod_an_earlier_version_held_is_let_go_once_its_log_is_kept(
     process_cluster: Cluster, operator: OperatorProcess, process_namespace: str
 ) -> None:
     client = Client(kubeconfig=process_cluster.kubeconfig, namespace=process_namespace)
     job = client.create(script_job("upgraded", "echo from before the upgrade; sleep 3"))
     wait_for("its pod running", lambda: _running(process_cluster, process_namespace, "upgraded", 1), timeout=90)
-    hold = json.dumps([{"op": "add", "path": "/metadata/finalizers", "value": [LEGACY_FINALIZER]}])
+    hold = json.dumps([{"op": "add", "path": "/metadata/finalizers", "value": [LEGACY_LOG_FINALIZER]}])
     process_cluster.kubectl("patch", "pod", "upgraded-worker-0", "-n", process_namespace, "--type=json", "-p", hold)
     client.wait(job, "Succeeded", timeout=120)
 

@@ -443,7 +443,7 @@ class _FollowedLogApi(_LogApi):
     def pod_log_chunks(self, namespace: str, name: str, container: str, *, follow: bool = False) -> Iterator[bytes]:
         if follow:
             self.follows.append(name)
-            assert self.stopped.wait(timeout=10)
+            assert namespace != "team" or self.stopped.wait(timeout=10)  # the others' containers stop at once
         return iter([f"{name} to its end\n".encode()])
 
 
@@ -497,3 +497,34 @@ def test_an_owner_written_by_hand_selects_no_other_kept_logs() -> None:
         kept_logs.kept_log_selector(_pod(_job(), "Failed"))
         == f"{kept_logs.JOB_UID_LABEL}={JOB_UID},{kept_logs.KEPT_LOG_LABEL}=worker-1"
     )
+
+
+def test_one_namespace_s_slow_pods_hold_no_follow_another_namespace_needs() -> None:
+    """A tenant whose deleted pods take their time to stop (a long grace period it chose) holds at most its
+    namespace's share of the follows: another namespace's pod deleted meanwhile is followed and kept."""
+    job = _job(workers=4)
+    slow = {}
+    for index in range(3):
+        body = _pod(job, uid=f"0000000{index}-0000-0000-0000-000000000000", deletionTimestamp="2026-11-25T12:00:00Z")
+        body["metadata"]["name"] = f"mnist-worker-{index}"
+        body["metadata"]["labels"]["disttrain.io/replica-index"] = str(index)
+        slow[body["metadata"]["name"]] = body
+    other = _pod(job, uid="00000009-0000-0000-0000-000000000000", deletionTimestamp="2026-11-25T12:00:00Z")
+    other["metadata"].update(name="other-worker-1", namespace="other-team")
+    api = _FollowedLogApi({**slow, "other-worker-1": other})
+    keeper = LogKeeper(
+        api, lambda key: {JOB_UID}, clock=lambda: NOW, threads=4, max_follows=3, max_follows_per_namespace=2
+    )
+    keeper.start()
+    try:
+        for name, body in slow.items():
+            keeper.offer(("team", "mnist"), "team", name, body["metadata"]["uid"], body)
+        _eventually(lambda: len(api.follows) == 2)  # the namespace's share; its third waits
+        keeper.offer(("other-team", "mnist"), "other-team", "other-worker-1", other["metadata"]["uid"], other)
+        _eventually(lambda: keeper.settled(other["metadata"]["uid"]))
+        assert len([name for name in api.follows if name.startswith("mnist")]) == 2
+        api.stopped.set()
+        _eventually(lambda: all(keeper.settled(body["metadata"]["uid"]) for body in slow.values()))
+    finally:
+        keeper.stop()
+        keeper.join(timeout=10)

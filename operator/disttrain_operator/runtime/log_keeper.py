@@ -3,8 +3,11 @@ send a log never holds a reconcile. The pod watch offers every pod whose log is 
 once every watch and kopf's index listed once, so a pod is never judged orphaned while its job is merely
 not indexed yet. A pod that ended is kept at once, and its job woken: the planner deletes no such pod
 before its log is settled (`settled`). A pod deleted while it runs is followed: its log is read as it
-grows until its container ends, on at most `MAX_FOLLOWS` threads, so that pods that ended always have
-threads of their own.
+grows until its container ends. A follow mostly waits on its socket, for as long as the container takes
+to stop (its grace period, which its owner sets), so follows have threads of their own (`MAX_FOLLOWS`:
+a restart deletes all of a job's running peers at once, and a peer not followed before its pod is gone
+loses its log), pods that ended always have threads besides, and one namespace may hold at most
+`MAX_FOLLOWS_PER_NAMESPACE` of them, so that a tenant's slow pods cannot hold up another's.
 
 A pod whose container never started has no log to keep. A log the API server answers with an error (a
 lost node, a node that serves no logs, a pod already gone) is given up at once, and one whose reading or
@@ -21,7 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -41,8 +44,9 @@ logger = logging.getLogger(__name__)
 KEEP_TRIES = 5
 RETRY_SECONDS = 5.0
 ERROR_BACKOFF_FACTOR = 60  # a pod failing on a bug is retried at most every 60 retry periods
-THREADS = 6
-MAX_FOLLOWS = 4  # of THREADS: the others keep the logs of pods that ended, which restarts wait for
+MAX_FOLLOWS = 32
+MAX_FOLLOWS_PER_NAMESPACE = 16
+THREADS = MAX_FOLLOWS + 2  # the 2 besides keep the logs of pods that ended, which restarts wait for
 
 
 class LogApi(Protocol):
@@ -88,6 +92,7 @@ class LogKeeper(Workers):
         clock: Callable[[], datetime] = precise_now,
         threads: int = THREADS,
         max_follows: int = MAX_FOLLOWS,
+        max_follows_per_namespace: int = MAX_FOLLOWS_PER_NAMESPACE,
         ready: threading.Event | None = None,
         retry_seconds: float = RETRY_SECONDS,
     ) -> None:
@@ -109,6 +114,8 @@ class LogKeeper(Workers):
         self._retries: deque[_Task] = deque()  # in the order they come due
         self._pending: set[str] = set()  # uids queued or in hand
         self._following = 0
+        self._following_in: Counter[str] = Counter()  # follows in hand, by namespace
+        self._max_follows_per_namespace = max_follows_per_namespace
         self._settled: set[str] = set()  # uids of pods whose log is kept or given up, until the pod is gone
         self._unkept: dict[str, list[UnkeptLogs]] = {}  # by the job's uid
 
@@ -148,15 +155,20 @@ class LogKeeper(Workers):
             self._unkept.pop(job_uid, None)
 
     def _take(self, tasks: deque[_Task], due: float | None = None) -> _Task | None:
-        """The first task (due by `due`) that a thread may take: a follow only while fewer than the most run."""
+        """The first task (due by `due`) that a thread may take: a follow only while the keeper, and the pod's
+        namespace, hold fewer than their most."""
         for index, task in enumerate(tasks):
             if due is not None and task.due > due:
                 return None
-            if not task.follow or self._following < self._max_follows:
+            if not task.follow or self._may_follow(task.namespace):
                 del tasks[index]
                 self._following += task.follow
+                self._following_in[task.namespace] += task.follow
                 return task
         return None
+
+    def _may_follow(self, namespace: str) -> bool:
+        return self._following < self._max_follows and self._following_in[namespace] < self._max_follows_per_namespace
 
     def _next(self) -> _Task | None:
         with self._condition:
@@ -183,6 +195,9 @@ class LogKeeper(Workers):
                 delay = self._failed(task)
             with self._condition:
                 self._following -= task.follow
+                self._following_in[task.namespace] -= task.follow
+                if not self._following_in[task.namespace]:
+                    del self._following_in[task.namespace]
                 if done:
                     self._pending.discard(task.uid)
                     self._settled.add(task.uid)
