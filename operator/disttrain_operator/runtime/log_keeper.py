@@ -113,8 +113,7 @@ class LogKeeper(Workers):
         self._fresh: deque[_Task] = deque()
         self._retries: deque[_Task] = deque()  # in the order they come due
         self._pending: set[str] = set()  # uids queued or in hand
-        self._following = 0
-        self._following_in: Counter[str] = Counter()  # follows in hand, by namespace
+        self._following: Counter[str] = Counter()  # follows in hand, by namespace
         self._max_follows_per_namespace = max_follows_per_namespace
         self._settled: set[str] = set()  # uids of pods whose log is kept or given up, until the pod is gone
         self._unkept: dict[str, list[UnkeptLogs]] = {}  # by the job's uid
@@ -162,13 +161,14 @@ class LogKeeper(Workers):
                 return None
             if not task.follow or self._may_follow(task.namespace):
                 del tasks[index]
-                self._following += task.follow
-                self._following_in[task.namespace] += task.follow
+                if task.follow:
+                    self._following[task.namespace] += 1
                 return task
         return None
 
     def _may_follow(self, namespace: str) -> bool:
-        return self._following < self._max_follows and self._following_in[namespace] < self._max_follows_per_namespace
+        in_namespace = self._following[namespace]
+        return self._following.total() < self._max_follows and in_namespace < self._max_follows_per_namespace
 
     def _next(self) -> _Task | None:
         with self._condition:
@@ -194,10 +194,10 @@ class LogKeeper(Workers):
                 done = False
                 delay = self._failed(task)
             with self._condition:
-                self._following -= task.follow
-                self._following_in[task.namespace] -= task.follow
-                if not self._following_in[task.namespace]:
-                    del self._following_in[task.namespace]
+                if task.follow:
+                    self._following[task.namespace] -= 1
+                    if not self._following[task.namespace]:
+                        del self._following[task.namespace]
                 if done:
                     self._pending.discard(task.uid)
                     self._settled.add(task.uid)
