@@ -15,18 +15,22 @@ class RecordingApi:
         self.statuses: list[dict[str, Any]] = []
         self.status_kinds: list[str] = []  # the kind of the job each status was written to
         self.deleted: list[str] = []
+        self.calls: list[str] = []  # "create", "delete" and "status", in the order they were made
 
     def create(self, manifest: dict[str, Any]) -> bool:
         self.created.append(f"{manifest['kind']}/{manifest['metadata']['name']}")
+        self.calls.append("create")
         self.manifests.append(manifest)
         return True
 
     def delete_pod(self, namespace: str, name: str, force: bool = False) -> bool:
         self.deleted.append(name)
+        self.calls.append("delete")
         return True
 
     def patch_job_status(self, job: Mapping[str, Any], status: dict[str, Any]) -> None:
         self.statuses.append(status)
+        self.calls.append("status")
         self.status_kinds.append(str(job.get("kind")))
 
     def delete_job(self, job: Mapping[str, Any]) -> bool:

@@ -22,7 +22,7 @@ from disttrain_operator.runtime.expectations import EXPECTATION
 from disttrain_operator.runtime.job_memory import JobMemory
 from disttrain_operator.runtime.kube import InvalidWriteError
 from disttrain_operator.runtime.reconciler import UNWATCHED_RECHECK, Reconciler
-from disttrain_operator.runtime.status_writer import STATUS_BATCH, StatusWriter
+from disttrain_operator.runtime.status_writer import RESTART_HOLD, STATUS_BATCH, StatusWriter
 from support import EXAMPLES, load_one
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -129,6 +129,50 @@ def test_a_new_phase_is_written_at_once() -> None:
     setup.now = START + STATUS_BATCH / 4
     setup.reconcile(pods, children)
     assert setup.kube.statuses[-1]["phase"] == "Running"
+
+
+def _a_restart_made_way_for(setup: _Setup) -> tuple[list[PodView], list[ObjectRef], PodView]:
+    """A running job whose first pod failed with a code its replica restarts on, reconciled once: the pod is
+    deleted; its replacement waits for it to be gone."""
+    pods, children = setup.observed(setup.reconcile([], []), running=99)
+    setup.reconcile(pods, children)
+    failed = replace(pods[0], phase=PodPhase.FAILED, exit_code=137)
+    setup.now, setup.wakes = START + timedelta(seconds=10), []
+    writes = len(setup.kube.statuses)
+    assert setup.reconcile([failed, *pods[1:]], children) == []
+    assert failed.name in setup.kube.deleted
+    assert len(setup.kube.statuses) == writes  # the restart's status waits for the replacement
+    assert setup.wakes == [setup.now + RESTART_HOLD]
+    return pods, children, failed
+
+
+def test_a_restarts_status_goes_out_after_the_replacement_is_created_not_between() -> None:
+    setup = _Setup()
+    pods, children, failed = _a_restart_made_way_for(setup)
+    writes = len(setup.kube.statuses)
+    terminating = replace(failed, deleting=True)
+    setup.reconcile([terminating, *pods[1:]], children)  # the pod's deletion seen: no replacement yet
+    assert len(setup.kube.statuses) == writes
+    before = len(setup.kube.calls)
+    assert setup.reconcile(pods[1:], children) == [f"Pod/{failed.name}"]  # gone: replaced, then written
+    assert setup.kube.calls[before:] == ["create", "status"]
+    assert setup.kube.statuses[-1]["phase"] == "Restarting"
+    assert setup.kube.statuses[-1]["restartCount"] == 1
+    writes, setup.wakes = len(setup.kube.statuses), []
+    replacement = replace(failed, phase=PodPhase.PENDING, ready=False, exit_code=None, uid="uid-2", attempt=2)
+    setup.reconcile([replacement, *pods[1:]], children)  # its first sight, as it was counted: no write
+    assert len(setup.kube.statuses) == writes
+    assert setup.wakes == []
+
+
+def test_a_restarts_status_is_written_by_the_wake_when_its_pods_are_slow_to_go() -> None:
+    setup = _Setup()
+    pods, children, failed = _a_restart_made_way_for(setup)
+    writes = len(setup.kube.statuses)
+    setup.now += RESTART_HOLD
+    setup.reconcile([replace(failed, deleting=True), *pods[1:]], children)
+    assert len(setup.kube.statuses) == writes + 1
+    assert setup.kube.statuses[-1]["phase"] == "Restarting"
 
 
 def test_a_new_jobs_created_status_waits_and_goes_out_with_its_running_pods() -> None:

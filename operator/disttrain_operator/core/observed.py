@@ -139,6 +139,18 @@ def unschedulable(body: Mapping[str, Any]) -> Unschedulable | None:
     return None
 
 
+# The uid of a pod's view made from its manifest: the API server gives the uid, in its answer to the create.
+CREATED_UID = "(just created)"
+
+
+def created_pod_view(manifest: Mapping[str, Any]) -> PodView | None:
+    """How the watches will first show a pod the operator has just created (Pending, its labels and
+    attempt as built); None for any other kind."""
+    if manifest.get("kind") != "Pod":
+        return None
+    return pod_view({**manifest, "metadata": {**(manifest.get("metadata") or {}), "uid": CREATED_UID}})
+
+
 def pod_view(body: dict[str, Any], tensorflow_container: str = "tensorflow") -> PodView | None:
     """The view of a pod the operator made; None for a pod whose labels are not ours, or that has no uid
     (only a manifest not yet created has none)."""

@@ -18,6 +18,7 @@ class JobMemory:
     written: dict[str, Any] | None = None  # the status last written
     unwritten: dict[str, Any] | None = None  # a status held back for the batch
     last_write: datetime | None = None  # when the status was last written
+    making_way_until: datetime | None = None  # a restart's status waits for its replacements until then
     settled: tuple[Any, ...] | None = None  # what the job looked like after its last reconcile
     phase: tuple[str, str] | None = None  # namespace and phase, for the active gauge
     handled: set[str] = field(default_factory=set)  # uids of pods restarted, or deleted by the operator

@@ -23,7 +23,7 @@ from disttrain_operator.api.validation import spec_violations
 from disttrain_operator.core.builders.objects import UNWATCHED_KINDS
 from disttrain_operator.core.builders.settings import BuildSettings
 from disttrain_operator.core.kueue import WorkloadView
-from disttrain_operator.core.observed import PodView, own_pods
+from disttrain_operator.core.observed import PodView, created_pod_view, own_pods
 from disttrain_operator.core.planner import STUCK_TERMINATING, Plan, object_key, plan
 from disttrain_operator.core.served import Wire
 from disttrain_operator.core.status import aggregate, failed_status, record_restart, with_unkept_logs
@@ -34,7 +34,7 @@ from disttrain_operator.runtime.expectations import EXPECTATION, Expected
 from disttrain_operator.runtime.job_memory import JobMemory
 from disttrain_operator.runtime.kube import ChildRejectedError, InvalidWriteError, TransientApiError
 from disttrain_operator.runtime.kueue_adapter import KueueAdapter
-from disttrain_operator.runtime.status_writer import EventSink, StatusWriter
+from disttrain_operator.runtime.status_writer import RESTART_HOLD, EventSink, StatusWriter
 
 logger = logging.getLogger(__name__)
 
@@ -242,16 +242,24 @@ class Reconciler:
             wakes.append(now + EXPECTATION)
         created, rejected, retry = self._create(body, memory, creates, retry)
         created_all = retry is None and rejected is None
-        staying = [pod for pod in pods if pod.name not in next_plan.delete]
+        # The pods just created count as the watch will show them (Pending), so that their first sight
+        # changes nothing to write.
+        made = [view for manifest in created if (view := created_pod_view(manifest)) is not None]
+        staying = [*(pod for pod in pods if pod.name not in next_plan.delete), *made]
         status = aggregate(_with(job, status), staying, created=created_all, now=now, reported=reported)
         refused = memory.tensorboard_refused
         status = with_tensorboard(job, status, tensorboard, now, refused=None if refused is None else refused[1])
         if rejected is not None:
             status = failed_status(status, rejected, now, generation)
         status = self._with_unkept_logs(body, status)
+        if next_plan.restart is not None and retry is None and not created:
+            memory.making_way_until = now + RESTART_HOLD  # its pods were deleted; the replacements come next
+        elif created or retry is not None or rejected is not None or next_plan.fail is not None:
+            memory.making_way_until = None
         deferred_until = self._status.write(body, memory, status, batch=self._wake is not None)
         if created:
-            self._emit(body, type="Normal", reason="Created", message=f"created {', '.join(created)}")
+            described = ", ".join(_describe(manifest) for manifest in created)
+            self._emit(body, type="Normal", reason="Created", message=f"created {described}")
         wakes += [] if deferred_until is None else [deferred_until]
         if wakes and self._wake is not None:  # one wake per job: the earliest (a later one replaces it)
             self._wake((job.metadata.namespace, job.metadata.name), min(wakes))
@@ -301,7 +309,7 @@ class Reconciler:
 
     def _create(
         self, body: Body, memory: JobMemory, manifests: Sequence[Manifest], retry: TransientApiError | None
-    ) -> tuple[list[str], Verdict | None, TransientApiError | None]:
+    ) -> tuple[list[Manifest], Verdict | None, TransientApiError | None]:
         """Create in order; stop at the first refusal. Returns (what was created, refusal, error worth a retry).
 
         Gangs (PodGroups, Workloads) and NetworkPolicies are not watched (`UNWATCHED_KINDS`): once created they
@@ -309,12 +317,12 @@ class Reconciler:
         at most every UNWATCHED_RECHECK (someone may have deleted its PodGroup); the rest are expected in the
         watches soon.
         """
-        created: list[str] = []
+        created: list[Manifest] = []
         rejected: Verdict | None = None
         for manifest in manifests:
             try:
                 if self._kube.create(manifest):
-                    created.append(_describe(manifest))
+                    created.append(manifest)
                 if manifest["kind"] in UNWATCHED_KINDS:
                     memory.unwatched.add(object_key(manifest))
                     memory.unwatched_since = self._clock()

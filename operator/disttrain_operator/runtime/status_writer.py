@@ -25,6 +25,8 @@ logger = logging.getLogger(__name__)
 
 # A job's status writes that change only counts and progress come at most this often (see `StatusWriter.write`).
 STATUS_BATCH = timedelta(seconds=2)
+# A restart's status waits at most this long for the replacements of the pods it deleted (`StatusWriter.write`).
+RESTART_HOLD = STATUS_BATCH
 _COUNTS = frozenset({"replicaStatuses", "ready", "progress"})
 _WARNING_CONDITIONS = {ConditionType.FAILED.value, ConditionType.RESTARTING.value}
 
@@ -60,7 +62,10 @@ class StatusWriter:
     ) -> datetime | None:
         """Write the status if it changed. With `batch`, a change nobody waits on is held back until it is
         due (`_batch_due`), and that time is returned: pods of a job start within moments of each other,
-        and each one's report need not cost a write of its own.
+        and each one's report need not cost a write of its own. A restart's status waits too, while its pods
+        make way (`JobMemory.making_way_until`): the replacements of the pods it deleted are created once
+        those are gone, by a later reconcile, and its write then follows their creation instead of coming
+        between a failed pod and its replacement.
         Conditions newly true get an Event each; Created has one already, listing what was created."""
         new = dump_status(status)
         previous: dict[str, Any] = memory.written or dict(body.get("status") or {})
@@ -68,10 +73,11 @@ class StatusWriter:
             memory.unwritten = None
             return None
         now = self._clock()
-        due = _batch_due(status, previous, new, memory.last_write) if batch else None
+        due = (memory.making_way_until or _batch_due(status, previous, new, memory.last_write)) if batch else None
         if due is not None and now < due:
             memory.unwritten = new
             return due
+        memory.making_way_until = None
         metadata = body["metadata"]
         try:
             self._kube.patch_job_status(body, _patch(previous, memory.wire.status_out(new, format_time(now))))
