@@ -33,6 +33,7 @@ from disttrain_dev import cluster as devcluster
 from disttrain_dev import peer
 from disttrain_dev.cluster import UNATTENDED_ANNOTATION, crd_established
 from disttrain_dev.kubelet import KubeletApi
+from disttrain_dev.polling import wait_for
 from disttrain_dev.third_party import answers
 from disttrain_dev.versions import cache_paths
 from disttrain_operator.core.builders.events import COMPONENT
@@ -165,7 +166,7 @@ def ensure_capacity(bench: Cluster, pods: int) -> None:
         node = devcluster.fake_node(f"bench-node-{index}", shape)
         node["metadata"]["labels"]["disttrain.io/bench"] = "true"  # type: ignore[index]
         bench.kube.create(node)
-    wait("bench nodes ready", lambda: all(_ready(node) for node in _bench_nodes(bench)), timeout=120)
+    wait_for("bench nodes ready", lambda: all(_ready(node) for node in _bench_nodes(bench)), timeout=120, interval=0.5)
 
 
 def _bench_nodes(bench: Cluster) -> list[dict[str, Any]]:
@@ -175,14 +176,6 @@ def _bench_nodes(bench: Cluster) -> list[dict[str, Any]]:
 def _ready(node: dict[str, Any]) -> bool:
     conditions = node.get("status", {}).get("conditions") or []
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
-
-
-def wait(what: str, check: Callable[[], object], timeout: float = 600, interval: float = 0.5) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(interval)
 
 
 def post(bench: Cluster, collection: str, manifest: dict[str, Any]) -> None:
@@ -442,7 +435,12 @@ class OperatorUnderTest(ProcessUnderTest):
             self.process = subprocess.Popen(
                 command, stdout=output, stderr=subprocess.STDOUT, env=environment, start_new_session=True
             )
-        wait("the operator's liveness endpoint", lambda: answers(f"http://127.0.0.1:{port}/healthz"), timeout=60)
+        wait_for(
+            "the operator's liveness endpoint",
+            lambda: answers(f"http://127.0.0.1:{port}/healthz"),
+            timeout=60,
+            interval=0.5,
+        )
 
 
 def _install_tfjob_crd(bench: Cluster, crd: Path) -> None:
@@ -455,7 +453,7 @@ def _install_tfjob_crd(bench: Cluster, crd: Path) -> None:
     def established() -> bool:
         return any(crd_established(item) for item in bench.kube.list_items(path, selector))
 
-    wait("the TFJob CRD established", established, timeout=60, interval=0.2)
+    wait_for("the TFJob CRD established", established, timeout=60, interval=0.2)
 
 
 def _started(log: Path, line: str) -> bool:
@@ -484,7 +482,7 @@ class PeerUnderTest(ProcessUnderTest):
                 command, stdout=output, stderr=subprocess.STDOUT, env=environment, start_new_session=True
             )
         # Its controller's workers start once the certificates are in place and its caches synced.
-        wait("the peer's controller workers", lambda: _started(log, "Starting workers"), timeout=60, interval=0.2)
+        wait_for("the peer's controller workers", lambda: _started(log, "Starting workers"), timeout=60, interval=0.2)
 
 
 _SAMPLE = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$", re.MULTILINE)
@@ -552,7 +550,7 @@ def settle(bench: Cluster, quiet_seconds: float = 3, timeout: float = 900) -> No
         busy = 1 - (idle_after - idle) / max(1, total_after - total)
         return busy < IDLE_BUSY_SHARE or time.monotonic() - quiet_since > BUSY_WAIT_SECONDS
 
-    wait("a quiet cluster", quiet, timeout=timeout, interval=0)
+    wait_for("a quiet cluster", quiet, timeout=timeout, interval=0)
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -603,4 +601,4 @@ def play_kubelet(bench: Cluster, scope: str, pods: Watch, done: Callable[[], boo
         done_to.update((e.uid, e.deleting) for e in todo)
         return done()
 
-    wait("the pods' kubelet work", step, timeout=timeout, interval=0.2)
+    wait_for("the pods' kubelet work", step, timeout=timeout, interval=0.2)

@@ -47,9 +47,9 @@ from harness import (
     play_kubelet,
     set_pod_status,
     settle,
-    wait,
 )
 
+from disttrain_dev.polling import wait_for
 from disttrain_operator.api.tenant_input import JOB_GONE_SINCE, LOG_MAX_BYTES, LOG_TTL
 from disttrain_operator.cli.render import render_objects
 from disttrain_operator.core.builders.settings import BuildSettings
@@ -77,7 +77,7 @@ class Admitted:
 
 
 def _last_arrival(watch: Watch, needed: int, timeout: float) -> float:
-    wait(f"{needed} from {watch.path}", lambda: len(watch.added()) >= needed, timeout, 0.05)
+    wait_for(f"{needed} from {watch.path}", lambda: len(watch.added()) >= needed, timeout, 0.05)
     return sorted(event.at for event in watch.snapshot() if event.type == "ADDED")[needed - 1]
 
 
@@ -224,7 +224,7 @@ def _replacement_latency(pods: Watch, victim: str, old_uid: str, timeout: float 
         added = next((e.at for e in events if e.name == victim and e.type == "ADDED" and e.uid != old_uid), None)
         return (failed, added) if failed is not None and added is not None else None
 
-    wait(f"{victim} replaced", seen, timeout=timeout, interval=0.05)
+    wait_for(f"{victim} replaced", seen, timeout=timeout, interval=0.05)
     failed, added = seen()  # type: ignore[misc]
     return added - failed
 
@@ -297,7 +297,12 @@ class _Scene:
         play_kubelet(self.bench, self.scope, self.pods, done, timeout)
 
     def wait_for_phase(self, phase: str, count: int) -> None:
-        wait(f"{count} jobs {phase}", lambda: list(_phases(self.jobs).values()).count(phase) == count, timeout=600)
+        wait_for(
+            f"{count} jobs {phase}",
+            lambda: list(_phases(self.jobs).values()).count(phase) == count,
+            timeout=600,
+            interval=0.5,
+        )
 
 
 @contextmanager
@@ -488,7 +493,9 @@ def api(args: argparse.Namespace) -> str:
                 len(bench.kube.list_items(f"/api/v1/namespaces/{scope}/services", {})),
             )
             parallel([partial(side.delete_job, bench, scope, name) for name in names])
-            wait("every pod gone", lambda: _deleted(scene.pods) == args.jobs * PODS_PER_JOB)
+            wait_for(
+                "every pod gone", lambda: _deleted(scene.pods) == args.jobs * PODS_PER_JOB, timeout=600, interval=0.5
+            )
             time.sleep(2)  # the garbage collector's last deletions land
             delta = apiserver_requests(bench) - before
             others = _events_of_others(bench, scope, side, delta, show=True)  # Events stay until the namespace goes

@@ -26,9 +26,10 @@ import pytest
 import yaml
 
 from disttrain_dev.cluster import NodeShape, fake_node
+from disttrain_dev.polling import wait_for
 from disttrain_dev.versions import cache_paths
 from disttrain_operator.cli.ports import free_port
-from support import ROOT, load_one, wait_for
+from support import ROOT, load_one
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,9 @@
-"""Paths, loaders and waiting, shared by the tests."""
+"""Paths and loaders shared by the tests."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any
 
 from disttrain_operator.api import yaml_io
 
@@ -14,22 +12,6 @@ EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 VALID_CORPUS = sorted((ROOT / "tests" / "corpus" / "valid").glob("*.yaml"))
 INVALID_CORPUS = sorted((ROOT / "tests" / "corpus" / "invalid").glob("*.yaml"))
 EXPECT_PREFIX = "# expect: "
-
-T = TypeVar("T")
-
-
-def wait_for(
-    what: str, check: Callable[[], T | Literal[False] | None], timeout: float = 30, interval: float = 0.2
-) -> T:
-    """Poll until `check` returns something truthy, and return it; fail naming what never happened."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
 
 
 def load_one(path: Path) -> Any:

@@ -16,13 +16,13 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from disttrain_dev import containerd, images, kwok_stages, node_build, node_kinds, pki, pod_network, real_node, versions
 from disttrain_dev.build import ensure_binaries
+from disttrain_dev.polling import wait_for
 from disttrain_dev.versions import CachePaths, cache_root
 from disttrain_operator.api import crd
 from disttrain_operator.api import job as api
@@ -154,16 +154,6 @@ def _start(folder: Path, name: str, command: list[str], env: dict[str, str] | No
         command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=folder, env=env
     )
     return process.pid
-
-
-def wait_until(condition_name: str, check: Callable[[], bool], timeout: float) -> None:
-    """Poll `check` until it holds; a RuntimeError naming the condition after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.25)
-    raise RuntimeError(f"timed out after {timeout:.0f}s waiting for {condition_name}")
 
 
 def _kubectl(paths: CachePaths, folder: Path, *args: str, stdin: str | None = None) -> str:
@@ -366,7 +356,7 @@ def up(shape: NodeShape | None = None, log: bool = True, process_node: bool = Fa
         pids["kube-apiserver"] = _start(folder, "kube-apiserver", commands["kube-apiserver"])
         state = replace(state, pids=pids)
         _save_state(folder, state)
-        wait_until("kube-apiserver /readyz", lambda: _ready(state), 90)
+        wait_for("kube-apiserver /readyz", lambda: _ready(state), 90)
         _write_kubeconfig(folder, state)
         for name in ("kube-controller-manager", "kube-scheduler", "kwok"):
             pids[name] = _start(folder, name, commands[name])
@@ -422,7 +412,7 @@ def _start_process_node(paths: CachePaths, folder: Path, state: ClusterState) ->
     env = {**os.environ, "KUBECONFIG": str(kubeconfig_path(folder))}
     state = replace(state, pids={**state.pids, PROCESS_NODE: _start(folder, PROCESS_NODE, command, env)})
     _save_state(folder, state)
-    wait_until("the process node", lambda: _node_ready(paths, folder, NODE_NAME), 60)
+    wait_for("the process node", lambda: _node_ready(paths, folder, NODE_NAME), 60)
     _kubectl(paths, folder, "apply", "-f", "-", stdin=json.dumps(process_namespace(LOCAL_NAMESPACE)))
     return state
 
@@ -467,7 +457,7 @@ def _start_real_node(paths: CachePaths, folder: Path, state: ClusterState) -> Cl
     state = replace(state, pids=pids)
     _save_state(folder, state)
     real_node.mount_pod_resources(files)
-    wait_until("containerd", lambda: containerd.ctr(files, node, "version", check=False).returncode == 0, 60)
+    wait_for("containerd", lambda: containerd.ctr(files, node, "version", check=False).returncode == 0, 60)
     containerd.load_images(files, node, [containerd.ensure_pause_image(node), helper_image])
     objects = real_node.storage_objects()
     _kubectl(
@@ -485,7 +475,7 @@ def _start_real_node(paths: CachePaths, folder: Path, state: ClusterState) -> Cl
         pids[name] = _start(folder, name, commands[name], _node_environment(node))
     state = replace(state, pids=pids)
     _save_state(folder, state)
-    wait_until("the real node", lambda: _node_ready(paths, folder, real_node.NODE_NAME), 120)
+    wait_for("the real node", lambda: _node_ready(paths, folder, real_node.NODE_NAME), 120)
     return state
 
 
@@ -510,7 +500,7 @@ def restart_component(name: str, pause: float = 0) -> None:
         state.pids[name] = _start(folder, name, _commands(ensure_binaries(), folder, state)[name])
     _save_state(folder, state)
     if name == "kube-apiserver":
-        wait_until("kube-apiserver /readyz", lambda: _ready(state), 90)
+        wait_for("kube-apiserver /readyz", lambda: _ready(state), 90)
 
 
 def _log_tails(folder: Path, lines: int = 15) -> str:
@@ -531,13 +521,13 @@ def _install(paths: CachePaths, folder: Path, shape: NodeShape) -> None:
     _kubectl(paths, folder, "apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes}))
     _kubectl(paths, folder, "apply", "-f", str(paths.kwok_storage_class))
     _install_crd(paths, folder)
-    wait_until("the default ServiceAccount", lambda: _has_default_service_account(paths, folder), 60)
+    wait_for("the default ServiceAccount", lambda: _has_default_service_account(paths, folder), 60)
     _kubectl(paths, folder, "wait", "--for=condition=Ready", "--timeout=60s", "nodes", "--all")
 
 
 def _install_crd(paths: CachePaths, folder: Path) -> None:
     _kubectl(paths, folder, "apply", "--server-side", "--force-conflicts", "-f", "-", stdin=crd.render_crd())
-    wait_until("the CRD to be established", lambda: _crd_established(paths, folder), 60)
+    wait_for("the CRD to be established", lambda: _crd_established(paths, folder), 60)
 
 
 def _crd_established(paths: CachePaths, folder: Path) -> bool:

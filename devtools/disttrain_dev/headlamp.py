@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from disttrain_dev.build import require_built, run_go
-from disttrain_dev.cluster import wait_until
+from disttrain_dev.polling import wait_for
 from disttrain_dev.third_party import SourceTarball, answers
 from disttrain_dev.tool_run import run_tool
 from disttrain_operator.cli.ports import free_port
@@ -133,7 +133,7 @@ def serving(build: HeadlampBuild, kubeconfig: Path, plugins: Path) -> Iterator[s
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_until("headlamp-server", lambda: answers(f"{url}/config"), timeout=60)
+        wait_for("headlamp-server", lambda: answers(f"{url}/config"), timeout=60)
         yield url
     finally:
         server.terminate()

@@ -1,64 +1,39 @@
 import { describe, expect, it } from 'vitest';
-import {
-  keptLogCommand,
-  phaseText,
-  progressText,
-  queueText,
-  replicaPods,
-  replicasText,
-  tensorboardCommand,
-} from './summary';
+import { formatG4, JobData, summary } from './summary';
 
-const job = {
-  kind: 'DistTrainJob',
-  metadata: {
-    name: 'mnist',
-    namespace: 'team',
-    labels: { 'kueue.x-k8s.io/queue-name': 'research' },
-  },
-  spec: { replicaSpecs: { Chief: {}, Worker: { replicas: 2 } } },
-  status: {
-    phase: 'Running',
-    progress: { step: 120, totalSteps: 300, loss: 0.3125 },
-    replicaStatuses: { Chief: { ready: 1 }, Worker: { ready: 1 } },
-  },
-};
+// The fixtures disttrain/summary.py is tested against too (tests/unit/test_summary.py): both ports must
+// say the same of every job.
+const fixtures = import.meta.glob('../../tests/fixtures/summaries/*.json', {
+  eager: true,
+  import: 'default',
+}) as Record<string, { about: string; job: JobData; summary: ReturnType<typeof summary> }>;
 
-describe('a job in a few words, as disttrain jobs get says it', () => {
-  it('shows phase, progress, replicas and queue', () => {
-    expect(phaseText(job)).toBe('Running');
-    expect(progressText(job)).toBe('step 120/300 loss 0.3125');
-    expect(replicasText(job)).toBe('Chief 1/1, Worker 1/2');
-    expect(queueText(job)).toBe('research');
+describe('a job in a few words, as disttrain jobs get and the dashboard say it', () => {
+  it('finds the shared fixtures', () => {
+    expect(Object.keys(fixtures).length).toBeGreaterThanOrEqual(4);
   });
 
-  it('says Pending and - before the operator writes', () => {
-    const fresh = { ...job, status: undefined, metadata: { name: 'new', namespace: 'team' } };
-    expect(phaseText(fresh)).toBe('Pending');
-    expect(progressText(fresh)).toBe('-');
-    expect(queueText(fresh)).toBe('-');
+  it.each(Object.entries(fixtures))('sums up %s as disttrain.summary does', (_, fixture) => {
+    expect(summary(fixture.job)).toEqual(fixture.summary);
   });
 
-  it('names every pod and the TensorBoard command, a TFJob under its own keys', () => {
-    expect(replicaPods(job).map(found => found.pod)).toEqual([
-      'mnist-chief-0',
-      'mnist-worker-0',
-      'mnist-worker-1',
+  it("writes numbers as Python's .4g does", () => {
+    expect(
+      [
+        0.3125, 0.912345, 1, 0.0001, 0.00001234567, 123456.7, 9999.5, 0, -2.5e-7, 0.40625, 0.40635,
+      ].map(formatG4)
+    ).toEqual([
+      '0.3125',
+      '0.9123',
+      '1',
+      '0.0001',
+      '1.235e-05',
+      '1.235e+05',
+      '1e+04',
+      '0',
+      '-2.5e-07',
+      '0.4062',
+      '0.4063',
     ]);
-    expect(keptLogCommand(job, 'worker-1')).toBe(
-      'disttrain jobs logs mnist -n team --replica worker-1'
-    );
-    const tfjob = {
-      kind: 'TFJob',
-      metadata: { name: 'tf', namespace: 'team' },
-      spec: { tfReplicaSpecs: { Worker: { replicas: 1 } } },
-    };
-    expect(replicaPods(tfjob)).toEqual([{ pod: 'tf-worker-0', replica: 'worker-0' }]);
-    const master = { ...tfjob, spec: { tfReplicaSpecs: { Master: {}, worker: { replicas: 1 } } } };
-    expect(replicaPods(master)).toEqual([
-      { pod: 'tf-chief-0', replica: 'chief-0' },
-      { pod: 'tf-worker-0', replica: 'worker-0' },
-    ]);
-    expect(tensorboardCommand(tfjob)).toBe('disttrain jobs tensorboard tf -n team --kind TFJob');
   });
 });

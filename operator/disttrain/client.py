@@ -36,6 +36,7 @@ from disttrain.errors import (
 from disttrain.forward import LocalPort, PortForward, ServiceProxy
 from disttrain.logs import ReplicaLog, ReplicaLogs, replica_task
 from disttrain.resources import RESOURCES, JobKind, Resource, readable_jobs, resource_of, typed_job
+from disttrain.summary import kept_log_command
 from disttrain.volume_logs import volume_logs_of
 from disttrain_contract.timestamps import parse_time
 from disttrain_operator.api import yaml_io
@@ -364,7 +365,7 @@ class Client:
 
         def read_kept() -> list[KeptLog]:
             if found.spec.logs.on_volume and not start_readers:
-                command = f"disttrain jobs logs {name} -n {namespace} --replica {label}"
+                command = kept_log_command(found, label)
                 raise LogsUnavailableError(f"{label} keeps its logs on the checkpoint volume: `{command}` reads them")
             if found.spec.logs.on_volume:
                 live_uid = pod["metadata"]["uid"] if pod is not None else None

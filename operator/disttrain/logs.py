@@ -19,6 +19,7 @@ from disttrain.attempts import Attempt, KeptLog, live_attempt
 from disttrain.calls import NETWORK_ERRORS, status_message
 from disttrain.errors import ApiError, AttemptNotFoundError, LogsUnavailableError, ReplicaNotFoundError
 from disttrain.pod_reads import read_pod, wait_for_pod_change
+from disttrain.summary import replica_pods
 from disttrain_operator.api.job import DistTrainJob
 from disttrain_operator.api.spec import ReplicaType
 from disttrain_operator.core.builders.naming import pod_name, tensorflow_container
@@ -46,7 +47,7 @@ def replica_task(job: DistTrainJob, replica: str | None) -> tuple[ReplicaType, i
 
 
 def replicas(job: DistTrainJob) -> list[str]:
-    return [f"{kind.task_type}-{index}" for kind in ReplicaType for index in range(job.spec.replicas(kind))]
+    return [replica for _, replica in replica_pods(job)]
 
 
 @dataclass

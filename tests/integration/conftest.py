@@ -16,9 +16,10 @@ from cluster_support import OPERATOR_TEST_NAMESPACE, Cluster, GpuPool, OperatorP
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import real_node
 from disttrain_dev.build import missing_binaries
+from disttrain_dev.polling import wait_for
 from disttrain_dev.versions import cache_paths
 from rbac_rights import AUDIT_TIME, Right, bound_rights, used_rights
-from support import ROOT, wait_for
+from support import ROOT
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

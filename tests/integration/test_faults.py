@@ -29,7 +29,7 @@ from cluster_support import (
     says_a_worker_is_unreachable,
 )
 from disttrain_dev import cluster as devcluster
-from support import wait_for
+from disttrain_dev.polling import wait_for
 
 pytestmark = [
     pytest.mark.tensorflow,

@@ -41,7 +41,7 @@ def built_plugin() -> Path:
 def test_the_plugin_passes_its_kits_checks_and_packages_as_headlamp_expects(built_plugin: Path, tmp_path: Path) -> None:
     _npm("run", "tsc")
     _npm("run", "lint")
-    assert "3 passed" in _npm("test")
+    assert "6 passed" in _npm("test")
     _npm("run", "package", "--", ".", str(tmp_path))
     (tarball,) = tmp_path.glob("*.tar.gz")
     assert tarball.name == "disttrain-headlamp-plugin-0.1.0.tar.gz"

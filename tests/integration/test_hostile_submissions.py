@@ -14,7 +14,7 @@ import pytest
 from hostile import ACCEPTED_BY_THE_API_SERVER, REFUSED, Hostile, job
 
 from cluster_support import Cluster, OperatorProcess, condition, holds
-from support import wait_for
+from disttrain_dev.polling import wait_for
 
 
 @pytest.mark.parametrize("hostile", REFUSED, ids=lambda hostile: hostile.name)

@@ -15,7 +15,8 @@ from disttrain import Client
 
 from cluster_support import Cluster, OperatorProcess, holds, job_where, script_job, token_kubeconfig, two_attempts_job
 from disttrain_dev import cluster as devcluster
-from support import ROOT, wait_for
+from disttrain_dev.polling import wait_for
+from support import ROOT
 
 USER_ROLES = ROOT / "deploy" / "user-roles" / "roles.yaml"
 OUTLIVES = "disttrain.io/kept-past-job"

@@ -13,7 +13,7 @@ import pytest
 from disttrain import AttemptNotFoundError, Client, InvalidJobError, JobNotFoundError
 
 from cluster_support import Cluster, OperatorProcess, script_job, two_attempts_job
-from support import wait_for
+from disttrain_dev.polling import wait_for
 
 
 def _kept(cluster: Cluster, namespace: str, job: str) -> list[str]:

@@ -12,7 +12,8 @@ from typing import Any
 from cluster_support import Cluster, OperatorProcess, TrainerProgress, condition, holds, job_where, running_pods
 from disttrain_contract.timestamps import format_time
 from disttrain_dev.cluster import UNATTENDED_ANNOTATION
-from support import ROOT, wait_for
+from disttrain_dev.polling import wait_for
+from support import ROOT
 
 MWMS = (ROOT / "examples" / "multi-worker-mirrored-gpu.yaml").read_text()
 PS = (ROOT / "examples" / "parameter-server.yaml").read_text()

@@ -27,7 +27,8 @@ from cluster_support import (
 )
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import images, node_kinds, real_node
-from support import ROOT, load_one, wait_for
+from disttrain_dev.polling import wait_for
+from support import ROOT, load_one
 
 ZONE = "topology.kubernetes.io/zone"
 

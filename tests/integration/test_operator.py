@@ -12,10 +12,11 @@ from typing import Any
 import yaml
 
 from cluster_support import Cluster, OperatorProcess, account_kubeconfig, condition, holds, script_job
+from disttrain_dev.polling import wait_for
 from disttrain_dev.versions import cache_paths
 from disttrain_operator.cli.render import render_objects
 from disttrain_operator.core.builders.settings import BuildSettings
-from support import ROOT, wait_for
+from support import ROOT
 
 MWMS = ROOT / "examples" / "multi-worker-mirrored-gpu.yaml"
 PS = ROOT / "examples" / "parameter-server.yaml"

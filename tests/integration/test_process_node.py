@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster_support import Cluster, bridged_traffic_through_iptables
-from support import wait_for
+from disttrain_dev.polling import wait_for
 
 
 def _pod(name: str, script: str, restart_policy: str = "Never", **spec: Any) -> str:

@@ -26,8 +26,9 @@ from disttrain import (
 )
 
 from cluster_support import Cluster, OperatorProcess, script_job
+from disttrain_dev.polling import wait_for
 from disttrain_operator.api import yaml_io
-from support import ROOT, wait_for
+from support import ROOT
 
 MWMS = ROOT / "examples" / "multi-worker-mirrored-gpu.yaml"
 

@@ -31,8 +31,9 @@ from cluster_support import (
 )
 from disttrain_dev import kueue
 from disttrain_dev.cluster import crd_established
+from disttrain_dev.polling import wait_for
 from disttrain_operator.cli.ports import free_port
-from support import ROOT, wait_for
+from support import ROOT
 
 WORKLOADS = "workloads.kueue.x-k8s.io"
 FLAVOR_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}

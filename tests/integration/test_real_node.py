@@ -35,9 +35,10 @@ from cluster_support import (
 )
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import containerd, images, node_kinds, real_node, versions
+from disttrain_dev.polling import wait_for
 from disttrain_operator.api.crd import KEPT_ON_UNINSTALL
 from rbac_rights import AUDIT_TIME, refused_rights
-from support import ROOT, readme_block, wait_for
+from support import ROOT, readme_block
 
 pytestmark = pytest.mark.real_node
 MWMS = ROOT / "examples" / "local-multi-worker-digits.yaml"
@@ -194,7 +195,7 @@ def _running_container_id(cluster: Cluster, namespace: str, job: str, pod: str) 
 
     try:
         return wait_for(f"{pod}'s running container", running, timeout=60)
-    except AssertionError as error:
+    except TimeoutError as error:
         status = cluster.job(namespace, job).get("status", {})
         shown = {key: status.get(key) for key in ("phase", "restartCount", "progress", "conditions")}
         raise AssertionError(f"{error}; the pod last showed {last_seen}; the job shows {shown}") from None

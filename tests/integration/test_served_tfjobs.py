@@ -20,8 +20,9 @@ from disttrain_dev import cluster as devcluster
 from disttrain_dev import images, kubeflow_sdk, node_kinds, peer, real_node
 from disttrain_dev.build import module_dir
 from disttrain_dev.cluster import crd_established
+from disttrain_dev.polling import wait_for
 from disttrain_operator.api import crd, yaml_io
-from support import ROOT, wait_for
+from support import ROOT
 
 TFJOB_CRD = "tfjobs.kubeflow.org"
 

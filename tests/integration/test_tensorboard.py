@@ -17,7 +17,8 @@ import pytest
 from disttrain import Client
 
 from cluster_support import Cluster, OperatorProcess, condition, holds, job_where, running_pods, script_job
-from support import ROOT, wait_for
+from disttrain_dev.polling import wait_for
+from support import ROOT
 
 MWMS = (ROOT / "examples" / "multi-worker-mirrored-gpu.yaml").read_text()
 WITH_TENSORBOARD = MWMS.replace("  checkpoint:\n", "  tensorboard: {}\n  checkpoint:\n", 1)

@@ -64,7 +64,15 @@ def test_list_shows_ready_pods_restarts_progress_and_age(capsys: pytest.CaptureF
     table = job_tables.jobs_table([RUNNING, _job("new", namespace="a")], all_namespaces=True, wide=False, now=NOW)
     lines = _text(table, capsys).splitlines()
     assert lines[0].split() == ["NAMESPACE", "NAME", "PHASE", "READY", "RESTARTS", "PROGRESS", "AGE"]
-    assert lines[1].split() == ["a", "new", "-", "-", "0", "-", "10m"]
+    assert lines[1].split() == [
+        "a",
+        "new",
+        "Pending",
+        "-",
+        "0",
+        "-",
+        "10m",
+    ]  # not written yet: Pending, as every view says
     assert lines[2].split() == ["team", "mnist", "Running", "3/4", "1", "step", "120/300", "loss", "0.3125", "10m"]
     assert all(line == line.rstrip() for line in lines)
     assert "\x1b[" not in "".join(lines)  # no colour where the output is not a terminal

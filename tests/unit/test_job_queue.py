@@ -10,8 +10,8 @@ import threading
 
 from prometheus_client import REGISTRY
 
+from disttrain_dev.polling import wait_for
 from disttrain_operator.runtime.job_queue import JobQueue
-from support import wait_for
 
 
 class _Recorder:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from disttrain_dev.polling import wait_for
 from disttrain_operator.core.backoff import Backoff
 from disttrain_operator.core.observed import PodPhase, PodView
 from disttrain_operator.core.types import JobKey, ObjectRef
@@ -22,7 +23,6 @@ from disttrain_operator.runtime.watch import (
     scopes,
 )
 from disttrain_operator.runtime.watched import DISTTRAIN_JOBS, PODS, SERVICES, WORKLOADS
-from support import wait_for
 
 
 def _pod(name: str, uid: str, *, job: str = "j", namespace: str = "ns", phase: str = "Running") -> dict[str, Any]:

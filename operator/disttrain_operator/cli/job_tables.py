@@ -11,7 +11,16 @@ from datetime import datetime
 from typing import Any
 
 from disttrain import JobEvent
-from disttrain.summary import age, evaluation_text, pod_state, progress_text, replicas_text
+from disttrain.summary import (
+    age,
+    evaluation_text,
+    phase_text,
+    pod_state,
+    progress_text,
+    queue_text,
+    ready_text,
+    replicas_text,
+)
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -19,7 +28,6 @@ from rich.text import Text
 from disttrain_contract.timestamps import format_time
 from disttrain_operator.api.job import DistTrainJob
 from disttrain_operator.api.status import UnkeptLogs
-from disttrain_operator.core.kueue import queue_name
 
 Object = Mapping[str, Any]
 
@@ -44,18 +52,18 @@ def header(*, all_namespaces: bool, wide: bool) -> list[str]:
 def job_cells(job: DistTrainJob, *, all_namespaces: bool, wide: bool, now: datetime) -> list[Text]:
     """One job's row, in `header`'s order."""
     status = job.status
-    phase = status.phase.value if status.phase else "-"
+    phase = phase_text(job)
     cells: list[str | Text] = [
         *[job.metadata.namespace] * all_namespaces,
         job.metadata.name,
         Text(phase, style=PHASE_STYLES.get(phase, "")),
-        status.ready or "-",
+        ready_text(job),
         str(status.restart_count),
         progress_text(job),
         age(job.metadata.creation_timestamp, now),
     ]
     if wide:
-        cells += [job.spec.strategy.value, replicas_text(job), queue_name(job) or "-", evaluation_text(job)]
+        cells += [job.spec.strategy.value, replicas_text(job), queue_text(job), evaluation_text(job)]
     return [cell if isinstance(cell, Text) else Text(cell) for cell in cells]
 
 
@@ -82,7 +90,7 @@ def _time(moment: datetime | None) -> str:
 def describe(job: DistTrainJob, pods: Sequence[Object], events: Sequence[JobEvent]) -> RenderableType:
     """`disttrain jobs describe`: the job's fields, then its conditions, pods and Events as tables."""
     status = job.status
-    phase = status.phase.value if status.phase else "-"
+    phase = phase_text(job)
     fields = [
         ("Name", Text(job.metadata.name)),
         ("Namespace", Text(job.metadata.namespace)),

@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 
 from disttrain_operator.api.job import DistTrainJob
 from disttrain_operator.api.spec import CleanPodPolicy, ReplicaType, RestartScope
-from disttrain_operator.core.builders.gang import unmet_need
+from disttrain_operator.core.builders.gang import gang_for
 from disttrain_operator.core.builders.naming import pod_name
 from disttrain_operator.core.builders.objects import desired_objects
 from disttrain_operator.core.builders.settings import BuildSettings
@@ -158,7 +158,7 @@ def plan(
     if winding_down is not None:
         return winding_down
 
-    unmet = unmet_need(job, settings.gang_scheduler)
+    unmet = gang_for(settings.gang_scheduler).unmet_need(job)
     if unmet is not None:  # before any pod is made
         return Plan(fail=invalid_spec([unmet]))
     stuck, unstuck_at = _stuck(pods, now, stuck_after)

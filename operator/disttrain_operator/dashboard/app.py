@@ -21,9 +21,19 @@ from typing import Any
 
 from disttrain import Client, DisttrainError, DistTrainJob, JobEvent
 from disttrain.errors import ApiError, JobNotFoundError, LogsUnavailableError
-from disttrain.logs import replicas
 from disttrain.resources import RESOURCES, JobKind
-from disttrain.summary import age, evaluation_text, pod_state, progress_text, replicas_text
+from disttrain.summary import (
+    age,
+    evaluation_text,
+    phase_text,
+    pod_state,
+    progress_text,
+    queue_text,
+    ready_text,
+    replica_pods,
+    replicas_text,
+    tensorboard_command,
+)
 from sse_starlette.sse import EventSourceResponse
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -34,7 +44,6 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from disttrain_operator.api.status import JobPhase
-from disttrain_operator.core.kueue import queue_name
 from disttrain_operator.dashboard.curves import curves
 from disttrain_operator.dashboard.feed import Change, JobFeed
 from disttrain_operator.dashboard.viewers import MAX_TOKEN, TOKEN_COOKIE, Feeds, Viewer, Viewers
@@ -94,12 +103,12 @@ def row(job: DistTrainJob, now: datetime) -> dict[str, str]:
         "kind": job.kind,
         "namespace": job.metadata.namespace,
         "name": job.metadata.name,
-        "phase": phase_of(job),
-        "ready": job.status.ready or "-",
+        "phase": phase_text(job),
+        "ready": ready_text(job),
         "restarts": str(job.status.restart_count),
         "progress": progress_text(job),
         "age": age(job.metadata.creation_timestamp, now),
-        "queue": queue_name(job) or "-",
+        "queue": queue_text(job),
     }
 
 
@@ -107,13 +116,8 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def phase_of(job: DistTrainJob) -> str:
-    """The phase the operator wrote; Pending for a job it has not written yet."""
-    return job.status.phase.value if job.status.phase else JobPhase.PENDING.value
-
-
 def _shown(job: DistTrainJob, namespace: str, phase: str) -> bool:
-    return (not namespace or job.metadata.namespace == namespace) and (not phase or phase_of(job) == phase)
+    return (not namespace or job.metadata.namespace == namespace) and (not phase or phase_text(job) == phase)
 
 
 class Pages:
@@ -403,14 +407,13 @@ def job_page(
 ) -> dict[str, Any]:
     """What a job's page shows, from the job, its pods and its Events."""
     status = job.status
-    name, namespace = job.metadata.name, job.metadata.namespace
     return {
         "job": job,
-        "phase": phase_of(job),
+        "phase": phase_text(job),
         "replicas": replicas_text(job),
         "progress": progress_text(job),
         "evaluation": evaluation_text(job),
-        "queue": queue_name(job) or "-",
+        "queue": queue_text(job),
         "age": age(job.metadata.creation_timestamp, now),
         "curves": curves(status.progress_history),
         "pods": [
@@ -418,9 +421,8 @@ def job_page(
             for pod in sorted(pods, key=lambda pod: str(pod["metadata"]["name"]))
         ],
         "events": sorted(events, key=lambda event: event.time or _EPOCH, reverse=True),  # the newest first
-        "log_replicas": replicas(job),
-        "tensorboard_command": f"disttrain jobs tensorboard {name} -n {namespace}"
-        + (" --kind TFJob" if job.kind == "TFJob" else ""),
+        "log_replicas": [replica for _, replica in replica_pods(job)],
+        "tensorboard_command": tensorboard_command(job),
     }
 
 

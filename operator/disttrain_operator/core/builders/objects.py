@@ -17,7 +17,7 @@ from disttrain_operator.api import tfjob
 from disttrain_operator.api.job import DistTrainJob
 from disttrain_operator.api.spec import ReplicaType
 from disttrain_operator.core.builders import log_keeping, naming, tensorboard, volume_readers
-from disttrain_operator.core.builders.gang import GANG_KINDS, gang_objects, pod_membership
+from disttrain_operator.core.builders.gang import GANG_KINDS, gang_for
 from disttrain_operator.core.builders.naming import tensorflow_container
 from disttrain_operator.core.builders.settings import BuildSettings
 from disttrain_operator.core.builders.tfconfig import tf_config_json
@@ -139,7 +139,7 @@ def pod(job: DistTrainJob, replica_type: ReplicaType, index: int, settings: Buil
         has_chief = job.spec.replicas(ReplicaType.CHIEF) > 0
         labels.update(naming.kubeflow_replica_labels(job.metadata.name, replica_type, index, has_chief))
 
-    membership = pod_membership(job, settings.gang_scheduler, replica_type)
+    membership = gang_for(settings.gang_scheduler).membership(job, replica_type)
     if membership is not None:
         if membership.scheduler_name is not None:
             pod_spec["schedulerName"] = membership.scheduler_name
@@ -189,7 +189,7 @@ def gang(job: DistTrainJob, settings: BuildSettings) -> list[Manifest]:
     labels = naming.job_labels(job.metadata.name)
     return [
         {**item, "metadata": _metadata(job, item["metadata"]["name"], labels)}
-        for item in gang_objects(job, settings.gang_scheduler)
+        for item in gang_for(settings.gang_scheduler).objects(job)
     ]
 
 
