@@ -29,6 +29,7 @@ from typing import Any
 from kubernetes import client, config
 from urllib3.exceptions import HTTPError
 
+from disttrain_core.builders.events import COMPONENT
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import peer
 from disttrain_dev.cluster import UNATTENDED_ANNOTATION, crd_established
@@ -36,7 +37,6 @@ from disttrain_dev.kubelet import KubeletApi
 from disttrain_dev.polling import wait_for
 from disttrain_dev.third_party import answers
 from disttrain_dev.versions import cache_paths
-from disttrain_operator.core.builders.events import COMPONENT
 from disttrain_operator.runtime.kube import TransientApiError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -369,11 +369,14 @@ class Usage:
 
 
 def _cli_module(source: str | None) -> str:
-    """The operator's command in a checkout: `disttrain_operator.cli.main`, or in checkouts from before the
-    operator's layers were folders, `disttrain_operator.cli`."""
-    if source is not None and not (Path(source) / "operator" / "disttrain_operator" / "cli" / "main.py").exists():
-        return "disttrain_operator.cli"
-    return "disttrain_operator.cli.main"
+    """The `disttrain` command's module in a checkout: `disttrain_cli.main`; in checkouts from before the
+    command was a package of its own, `disttrain_operator.cli.main`, and from before the operator's layers
+    were folders, `disttrain_operator.cli`."""
+    if source is None or (Path(source) / "operator" / "disttrain_cli" / "main.py").exists():
+        return "disttrain_cli.main"
+    if (Path(source) / "operator" / "disttrain_operator" / "cli" / "main.py").exists():
+        return "disttrain_operator.cli.main"
+    return "disttrain_operator.cli"
 
 
 class ProcessUnderTest:

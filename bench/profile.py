@@ -10,7 +10,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-OURS = ("disttrain_operator", "kopf", "kubernetes", "pydantic", "json", "ssl", "aiohttp", "urllib3")
+OURS = ("disttrain", "kopf", "kubernetes", "pydantic", "json", "ssl", "aiohttp", "urllib3")
 
 
 def inclusive(stacks: Path) -> tuple[Counter[str], int]:

@@ -49,11 +49,11 @@ from harness import (
     settle,
 )
 
+from disttrain_cli.render import render_objects
+from disttrain_core.api.tenant_input import JOB_GONE_SINCE, LOG_MAX_BYTES, LOG_TTL
+from disttrain_core.builders.settings import BuildSettings
+from disttrain_core.kept_logs import JOB_UID_LABEL, KEPT_LOG_LABEL, OUTLIVES_JOB_LABEL
 from disttrain_dev.polling import wait_for
-from disttrain_operator.api.tenant_input import JOB_GONE_SINCE, LOG_MAX_BYTES, LOG_TTL
-from disttrain_operator.cli.render import render_objects
-from disttrain_operator.core.builders.settings import BuildSettings
-from disttrain_operator.core.kept_logs import JOB_UID_LABEL, KEPT_LOG_LABEL, OUTLIVES_JOB_LABEL
 
 LOGS = Path(tempfile.gettempdir()) / "disttrain-bench"
 Rotated = TypeVar("Rotated")  # a side, or None for the floor

@@ -25,10 +25,10 @@ from typing import Any
 import pytest
 import yaml
 
+from disttrain_cli.ports import free_port
 from disttrain_dev.cluster import NodeShape, fake_node
 from disttrain_dev.polling import wait_for
 from disttrain_dev.versions import cache_paths
-from disttrain_operator.cli.ports import free_port
 from support import ROOT, load_one
 
 
@@ -312,7 +312,7 @@ class OperatorProcess:
         command = [
             sys.executable,
             "-m",
-            "disttrain_operator.cli.main",
+            "disttrain_cli.main",
             "operator",
             *self._scope,
             *self._leader_election,

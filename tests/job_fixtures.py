@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from disttrain_operator.api.job import DistTrainJob
-from disttrain_operator.api.spec import ReplicaType
-from disttrain_operator.cli.render import parse_job
-from disttrain_operator.core.observed import PodPhase, PodView
+from disttrain_core.api.job import DistTrainJob
+from disttrain_core.api.parsing import parse_job
+from disttrain_core.api.spec import ReplicaType
+from disttrain_core.observed import PodPhase, PodView
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 TEMPLATE = {"spec": {"containers": [{"name": "tensorflow", "image": "i"}]}}

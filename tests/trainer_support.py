@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from disttrain_cli.local_run import LocalProcess, local_processes
+from disttrain_core.api.parsing import parse_job
 from disttrain_dev.polling import wait_for
-from disttrain_operator.cli.local_run import LocalProcess, local_processes
-from disttrain_operator.cli.render import parse_job
 
 
 def job_manifest(name: str, strategy: str, counts: dict[str, int], args: list[str]) -> dict[str, Any]:

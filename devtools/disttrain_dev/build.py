@@ -17,10 +17,10 @@ import subprocess
 from pathlib import Path
 
 from disttrain_contract.timestamps import format_time
+from disttrain_core.api.kubernetes_version import KUBERNETES_VERSION
 from disttrain_dev import versions
 from disttrain_dev.tool_run import run_tool
 from disttrain_dev.versions import CachePaths
-from disttrain_operator.api.kubernetes_version import KUBERNETES_VERSION
 
 
 def go_env(cgo: bool = False) -> dict[str, str]:

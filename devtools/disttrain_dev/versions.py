@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from disttrain_operator.api.kubernetes_version import KUBERNETES_VERSION
+from disttrain_core.api.kubernetes_version import KUBERNETES_VERSION
 
 STAGING_VERSION = "v0" + KUBERNETES_VERSION.removeprefix("v1")  # k8s.io/api v0.36.3 ships with v1.36.3
 ETCD_VERSION = "v3.6.10"

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { formatG4, JobData, summary } from './summary';
 
-// The fixtures disttrain/summary.py is tested against too (tests/unit/test_summary.py): both ports must
+// The fixtures disttrain/summary.py is tested against too (tests/unit/core/test_summary.py): both ports must
 // say the same of every job.
 const fixtures = import.meta.glob('../../tests/fixtures/summaries/*.json', {
   eager: true,
@@ -13,7 +13,7 @@ describe('a job in a few words, as disttrain jobs get and the dashboard say it',
     expect(Object.keys(fixtures).length).toBeGreaterThanOrEqual(4);
   });
 
-  it.each(Object.entries(fixtures))('sums up %s as disttrain.summary does', (_, fixture) => {
+  it.each(Object.entries(fixtures))('sums up %s as disttrain_core.summary does', (_, fixture) => {
     expect(summary(fixture.job)).toEqual(fixture.summary);
   });
 

@@ -186,7 +186,7 @@ export function keptLogCommand(job: JobData, replica: string): string {
   return `disttrain jobs logs ${job.metadata.name} -n ${job.metadata.namespace} --replica ${replica}${kind}`;
 }
 
-/** What every view says of the job, as the fixtures hold it (disttrain.summary.summary). */
+/** What every view says of the job, as the fixtures hold it (disttrain_core.summary.summary). */
 export function summary(job: JobData) {
   return {
     phase: phaseText(job),

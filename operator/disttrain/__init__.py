@@ -18,7 +18,7 @@ from disttrain.errors import (
     TensorBoardUnavailableError,
     WaitTimeoutError,
 )
-from disttrain_operator.api.job import DistTrainJob
+from disttrain_core.api.job import DistTrainJob
 
 __all__ = [
     "ApiError",

@@ -15,8 +15,8 @@ from kubernetes import client
 
 from disttrain.calls import read_json
 from disttrain_contract.timestamps import parse_time
-from disttrain_operator.core import kept_logs
-from disttrain_operator.core.builders.naming import JOB_NAME_LABEL
+from disttrain_core import kept_logs
+from disttrain_core.builders.naming import JOB_NAME_LABEL
 
 
 @dataclass(frozen=True)

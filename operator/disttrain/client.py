@@ -36,22 +36,22 @@ from disttrain.errors import (
 from disttrain.forward import LocalPort, PortForward, ServiceProxy
 from disttrain.logs import ReplicaLog, ReplicaLogs, replica_task
 from disttrain.resources import RESOURCES, JobKind, Resource, readable_jobs, resource_of, typed_job
-from disttrain.summary import kept_log_command
 from disttrain.volume_logs import volume_logs_of
 from disttrain_contract.timestamps import parse_time
-from disttrain_operator.api import yaml_io
-from disttrain_operator.api.job import DistTrainJob
-from disttrain_operator.api.spec import ReplicaType
-from disttrain_operator.api.status import ConditionStatus, ConditionType
-from disttrain_operator.core.builders import naming
-from disttrain_operator.core.builders.naming import JOB_NAME_LABEL
-from disttrain_operator.core.builders.tensorboard import (
+from disttrain_core.api import yaml_io
+from disttrain_core.api.job import DistTrainJob
+from disttrain_core.api.spec import ReplicaType
+from disttrain_core.api.status import ConditionStatus, ConditionType
+from disttrain_core.builders import naming
+from disttrain_core.builders.naming import JOB_NAME_LABEL
+from disttrain_core.builders.tensorboard import (
     TENSORBOARD_OF_LABEL,
     TENSORBOARD_PORT,
     TENSORBOARD_PORT_NAME,
     tensorboard_name,
 )
-from disttrain_operator.core.observed import pod_ready
+from disttrain_core.observed import pod_ready
+from disttrain_core.summary import kept_log_command
 
 _IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 _WATCH_SECONDS = 60  # one watch request; a wait longer than this watches again from where it was

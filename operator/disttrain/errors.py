@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from disttrain_operator.api.job import DistTrainJob
+from disttrain_core.api.job import DistTrainJob
 
 
 class DisttrainError(Exception):

@@ -19,11 +19,11 @@ from disttrain.attempts import Attempt, KeptLog, live_attempt
 from disttrain.calls import NETWORK_ERRORS, status_message
 from disttrain.errors import ApiError, AttemptNotFoundError, LogsUnavailableError, ReplicaNotFoundError
 from disttrain.pod_reads import read_pod, wait_for_pod_change
-from disttrain.summary import replica_pods
-from disttrain_operator.api.job import DistTrainJob
-from disttrain_operator.api.spec import ReplicaType
-from disttrain_operator.core.builders.naming import pod_name, tensorflow_container
-from disttrain_operator.core.progress import reporting_task
+from disttrain_core.api.job import DistTrainJob
+from disttrain_core.api.spec import ReplicaType
+from disttrain_core.builders.naming import pod_name, tensorflow_container
+from disttrain_core.progress import reporting_task
+from disttrain_core.summary import replica_pods
 
 _CHUNK = 1 << 16
 LONGEST_LINE = 1 << 20  # a longer run of bytes without a newline is handed on in pieces of this size

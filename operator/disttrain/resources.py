@@ -10,11 +10,11 @@ from typing import Any, Literal
 import pydantic
 
 from disttrain.errors import InvalidJobError
-from disttrain_operator.api import job as dtj
-from disttrain_operator.api import tfjob
-from disttrain_operator.api.job import DistTrainJob
-from disttrain_operator.core.served import Wire
-from disttrain_operator.core.tfjob_conversion import UnconvertibleError
+from disttrain_core.api import job as dtj
+from disttrain_core.api import tfjob
+from disttrain_core.api.job import DistTrainJob
+from disttrain_core.served import Wire
+from disttrain_core.tfjob_conversion import UnconvertibleError
 
 logger = logging.getLogger(__name__)
 

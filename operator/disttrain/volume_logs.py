@@ -20,8 +20,8 @@ from disttrain.calls import call
 from disttrain.errors import JobNotFoundError, LogsUnavailableError
 from disttrain.pod_reads import read_pod, wait_for_pod_change
 from disttrain_contract.volume_logs import parse_attempt_file_name
-from disttrain_operator.api.job import DistTrainJob
-from disttrain_operator.core.builders.log_reader import reader_pod
+from disttrain_core.api.job import DistTrainJob
+from disttrain_core.builders.log_reader import reader_pod
 
 READER_TIMEOUT = 180.0  # seconds for the reader pod to be scheduled, pull its image and end
 _ENDED = ("Succeeded", "Failed")

@@ -61,8 +61,8 @@ def test_the_operator_image_runs_the_operator_as_non_root_and_holds_nothing_else
     usage = _run(tag, "dev-cluster", "up", entrypoint="disttrain")
     assert "No such command 'dev-cluster'" in usage.stderr
     pages = (
-        "from importlib.resources import files; from disttrain_operator.dashboard.app import templates;"
-        " templates.get_template('jobs.html'); print((files('disttrain_operator.dashboard') / 'static' /"
+        "from importlib.resources import files; from disttrain_dashboard.app import templates;"
+        " templates.get_template('jobs.html'); print((files('disttrain_dashboard') / 'static' /"
         " 'dashboard.js').is_file())"
     )
     assert _run(tag, "-c", pages, entrypoint="python").stdout.strip() == "True"  # the dashboard, with its files

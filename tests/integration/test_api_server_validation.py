@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from cluster_support import OPERATOR_TEST_NAMESPACE, Cluster, OperatorProcess
+from disttrain_core.api.parsing import parse_job
+from disttrain_core.api.validation import InvalidManifestError, validated
 from disttrain_dev.polling import wait_for
-from disttrain_operator.api.validation import InvalidManifestError, validated
-from disttrain_operator.cli.render import parse_job
 from support import EXAMPLES, INVALID_CORPUS, ROOT, VALID_CORPUS, expected_message, load_one
 
 

@@ -51,7 +51,7 @@ class Dashboard:
     """`disttrain dashboard` as a user starts it, on a free port."""
 
     def __init__(self, kubeconfig: Path, *arguments: str) -> None:
-        command = [sys.executable, "-m", "disttrain_operator.cli.main", "dashboard", "--port", "0", *arguments]
+        command = [sys.executable, "-m", "disttrain_cli.main", "dashboard", "--port", "0", *arguments]
         self.process = subprocess.Popen(
             command,
             env={"PATH": "/usr/bin:/bin", "KUBECONFIG": str(kubeconfig), "HOME": str(kubeconfig.parent)},

@@ -14,7 +14,7 @@ from cluster_support import Cluster
 
 def _cli(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "DISTTRAIN_DEVCLUSTER_DIR": str(state)}
-    command = [sys.executable, "-m", "disttrain_operator.cli.main", "dev-cluster", *args]
+    command = [sys.executable, "-m", "disttrain_cli.main", "dev-cluster", *args]
     return subprocess.run(command, capture_output=True, text=True, env=env, check=False, timeout=600)
 
 

@@ -11,9 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from disttrain import Client
-
 from cluster_support import Cluster, OperatorProcess, holds, job_where, script_job, token_kubeconfig, two_attempts_job
+from disttrain import Client
 from disttrain_dev import cluster as devcluster
 from disttrain_dev.polling import wait_for
 from support import ROOT

@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from disttrain import AttemptNotFoundError, Client, InvalidJobError, JobNotFoundError
 
 from cluster_support import Cluster, OperatorProcess, script_job, two_attempts_job
+from disttrain import AttemptNotFoundError, Client, InvalidJobError, JobNotFoundError
 from disttrain_dev.polling import wait_for
 
 
@@ -23,7 +23,7 @@ def _kept(cluster: Cluster, namespace: str, job: str) -> list[str]:
 
 
 def _cli(cluster: Cluster, *arguments: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "disttrain_operator.cli.main", "jobs", "logs", *arguments]
+    command = [sys.executable, "-m", "disttrain_cli.main", "jobs", "logs", *arguments]
     return subprocess.run(command, env=cluster.env, capture_output=True, text=True, timeout=60, check=False)
 
 

@@ -12,10 +12,10 @@ from typing import Any
 import yaml
 
 from cluster_support import Cluster, OperatorProcess, account_kubeconfig, condition, holds, script_job
+from disttrain_cli.render import render_objects
+from disttrain_core.builders.settings import BuildSettings
 from disttrain_dev.polling import wait_for
 from disttrain_dev.versions import cache_paths
-from disttrain_operator.cli.render import render_objects
-from disttrain_operator.core.builders.settings import BuildSettings
 from support import ROOT
 
 MWMS = ROOT / "examples" / "multi-worker-mirrored-gpu.yaml"
@@ -298,7 +298,7 @@ def test_the_admin_cli_lists_and_describes_jobs(cluster: Cluster, operator: Oper
     cluster.apply(namespace, MWMS.read_text().replace("name: mnist-mwms", "name: other\n  labels: {team: other}", 1))
     _wait_condition(cluster, namespace, "mnist-mwms", "Running")
     env = {**cluster.env, "PATH": f"{Path(sys.executable).parent}:{cluster.env.get('PATH', '')}"}
-    jobs = [sys.executable, "-m", "disttrain_operator.cli.main", "jobs"]
+    jobs = [sys.executable, "-m", "disttrain_cli.main", "jobs"]
 
     def run(*args: str) -> str:
         result = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60, check=False)
@@ -350,7 +350,7 @@ def test_the_admin_cli_prints_a_replicas_log(
     job = script_job("echo", "for i in 1 2 3; do echo line $i; done")
     process_cluster.apply(process_namespace, json.dumps(job))
     _wait_condition(process_cluster, process_namespace, "echo", "Succeeded")
-    command = [sys.executable, "-m", "disttrain_operator.cli.main", "jobs", "logs", "echo", "--replica", "worker-0"]
+    command = [sys.executable, "-m", "disttrain_cli.main", "jobs", "logs", "echo", "--replica", "worker-0"]
     command += ["--tail", "2", "-n", process_namespace]
     result = subprocess.run(command, env=process_cluster.env, capture_output=True, text=True, timeout=60, check=False)
     assert (result.returncode, result.stdout) == (0, "line 2\nline 3\n"), result.stderr

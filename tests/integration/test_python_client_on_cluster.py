@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from cluster_support import Cluster, OperatorProcess, script_job
 from disttrain import (
     Client,
     DistTrainJob,
@@ -24,10 +26,8 @@ from disttrain import (
     ReplicaNotFoundError,
     WaitTimeoutError,
 )
-
-from cluster_support import Cluster, OperatorProcess, script_job
+from disttrain_core.api import yaml_io
 from disttrain_dev.polling import wait_for
-from disttrain_operator.api import yaml_io
 from support import ROOT
 
 MWMS = ROOT / "examples" / "multi-worker-mirrored-gpu.yaml"
@@ -134,7 +134,7 @@ def test_follow_waits_through_pending_and_goes_on_through_a_restart(
     done = client.wait(job, "Succeeded", timeout=60)
     assert done.status.restart_count == 1
     assert list(client.logs(job, tail=1)) == ["done"]
-    command = [sys.executable, "-m", "disttrain_operator.cli.main", "jobs", "logs", "echo", "--replica", "worker-0"]
+    command = [sys.executable, "-m", "disttrain_cli.main", "jobs", "logs", "echo", "--replica", "worker-0"]
     command += ["--tail", "2", "-n", process_namespace]
     result = subprocess.run(command, env=process_cluster.env, capture_output=True, text=True, timeout=60, check=False)
     assert (result.returncode, result.stdout) == (0, "second attempt\ndone\n"), result.stderr

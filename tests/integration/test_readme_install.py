@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from cluster_support import Cluster
-from disttrain_operator.api.crd import KEPT_ON_UNINSTALL
+from disttrain_core.api.crd import KEPT_ON_UNINSTALL
 from support import ROOT, readme_block
 
 

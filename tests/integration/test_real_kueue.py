@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from disttrain import Client, DistTrainJob
 
 from cluster_support import (
     Cluster,
@@ -29,10 +28,11 @@ from cluster_support import (
     replaced_as_a_gang,
     running_pods,
 )
+from disttrain import Client, DistTrainJob
+from disttrain_cli.ports import free_port
 from disttrain_dev import kueue
 from disttrain_dev.cluster import crd_established
 from disttrain_dev.polling import wait_for
-from disttrain_operator.cli.ports import free_port
 from support import ROOT
 
 WORKLOADS = "workloads.kueue.x-k8s.io"

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from disttrain import Client
 
 from cluster_support import (
     Cluster,
@@ -33,10 +32,11 @@ from cluster_support import (
     holds,
     says_a_worker_is_unreachable,
 )
+from disttrain import Client
+from disttrain_core.api.crd import KEPT_ON_UNINSTALL
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import containerd, images, node_kinds, real_node, versions
 from disttrain_dev.polling import wait_for
-from disttrain_operator.api.crd import KEPT_ON_UNINSTALL
 from rbac_rights import AUDIT_TIME, refused_rights
 from support import ROOT, readme_block
 
@@ -268,7 +268,7 @@ def test_a_finished_job_s_tensorboard_serves_its_loss_curve_through_a_port_forwa
         return tags if "loss" in tags.get(job, {}) else None
 
     wait_for("the job's run and its loss scalar in TensorBoard", loss_curve, timeout=120)
-    command = [sys.executable, "-m", "disttrain_operator.cli.main", "jobs", "tensorboard", job, "-n", real_namespace]
+    command = [sys.executable, "-m", "disttrain_cli.main", "jobs", "tensorboard", job, "-n", real_namespace]
     forward = subprocess.Popen(command, env=installed.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert forward.stdout is not None

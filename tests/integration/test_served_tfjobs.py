@@ -13,15 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from disttrain import Client, JobNotFoundError
 
 from cluster_support import Cluster, OperatorProcess, operator_kubeconfig
+from disttrain import Client, JobNotFoundError
+from disttrain_core.api import crd, yaml_io
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import images, kubeflow_sdk, node_kinds, peer, real_node
 from disttrain_dev.build import module_dir
 from disttrain_dev.cluster import crd_established
 from disttrain_dev.polling import wait_for
-from disttrain_operator.api import crd, yaml_io
 from support import ROOT
 
 TFJOB_CRD = "tfjobs.kubeflow.org"
@@ -115,7 +115,7 @@ def test_kubeflow_s_example_runs_as_training_operator_ran_it(
 def test_the_operator_refuses_to_serve_tfjobs_beside_another_controller_s_crd(tfjob_crd: Cluster) -> None:
     tfjob_crd.kubectl("label", "crd", TFJOB_CRD, f"{crd.CRD_OWNER_LABEL}-")
     try:
-        command = [sys.executable, "-m", "disttrain_operator.cli.main", "operator", "--serve-tfjobs"]
+        command = [sys.executable, "-m", "disttrain_cli.main", "operator", "--serve-tfjobs"]
         refused = subprocess.run(command, env=tfjob_crd.env, capture_output=True, text=True, timeout=60, check=False)
     finally:
         tfjob_crd.kubectl("label", "crd", TFJOB_CRD, f"{crd.CRD_OWNER_LABEL}=disttrain", "--overwrite")

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from disttrain import Client
 
 from cluster_support import Cluster, OperatorProcess, condition, holds, job_where, running_pods, script_job
+from disttrain import Client
 from disttrain_dev.polling import wait_for
 from support import ROOT
 
@@ -86,7 +86,7 @@ def test_disttrain_jobs_tensorboard_answers_on_the_process_node(
     command = [
         sys.executable,
         "-m",
-        "disttrain_operator.cli.main",
+        "disttrain_cli.main",
         "jobs",
         "tensorboard",
         "board",

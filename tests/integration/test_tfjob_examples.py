@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 
 from cluster_support import Cluster
+from disttrain_cli.convert import convert_text
+from disttrain_cli.render import render
+from disttrain_core.api import yaml_io
+from disttrain_core.builders.settings import BuildSettings
+from disttrain_core.tfjob_conversion import is_tfjob
 from disttrain_dev import peer
 from disttrain_dev.build import module_dir
-from disttrain_operator.api import yaml_io
-from disttrain_operator.cli.convert import convert_text
-from disttrain_operator.cli.render import render
-from disttrain_operator.core.builders.settings import BuildSettings
-from disttrain_operator.core.tfjob_conversion import is_tfjob
 
 
 def _examples() -> list[Path]:

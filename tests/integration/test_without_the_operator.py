@@ -13,13 +13,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from disttrain import Client
-
 from cluster_support import OPERATOR_TEST_NAMESPACE, Cluster, OperatorProcess, job_where, script_job
+from disttrain import Client
+from disttrain_core.api.spec import ReplicaType
+from disttrain_core.builders.log_keeping import LEGACY_LOG_FINALIZER  # what earlier versions put on pods
 from disttrain_dev import cluster as devcluster
 from disttrain_dev.polling import wait_for
-from disttrain_operator.api.spec import ReplicaType
-from disttrain_operator.core.builders.log_keeping import LEGACY_LOG_FINALIZER  # what earlier versions put on pods
 from rbac_rights import AUDIT_TIME, audit_events
 
 # How long a deletion may take past the pods' grace period with no operator at all (docs/architecture.md).

@@ -11,9 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from disttrain_operator.api.spec import ReplicaType
-from disttrain_operator.cli.local_run import local_processes
-from disttrain_operator.cli.render import parse_job
+from disttrain_cli.local_run import local_processes
+from disttrain_core.api.parsing import parse_job
+from disttrain_core.api.spec import ReplicaType
 
 TASK = Path(__file__).with_name("tf_task.py")
 TEMPLATE = {"spec": {"containers": [{"name": "tensorflow", "image": "trainer", "command": ["unused"]}]}}

@@ -13,10 +13,10 @@ import pytest
 import tensorflow as tf
 from trainer_support import Cluster, events, job_manifest, run_trainer
 
+from disttrain_cli.ports import free_port
 from disttrain_contract.exit_codes import ExitCode
 from disttrain_contract.progress import PROGRESS_PORT_ENV
-from disttrain_operator.cli.ports import free_port
-from disttrain_operator.core.progress import parse_evaluation, parse_progress
+from disttrain_core.progress import parse_evaluation, parse_progress
 from disttrain_operator.runtime.progress_poller import fetch_progress
 from support import ROOT
 
@@ -24,7 +24,7 @@ DIGITS_STEPS_PER_EPOCH = 1437 // 64  # the training split of the bundled digits 
 
 
 def _local_run(manifest: Path, workdir: Path) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "disttrain_operator.cli.main", "local", "run", str(manifest)]
+    command = [sys.executable, "-m", "disttrain_cli.main", "local", "run", str(manifest)]
     return subprocess.run(
         [*command, "--workdir", str(workdir)], capture_output=True, text=True, timeout=600, check=False
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 
-from disttrain_operator.core.types import JobKey
+from disttrain_core.types import JobKey
 
 
 class Departures:

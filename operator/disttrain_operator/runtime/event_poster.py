@@ -17,8 +17,8 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from disttrain_contract.timestamps import format_time
-from disttrain_operator.core.builders.events import event_manifest
-from disttrain_operator.core.types import Body, Manifest
+from disttrain_core.builders.events import event_manifest
+from disttrain_core.types import Body, Manifest
 from disttrain_operator.runtime import metrics
 from disttrain_operator.runtime.kube import ChildRejectedError, TransientApiError
 from disttrain_operator.runtime.workers import Workers

@@ -10,8 +10,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from disttrain_operator.core.observed import PodView
-from disttrain_operator.core.types import ObjectRef
+from disttrain_core.observed import PodView
+from disttrain_core.types import ObjectRef
 
 # How long the watches may take to show a child the operator created (or a pod it deleted) before the plan
 # may ask for it again: the child may have gone before any reconcile saw it. A duplicate costs a 409.

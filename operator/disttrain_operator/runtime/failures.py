@@ -9,8 +9,8 @@ import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from disttrain_operator.core.backoff import Backoff
-from disttrain_operator.core.types import JobKey
+from disttrain_core.backoff import Backoff
+from disttrain_core.types import JobKey
 from disttrain_operator.runtime import metrics
 from disttrain_operator.runtime.kube import TransientApiError
 

@@ -30,14 +30,14 @@ from typing import Any, Protocol
 import kopf
 import pydantic
 
-from disttrain_operator.api.crd import openapi_schema
-from disttrain_operator.api.job import GROUP, KIND, PLURAL, VERSION
-from disttrain_operator.api.spec import DistTrainJobSpec
-from disttrain_operator.api.status import JobPhase
-from disttrain_operator.core.kueue import WorkloadView
-from disttrain_operator.core.observed import PodView
-from disttrain_operator.core.tensorboard import TensorBoardView
-from disttrain_operator.core.types import Body, JobKey, ObjectRef, Verdict
+from disttrain_core.api.crd import openapi_schema
+from disttrain_core.api.job import GROUP, KIND, PLURAL, VERSION
+from disttrain_core.api.spec import DistTrainJobSpec
+from disttrain_core.api.status import JobPhase
+from disttrain_core.kueue import WorkloadView
+from disttrain_core.observed import PodView
+from disttrain_core.tensorboard import TensorBoardView
+from disttrain_core.types import Body, JobKey, ObjectRef, Verdict
 from disttrain_operator.runtime import metrics
 from disttrain_operator.runtime.departures import Departures
 from disttrain_operator.runtime.event_poster import EventApi, EventPoster

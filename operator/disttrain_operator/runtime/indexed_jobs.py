@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TypeVar
 
-from disttrain_operator.core.types import Body, JobKey
+from disttrain_core.types import Body, JobKey
 
 Item = TypeVar("Item")
 JobIndex = Mapping[JobKey, Iterable[Body]]  # a kopf.Index of job bodies by key, or a dict in tests

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from disttrain_operator.core.served import Wire
-from disttrain_operator.core.types import ObjectRef, Verdict
+from disttrain_core.served import Wire
+from disttrain_core.types import ObjectRef, Verdict
 from disttrain_operator.runtime.expectations import Expectations
 
 

@@ -20,9 +20,9 @@ from typing import Any
 from kubernetes import client, config
 from urllib3.exceptions import HTTPError
 
-from disttrain_operator.api import tfjob
-from disttrain_operator.api.job import PLURAL
-from disttrain_operator.core.types import Manifest
+from disttrain_core.api import tfjob
+from disttrain_core.api.job import PLURAL
+from disttrain_core.types import Manifest
 from disttrain_operator.runtime import metrics
 
 HTTP_CONFLICT = 409

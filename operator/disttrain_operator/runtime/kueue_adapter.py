@@ -8,8 +8,8 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from disttrain_contract.timestamps import format_time
-from disttrain_operator.api.job import DistTrainJob
-from disttrain_operator.core.kueue import (
+from disttrain_core.api.job import DistTrainJob
+from disttrain_core.kueue import (
     MANAGER,
     RESOURCE_FLAVOR_API_VERSION,
     PodSetInfo,
@@ -22,8 +22,8 @@ from disttrain_operator.core.kueue import (
     released_status,
     workload_reference,
 )
-from disttrain_operator.core.served import Wire
-from disttrain_operator.core.types import Body, Manifest
+from disttrain_core.served import Wire
+from disttrain_core.types import Body, Manifest
 from disttrain_operator.runtime.kube import ChildRejectedError
 from disttrain_operator.runtime.status_writer import EventSink
 

@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from disttrain_operator.api.status import MAX_UNKEPT_LOGS, UnkeptLogs
-from disttrain_operator.core import kept_logs
-from disttrain_operator.core.backoff import Backoff
-from disttrain_operator.core.types import Body, JobKey, Manifest
+from disttrain_core import kept_logs
+from disttrain_core.api.status import MAX_UNKEPT_LOGS, UnkeptLogs
+from disttrain_core.backoff import Backoff
+from disttrain_core.types import Body, JobKey, Manifest
 from disttrain_operator.runtime import metrics
 from disttrain_operator.runtime.kube import POD_PATH, ChildRejectedError, LogUnreadableError, TransientApiError
 from disttrain_operator.runtime.watch import Scope

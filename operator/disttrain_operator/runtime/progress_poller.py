@@ -23,12 +23,12 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from disttrain_contract.progress import PROGRESS_PATH
-from disttrain_operator.api.spec import DistTrainJobSpec
-from disttrain_operator.api.status import Progress
-from disttrain_operator.core.backoff import Backoff
-from disttrain_operator.core.observed import PodPhase, PodView, find_pod
-from disttrain_operator.core.progress import parse_progress, reporting_task
-from disttrain_operator.core.types import JobKey
+from disttrain_core.api.spec import DistTrainJobSpec
+from disttrain_core.api.status import Progress
+from disttrain_core.backoff import Backoff
+from disttrain_core.observed import PodPhase, PodView, find_pod
+from disttrain_core.progress import parse_progress, reporting_task
+from disttrain_core.types import JobKey
 from disttrain_operator.runtime.workers import ended_threads
 
 logger = logging.getLogger(__name__)

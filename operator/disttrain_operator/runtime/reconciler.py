@@ -17,19 +17,19 @@ from typing import Any, Protocol
 
 import pydantic
 
-from disttrain_operator.api.job import DistTrainJob
-from disttrain_operator.api.status import DistTrainJobStatus, Progress, UnkeptLogs
-from disttrain_operator.api.validation import spec_violations
-from disttrain_operator.core.builders.objects import UNWATCHED_KINDS
-from disttrain_operator.core.builders.settings import BuildSettings
-from disttrain_operator.core.kueue import WorkloadView
-from disttrain_operator.core.observed import PodView, created_pod_view, own_pods
-from disttrain_operator.core.planner import STUCK_TERMINATING, Plan, object_key, plan
-from disttrain_operator.core.served import Wire
-from disttrain_operator.core.status import aggregate, failed_status, record_restart, with_unkept_logs
-from disttrain_operator.core.tensorboard import TensorBoardView, is_tensorboard_object, with_tensorboard
-from disttrain_operator.core.tfjob_conversion import UnconvertibleError
-from disttrain_operator.core.types import Body, JobKey, Manifest, ObjectRef, Verdict, invalid_spec
+from disttrain_core.api.job import DistTrainJob
+from disttrain_core.api.status import DistTrainJobStatus, Progress, UnkeptLogs
+from disttrain_core.api.validation import spec_violations
+from disttrain_core.builders.objects import UNWATCHED_KINDS
+from disttrain_core.builders.settings import BuildSettings
+from disttrain_core.kueue import WorkloadView
+from disttrain_core.observed import PodView, created_pod_view, own_pods
+from disttrain_core.planner import STUCK_TERMINATING, Plan, object_key, plan
+from disttrain_core.served import Wire
+from disttrain_core.status import aggregate, failed_status, record_restart, with_unkept_logs
+from disttrain_core.tensorboard import TensorBoardView, is_tensorboard_object, with_tensorboard
+from disttrain_core.tfjob_conversion import UnconvertibleError
+from disttrain_core.types import Body, JobKey, Manifest, ObjectRef, Verdict, invalid_spec
 from disttrain_operator.runtime.expectations import EXPECTATION, Expected
 from disttrain_operator.runtime.job_memory import JobMemory
 from disttrain_operator.runtime.kube import ChildRejectedError, InvalidWriteError, TransientApiError

@@ -12,9 +12,9 @@ import pydantic
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from disttrain_operator.core.builders.gang import GangScheduler
-from disttrain_operator.core.builders.settings import BuildSettings
-from disttrain_operator.core.planner import STUCK_TERMINATING
+from disttrain_core.builders.gang import GangScheduler
+from disttrain_core.builders.settings import BuildSettings
+from disttrain_core.planner import STUCK_TERMINATING
 from disttrain_operator.runtime.log_keeper import SWEEP_SECONDS
 from disttrain_operator.runtime.watch import WATCH_SECONDS
 

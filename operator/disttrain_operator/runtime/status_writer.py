@@ -13,10 +13,10 @@ from typing import Any, Protocol
 import pydantic
 
 from disttrain_contract.timestamps import format_time
-from disttrain_operator.api.status import ConditionType, DistTrainJobStatus, JobPhase
-from disttrain_operator.core.status import failed_status
-from disttrain_operator.core.tensorboard import FAILURE_REASONS
-from disttrain_operator.core.types import Body, Verdict
+from disttrain_core.api.status import ConditionType, DistTrainJobStatus, JobPhase
+from disttrain_core.status import failed_status
+from disttrain_core.tensorboard import FAILURE_REASONS
+from disttrain_core.types import Body, Verdict
 from disttrain_operator.runtime import metrics
 from disttrain_operator.runtime.job_memory import JobMemory
 from disttrain_operator.runtime.kube import InvalidWriteError

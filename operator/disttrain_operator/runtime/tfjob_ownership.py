@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from disttrain_operator.api import crd, tfjob
+from disttrain_core.api import crd, tfjob
 
 CRD_NAME = f"{tfjob.PLURAL}.{tfjob.GROUP}"
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 
-from disttrain_operator.core.types import JobKey
+from disttrain_core.types import JobKey
 from disttrain_operator.runtime.workers import Workers
 
 logger = logging.getLogger(__name__)

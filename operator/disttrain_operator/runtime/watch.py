@@ -21,8 +21,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-from disttrain_operator.core.backoff import Backoff
-from disttrain_operator.core.types import JobKey
+from disttrain_core.backoff import Backoff
+from disttrain_core.types import JobKey
 from disttrain_operator.runtime import metrics
 from disttrain_operator.runtime.kube import NotServedError, ResourceExpiredError, TransientApiError, watch_error
 from disttrain_operator.runtime.workers import ended_threads

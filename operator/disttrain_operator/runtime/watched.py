@@ -10,13 +10,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from disttrain_operator.api import tfjob
-from disttrain_operator.api.job import GROUP, PLURAL, VERSION
-from disttrain_operator.core.builders.naming import JOB_NAME_LABEL
-from disttrain_operator.core.kueue import WORKLOAD_API_VERSION, WorkloadView, workload_view
-from disttrain_operator.core.observed import PodView, pod_view
-from disttrain_operator.core.tensorboard import TensorBoardView, tensorboard_view
-from disttrain_operator.core.types import JobKey, ObjectRef
+from disttrain_core.api import tfjob
+from disttrain_core.api.job import GROUP, PLURAL, VERSION
+from disttrain_core.builders.naming import JOB_NAME_LABEL
+from disttrain_core.kueue import WORKLOAD_API_VERSION, WorkloadView, workload_view
+from disttrain_core.observed import PodView, pod_view
+from disttrain_core.tensorboard import TensorBoardView, tensorboard_view
+from disttrain_core.types import JobKey, ObjectRef
 from disttrain_operator.runtime.watch import Found, Resource
 
 

@@ -1,0 +1,63 @@
+"""TF_CONFIG: the cluster spec and task each TensorFlow process reads through TFConfigClusterResolver.
+
+Where the evaluator appears follows what TensorFlow 2.21 does with it (measured on these machines;
+`tests/trainer_processes/` runs the shape below with real processes):
+- the training tasks (chief, worker, ps) get a cluster spec without the evaluator. A
+  ParameterServerStrategy coordinator connects to every task of its cluster spec, so a listed
+  evaluator, which runs no TensorFlow server, makes the chief wait forever (still waiting after
+  90 s, where the same cluster without it finished in seconds); MultiWorkerMirrored
+  works either way, since it coordinates only `chief` and `worker`;
+- the evaluator gets the training cluster plus its own `evaluator` job, because TensorFlow reads
+  `cluster_spec["evaluator"]` when the current task is the evaluator (`multi_worker_util`), and
+  task `{"type": "evaluator", "index": 0}`.
+So the evaluator can restart, lag or be absent without the training tasks noticing.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from disttrain_core.api.job import DistTrainJob
+from disttrain_core.api.spec import ReplicaType
+from disttrain_core.builders.naming import pod_name, service_name
+from disttrain_core.builders.settings import BuildSettings
+
+
+def task_address(job: DistTrainJob, replica_type: ReplicaType, index: int, settings: BuildSettings) -> str:
+    """`{pod}.{service}.{namespace}.svc[.{domain}]:{port}`: resolvable before the pod is ready."""
+    host = f"{pod_name(job.metadata.name, replica_type, index)}.{service_name(job.metadata.name)}"
+    host += f".{job.metadata.namespace}.svc"
+    if settings.cluster_domain:
+        host += f".{settings.cluster_domain}"
+    return f"{host}:{job.spec.port}"
+
+
+def cluster_spec(job: DistTrainJob, viewer: ReplicaType, settings: BuildSettings) -> dict[str, list[str]]:
+    """The cluster as `viewer` must see it: the evaluator is listed for the evaluator alone."""
+    return {
+        replica_type.task_type: [
+            task_address(job, replica_type, index, settings) for index in range(job.spec.replicas(replica_type))
+        ]
+        for replica_type in ReplicaType
+        if job.spec.replicas(replica_type) > 0
+        and (replica_type is not ReplicaType.EVALUATOR or viewer is ReplicaType.EVALUATOR)
+    }
+
+
+def tf_config(
+    job: DistTrainJob, replica_type: ReplicaType, index: int, settings: BuildSettings
+) -> dict[str, Any] | None:
+    """None for a job of a single replica: TensorFlow then runs locally, as with no cluster at all."""
+    if job.spec.total_replicas <= 1:
+        return None
+    return {
+        "cluster": cluster_spec(job, replica_type, settings),
+        "task": {"type": replica_type.task_type, "index": index},
+        "environment": "cloud",
+    }
+
+
+def tf_config_json(job: DistTrainJob, replica_type: ReplicaType, index: int, settings: BuildSettings) -> str | None:
+    config = tf_config(job, replica_type, index, settings)
+    return None if config is None else json.dumps(config, separators=(",", ":"))

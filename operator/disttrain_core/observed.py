@@ -1,0 +1,200 @@
+"""What the operator keeps of each child it watches: a few fields, not the whole object.
+
+Pods are the bulk of what streams through the operator; keeping a small frozen view of each (instead
+of the full body) keeps memory flat with thousands of pods, and gives the pure status and planner
+code plain typed input. Only a pod whose log is due keeps its body, until the log keeper let it go: the
+keeper starts from it instead of reading the pod again, one request less before its replacement.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from disttrain_contract.progress import ERROR_FIELD
+from disttrain_contract.timestamps import parse_time
+from disttrain_core.api.job import DistTrainJob
+from disttrain_core.api.spec import ReplicaType
+from disttrain_core.api.status import Evaluation, Progress
+from disttrain_core.api.tenant_input import PodLogNotes
+from disttrain_core.builders import naming
+from disttrain_core.kept_logs import log_due
+from disttrain_core.progress import parse_evaluation, parse_progress
+from disttrain_core.types import Body
+
+
+class PodPhase(StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    UNKNOWN = "Unknown"
+
+
+@dataclass(frozen=True)
+class Unschedulable:
+    """The pod's `PodScheduled` condition is False for want of a place: since when, and the scheduler's words."""
+
+    since: datetime
+    message: str
+
+
+@dataclass(frozen=True)
+class PodView:
+    name: str
+    replica_type: ReplicaType
+    index: int
+    phase: PodPhase
+    uid: str
+    ready: bool = False
+    deleting: bool = False
+    exit_code: int | None = None
+    reason: str | None = None
+    restarts: int = 0
+    deletion_time: datetime | None = None
+    pod_ip: str | None = None
+    final_progress: Progress | None = None  # the trainer's last report, from the termination message
+    evaluation: Evaluation | None = None  # an Evaluator's scores, from its termination message
+    finished_at: datetime | None = None  # when its container ended, for a pod that ended
+    message: str | None = None  # why a failed container says it failed: the trainer's error, or its own text
+    log_due: bool = False  # its log is to be kept now (core/kept_logs.py), if it is not already
+    log_due_body: Body | None = field(default=None, compare=False, repr=False)  # when log_due
+    attempt: int | None = None  # which attempt of its replica it is (builders/log_keeping.py)
+    released: bool = False  # deleted with no grace left: only a finalizer (another's) keeps it
+    unschedulable: Unschedulable | None = None  # the scheduler found no place for it (or for its gang)
+
+    @property
+    def ended(self) -> bool:
+        return self.phase in (PodPhase.SUCCEEDED, PodPhase.FAILED)
+
+    @property
+    def active(self) -> bool:
+        return self.phase in (PodPhase.PENDING, PodPhase.RUNNING) and not self.deleting
+
+
+def own_pods(job: DistTrainJob, pods: Sequence[PodView]) -> list[PodView]:
+    """The pods that are the job's tasks: a pod labelled as the job's by hand, with a type the job lacks
+    or an index past its replicas, is not one of them and must not sway its status or plan."""
+    return [
+        pod
+        for pod in pods
+        if 0 <= pod.index < job.spec.replicas(pod.replica_type)
+        and pod.name == naming.pod_name(job.metadata.name, pod.replica_type, pod.index)
+    ]
+
+
+def find_pod(pods: Sequence[PodView], replica_type: ReplicaType, index: int) -> PodView | None:
+    """The pod of one task, if it exists."""
+    return next((pod for pod in pods if pod.replica_type is replica_type and pod.index == index), None)
+
+
+def _terminated_state(status: dict[str, Any], container_name: str | None) -> dict[str, Any] | None:
+    statuses: list[dict[str, Any]] = status.get("containerStatuses") or []
+    chosen = next((entry for entry in statuses if entry.get("name") == container_name), None)
+    for entry in [chosen, *statuses]:
+        if entry is None:
+            continue
+        state = entry.get("state") or {}
+        terminated = state.get("terminated") or (entry.get("lastState") or {}).get("terminated")
+        if terminated:
+            return dict(terminated)
+    return None
+
+
+MESSAGE_LIMIT = 300  # characters of a container's own words kept for the job's status and Events
+
+
+def failure_message(text: Any) -> str | None:
+    """The error in a failed container's termination message: the trainer's `error` field, or a message
+    that is not a report at all (a user's own container); None for a report without one, or nothing."""
+    if not isinstance(text, str) or not text.strip():
+        return None
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return text.strip()[:MESSAGE_LIMIT]
+    error = record.get(ERROR_FIELD) if isinstance(record, dict) else None
+    return str(error)[:MESSAGE_LIMIT] if error else None
+
+
+def pod_ready(body: Mapping[str, Any]) -> bool:
+    """The pod's Ready condition is True."""
+    conditions = (body.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def unschedulable(body: Mapping[str, Any]) -> Unschedulable | None:
+    """Set while the scheduler finds no place for the pod (reason `Unschedulable`, not a scheduling gate)."""
+    if (body.get("spec") or {}).get("nodeName"):
+        return None
+    for condition in (body.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            since = parse_time(condition.get("lastTransitionTime"))
+            if condition.get("reason") == "Unschedulable" and since is not None:
+                return Unschedulable(since, str(condition.get("message") or "no node fits it"))
+    return None
+
+
+# The uid of a pod's view made from its manifest: the API server gives the uid, in its answer to the create.
+CREATED_UID = "(just created)"
+
+
+def created_pod_view(manifest: Mapping[str, Any]) -> PodView | None:
+    """How the watches will first show a pod the operator has just created (Pending, its labels and
+    attempt as built); None for any other kind."""
+    if manifest.get("kind") != "Pod":
+        return None
+    return pod_view({**manifest, "metadata": {**(manifest.get("metadata") or {}), "uid": CREATED_UID}})
+
+
+def pod_view(body: dict[str, Any], tensorflow_container: str = "tensorflow") -> PodView | None:
+    """The view of a pod the operator made; None for a pod whose labels are not ours, or that has no uid
+    (only a manifest not yet created has none)."""
+    metadata = body.get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    uid = metadata.get("uid")
+    if not isinstance(uid, str) or not uid:
+        return None
+    try:
+        replica_type = ReplicaType.from_task_type(labels[naming.REPLICA_TYPE_LABEL])
+        index = int(labels[naming.REPLICA_INDEX_LABEL])
+    except (KeyError, ValueError):
+        return None
+    status = body.get("status") or {}
+    try:
+        phase = PodPhase(status.get("phase", "Pending"))
+    except ValueError:
+        phase = PodPhase.UNKNOWN
+    ready = pod_ready(body)
+    ended = phase in (PodPhase.SUCCEEDED, PodPhase.FAILED)
+    terminated = _terminated_state(status, tensorflow_container) if ended else None
+    failed = (terminated or {}) if phase is PodPhase.FAILED else {}
+    container_statuses = status.get("containerStatuses") or []
+    due = log_due(body)
+    return PodView(
+        name=str(metadata.get("name", "")),
+        replica_type=replica_type,
+        index=index,
+        phase=phase,
+        ready=ready and phase is PodPhase.RUNNING,
+        deleting=metadata.get("deletionTimestamp") is not None,
+        deletion_time=parse_time(metadata.get("deletionTimestamp")),
+        exit_code=failed.get("exitCode"),
+        reason=failed.get("reason") or status.get("reason"),
+        restarts=sum(int(entry.get("restartCount", 0)) for entry in container_statuses),
+        uid=uid,
+        pod_ip=status.get("podIP") or None,
+        final_progress=parse_progress((terminated or {}).get("message")),
+        evaluation=parse_evaluation((terminated or {}).get("message")),
+        finished_at=parse_time((terminated or {}).get("finishedAt")),
+        message=failure_message(failed.get("message")),
+        log_due=due,
+        log_due_body=body if due else None,
+        attempt=PodLogNotes.of(metadata).attempt,
+        released=metadata.get("deletionTimestamp") is not None and metadata.get("deletionGracePeriodSeconds") == 0,
+        unschedulable=unschedulable(body),
+    )

@@ -1,0 +1,233 @@
+"""What to do next for a job, from what exists: a pure function of the job, its observed pods and time.
+
+Deterministic names make the plan safe to repeat: acting on a stale view only ever asks to create an
+object that already exists (409) or to delete one already going. Restarts already acted on are passed
+in (`handled`), so a failed pod is counted once however often the plan is computed.
+
+Restarts: every pod runs with restartPolicy Never and the operator decides. A failed Chief, Worker or
+PS restarts the whole job under restartScope Job (MultiWorkerMirrored peers cannot survive a lost
+peer) and only the failed pod under Replica, except that a lost PS takes the Chief and the workers
+with it: the coordinator fails without its variables, and a worker's server goes on dialling the
+PS's old address (gRPC re-resolves a name at most every 30 s), so every new Chief in that window
+failed too, each failure one more restart. An Evaluator restarts alone. Each restart decision counts
+once against backoffLimit; past it the job fails with BackoffLimitExceeded.
+
+A pod that ended is deleted only once its log is kept (`unkept`: core/kept_logs.py): no finalizer
+holds it, and its log goes with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from disttrain_core.api.job import DistTrainJob
+from disttrain_core.api.spec import CleanPodPolicy, ReplicaType, RestartScope
+from disttrain_core.builders.gang import gang_for
+from disttrain_core.builders.naming import pod_name
+from disttrain_core.builders.objects import desired_objects
+from disttrain_core.builders.settings import BuildSettings
+from disttrain_core.observed import PodPhase, PodView
+from disttrain_core.status import describe_failure, evaluation_due, is_finished, may_restart
+from disttrain_core.types import Manifest, ObjectRef, Verdict, invalid_spec
+
+
+@dataclass(frozen=True)
+class Restart:
+    """One restart decision: the pods to replace, the failures behind it, and why."""
+
+    pods: tuple[str, ...]
+    failed: tuple[PodView, ...]
+    message: str
+
+
+# A pod still terminating this long after its deletion time is on a node that stopped reporting: no
+# kubelet will ever confirm it, so it is removed by force and replaced instead of blocking the job.
+STUCK_TERMINATING = timedelta(seconds=30)
+
+
+@dataclass(frozen=True)
+class Plan:
+    create: list[Manifest] = field(default_factory=list)
+    delete: list[str] = field(default_factory=list)
+    force_delete: list[str] = field(default_factory=list)
+    restart: Restart | None = None
+    fail: Verdict | None = None
+    delete_job: bool = False
+    wake_at: datetime | None = None
+
+
+def object_key(manifest: Manifest) -> ObjectRef:
+    return ObjectRef(str(manifest["kind"]), str(manifest["metadata"]["name"]))
+
+
+def _lost(pod: PodView) -> bool:
+    """Failed, or deleted while unfinished by someone else than the operator (a user, an eviction, a lost node)."""
+    if pod.deleting:
+        return pod.phase is not PodPhase.SUCCEEDED
+    return pod.phase is PodPhase.FAILED
+
+
+def restart_for(
+    job: DistTrainJob, pods: Sequence[PodView], handled: Collection[str], awaited: Collection[str] = ()
+) -> Restart | None:
+    """The restart the failed pods call for, or None when nothing new failed, nothing may restart, or a pod
+    that must restart with them was created moments ago and is not in the view yet (`awaited`, by name):
+    restarted without it, it would fail on its own moments later (a Chief that lost its PS).
+
+    `handled` holds the uids of pods the operator already acted on: restarted, or deleted itself.
+    """
+    failed = [
+        pod
+        for pod in pods
+        if _lost(pod)
+        and pod.uid not in handled
+        and may_restart(job.spec.replica_specs[pod.replica_type].restart_policy, pod.exit_code)
+    ]
+    if not failed:
+        return None
+    training = [pod for pod in failed if pod.replica_type is not ReplicaType.EVALUATOR]
+    alive = [pod for pod in pods if not pod.deleting]
+    whole_job = bool(training) and job.spec.effective_restart_scope is RestartScope.JOB
+    if whole_job:
+        joining, scope = {kind for kind in ReplicaType if kind is not ReplicaType.EVALUATOR}, "the whole job restarts"
+    elif any(pod.replica_type is ReplicaType.PS for pod in failed):
+        joining, scope = {ReplicaType.CHIEF, ReplicaType.WORKER}, "the PS, the Chief and the workers restart"
+    else:
+        joining, scope = set(), "the failed pods restart"
+    names = {pod_name(job.metadata.name, kind, index) for kind in joining for index in range(job.spec.replicas(kind))}
+    if names & set(awaited):
+        return None
+    joined = [pod.name for pod in alive if pod.replica_type in joining]
+    if whole_job:
+        victims = joined + [pod.name for pod in failed if pod.replica_type is ReplicaType.EVALUATOR]
+    else:
+        victims = [pod.name for pod in failed] + joined
+    message = f"{'; '.join(describe_failure(pod) for pod in failed)}: {scope}"
+    return Restart(tuple(dict.fromkeys(victims)), tuple(failed), message)
+
+
+def cleanup(job: DistTrainJob, pods: Sequence[PodView]) -> list[str]:
+    """Pods to stop once the job finished: Running (default) stops what still runs, All everything."""
+    policy = job.spec.run_policy.clean_pod_policy
+    if policy is CleanPodPolicy.NONE:
+        return []
+    return [pod.name for pod in pods if not pod.deleting and (policy is CleanPodPolicy.ALL or pod.active)]
+
+
+def _missing(
+    job: DistTrainJob, pods: Sequence[PodView], children: Collection[ObjectRef], settings: BuildSettings
+) -> list[Manifest]:
+    """What the job owns and lacks, except pods of indexes that already succeeded (never run twice)."""
+    existing = {*children, *(ObjectRef("Pod", pod.name) for pod in pods)}
+    done = {
+        pod_name(job.metadata.name, replica_type, index)
+        for replica_type, status in job.status.replica_statuses.items()
+        for index in status.succeeded_indexes
+    }
+    return [
+        item
+        for item in desired_objects(job, settings)
+        if object_key(item) not in existing and not (item["kind"] == "Pod" and item["metadata"]["name"] in done)
+    ]
+
+
+def _after(start: datetime | None, seconds: int | None) -> datetime | None:
+    return None if start is None or seconds is None else start + timedelta(seconds=seconds)
+
+
+def plan(
+    job: DistTrainJob,
+    pods: Sequence[PodView],
+    children: Collection[ObjectRef],
+    settings: BuildSettings,
+    *,
+    now: datetime,
+    handled: Collection[str] = (),
+    awaited: Collection[str] = (),
+    unkept: Collection[str] = (),
+    stuck_after: timedelta = STUCK_TERMINATING,
+) -> Plan:
+    """The next actions for a job whose status was just aggregated from the same pods; `awaited`: the
+    names of pods created but not in the view yet; `unkept`: the uids of pods that ended and whose log is
+    not kept yet, which stay until it is (the log keeper wakes the job then)."""
+    run_policy = job.spec.run_policy
+    keeping = [pod for pod in pods if pod.uid in unkept]
+    winding_down = _winding_down(job, pods, keeping, now)
+    if winding_down is not None:
+        return winding_down
+
+    unmet = gang_for(settings.gang_scheduler).unmet_need(job)
+    if unmet is not None:  # before any pod is made
+        return Plan(fail=invalid_spec([unmet]))
+    stuck, unstuck_at = _stuck(pods, now, stuck_after)
+    if run_policy.suspend:  # no pods at all; the Service and the volume stay for the resume
+        owned = [item for item in _missing(job, pods, children, settings) if item["kind"] != "Pod"]
+        stopped = [pod.name for pod in pods if not pod.deleting and pod not in keeping]
+        return Plan(create=owned, delete=stopped, force_delete=stuck)
+    restart = restart_for(job, pods, handled, awaited)
+    if restart is not None and job.status.restart_count >= run_policy.backoff_limit:
+        message = f"{restart.message}, but backoffLimit {run_policy.backoff_limit} is reached"
+        return Plan(fail=Verdict("BackoffLimitExceeded", message))
+    if restart is not None and any(pod.name in restart.pods for pod in keeping):
+        restart = None  # decided once the logs of the pods it deletes are kept
+    unplaced = _unplaced_gang(job, pods, now)
+    if isinstance(unplaced, Verdict):
+        return Plan(fail=unplaced)
+    deadline = _after(job.status.start_time, run_policy.active_deadline_seconds)
+    evaluated_by = evaluation_due(job, pods)  # the Evaluator's time for the final checkpoint runs out
+    return Plan(
+        create=_missing(job, pods, children, settings),
+        delete=sorted(restart.pods) if restart else [],
+        force_delete=stuck,
+        restart=restart,
+        wake_at=min((at for at in (deadline, unstuck_at, evaluated_by, unplaced) if at is not None), default=None),
+    )
+
+
+def _winding_down(job: DistTrainJob, pods: Sequence[PodView], keeping: Sequence[PodView], now: datetime) -> Plan | None:
+    """The plan of a job being deleted (nothing: it may be going with its namespace, and nothing is made
+    again) or finished (its cleanup, then its TTL), or None for one that runs."""
+    if job.metadata.deletion_timestamp is not None:
+        return Plan()
+    if not is_finished(job.status):
+        return None
+    expiry = _after(job.status.completion_time, job.spec.run_policy.ttl_seconds_after_finished)
+    expired = expiry is not None and now >= expiry and not keeping
+    stopped = [name for name in cleanup(job, pods) if name not in {pod.name for pod in keeping}]
+    return Plan(delete=stopped, delete_job=expired, wake_at=None if expired else expiry)
+
+
+def _unplaced_gang(job: DistTrainJob, pods: Sequence[PodView], now: datetime) -> Verdict | datetime | None:
+    """With `schedulingPolicy.scheduleTimeoutSeconds`: the verdict once a pod has found no place for that long
+    (a gang is placed whole or not at all, so one such pod holds up the job), else when that will be."""
+    policy = job.spec.run_policy.scheduling_policy
+    if policy is None or policy.schedule_timeout_seconds is None:
+        return None
+    waiting = [(found.since, pod.name, found.message) for pod in pods if pod.active and (found := pod.unschedulable)]
+    if not waiting:
+        return None
+    since, name, why = min(waiting)
+    due = since + timedelta(seconds=policy.schedule_timeout_seconds)
+    if now < due:
+        return due
+    message = (
+        f"{len(waiting)} of its pods found no place within scheduleTimeoutSeconds "
+        f"{policy.schedule_timeout_seconds} ({name}: {why})"
+    )
+    return Verdict("ScheduleTimeout", message)
+
+
+def _stuck(pods: Sequence[PodView], now: datetime, stuck_after: timedelta) -> tuple[list[str], datetime | None]:
+    """Pods terminating for longer than `stuck_after` past their deletion time, and when the next one will be.
+    A pod whose containers ended, or whose node let it go, is held by a finalizer (another's, or an earlier
+    version's log keeper's), not by a node that stopped reporting: removing it by force would change nothing."""
+    stuck: list[tuple[str, datetime]] = []
+    pending: list[tuple[str, datetime]] = []
+    for pod in pods:
+        if pod.deletion_time is None or pod.released or pod.ended:
+            continue
+        due = pod.deletion_time + stuck_after
+        (stuck if now >= due else pending).append((pod.name, due))
+    return [name for name, _ in stuck], min((due for _, due in pending), default=None)

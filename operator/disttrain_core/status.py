@@ -1,0 +1,349 @@
+"""Status from observed pods: a pure function, so every rule of it is a unit test.
+
+A finished job stays finished: once Succeeded or Failed, later pod changes (cleanup deleting PS
+pods, a garbage-collected worker) only update the counts, never the outcome.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from disttrain_contract.exit_codes import is_retryable
+from disttrain_core.api.job import DistTrainJob
+from disttrain_core.api.spec import ReplicaType, RestartPolicy, SuccessPolicy
+from disttrain_core.api.status import (
+    MAX_UNKEPT_LOGS,
+    Condition,
+    ConditionStatus,
+    ConditionType,
+    DistTrainJobStatus,
+    JobPhase,
+    Progress,
+    ReplicaStatus,
+    UnkeptLogs,
+)
+from disttrain_core.observed import PodPhase, PodView, find_pod
+from disttrain_core.progress import newest, reporting_task, with_report
+from disttrain_core.types import Verdict
+
+
+def with_condition(
+    conditions: Sequence[Condition],
+    kind: ConditionType,
+    *,
+    holds: bool,
+    verdict: Verdict,
+    now: datetime,
+    generation: int | None,
+) -> list[Condition]:
+    """The conditions with `kind` set; its transition time moves only when its status changes."""
+    status = ConditionStatus.TRUE if holds else ConditionStatus.FALSE
+    previous = next((condition for condition in conditions if condition.type is kind), None)
+    changed = previous is None or previous.status is not status
+    updated = Condition(
+        type=kind,
+        status=status,
+        reason=verdict.reason,
+        message=verdict.message,
+        last_transition_time=now if changed or previous is None else previous.last_transition_time,
+        observed_generation=generation,
+    )
+    others = [condition for condition in conditions if condition.type is not kind]
+    return sorted([*others, updated], key=lambda condition: list(ConditionType).index(condition.type))
+
+
+def condition_holds(status: DistTrainJobStatus, kind: ConditionType) -> bool:
+    return any(c.type is kind and c.status is ConditionStatus.TRUE for c in status.conditions)
+
+
+def is_finished(status: DistTrainJobStatus) -> bool:
+    return condition_holds(status, ConditionType.SUCCEEDED) or condition_holds(status, ConditionType.FAILED)
+
+
+def replica_statuses(job: DistTrainJob, pods: Sequence[PodView]) -> dict[ReplicaType, ReplicaStatus]:
+    result = {}
+    for replica_type in job.spec.replica_specs:
+        own = [pod for pod in pods if pod.replica_type is replica_type]
+        previous = job.status.replica_statuses.get(replica_type, ReplicaStatus())
+        succeeded = {pod.index for pod in own if pod.phase is PodPhase.SUCCEEDED}
+        result[replica_type] = ReplicaStatus(
+            active=sum(pod.active for pod in own),
+            ready=sum(pod.ready for pod in own),
+            succeeded=sum(pod.phase is PodPhase.SUCCEEDED for pod in own),
+            failed=sum(pod.phase is PodPhase.FAILED for pod in own),
+            restarts=previous.restarts,
+            succeeded_indexes=sorted(succeeded.union(previous.succeeded_indexes)),
+            attempts=_attempts(job.spec.replicas(replica_type), previous.attempts, own),
+        )
+    return result
+
+
+def with_unkept_logs(status: DistTrainJobStatus, reported: Sequence[UnkeptLogs]) -> DistTrainJobStatus:
+    """The status naming also the runs of attempts reported without a kept log, the latest MAX_UNKEPT_LOGS."""
+    new = [entry for entry in reported if entry not in status.unkept_logs]
+    if not new:
+        return status
+    return status.model_copy(update={"unkept_logs": [*status.unkept_logs, *new][-MAX_UNKEPT_LOGS:]})
+
+
+def _attempts(replicas: int, previous: Sequence[int], pods: Sequence[PodView]) -> list[int]:
+    """By index, the latest attempt made: as remembered, or a pod's own number where the view shows a later
+    one (a pod made just before the operator stopped, whose status write was lost)."""
+    made = [previous[index] if index < len(previous) else 0 for index in range(replicas)]
+    for pod in pods:
+        if pod.attempt is not None and pod.index < replicas:
+            made[pod.index] = max(made[pod.index], pod.attempt)
+    return made if any(made) else []
+
+
+def success(job: DistTrainJob, pods: Sequence[PodView]) -> Verdict | None:
+    """Default: the Chief succeeded, or worker 0 without a Chief. AllWorkers: the Chief and every Worker.
+
+    PS and Evaluator never count: parameter servers serve until stopped and an evaluator is a side-car.
+    """
+    spec = job.spec
+    required = [reporting_task(spec)]
+    if spec.success_policy is SuccessPolicy.ALL_WORKERS:
+        required = [(ReplicaType.CHIEF, 0)] if spec.replicas(ReplicaType.CHIEF) else []
+        required += [(ReplicaType.WORKER, index) for index in range(spec.replicas(ReplicaType.WORKER))]
+    for replica_type, index in required:
+        pod = find_pod(pods, replica_type, index)
+        if pod is None or pod.phase is not PodPhase.SUCCEEDED:
+            return None
+    names = ", ".join(f"{replica_type.task_type}-{index}" for replica_type, index in required)
+    return Verdict("JobSucceeded", f"{names} succeeded")
+
+
+def evaluation_due(job: DistTrainJob, pods: Sequence[PodView]) -> datetime | None:
+    """Until when the job waits for its Evaluator to score the final checkpoint, once training succeeded: the
+    chief's (or worker 0's) end plus runPolicy.finalEvaluationSeconds. None when there is nothing to wait
+    for: no Evaluator, or one that ended, or training that ended without a time to count from."""
+    evaluator = find_pod(pods, ReplicaType.EVALUATOR, 0)
+    if evaluator is None or not evaluator.active:
+        return None
+    reporter = find_pod(pods, *reporting_task(job.spec))
+    if reporter is None or reporter.finished_at is None:
+        return None
+    return reporter.finished_at + timedelta(seconds=job.spec.run_policy.final_evaluation_seconds)
+
+
+def may_restart(policy: RestartPolicy, exit_code: int | None) -> bool:
+    """Never: no. OnFailure and Always: yes. ExitCode: only retryable codes (>= 128, or none at all)."""
+    if policy is RestartPolicy.EXIT_CODE:
+        return is_retryable(exit_code)
+    return policy in (RestartPolicy.ON_FAILURE, RestartPolicy.ALWAYS)
+
+
+def describe_failure(pod: PodView) -> str:
+    if pod.deleting and pod.phase is not PodPhase.FAILED:
+        return f"{pod.name} was deleted while {pod.phase.value.lower()}"
+    code = "no exit code" if pod.exit_code is None else f"exit code {pod.exit_code}"
+    said = f": {pod.message}" if pod.message else ""
+    return f"{pod.name} failed with {code}" + (f" ({pod.reason})" if pod.reason else "") + said
+
+
+def failure(job: DistTrainJob, pods: Sequence[PodView]) -> Verdict | None:
+    """A pod failed for good: restartPolicy Never, or a permanent exit code under ExitCode.
+
+    An Evaluator's failure never fails the job: it is reported in replicaStatuses instead.
+    """
+    for pod in pods:
+        if pod.phase is not PodPhase.FAILED or pod.replica_type is ReplicaType.EVALUATOR:
+            continue
+        policy = job.spec.replica_specs[pod.replica_type].restart_policy
+        if not may_restart(policy, pod.exit_code):
+            message = f"pod {describe_failure(pod)}; restartPolicy is {policy.value}"
+            return Verdict("ReplicaFailed", message)
+    return None
+
+
+def running(job: DistTrainJob, pods: Sequence[PodView]) -> bool:
+    """The Chief runs, or without a Chief every Worker runs."""
+    if job.spec.replicas(ReplicaType.CHIEF) > 0:
+        chief = find_pod(pods, ReplicaType.CHIEF, 0)
+        return chief is not None and chief.phase is PodPhase.RUNNING and not chief.deleting
+    workers = [pod for pod in pods if pod.replica_type is ReplicaType.WORKER and pod.phase is PodPhase.RUNNING]
+    return len(workers) == job.spec.replicas(ReplicaType.WORKER) > 0
+
+
+def deadline_exceeded(job: DistTrainJob, now: datetime) -> Verdict | None:
+    """activeDeadlineSeconds counts from startTime; the operator wakes itself for it (see planner)."""
+    seconds, start = job.spec.run_policy.active_deadline_seconds, job.status.start_time
+    if seconds is None or start is None or (now - start).total_seconds() < seconds:
+        return None
+    return Verdict("DeadlineExceeded", f"the job ran longer than activeDeadlineSeconds ({seconds}s)")
+
+
+def record_restart(
+    status: DistTrainJobStatus, failed: Sequence[PodView], message: str, now: datetime, generation: int | None
+) -> DistTrainJobStatus:
+    """One restart decision: restartCount + 1, each failed pod's type + 1, and the Restarting condition."""
+    counts = dict(status.replica_statuses)
+    for pod in failed:
+        current = counts.get(pod.replica_type, ReplicaStatus())
+        counts[pod.replica_type] = current.model_copy(update={"restarts": current.restarts + 1})
+    verdict = Verdict("Restarting", message)
+    conditions = with_condition(
+        status.conditions, ConditionType.RESTARTING, holds=True, verdict=verdict, now=now, generation=generation
+    )
+    stopped = Verdict("Restarting", "pods are being replaced")
+    conditions = with_condition(
+        conditions, ConditionType.RUNNING, holds=False, verdict=stopped, now=now, generation=generation
+    )
+    return status.model_copy(
+        update={
+            "restart_count": status.restart_count + 1,
+            "replica_statuses": counts,
+            "conditions": conditions,
+            "phase": JobPhase.RESTARTING,
+        }
+    )
+
+
+def _phase(status: DistTrainJobStatus) -> JobPhase:
+    for kind, phase in (
+        (ConditionType.FAILED, JobPhase.FAILED),
+        (ConditionType.SUCCEEDED, JobPhase.SUCCEEDED),
+        (ConditionType.SUSPENDED, JobPhase.SUSPENDED),
+        (ConditionType.RESTARTING, JobPhase.RESTARTING),
+        (ConditionType.RUNNING, JobPhase.RUNNING),
+    ):
+        if condition_holds(status, kind):
+            return phase
+    return JobPhase.PENDING
+
+
+def _suspended(status: DistTrainJobStatus, now: datetime, generation: int | None) -> DistTrainJobStatus:
+    """Kueue (or a user) suspended the job: no pods, the volume kept, and time stops counting."""
+    verdict = Verdict("JobSuspended", "runPolicy.suspend is true: the pods are deleted, the volume is kept")
+    conditions = with_condition(
+        status.conditions, ConditionType.SUSPENDED, holds=True, verdict=verdict, now=now, generation=generation
+    )
+    if condition_holds(status, ConditionType.RUNNING):
+        stopped = Verdict("JobSuspended", "the job is suspended")
+        conditions = with_condition(
+            conditions, ConditionType.RUNNING, holds=False, verdict=stopped, now=now, generation=generation
+        )
+    return status.model_copy(update={"conditions": conditions, "phase": JobPhase.SUSPENDED})
+
+
+def _outcome(
+    job: DistTrainJob, pods: Sequence[PodView], now: datetime
+) -> tuple[Verdict | None, ConditionType, Verdict | None]:
+    """How the job ended (Failed or Succeeded, and why), or None; and, while training succeeded but the
+    Evaluator still scores the final checkpoint within its time, why the job runs on."""
+    failed = failure(job, pods) or deadline_exceeded(job, now)
+    if failed is not None:
+        return failed, ConditionType.FAILED, None
+    succeeded = success(job, pods)
+    due = evaluation_due(job, pods) if succeeded is not None else None
+    if succeeded is None or due is None:
+        return succeeded, ConditionType.SUCCEEDED, None
+    seconds = job.spec.run_policy.final_evaluation_seconds
+    if now < due:
+        message = f"{succeeded.message}; the evaluator scores the final checkpoint (for up to {seconds}s)"
+        return None, ConditionType.SUCCEEDED, Verdict("FinalEvaluation", message)
+    stopped = f"the evaluator did not end within finalEvaluationSeconds ({seconds}s) and is stopped"
+    return Verdict(succeeded.reason, f"{succeeded.message}; {stopped}"), ConditionType.SUCCEEDED, None
+
+
+def aggregate(
+    job: DistTrainJob, pods: Sequence[PodView], created: bool, now: datetime, reported: Progress | None = None
+) -> DistTrainJobStatus:
+    """The job's next status from its observed pods; `created` says every child exists.
+
+    `reported` is the progress the operator last polled from the running trainer, if any.
+    """
+    previous = job.status
+    generation = job.metadata.generation
+    counts = replica_statuses(job, pods)
+    ready = sum(status.ready for status in counts.values())
+    reporter = find_pod(pods, *reporting_task(job.spec))
+    evaluator = find_pod(pods, ReplicaType.EVALUATOR, 0)
+    progress = newest(previous.progress, reporter.final_progress if reporter else None, reported)
+    base = previous.model_copy(
+        update={
+            "replica_statuses": counts,
+            "ready": f"{ready}/{job.spec.total_replicas}",
+            "observed_generation": generation,
+            "progress": progress,
+            "progress_history": (
+                previous.progress_history
+                if progress == previous.progress
+                else with_report(previous.progress_history, progress)
+            ),
+            "evaluation": (evaluator.evaluation if evaluator else None) or previous.evaluation,
+        }
+    )
+    if is_finished(previous):
+        return base
+
+    conditions = list(previous.conditions)
+    if job.spec.run_policy.suspend:
+        return _suspended(base, now, generation)
+    if condition_holds(previous, ConditionType.SUSPENDED):
+        resumed = Verdict("JobResumed", "runPolicy.suspend is false: the pods are created again")
+        conditions = with_condition(
+            conditions, ConditionType.SUSPENDED, holds=False, verdict=resumed, now=now, generation=generation
+        )
+        base = base.model_copy(update={"start_time": now})  # deadlines count from the resume
+    if created or condition_holds(previous, ConditionType.CREATED):
+        verdict = Verdict("ChildrenCreated", "the job's Service, volume and pods were created")
+        conditions = with_condition(
+            conditions, ConditionType.CREATED, holds=True, verdict=verdict, now=now, generation=generation
+        )
+
+    outcome, kind, evaluating = _outcome(job, pods, now)
+    if evaluating is not None:
+        conditions = with_condition(
+            conditions, ConditionType.RUNNING, holds=True, verdict=evaluating, now=now, generation=generation
+        )
+    elif outcome is not None:
+        conditions = with_condition(conditions, kind, holds=True, verdict=outcome, now=now, generation=generation)
+        finished = Verdict("JobFinished", f"the job {kind.value.lower()}")
+        conditions = with_condition(
+            conditions, ConditionType.RUNNING, holds=False, verdict=finished, now=now, generation=generation
+        )
+    elif running(job, pods):
+        verdict = Verdict(
+            "JobRunning", "the chief is running" if job.spec.replicas(ReplicaType.CHIEF) else "every worker is running"
+        )
+        conditions = with_condition(
+            conditions, ConditionType.RUNNING, holds=True, verdict=verdict, now=now, generation=generation
+        )
+        if condition_holds(previous, ConditionType.RESTARTING):
+            recovered = Verdict("Recovered", "the restarted pods are running again")
+            conditions = with_condition(
+                conditions, ConditionType.RESTARTING, holds=False, verdict=recovered, now=now, generation=generation
+            )
+    elif condition_holds(previous, ConditionType.RUNNING):
+        verdict = Verdict("PodsNotRunning", "waiting for the job's pods to run")
+        conditions = with_condition(
+            conditions, ConditionType.RUNNING, holds=False, verdict=verdict, now=now, generation=generation
+        )
+
+    status = base.model_copy(update={"conditions": conditions})
+    update: dict[str, object] = {"phase": _phase(status)}
+    if status.start_time is None and condition_holds(status, ConditionType.CREATED):
+        update["start_time"] = now
+    if outcome is not None:
+        update["completion_time"] = now
+    return status.model_copy(update=update)
+
+
+def failed_status(
+    status: DistTrainJobStatus, verdict: Verdict, now: datetime, generation: int | None
+) -> DistTrainJobStatus:
+    """The status with the Failed condition of `verdict`."""
+    conditions = with_condition(
+        status.conditions, ConditionType.FAILED, holds=True, verdict=verdict, now=now, generation=generation
+    )
+    return status.model_copy(
+        update={
+            "conditions": conditions,
+            "phase": JobPhase.FAILED,
+            "completion_time": status.completion_time or now,
+            "observed_generation": generation,
+        }
+    )

@@ -1,0 +1,148 @@
+"""Who is looking: each request's viewer, and the jobs that viewer may see.
+
+Without `--authenticate` the dashboard is one person's (`disttrain dashboard` on their machine, with
+their kubeconfig) and every request is theirs. With it, as in a cluster, each request carries a bearer
+token (the `Authorization` header, or the cookie the sign-in form sets), which the API server's
+TokenReview names; the dashboard then reads as that token, so a viewer sees exactly what their own RBAC
+allows, as Headlamp and the Kubernetes Dashboard do, and the dashboard's own ServiceAccount needs no
+right to read anything. Reviews are remembered for `REVIEW_SECONDS`, by the token's hash.
+
+Each viewer's open pages share one `JobFeed` (a watch per kind of job, as that viewer); it stops
+`LINGER_SECONDS` after that viewer's last page closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from starlette.requests import Request
+
+from disttrain import Client
+from disttrain.client import Identity
+from disttrain_dashboard.feed import JobFeed
+
+REVIEW_SECONDS = 60.0
+REVIEWS_KEPT = 1000
+LINGER_SECONDS = 60.0
+TOKEN_COOKIE = "disttrain-token"
+MAX_TOKEN = 16 * 1024  # a ServiceAccount token is about 1 KB; an OIDC one a few
+
+
+@dataclass(frozen=True)
+class Viewer:
+    """`key` tells viewers apart (their identity); `client` reads with their rights."""
+
+    key: str
+    name: str
+    client: Client
+
+
+def bearer_token(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    found = token.strip() if scheme.lower() == "bearer" else request.cookies.get(TOKEN_COOKIE, "")
+    return found if found and len(found) <= MAX_TOKEN and found.isascii() and found.isprintable() else None
+
+
+class Viewers:
+    def __init__(self, client: Client, *, authenticate: bool, clock: Callable[[], float] = time.monotonic) -> None:
+        self._client = client
+        self.authenticate = authenticate
+        self._clock = clock
+        self._reviews: OrderedDict[str, tuple[float, Identity | None]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._owner = Viewer("", "", client)
+
+    def of(self, request: Request) -> Viewer | None:
+        """The request's viewer; None when it must authenticate and its token names nobody (or it has none).
+        A failed TokenReview raises the client's error: the page says so."""
+        if not self.authenticate:
+            return self._owner
+        token = bearer_token(request)
+        if token is None:
+            return None
+        identity = self._identity(token)
+        if identity is None:
+            return None
+        key = "\n".join((identity.username, *sorted(identity.groups)))
+        return Viewer(key, identity.username, self._client.as_bearer(token))
+
+    def _identity(self, token: str) -> Identity | None:
+        digest, now = hashlib.sha256(token.encode()).hexdigest(), self._clock()
+        with self._lock:
+            known = self._reviews.get(digest)
+            if known is not None and now - known[0] < REVIEW_SECONDS:
+                return known[1]
+        identity = self._client.review_token(token)
+        with self._lock:
+            self._reviews[digest] = (now, identity)
+            self._reviews.move_to_end(digest)
+            while len(self._reviews) > REVIEWS_KEPT:
+                self._reviews.popitem(last=False)
+        return identity
+
+
+@dataclass
+class _Held:
+    feed: JobFeed
+    pages: int = 0
+    idle_since: float = field(default_factory=time.monotonic)
+
+
+class Feeds:
+    """One `JobFeed` per viewer and namespace (or all), shared by their pages."""
+
+    def __init__(self, namespace: str | None, clock: Callable[[], float] = time.monotonic) -> None:
+        self._namespace = namespace
+        self._clock = clock
+        self._held: dict[tuple[str, str | None], _Held] = {}
+        self._lock = threading.Lock()
+
+    def of(self, viewer: Viewer, namespace: str | None, loop: asyncio.AbstractEventLoop) -> JobFeed:
+        """The viewer's feed of one namespace or (None) all, started if it was not; feeds idle past
+        LINGER_SECONDS are stopped meanwhile. A dashboard of one namespace feeds that one only."""
+        key = (viewer.key, self._namespace or namespace)
+        with self._lock:
+            self._stop_idle()
+            held = self._held.get(key)
+            if held is None:
+                held = self._held[key] = _Held(JobFeed(viewer.client, key[1]))
+                held.feed.start(loop)
+            held.idle_since = self._clock()
+            return held.feed
+
+    def opened(self, feed: JobFeed) -> None:
+        with self._lock:
+            held = self._holding(feed)
+            if held is not None:
+                held.pages += 1
+
+    def closed(self, feed: JobFeed) -> None:
+        """A page of the feed closed; once the dashboard stopped (`stop`), there is nothing left to count."""
+        with self._lock:
+            held = self._holding(feed)
+            if held is not None:
+                held.pages -= 1
+                held.idle_since = self._clock()
+
+    def _holding(self, feed: JobFeed) -> _Held | None:
+        return next((held for held in self._held.values() if held.feed is feed), None)
+
+    def stop(self) -> None:
+        with self._lock:
+            for held in self._held.values():
+                held.feed.stop()
+            self._held.clear()
+
+    def _stop_idle(self) -> None:
+        now = self._clock()
+        for key, held in list(self._held.items()):
+            if held.pages == 0 and now - held.idle_since > LINGER_SECONDS:
+                held.feed.stop()
+                del self._held[key]

@@ -1,0 +1,190 @@
+"""The Python client's own decisions, without a cluster: what a wait settles on, which replica a name means,
+how a log stream is cut into lines, which Events are the job's; and that it installs without the operator."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from disttrain import Client, DistTrainJob, InvalidJobError, JobFailedError, ReplicaNotFoundError
+from disttrain.client import _about_job, _manifest, _settled
+from disttrain.logs import LONGEST_LINE, _split, replica_task
+from disttrain.resources import readable_jobs, typed_job
+from disttrain_core.api.spec import ReplicaType
+from support import ROOT
+
+TEMPLATE = {"spec": {"containers": [{"name": "tensorflow", "image": "trainer"}]}}
+
+
+STAMP = "2026-01-01T00:00:00Z"
+
+
+def _condition(kind: str, status: str) -> dict[str, str]:
+    return {"type": kind, "status": status, "reason": "Why", "message": f"{kind} said", "lastTransitionTime": STAMP}
+
+
+def _job(replicas: dict[str, int], conditions: tuple[tuple[str, str], ...] = ()) -> DistTrainJob:
+    return DistTrainJob.model_validate(
+        {
+            "metadata": {"name": "mnist", "namespace": "team"},
+            "spec": {"replicaSpecs": {kind: {"replicas": n, "template": TEMPLATE} for kind, n in replicas.items()}},
+            "status": {"conditions": [_condition(kind, status) for kind, status in conditions]},
+        }
+    )
+
+
+def test_a_wait_settles_on_any_wanted_condition_that_is_true_now() -> None:
+    resumed = _job({"Worker": 2}, (("Running", "True"), ("Suspended", "False")))
+    assert _settled(resumed, {"Running"})
+    assert not _settled(_job({"Worker": 2}, (("Running", "False"), ("Suspended", "True"))), {"Running"})
+    assert _settled(_job({"Worker": 2}, (("Failed", "True"),)), {"Succeeded", "Failed"})
+
+
+def test_a_wait_for_success_raises_with_the_jobs_own_message_when_it_fails() -> None:
+    failed = _job({"Worker": 2}, (("Running", "False"), ("Failed", "True")))
+    with pytest.raises(JobFailedError, match="DistTrainJob team/mnist failed: Why: Failed said") as raised:
+        _settled(failed, {"Succeeded"})
+    assert raised.value.job is failed
+
+
+@pytest.mark.parametrize(
+    ("name", "task"),
+    [
+        ("worker-1", (ReplicaType.WORKER, 1)),
+        ("Worker-0", (ReplicaType.WORKER, 0)),
+        ("chief", (ReplicaType.CHIEF, 0)),
+        (None, (ReplicaType.CHIEF, 0)),
+    ],
+)
+def test_a_replica_is_named_as_its_pod_is(name: str | None, task: tuple[ReplicaType, int]) -> None:
+    assert replica_task(_job({"Chief": 1, "Worker": 2}), name) == task
+
+
+def test_without_a_chief_worker_0_reports_and_is_the_default() -> None:
+    assert replica_task(_job({"Worker": 2}), None) == (ReplicaType.WORKER, 0)
+
+
+@pytest.mark.parametrize("name", ["worker-2", "ps-0", "trainer", "worker-x", "worker--1"])
+def test_a_replica_that_does_not_exist_names_those_that_do(name: str) -> None:
+    with pytest.raises(ReplicaNotFoundError, match=r"has no replica .*; it has chief-0, worker-0, worker-1$"):
+        replica_task(_job({"Chief": 1, "Worker": 2}), name)
+
+
+def test_a_log_is_cut_into_lines_with_their_timestamps_made_comparable() -> None:
+    chunks = [b"2026-11-25T08:30:00.1Z first\n2026-11-25T08:30:00.12", b"Z second\nno stamp here\ntail"]
+    lines = list(_split(iter(chunks)))
+    assert [text for _, text in lines] == ["first", "second", "no stamp here", "tail"]
+    first, second = lines[0][0], lines[1][0]
+    assert first == b"2026-11-25T08:30:00.100000000" and first < second  # the kubelet trims trailing zeros
+    assert lines[2][0] == lines[3][0] == b""
+
+
+def test_a_line_longer_than_the_bound_is_handed_on_in_pieces() -> None:
+    chunks = [b"x" * (LONGEST_LINE // 2)] * 5 + [b"\n"]
+    assert [len(text) for _, text in _split(iter(chunks))] == [LONGEST_LINE, LONGEST_LINE, LONGEST_LINE // 2]
+
+
+def test_the_jobs_events_are_its_own_and_its_childrens() -> None:
+    assert _about_job({"kind": "DistTrainJob", "name": "mnist"}, "DistTrainJob", "mnist")
+    assert _about_job({"kind": "Pod", "name": "mnist-worker-0"}, "DistTrainJob", "mnist")
+    assert _about_job({"kind": "PersistentVolumeClaim", "name": "mnist-checkpoint"}, "DistTrainJob", "mnist")
+    assert not _about_job({"kind": "DistTrainJob", "name": "mnist-2"}, "DistTrainJob", "mnist")
+    assert not _about_job({"kind": "TFJob", "name": "mnist"}, "DistTrainJob", "mnist")
+    assert not _about_job({"kind": "Pod", "name": "mnistx-worker-0"}, "DistTrainJob", "mnist")
+    assert _about_job({"kind": "Deployment", "name": "mnist-tensorboard"}, "DistTrainJob", "mnist")
+    for namesake in ("mnist-v2-worker-0", "mnist-v2", "mnist-v2-checkpoint", "mnist-worker-x", "mnist-worker-\u0661"):
+        for kind in ("Pod", "Service", "PersistentVolumeClaim"):
+            assert not _about_job({"kind": kind, "name": namesake}, "DistTrainJob", "mnist"), (kind, namesake)
+
+
+def test_a_manifest_comes_from_a_file_a_dict_or_a_model(tmp_path: Path) -> None:
+    example = ROOT / "examples" / "multi-worker-mirrored-gpu.yaml"
+    from_file = _manifest(example)
+    assert from_file["kind"] == "DistTrainJob"
+    model = DistTrainJob.model_validate(from_file)
+    from_model = _manifest(model)
+    assert "status" not in from_model and from_model["spec"]["replicaSpecs"]["Worker"]["replicas"] == 4
+    assert _manifest({"kind": "TFJob"}) == {"kind": "TFJob"}
+    two = tmp_path / "two.yaml"
+    two.write_text("kind: A\n---\nkind: B\n")
+    with pytest.raises(InvalidJobError, match="expected one job manifest, found 2 documents"):
+        _manifest(two)
+    with pytest.raises(InvalidJobError, match="no such file"):
+        _manifest(tmp_path / "missing.yaml")
+
+
+def _kubeconfig(path: Path, namespace: str | None) -> Path:
+    context: dict[str, Any] = {"cluster": "local", "user": "me"}
+    if namespace:
+        context["namespace"] = namespace
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "local", "cluster": {"server": "https://127.0.0.1:1"}}],
+        "users": [{"name": "me", "user": {"token": "t"}}],
+        "contexts": [{"name": "here", "context": context}, {"name": "other", "context": {**context, "namespace": "b"}}],
+        "current-context": "here",
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def test_the_namespace_comes_from_the_call_then_the_client_then_the_context(tmp_path: Path) -> None:
+    kubeconfig = _kubeconfig(tmp_path / "config", "research")
+    assert Client(kubeconfig=kubeconfig).namespace == "research"
+    assert Client(kubeconfig=kubeconfig, context="other").namespace == "b"
+    assert Client(kubeconfig=kubeconfig, namespace="mine").namespace == "mine"
+    assert Client(kubeconfig=_kubeconfig(tmp_path / "bare", None)).namespace == "default"
+
+
+def test_the_client_installs_and_runs_without_kopf_or_tensorflow(tmp_path: Path) -> None:
+    """What a notebook gets from the base distribution: the base dependencies carry neither, and the client
+    imports and connects with them unimportable."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    names = {requirement.split(">")[0].split("=")[0].strip().lower() for requirement in project["dependencies"]}
+    assert not names & {"kopf", "tensorflow", "prometheus-client", "pydantic-settings"}
+    assert "kopf>=1.44.6" in project["optional-dependencies"]["operator"]
+    kubeconfig = _kubeconfig(tmp_path / "config", "research")
+    script = (
+        "import sys\n"
+        "for name in ('kopf', 'tensorflow', 'prometheus_client', 'pydantic_settings', 'disttrain_trainer'):\n"
+        "    sys.modules[name] = None\n"
+        "from disttrain import Client\n"
+        f"print(Client(kubeconfig={str(kubeconfig)!r}).namespace)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+    assert (result.returncode, result.stdout) == (0, "research\n"), result.stderr
+    operator = subprocess.run(
+        [sys.executable, "-c", "import sys; sys.modules['kopf'] = None\n" + _OPERATOR_WITHOUT_KOPF],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert operator.returncode == 1 and "pip install 'disttrain[operator]'" in operator.stderr
+
+
+_OPERATOR_WITHOUT_KOPF = "from disttrain_cli.main import main; sys.exit(main(['operator']))"
+
+
+def _tfjob(name: str, **run_policy: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "TFJob",
+        "metadata": {"name": name, "namespace": "team"},
+        "spec": {"runPolicy": run_policy, "tfReplicaSpecs": {"Worker": {"replicas": 1, "template": TEMPLATE}}},
+    }
+
+
+def test_a_tfjob_that_cannot_be_converted_hides_only_itself(caplog: pytest.LogCaptureFixture) -> None:
+    bodies = [_tfjob("first"), _tfjob("dynamic"), _tfjob("last")]
+    bodies[1]["spec"]["enableDynamicWorker"] = True
+    with pytest.raises(InvalidJobError):
+        typed_job(bodies[1])
+    assert [job.metadata.name for job in readable_jobs(bodies)] == ["first", "last"]
+    assert "TFJob dynamic" in caplog.text

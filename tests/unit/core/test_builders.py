@@ -1,0 +1,307 @@
+"""What the builders produce: golden files for every example, and the rules behind them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from disttrain_cli.render import render
+from disttrain_core.api.job import DistTrainJob
+from disttrain_core.api.parsing import parse_job
+from disttrain_core.api.spec import ReplicaType
+from disttrain_core.api.validation import InvalidManifestError
+from disttrain_core.builders.gang import GangScheduler, min_resources
+from disttrain_core.builders.naming import tensorflow_container
+from disttrain_core.builders.objects import desired_objects, pod
+from disttrain_core.builders.settings import BuildSettings
+from disttrain_core.types import Manifest
+from support import EXAMPLES, ROOT, load_one
+
+GOLDEN = ROOT / "tests" / "golden"
+DEFAULT = BuildSettings()
+
+
+def _job(spec: dict[str, Any], name: str = "demo", namespace: str = "team", uid: str | None = None) -> DistTrainJob:
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+    if uid:
+        metadata["uid"] = uid
+    return parse_job(
+        {"apiVersion": "disttrain.io/v1alpha1", "kind": "DistTrainJob", "metadata": metadata, "spec": spec}
+    )
+
+
+def _replica(replicas: int, **container: Any) -> dict[str, Any]:
+    return {
+        "replicas": replicas,
+        "template": {"spec": {"containers": [{"name": "tensorflow", "image": "i", **container}]}},
+    }
+
+
+def _tf_config(manifest: Manifest) -> dict[str, Any] | None:
+    env = tensorflow_container(manifest["spec"]["containers"]).get("env", [])
+    values = [entry["value"] for entry in env if entry["name"] == "TF_CONFIG"]
+    return json.loads(values[0]) if values else None
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda path: path.stem)
+def test_render_matches_golden(example: Path, update_golden: bool) -> None:
+    golden = GOLDEN / example.name
+    rendered = render(example.read_text(), DEFAULT)
+    if update_golden:
+        golden.write_text(rendered)
+    assert rendered == golden.read_text()
+
+
+def test_render_is_deterministic() -> None:
+    text = EXAMPLES[0].read_text()
+    assert render(text, DEFAULT) == render(text, DEFAULT)
+
+
+def test_parameter_server_objects() -> None:
+    job = parse_job(load_one(ROOT / "examples" / "parameter-server.yaml"))
+    objects = desired_objects(job, DEFAULT)
+    kinds = [(item["kind"], item["metadata"]["name"]) for item in objects]
+    assert kinds == [
+        ("Service", "census-ps"),
+        ("Pod", "census-ps-chief-0"),
+        ("Pod", "census-ps-worker-0"),
+        ("Pod", "census-ps-worker-1"),
+        ("Pod", "census-ps-ps-0"),
+        ("Pod", "census-ps-ps-1"),
+        ("Pod", "census-ps-evaluator-0"),
+    ]
+    service = objects[0]
+    assert service["spec"]["clusterIP"] == "None"
+    assert service["spec"]["publishNotReadyAddresses"] is True
+    for item in objects[1:]:
+        assert item["spec"]["hostname"] == item["metadata"]["name"]
+        assert item["spec"]["subdomain"] == "census-ps"
+        assert item["metadata"]["namespace"] == "default"
+        volumes = item["spec"]["volumes"]
+        assert volumes == [{"name": "disttrain-checkpoint", "persistentVolumeClaim": {"claimName": "team-checkpoints"}}]
+
+
+def test_training_tasks_do_not_see_the_evaluator_but_it_sees_them() -> None:
+    job = _job({"replicaSpecs": {"Chief": _replica(1), "Worker": _replica(2), "Evaluator": _replica(1)}})
+    chief = _tf_config(pod(job, ReplicaType.CHIEF, 0, DEFAULT))
+    evaluator = _tf_config(pod(job, ReplicaType.EVALUATOR, 0, DEFAULT))
+    assert chief is not None and evaluator is not None
+    assert set(chief["cluster"]) == {"chief", "worker"}
+    assert evaluator["cluster"] == {**chief["cluster"], "evaluator": ["demo-evaluator-0.demo.team.svc:2222"]}
+    assert evaluator["task"] == {"type": "evaluator", "index": 0}
+    assert chief["environment"] == "cloud"
+
+
+def test_single_replica_has_no_tf_config() -> None:
+    job = _job({"strategy": "Mirrored", "replicaSpecs": {"Chief": _replica(1)}})
+    assert _tf_config(pod(job, ReplicaType.CHIEF, 0, DEFAULT)) is None
+
+
+def test_cluster_domain_and_port() -> None:
+    job = _job({"replicaSpecs": {"Worker": _replica(2)}, "port": 4444})
+    config = _tf_config(pod(job, ReplicaType.WORKER, 1, BuildSettings(cluster_domain="corp.example")))
+    assert config is not None
+    assert config["cluster"]["worker"][1] == "demo-worker-1.demo.team.svc.corp.example:4444"
+    assert config["task"] == {"type": "worker", "index": 1}
+
+
+def test_tensorflow_container_is_chosen_by_name() -> None:
+    template = {
+        "spec": {
+            "containers": [
+                {"name": "sidecar", "image": "s"},
+                {
+                    "name": "tensorflow",
+                    "image": "t",
+                    "env": [{"name": "TF_CONFIG", "value": "stale"}, {"name": "A", "value": "1"}],
+                },
+            ]
+        }
+    }
+    job = _job({"replicaSpecs": {"Worker": {"replicas": 2, "template": template}}})
+    built = pod(job, ReplicaType.WORKER, 0, DEFAULT)
+    sidecar, tensorflow = built["spec"]["containers"]
+    assert "env" not in sidecar and "ports" not in sidecar
+    names = [entry["name"] for entry in tensorflow["env"]]
+    assert names == ["A", "TF_CONFIG", "DISTTRAIN_PROGRESS_PORT", "DISTTRAIN_TERMINATION_MESSAGE_PATH"]
+    assert [port["name"] for port in tensorflow["ports"]] == ["tf-port", "progress"]
+
+
+def test_first_container_without_a_tensorflow_one_and_user_port_kept() -> None:
+    job = _job({"replicaSpecs": {"Worker": _replica(2, name="main", ports=[{"name": "grpc", "containerPort": 2222}])}})
+    container = pod(job, ReplicaType.WORKER, 0, DEFAULT)["spec"]["containers"][0]
+    assert container["ports"] == [
+        {"name": "grpc", "containerPort": 2222},
+        {"name": "progress", "containerPort": 9471, "protocol": "TCP"},
+    ]
+    assert any(entry["name"] == "TF_CONFIG" for entry in container["env"])
+
+
+def test_resources_are_carried_untouched() -> None:
+    resources = {"limits": {"nvidia.com/gpu": 2, "memory": "8Gi"}, "requests": {"cpu": "500m"}}
+    job = _job({"replicaSpecs": {"Worker": _replica(2, resources=resources)}})
+    assert pod(job, ReplicaType.WORKER, 1, DEFAULT)["spec"]["containers"][0]["resources"] == resources
+
+
+def test_pods_never_restart_in_place_the_operator_decides() -> None:
+    for policy in ("Never", "ExitCode", "OnFailure", "Always"):
+        job = _job({"replicaSpecs": {"Worker": {**_replica(2), "restartPolicy": policy}}})
+        assert pod(job, ReplicaType.WORKER, 0, DEFAULT)["spec"]["restartPolicy"] == "Never"
+
+
+def test_owner_references_once_the_job_has_a_uid() -> None:
+    spec = {"replicaSpecs": {"Worker": _replica(2)}, "checkpoint": {"size": "1Gi"}}
+    assert all("ownerReferences" not in item["metadata"] for item in desired_objects(_job(spec), DEFAULT))
+    for item in desired_objects(_job(spec, uid="1234"), DEFAULT):
+        (owner,) = item["metadata"]["ownerReferences"]
+        assert owner == {
+            "apiVersion": "disttrain.io/v1alpha1",
+            "kind": "DistTrainJob",
+            "name": "demo",
+            "uid": "1234",
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+
+
+def test_created_checkpoint_claim() -> None:
+    spec = {"replicaSpecs": {"Worker": _replica(2)}, "checkpoint": {"size": "5Gi", "storageClassName": "fast"}}
+    claim, *_ = (item for item in desired_objects(_job(spec), DEFAULT) if item["kind"] == "PersistentVolumeClaim")
+    assert claim["metadata"]["name"] == "demo-checkpoint"
+    assert claim["spec"] == {
+        "accessModes": ["ReadWriteMany"],
+        "resources": {"requests": {"storage": "5Gi"}},
+        "storageClassName": "fast",
+    }
+    worker = pod(_job(spec), ReplicaType.WORKER, 0, DEFAULT)
+    container = worker["spec"]["containers"][0]
+    assert container["volumeMounts"] == [{"name": "disttrain-checkpoint", "mountPath": "/checkpoints"}]
+    assert {"name": "DISTTRAIN_CHECKPOINT_DIR", "value": "/checkpoints"} in container["env"]
+
+
+def test_labels_merge_template_labels() -> None:
+    template = {
+        "metadata": {"labels": {"team": "ml", "disttrain.io/job-name": "spoofed"}},
+        "spec": {"containers": [{"name": "t", "image": "i"}]},
+    }
+    job = _job({"replicaSpecs": {"Worker": {"replicas": 2, "template": template}}})
+    labels = pod(job, ReplicaType.WORKER, 1, DEFAULT)["metadata"]["labels"]
+    assert labels == {
+        "team": "ml",
+        "disttrain.io/job-name": "demo",
+        "disttrain.io/replica-type": "worker",
+        "disttrain.io/replica-index": "1",
+    }
+
+
+def test_builders_do_not_mutate_the_job() -> None:
+    job = _job({"replicaSpecs": {"Worker": _replica(2)}, "checkpoint": {"size": "1Gi"}})
+    before = job.model_dump()
+    desired_objects(job, DEFAULT)
+    assert job.model_dump() == before
+
+
+def test_pod_group_for_each_gang_scheduler() -> None:
+    spec = {
+        "replicaSpecs": {
+            "Worker": _replica(3, resources={"limits": {"nvidia.com/gpu": 2}, "requests": {"cpu": "500m"}})
+        },
+        "runPolicy": {"schedulingPolicy": {"queue": "research", "priorityClass": "high"}},
+    }
+    job = _job(spec)
+    plugins = [item for item in desired_objects(job, DEFAULT) if item["kind"] == "PodGroup"]
+    assert plugins[0]["apiVersion"] == "scheduling.x-k8s.io/v1alpha1"
+    assert plugins[0]["spec"] == {
+        "minMember": 3,
+        "minResources": {"cpu": "1500m", "nvidia.com/gpu": "6"},
+        "priorityClassName": "high",
+    }
+    volcano_settings = BuildSettings(gang_scheduler=GangScheduler.VOLCANO)
+    (volcano,) = [item for item in desired_objects(job, volcano_settings) if item["kind"] == "PodGroup"]
+    assert (volcano["apiVersion"], volcano["spec"]["queue"]) == ("scheduling.volcano.sh/v1beta1", "research")
+    member = pod(job, ReplicaType.WORKER, 0, volcano_settings)
+    assert member["spec"]["schedulerName"] == "volcano"
+    assert member["spec"]["priorityClassName"] == "high"
+    assert member["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "demo"
+    assert not [
+        item
+        for item in desired_objects(_job({"replicaSpecs": {"Worker": _replica(1)}}), DEFAULT)
+        if item["kind"] == "PodGroup"
+    ]
+
+
+def test_a_gang_never_asks_for_more_pods_than_it_has() -> None:
+    """minAvailable above the gang's size would be a gang no scheduler could ever place."""
+    job = _job({"replicaSpecs": {"Worker": _replica(2)}, "runPolicy": {"schedulingPolicy": {"minAvailable": 5}}})
+    for scheduler in GangScheduler:
+        (group,) = [
+            item for item in desired_objects(job, BuildSettings(gang_scheduler=scheduler)) if item["kind"] == "PodGroup"
+        ]
+        asked = group["spec"].get("minMember") or group["spec"]["schedulingPolicy"]["gang"]["minCount"]
+        assert asked == 2, (scheduler, group["spec"])
+
+
+def test_kubernetes_gangs_are_a_workload_and_its_pod_group_which_every_pod_but_the_evaluator_joins() -> None:
+    spec = {
+        "strategy": "ParameterServer",
+        "replicaSpecs": {"Chief": _replica(1), "Worker": _replica(4), "PS": _replica(2), "Evaluator": _replica(1)},
+        "runPolicy": {"schedulingPolicy": {"priorityClass": "high"}},
+    }
+    native = BuildSettings(gang_scheduler=GangScheduler.KUBERNETES)
+    built = desired_objects(_job(spec, uid="u1"), native)
+    workload, group = (item for item in built if item["kind"] in ("Workload", "PodGroup"))
+    assert [item["kind"] for item in built[:3]] == ["Service", "Workload", "PodGroup"]  # before any pod
+    gang = {"schedulingPolicy": {"gang": {"minCount": 7}}, "priorityClassName": "high"}  # 1 + 4 + 2
+    assert workload["apiVersion"] == group["apiVersion"] == "scheduling.k8s.io/v1alpha2"
+    assert workload["spec"] == {
+        "controllerRef": {"apiGroup": "disttrain.io", "kind": "DistTrainJob", "name": "demo"},
+        "podGroupTemplates": [{"name": "gang", **gang}],
+    }
+    reference = {"workload": {"workloadName": "demo", "podGroupTemplateName": "gang"}}
+    assert group["spec"] == {"podGroupTemplateRef": reference, **gang}
+    assert workload["metadata"]["ownerReferences"][0]["uid"] == group["metadata"]["ownerReferences"][0]["uid"] == "u1"
+    pods = {item["metadata"]["name"]: item["spec"] for item in built if item["kind"] == "Pod"}
+    assert {name for name, pod_spec in pods.items() if pod_spec.get("schedulingGroup") == {"podGroupName": "demo"}} == (
+        set(pods) - {"demo-evaluator-0"}
+    )
+    assert all(
+        "schedulerName" not in pod_spec and pod_spec["priorityClassName"] == "high" for pod_spec in pods.values()
+    )
+    fewer = {**spec, "runPolicy": {"schedulingPolicy": {"minAvailable": 3}}}
+    (_, smaller) = (item for item in desired_objects(_job(fewer), native) if item["kind"] in ("Workload", "PodGroup"))
+    assert smaller["spec"]["schedulingPolicy"] == {"gang": {"minCount": 3}}
+    assert "schedulingConstraints" not in smaller["spec"]
+    racked = {**spec, "runPolicy": {"schedulingPolicy": {"topologyKey": "example.com/rack"}}}
+    in_one_rack = [item for item in desired_objects(_job(racked), native) if item["kind"] in ("Workload", "PodGroup")]
+    constraints = {"topology": [{"key": "example.com/rack"}]}
+    assert in_one_rack[0]["spec"]["podGroupTemplates"][0]["schedulingConstraints"] == constraints
+    assert in_one_rack[1]["spec"]["schedulingConstraints"] == constraints
+
+
+def _job_with_worker_resources(resources: dict[str, Any]) -> DistTrainJob:
+    return _job({"replicaSpecs": {"Worker": _replica(2, resources=resources)}})
+
+
+@pytest.mark.parametrize(
+    ("quantities", "total"),
+    [
+        ({"memory": "1Pi"}, {"memory": str(2 * 2**50)}),
+        ({"memory": "2E"}, {"memory": str(4 * 10**18)}),
+        ({"cpu": "100n"}, {"cpu": "1m"}),  # finer than a thousandth: rounded up, as Kubernetes rounds CPU
+        ({"cpu": "500u"}, {"cpu": "1m"}),
+        ({"cpu": "1e3", "memory": "1.5Gi"}, {"cpu": "2000", "memory": str(3 * 2**30)}),
+        ({"cpu": ".5", "nvidia.com/gpu": 1}, {"cpu": "1", "nvidia.com/gpu": "2"}),
+    ],
+)
+def test_a_gang_sums_every_quantity_kubernetes_accepts(quantities: dict[str, Any], total: dict[str, str]) -> None:
+    job = _job_with_worker_resources({"limits": quantities})
+    assert min_resources(job) == total
+
+
+@pytest.mark.parametrize("quantity", ["lots", "1Qi", "1e99999", "--1", "", "1 Gi"])
+def test_a_quantity_kubernetes_refuses_fails_the_job_by_name(quantity: str) -> None:
+    with pytest.raises(InvalidManifestError, match=r"containers\[0\]\.resources\.limits\.memory"):
+        _job_with_worker_resources({"limits": {"memory": quantity}})

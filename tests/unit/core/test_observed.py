@@ -1,0 +1,91 @@
+"""Pod views: what the operator keeps of each pod."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from disttrain_core.api.spec import ReplicaType
+from disttrain_core.builders.naming import REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL
+from disttrain_core.observed import PodPhase, pod_view
+from disttrain_core.status import describe_failure
+
+LABELS = {"disttrain.io/job-name": "j", "disttrain.io/replica-type": "ps", "disttrain.io/replica-index": "1"}
+
+
+def _pod(status: dict[str, Any], **metadata: Any) -> dict[str, Any]:
+    return {"metadata": {"name": "j-ps-1", "uid": "u", "labels": LABELS, **metadata}, "status": status}
+
+
+def test_running_and_ready() -> None:
+    view = pod_view(_pod({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}))
+    assert view is not None
+    assert (view.replica_type, view.index, view.phase, view.ready, view.active) == (
+        ReplicaType.PS,
+        1,
+        PodPhase.RUNNING,
+        True,
+        True,
+    )
+
+
+def test_failed_with_exit_code_of_the_tensorflow_container() -> None:
+    status = {
+        "phase": "Failed",
+        "containerStatuses": [
+            {"name": "sidecar", "restartCount": 1, "state": {"terminated": {"exitCode": 0}}},
+            {
+                "name": "tensorflow",
+                "restartCount": 2,
+                "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}},
+            },
+        ],
+    }
+    view = pod_view(_pod(status))
+    assert view is not None
+    assert (view.exit_code, view.reason, view.restarts, view.active) == (137, "OOMKilled", 3, False)
+
+
+def test_evicted_pod_has_no_exit_code() -> None:
+    view = pod_view(_pod({"phase": "Failed", "reason": "Evicted"}))
+    assert view is not None
+    assert (view.exit_code, view.reason) == (None, "Evicted")
+
+
+def test_deleting_pod_is_not_active() -> None:
+    view = pod_view(_pod({"phase": "Running"}, deletionTimestamp="2026-01-01T00:00:00Z"))
+    assert view is not None
+    assert view.deleting and not view.active
+
+
+def test_foreign_labels_are_ignored() -> None:
+    assert pod_view({"metadata": {"name": "x", "labels": {"disttrain.io/job-name": "j"}}}) is None
+    bad_index = {**LABELS, "disttrain.io/replica-index": "one"}
+    assert pod_view({"metadata": {"name": "x", "labels": bad_index}}) is None
+
+
+def _failed_with(message: str) -> dict[str, Any]:
+    terminated = {"exitCode": 130, "reason": "Error", "message": message}
+    return {
+        "metadata": {
+            "name": "job-worker-0",
+            "uid": "u0",
+            "labels": {REPLICA_TYPE_LABEL: "worker", REPLICA_INDEX_LABEL: "0"},
+        },
+        "status": {
+            "phase": "Failed",
+            "containerStatuses": [{"name": "tensorflow", "state": {"terminated": terminated}}],
+        },
+    }
+
+
+def test_a_failed_pod_says_why_in_the_words_of_its_container() -> None:
+    unreachable = "peers unreachable after 60s: job-worker-1.job.ns.svc:2222"
+    view = pod_view(_failed_with(json.dumps({"step": 40, "error": unreachable})))
+    assert view is not None and view.message == unreachable
+    assert describe_failure(view) == f"job-worker-0 failed with exit code 130 (Error): {unreachable}"
+    plain = pod_view(_failed_with("out of disk"))
+    assert plain is not None and plain.message == "out of disk"
+    report = pod_view(_failed_with(json.dumps({"step": 40})))  # a report without an error says nothing more
+    assert report is not None and report.message is None
+    assert describe_failure(report) == "job-worker-0 failed with exit code 130 (Error)"

@@ -1,0 +1,292 @@
+"""The planner: what to create, which pods to restart or clean up, when to wake, when to give up."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from disttrain_core.api.job import DistTrainJob
+from disttrain_core.api.parsing import parse_job
+from disttrain_core.api.spec import ReplicaType
+from disttrain_core.api.status import ReplicaStatus
+from disttrain_core.api.tenant_input import ATTEMPT
+from disttrain_core.builders.gang import GangScheduler
+from disttrain_core.builders.settings import BuildSettings
+from disttrain_core.observed import PodPhase, PodView, Unschedulable, unschedulable
+from disttrain_core.planner import Plan, object_key, plan
+from disttrain_core.status import aggregate
+from disttrain_core.types import ObjectRef
+from support import ROOT, load_one
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+SETTINGS = BuildSettings()
+TEMPLATE = {"spec": {"containers": [{"name": "tensorflow", "image": "i"}]}}
+MWMS = parse_job(load_one(ROOT / "examples" / "multi-worker-mirrored-gpu.yaml"))
+CHILDREN = [ObjectRef("Service", "mnist-mwms"), ObjectRef("PersistentVolumeClaim", "mnist-mwms-checkpoint")]
+
+
+def _job(counts: dict[str, int], policy: str = "ExitCode", **run_policy: Any) -> DistTrainJob:
+    strategy = "ParameterServer" if "PS" in counts else "MultiWorkerMirrored"
+    specs = {kind: {"replicas": n, "restartPolicy": policy, "template": TEMPLATE} for kind, n in counts.items()}
+    manifest = {
+        "apiVersion": "disttrain.io/v1alpha1",
+        "kind": "DistTrainJob",
+        "metadata": {"name": "job"},
+        "spec": {"strategy": strategy, "replicaSpecs": specs, "runPolicy": run_policy},
+    }
+    return parse_job(manifest)
+
+
+def _pod(kind: ReplicaType, index: int, phase: PodPhase = PodPhase.RUNNING, **fields: Any) -> PodView:
+    name = f"job-{kind.task_type}-{index}"
+    return PodView(name, kind, index, phase, uid=f"uid-{name}-{fields.pop('generation', 0)}", **fields)
+
+
+def _plan(job: DistTrainJob, pods: list[PodView], now: datetime = NOW, **kwargs: Any) -> Plan:
+    """Plan after aggregating the status from the same pods, as the reconciler does."""
+    status = aggregate(job, pods, created=True, now=now)
+    return plan(
+        job.model_copy(update={"status": status}), pods, kwargs.pop("children", []), SETTINGS, now=now, **kwargs
+    )
+
+
+def _mwms_worker(index: int, phase: PodPhase = PodPhase.RUNNING, deleting: bool = False) -> PodView:
+    name = f"mnist-mwms-worker-{index}"
+    return PodView(name, ReplicaType.WORKER, index, phase, uid=f"uid-{name}", deleting=deleting)
+
+
+def test_everything_for_a_new_job() -> None:
+    names = [object_key(item).name for item in plan(MWMS, [], [], SETTINGS, now=NOW).create]
+    assert names == ["mnist-mwms", "mnist-mwms-checkpoint", *(f"mnist-mwms-worker-{i}" for i in range(4))]
+
+
+def test_only_what_is_missing_and_terminating_pods_wait() -> None:
+    pods = [_mwms_worker(0), _mwms_worker(2, deleting=True)]
+    names = [object_key(item).name for item in plan(MWMS, pods, CHILDREN, SETTINGS, now=NOW).create]
+    assert names == ["mnist-mwms-worker-1", "mnist-mwms-worker-3"]
+
+
+def test_multi_worker_failure_restarts_the_whole_job() -> None:
+    job = _job({"Worker": 3})
+    pods = [
+        _pod(ReplicaType.WORKER, 0),
+        _pod(ReplicaType.WORKER, 1, PodPhase.FAILED, exit_code=130),
+        _pod(ReplicaType.WORKER, 2),
+    ]
+    result = _plan(job, pods)
+    assert result.restart is not None
+    assert result.delete == ["job-worker-0", "job-worker-1", "job-worker-2"]
+    assert "job-worker-1 failed with exit code 130: the whole job restarts" in result.restart.message
+
+
+def test_a_restart_is_decided_once() -> None:
+    job = _job({"Worker": 2})
+    pods = [_pod(ReplicaType.WORKER, 0), _pod(ReplicaType.WORKER, 1, PodPhase.FAILED, exit_code=130)]
+    assert _plan(job, pods, handled={"uid-job-worker-1-0"}).restart is None
+
+
+def test_parameter_server_worker_restarts_alone_and_a_ps_takes_the_chief_and_the_workers() -> None:
+    job = _job({"Chief": 1, "Worker": 2, "PS": 1})
+    running = [_pod(ReplicaType.CHIEF, 0), _pod(ReplicaType.WORKER, 0), _pod(ReplicaType.PS, 0)]
+    worker = _plan(job, [*running, _pod(ReplicaType.WORKER, 1, PodPhase.FAILED, exit_code=137)])
+    assert worker.delete == ["job-worker-1"]
+    ps = _plan(
+        job, [running[0], running[1], _pod(ReplicaType.PS, 0, PodPhase.FAILED, exit_code=None, reason="Evicted")]
+    )
+    assert ps.delete == ["job-chief-0", "job-ps-0", "job-worker-0"]
+    assert ps.restart is not None and ps.restart.message.endswith("the PS, the Chief and the workers restart")
+
+
+def test_a_lost_ps_waits_for_a_chief_created_moments_ago() -> None:
+    """The Chief and the workers restart with their PS: one created but not in the view yet would be left behind."""
+    job = _job({"Chief": 1, "Worker": 1, "PS": 1})
+    lost = [_pod(ReplicaType.WORKER, 0), _pod(ReplicaType.PS, 0, PodPhase.FAILED, exit_code=137)]
+    waiting = _plan(job, lost, awaited={"job-chief-0"})
+    assert waiting.restart is None and waiting.delete == []
+    assert _plan(job, lost, awaited={"job-worker-0"}).restart is None
+    shown = _plan(job, [_pod(ReplicaType.CHIEF, 0, generation=1), *lost])
+    assert shown.delete == ["job-chief-0", "job-ps-0", "job-worker-0"]
+    worker_lost = [_pod(ReplicaType.PS, 0), _pod(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=137)]
+    alone = _plan(job, worker_lost, awaited={"job-chief-0"})
+    assert alone.delete == ["job-worker-0"]  # a worker restarts alone: nothing to wait for
+
+
+def test_evaluator_restarts_alone_even_under_job_scope() -> None:
+    job = _job({"Chief": 1, "Worker": 2, "Evaluator": 1}, policy="OnFailure")
+    pods = [_pod(ReplicaType.CHIEF, 0), _pod(ReplicaType.EVALUATOR, 0, PodPhase.FAILED, exit_code=1)]
+    assert _plan(job, pods).delete == ["job-evaluator-0"]
+
+
+def test_permanent_exit_codes_and_never_do_not_restart() -> None:
+    permanent = [_pod(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=3)]
+    assert _plan(_job({"Worker": 1}), permanent).restart is None
+    never = [_pod(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=137)]
+    assert _plan(_job({"Worker": 1}, policy="Never"), never).restart is None
+
+
+def test_backoff_limit_fails_the_job() -> None:
+    job = _job({"Worker": 2}, backoffLimit=1)
+    job = job.model_copy(update={"status": job.status.model_copy(update={"restart_count": 1})})
+    result = _plan(job, [_pod(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=143), _pod(ReplicaType.WORKER, 1)])
+    assert result.fail is not None and result.fail.reason == "BackoffLimitExceeded"
+    assert result.delete == [] and result.create == []
+
+
+def test_cleanup_after_success_follows_clean_pod_policy() -> None:
+    pods = [
+        _pod(ReplicaType.CHIEF, 0, PodPhase.SUCCEEDED),
+        _pod(ReplicaType.PS, 0),
+        _pod(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=143),
+    ]
+    counts = {"Chief": 1, "Worker": 1, "PS": 1}
+    assert _plan(_job(counts), pods).delete == ["job-ps-0"]
+    assert _plan(_job(counts, cleanPodPolicy="All"), pods).delete == ["job-chief-0", "job-ps-0", "job-worker-0"]
+    assert _plan(_job(counts, cleanPodPolicy="None"), pods).delete == []
+
+
+def test_succeeded_indexes_are_never_created_again() -> None:
+    job = _job({"Chief": 1, "Worker": 2})
+    done = {ReplicaType.WORKER: ReplicaStatus(succeeded_indexes=[1])}
+    job = job.model_copy(update={"status": job.status.model_copy(update={"replica_statuses": done})})
+    result = plan(job, [_pod(ReplicaType.CHIEF, 0)], [ObjectRef("Service", "job")], SETTINGS, now=NOW)
+    assert [object_key(item).name for item in result.create] == ["job-worker-0"]
+
+
+def test_deadline_wake_up_and_ttl() -> None:
+    job = _job({"Worker": 1}, activeDeadlineSeconds=60, ttlSecondsAfterFinished=30)
+    running = _plan(job, [_pod(ReplicaType.WORKER, 0)])
+    assert running.wake_at == NOW + timedelta(seconds=60)
+    finished = aggregate(job, [_pod(ReplicaType.WORKER, 0, PodPhase.SUCCEEDED)], created=True, now=NOW)
+    done = job.model_copy(update={"status": finished})
+    assert plan(done, [], [], SETTINGS, now=NOW + timedelta(seconds=10)).wake_at == NOW + timedelta(seconds=30)
+    assert plan(done, [], [], SETTINGS, now=NOW + timedelta(seconds=30)).delete_job
+
+
+def test_a_suspended_job_has_no_pods_but_keeps_its_volume() -> None:
+    job = _job({"Worker": 2}, suspend=True)
+    job = job.model_copy(update={"spec": job.spec.model_copy(update={"checkpoint": MWMS.spec.checkpoint})})
+    result = _plan(job, [_pod(ReplicaType.WORKER, 0), _pod(ReplicaType.WORKER, 1, deleting=True)])
+    assert result.delete == ["job-worker-0"]
+    assert [item["kind"] for item in result.create] == ["Service", "PersistentVolumeClaim"]
+
+
+def test_pods_stuck_terminating_are_removed_by_force_after_a_bounded_wait() -> None:
+    job = _job({"Worker": 2})
+    gone = _pod(ReplicaType.WORKER, 1, deleting=True, deletion_time=NOW - timedelta(seconds=31))
+    going = _pod(ReplicaType.WORKER, 0, deleting=True, deletion_time=NOW - timedelta(seconds=10))
+    result = _plan(job, [going, gone])
+    assert result.force_delete == ["job-worker-1"]
+    assert result.wake_at == NOW + timedelta(seconds=20)
+
+
+def test_a_pod_held_only_by_a_finalizer_is_not_stuck() -> None:
+    """Its containers ended, or its node let it go: a finalizer (another's, or an earlier version's log
+    keeper's) holds it, and force would only post a false PodStuckTerminating."""
+    job = _job({"Worker": 2})
+    long_ago = NOW - timedelta(minutes=10)
+    ended = _pod(ReplicaType.WORKER, 0, PodPhase.FAILED, deleting=True, deletion_time=long_ago)
+    released = _pod(ReplicaType.WORKER, 1, deleting=True, deletion_time=long_ago, released=True)
+    assert _plan(job, [ended, released]).force_delete == []
+    stuck = _pod(ReplicaType.WORKER, 1, deleting=True, deletion_time=long_ago)
+    assert _plan(job, [ended, stuck]).force_delete == ["job-worker-1"]
+
+
+def test_a_pod_deleted_by_someone_else_is_a_retryable_loss_and_ours_are_not() -> None:
+    job = _job({"Worker": 2})
+    deleted = _pod(ReplicaType.WORKER, 1, deleting=True)
+    result = _plan(job, [_pod(ReplicaType.WORKER, 0), deleted])
+    assert result.restart is not None
+    assert result.restart.message == "job-worker-1 was deleted while running: the whole job restarts"
+    assert result.delete == ["job-worker-0"]
+    assert _plan(job, [_pod(ReplicaType.WORKER, 0), deleted], handled={deleted.uid}).restart is None
+    never = _job({"Worker": 2}, policy="Never")
+    assert _plan(never, [_pod(ReplicaType.WORKER, 0), deleted]).restart is None  # recreated, as TFJob does
+
+
+def test_a_gang_that_finds_no_place_fails_the_job_once_its_schedule_timeout_passes() -> None:
+    job = _job({"Worker": 3}, schedulingPolicy={"scheduleTimeoutSeconds": 120})
+    since = NOW - timedelta(seconds=100)
+    waiting = Unschedulable(since, "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.")
+    pods = [_pod(ReplicaType.WORKER, i, PodPhase.PENDING, unschedulable=waiting) for i in range(3)]
+    assert _plan(job, pods).wake_at == since + timedelta(seconds=120)  # looked at again when it runs out
+    verdict = _plan(job, pods, now=since + timedelta(seconds=120)).fail
+    assert verdict is not None and verdict.reason == "ScheduleTimeout"
+    assert verdict.message == (
+        "3 of its pods found no place within scheduleTimeoutSeconds 120 "
+        "(job-worker-0: 0/3 nodes are available: 3 Insufficient nvidia.com/gpu.)"
+    )
+    untimed = _job({"Worker": 3}, schedulingPolicy={})
+    assert _plan(untimed, pods, now=NOW + timedelta(days=1)).fail is None  # no timeout: it waits
+    placed = [_pod(ReplicaType.WORKER, i, PodPhase.PENDING) for i in range(3)]
+    assert _plan(job, placed, now=NOW + timedelta(days=1)).fail is None
+
+
+def test_a_topology_key_fails_the_job_before_any_pod_unless_the_gangs_are_kubernetes_own() -> None:
+    job = _job({"Worker": 3}, schedulingPolicy={"topologyKey": "topology.kubernetes.io/zone"})
+    refused = plan(job, [], [], SETTINGS, now=NOW)
+    assert refused.create == [] and refused.fail is not None and refused.fail.reason == "InvalidSpec"
+    assert refused.fail.message == (
+        "the operator cannot act on this spec: schedulingPolicy.topologyKey needs the operator's gang scheduler "
+        "to be kubernetes (DISTTRAIN_GANG_SCHEDULER); this operator's is scheduler-plugins"
+    )
+    native = plan(job, [], [], BuildSettings(gang_scheduler=GangScheduler.KUBERNETES), now=NOW)
+    assert native.fail is None and {object_key(item).kind for item in native.create} >= {"PodGroup", "Pod"}
+
+
+def test_only_a_pod_the_scheduler_found_no_place_for_is_unschedulable() -> None:
+    condition = {"type": "PodScheduled", "status": "False", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    pending = {"spec": {}, "status": {"conditions": [{**condition, "reason": "Unschedulable", "message": "full"}]}}
+    assert unschedulable(pending) == Unschedulable(NOW, "full")
+    assert unschedulable({"spec": {}, "status": {"conditions": [{**condition, "reason": "SchedulingGated"}]}}) is None
+    assert unschedulable({**pending, "spec": {"nodeName": "n1"}}) is None  # bound since: a stale condition
+
+
+def test_a_pod_that_ended_is_deleted_only_once_its_log_is_kept() -> None:
+    """No finalizer holds it, so its log goes with it: a restart, a cleanup, a suspension and the job's TTL
+    wait for the log keeper, which wakes the job once the log is settled."""
+    failed = _pod(ReplicaType.WORKER, 1, PodPhase.FAILED, exit_code=130)
+    pods = [_pod(ReplicaType.WORKER, 0), failed]
+    waiting = _plan(_job({"Worker": 2}), pods, unkept={failed.uid})
+    assert (waiting.restart, waiting.delete) == (None, [])
+    assert _plan(_job({"Worker": 2}), pods).delete == ["job-worker-0", "job-worker-1"]
+    others = _plan(_job({"Worker": 2}), pods, unkept={"uid-of-another-pod"})
+    assert others.restart is not None  # only the pods the restart deletes are waited for
+
+    ended = [_pod(ReplicaType.CHIEF, 0, PodPhase.SUCCEEDED), _pod(ReplicaType.PS, 0), _pod(ReplicaType.WORKER, 0)]
+    cleanup = _plan(_job({"Chief": 1, "Worker": 1, "PS": 1}, cleanPodPolicy="All"), ended, unkept={ended[0].uid})
+    assert cleanup.delete == ["job-ps-0", "job-worker-0"]  # those still running are followed as they stop
+
+    suspended = _plan(_job({"Worker": 2}, suspend=True), pods, unkept={failed.uid})
+    assert suspended.delete == ["job-worker-0"]
+
+    job = _job({"Worker": 1}, ttlSecondsAfterFinished=0)
+    succeeded = _pod(ReplicaType.WORKER, 0, PodPhase.SUCCEEDED)
+    done = job.model_copy(update={"status": aggregate(job, [succeeded], created=True, now=NOW)})
+    assert not plan(done, [succeeded], [], SETTINGS, now=NOW, unkept={succeeded.uid}).delete_job
+    assert plan(done, [succeeded], [], SETTINGS, now=NOW).delete_job
+
+
+def test_a_new_pod_is_one_attempt_past_its_index_s_latest() -> None:
+    job = _job({"Worker": 2})
+    first = _plan(job, [], children=[ObjectRef("Service", "job")])
+    assert [item["metadata"]["annotations"][ATTEMPT] for item in first.create] == ["1", "1"]
+    seen = [_pod(ReplicaType.WORKER, 0, attempt=1), _pod(ReplicaType.WORKER, 1, attempt=3)]
+    status = aggregate(job, seen, created=True, now=NOW)
+    assert status.replica_statuses[ReplicaType.WORKER].attempts == [1, 3]
+    replaced = plan(
+        job.model_copy(update={"status": status}), seen[:1], [ObjectRef("Service", "job")], SETTINGS, now=NOW
+    )
+    assert [(item["metadata"]["name"], item["metadata"]["annotations"][ATTEMPT]) for item in replaced.create] == [
+        ("job-worker-1", "4")
+    ]
+    later = aggregate(job.model_copy(update={"status": status}), [], created=True, now=NOW)
+    assert later.replica_statuses[ReplicaType.WORKER].attempts == [1, 3]  # remembered once the pods are gone
+
+
+def test_a_job_being_deleted_makes_nothing_again() -> None:
+    """A finalizer of another's may hold it while its namespace goes: its pods go, and none is made anew."""
+    job = _job({"Worker": 2})
+    going = job.model_copy(update={"metadata": job.metadata.model_copy(update={"deletion_timestamp": NOW})})
+    failed = [_pod(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=137)]
+    assert _plan(going, failed) == Plan() and _plan(going, []) == Plan()
+    assert _plan(job, []).create

@@ -1,0 +1,114 @@
+"""Who the dashboard answers, without a cluster (the browser test proves the same against one): a viewer
+named by a token the TokenReview accepts, and only for the hosts and namespace it serves; its event streams
+are bounded."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, cast
+
+import pytest
+from starlette.testclient import TestClient
+
+from disttrain import Client, JobNotFoundError
+from disttrain.client import Identity
+from disttrain_dashboard.app import StreamCount, _attempt, create_app
+from disttrain_dashboard.feed import QUEUE_LIMIT, Change, JobFeed
+from disttrain_dashboard.viewers import TOKEN_COOKIE
+
+GOOD = "a-token-the-cluster-knows"
+
+
+class _Cluster:
+    """What the dashboard asks of its client: whom a token names, and reads as that token (none here)."""
+
+    namespace = "default"
+
+    def __init__(self, token: str | None = None) -> None:
+        self.token = token
+        self.bearers: list[str] = []
+
+    def review_token(self, token: str) -> Identity | None:
+        return Identity("system:serviceaccount:team-a:viewer", ("system:serviceaccounts",)) if token == GOOD else None
+
+    def as_bearer(self, token: str, namespace: str | None = None) -> _Cluster:
+        self.bearers.append(token)
+        return _Cluster(token)
+
+    def watch(self, *, stop: threading.Event, on_listed: Callable[[], None], **_: Any) -> Iterator[Any]:
+        on_listed()  # no jobs here
+        stop.wait(10)
+        return iter(())
+
+    def get(self, name: str, **_: Any) -> Any:
+        raise JobNotFoundError(f"DistTrainJob {name}: not found")
+
+
+def _client(namespace: str | None = None, *, authenticate: bool = True) -> tuple[TestClient, _Cluster]:
+    cluster = _Cluster()
+    app = create_app(cast(Client, cluster), namespace, authenticate=authenticate, allowed_hosts=("testserver",))
+    return TestClient(app, follow_redirects=False), cluster
+
+
+def test_without_a_token_the_dashboard_says_how_to_get_one() -> None:
+    client, cluster = _client()
+    with client:
+        for address in ("/", "/jobs/DistTrainJob/team-a/mnist", "/changes"):
+            answer = client.get(address)
+            assert (answer.status_code, "kubectl create token" in answer.text) == (401, True), address
+        assert client.get("/", headers={"Authorization": "Bearer forged"}).status_code == 401
+        assert client.get("/", headers={"Authorization": f"Bearer {GOOD}"}).status_code == 200
+    assert cluster.bearers == [GOOD]  # the page was read as the viewer
+
+
+def test_a_viewer_signs_in_once_and_the_cookie_stays_on_this_site() -> None:
+    client, _ = _client()
+    with client:
+        refused = client.post("/signin", data={"token": "forged"})
+        assert refused.status_code == 401 and TOKEN_COOKIE not in refused.cookies
+        signed_in = client.post("/signin", data={"token": GOOD})
+        assert signed_in.status_code == 303
+        cookie = signed_in.headers["set-cookie"].lower()
+        assert "httponly" in cookie and "samesite=strict" in cookie
+        assert client.get("/").status_code == 200  # the cookie now names the viewer
+
+
+def test_a_request_for_another_host_is_refused_but_probes_are_answered() -> None:
+    client, _ = _client(authenticate=False)
+    with client:
+        assert client.get("/", headers={"Host": "attacker.example"}).status_code == 400
+        assert client.get("/healthz", headers={"Host": "10.0.0.7:8080"}).status_code == 200
+        assert client.get("/").status_code == 200
+
+
+def test_a_dashboard_of_one_namespace_serves_no_page_of_another() -> None:
+    client, _ = _client("team-a", authenticate=False)
+    with client:
+        for address in ("/jobs/DistTrainJob/team-b/x", "/jobs/DistTrainJob/team-b/x/logs/worker-0", "/jobs/TFJob/b/x"):
+            assert client.get(address).status_code == 404, address
+        assert client.get("/jobs/DistTrainJob/team-a/x").status_code == 404  # asked: it does not exist
+
+
+@pytest.mark.parametrize(("text", "attempt"), [("2", 2), ("\u00b2", None), ("9" * 30, None), ("-1", None), ("", None)])
+def test_an_attempt_is_a_bounded_number_or_the_latest(text: str, attempt: int | None) -> None:
+    assert _attempt(text) == attempt
+
+
+def test_event_streams_are_bounded_in_number_and_in_what_one_may_lag() -> None:
+    streams = StreamCount(2)
+    assert streams.open() and streams.open() and not streams.open()
+    streams.close()
+    assert streams.open()
+
+    async def lagging() -> list[Change | None]:
+        feed = JobFeed(cast(Client, _Cluster()), "team-a")
+        queue = feed.subscribe()
+        change = Change("MODIFIED", cast(Any, None))
+        for _ in range(QUEUE_LIMIT + 5):
+            feed._offer(queue, change)
+        return [queue.get_nowait() for _ in range(queue.qsize())]
+
+    received = asyncio.run(lagging())
+    assert len(received) == QUEUE_LIMIT + 1 and received[-1] is None  # the end of a page that fell behind

@@ -1,0 +1,131 @@
+"""The process node's pure half: what a pod becomes on this machine, and what is reported of it."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from disttrain_cli.containers import UnsupportedContainerError
+from disttrain_dev.process_pods import (
+    ContainerState,
+    Mount,
+    PodFolders,
+    claim_names,
+    host_names,
+    hosts_file,
+    pod_phase,
+    pod_status,
+    process_specs,
+    restarts,
+)
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+FOLDERS = PodFolders(Path("/state/pods/ns_p_u"), Path("/state/volumes"))
+
+
+def _pod(**container: Any) -> dict[str, Any]:
+    main = {"name": "tensorflow", "image": "trainer", "command": ["disttrain-train"], "args": ["--epochs", "1"]}
+    return {
+        "metadata": {"name": "job-worker-0", "namespace": "ns", "uid": "u1"},
+        "spec": {
+            "nodeName": "process-node-0",
+            "hostname": "job-worker-0",
+            "subdomain": "job",
+            "restartPolicy": "Never",
+            "containers": [{**main, **container}],
+            "volumes": [
+                {"name": "ckpt", "persistentVolumeClaim": {"claimName": "job-checkpoint"}},
+                {"name": "scratch", "emptyDir": {}},
+                {"name": "token", "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}},
+            ],
+        },
+    }
+
+
+def test_a_container_becomes_a_process_with_its_env_mounts_and_message_file() -> None:
+    env = [
+        {"name": "TF_CONFIG", "value": "{}"},
+        {"name": "MY_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": "DISTTRAIN_TERMINATION_MESSAGE_PATH", "value": "/dev/termination-log"},
+    ]
+    mounts = [
+        {"name": "ckpt", "mountPath": "/checkpoints"},
+        {"name": "scratch", "mountPath": "/tmp/scratch"},
+        {"name": "token", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"},
+    ]
+    pod = _pod(env=env, volumeMounts=mounts, workingDir="/work")
+    assert claim_names(pod) == ["job-checkpoint"]
+    (spec,) = process_specs(pod, "10.250.0.7", FOLDERS, {"job-checkpoint": "pvc-1"})
+    assert spec.argv == ("disttrain-train", "--epochs", "1")
+    assert spec.env["MY_IP"] == "10.250.0.7"
+    assert spec.env["DISTTRAIN_TERMINATION_MESSAGE_PATH"] == str(spec.termination_message)
+    assert spec.mounts == (
+        Mount(Path("/state/volumes/pvc-1"), "/checkpoints"),
+        Mount(FOLDERS.pod / "volumes" / "scratch", "/tmp/scratch"),
+    )  # the API token is not mounted
+    assert (spec.working_dir, spec.log) == ("/work", FOLDERS.pod / "tensorflow.log")
+
+
+@pytest.mark.parametrize(
+    ("container", "message"),
+    [
+        ({"command": None}, "run commands, not images"),
+        ({"env": [{"name": "S", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]}, "env S"),
+        ({"volumeMounts": [{"name": "config", "mountPath": "/etc/app"}]}, "volume config"),
+    ],
+)
+def test_what_a_process_cannot_have_is_named(container: dict[str, Any], message: str) -> None:
+    with pytest.raises(UnsupportedContainerError, match=message):
+        process_specs(_pod(**container), "10.250.0.7", FOLDERS, {"job-checkpoint": "pvc-1"})
+
+
+def test_names_resolve_as_the_headless_service_publishes_them() -> None:
+    names = host_names(_pod())
+    assert names == ["job-worker-0.job.ns.svc.cluster.local", "job-worker-0.job.ns.svc", "job-worker-0"]
+    text = hosts_file([("10.250.0.3", ["b"]), ("10.250.0.2", names)])
+    assert text.splitlines()[2:] == [f"10.250.0.2\t{' '.join(names)}", "10.250.0.3\tb"]
+
+
+def test_phase_and_restarts_follow_the_restart_policy() -> None:
+    running = ContainerState("a", T0)
+    ok = ContainerState("a", T0, exit_code=0, finished=T0)
+    failed = ContainerState("a", T0, exit_code=137, finished=T0)
+    assert pod_phase([running], "Never") == "Running"
+    assert pod_phase([ok], "Never") == "Succeeded"
+    assert pod_phase([failed], "Never") == "Failed"
+    assert pod_phase([failed], "Always") == "Running"
+    assert (restarts("Never", 1), restarts("OnFailure", 1), restarts("OnFailure", 0), restarts("Always", 0)) == (
+        False,
+        True,
+        False,
+        True,
+    )
+
+
+def test_status_is_what_a_kubelet_reports() -> None:
+    ended = ContainerState(
+        "tensorflow",
+        T0,
+        restarts=1,
+        exit_code=0,
+        finished=T0 + timedelta(minutes=1),
+        message='{"step": 3}',
+        last_exit_code=1,
+    )
+    status = pod_status(_pod(), [ended], "10.250.0.7", "10.250.0.1", T0)
+    assert (status["phase"], status["podIP"], status["hostIP"]) == ("Succeeded", "10.250.0.7", "10.250.0.1")
+    (container,) = status["containerStatuses"]
+    assert container["restartCount"] == 1 and container["image"] == "trainer"
+    assert container["state"]["terminated"] == {
+        "exitCode": 0,
+        "reason": "Completed",
+        "startedAt": "2026-01-01T00:00:00Z",
+        "finishedAt": "2026-01-01T00:01:00Z",
+        "message": '{"step": 3}',
+    }
+    assert container["lastState"]["terminated"]["exitCode"] == 1
+    ready = {c["type"]: c["status"] for c in status["conditions"]}["Ready"]
+    assert ready == "False"

@@ -1,0 +1,235 @@
+"""Trainer progress as the operator reads it: parsing, ordering, where to poll, and into status."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from job_fixtures import T0, make_job, make_pod, running_pods
+
+from disttrain_core.api.spec import ReplicaType
+from disttrain_core.api.status import MAX_HISTORY, Progress, ProgressPoint
+from disttrain_core.observed import PodPhase, pod_view
+from disttrain_core.progress import newest, parse_progress, reporting_task, with_report
+from disttrain_core.status import aggregate
+from disttrain_operator.runtime.progress_poller import (
+    ProgressPoller,
+    SilentTrainerError,
+    fetch_progress,
+    progress_url,
+)
+
+
+def _report(step: int, at: datetime | None) -> Progress:
+    return Progress(step=step, update_time=at)
+
+
+def test_a_trainer_record_is_parsed_and_its_extra_fields_ignored() -> None:
+    text = json.dumps(
+        {
+            "step": 120,
+            "totalSteps": 300,
+            "epoch": 2,
+            "loss": 0.25,
+            "examplesPerSecond": 4100.5,
+            "updateTime": "2026-01-01T00:00:00Z",
+            "finished": False,
+            "accuracy": 0.9,
+        }
+    )
+    assert parse_progress(text) == Progress(
+        step=120, total_steps=300, epoch=2, loss=0.25, examples_per_second=4100.5, update_time=T0
+    )
+
+
+def test_anything_else_is_no_report() -> None:
+    texts = (None, "", "Error: out of memory", "[1, 2]", '{"epoch": 1}', '{"step": -1}', '{"step": "x"}')
+    for text in texts:
+        assert parse_progress(text) is None, text
+
+
+def test_a_diverged_loss_is_no_value_and_the_step_still_counts() -> None:
+    """NaN and Infinity are no JSON: the API server would refuse them in the status."""
+    for text in ('{"step": 1, "loss": NaN}', '{"step": 1, "examplesPerSecond": Infinity, "loss": -Infinity}'):
+        assert parse_progress(text) == Progress(step=1), text
+
+
+def test_a_time_without_zone_is_read_as_utc() -> None:
+    progress = parse_progress('{"step": 1, "updateTime": "2026-01-01T00:00:00"}')
+    assert progress is not None and progress.update_time == T0
+
+
+def test_the_newest_report_wins_even_with_a_lower_step_after_a_resume() -> None:
+    before_restart = _report(120, T0)
+    resumed = _report(100, T0 + timedelta(seconds=30))
+    assert newest(before_restart, resumed) == resumed
+    assert newest(resumed, None, before_restart) == resumed
+    assert newest(None, None) is None
+    assert newest(_report(5, None), _report(7, None)) == _report(7, None)
+    assert newest(_report(9, None), _report(1, T0)) == _report(1, T0)
+
+
+def test_the_chief_reports_or_worker_zero_without_one() -> None:
+    assert reporting_task(make_job({"Chief": 1, "Worker": 2}).spec) == (ReplicaType.CHIEF, 0)
+    assert reporting_task(make_job({"Worker": 2}).spec) == (ReplicaType.WORKER, 0)
+
+
+def test_progress_is_polled_only_from_a_running_reporting_pod_with_an_address() -> None:
+    spec = make_job({"Chief": 1, "Worker": 2}, progressPort=9000).spec
+    chief = make_pod(ReplicaType.CHIEF, 0, PodPhase.RUNNING, pod_ip="10.0.0.7")
+    assert progress_url(spec, [chief]) == "http://10.0.0.7:9000/progress"
+    assert progress_url(spec, [make_pod(ReplicaType.CHIEF, 0, PodPhase.RUNNING, pod_ip="fd00::7")]) == (
+        "http://[fd00::7]:9000/progress"
+    )
+    assert progress_url(spec, [make_pod(ReplicaType.CHIEF, 0, PodPhase.PENDING, pod_ip="10.0.0.7")]) is None
+    assert progress_url(spec, [make_pod(ReplicaType.CHIEF, 0, PodPhase.RUNNING)]) is None
+    assert progress_url(spec, [make_pod(ReplicaType.WORKER, 0, PodPhase.RUNNING, pod_ip="10.0.0.8")]) is None
+
+
+def test_the_termination_message_of_an_ended_pod_is_its_final_report() -> None:
+    message = '{"step": 300, "updateTime": "2026-01-01T00:00:00Z", "finished": true}'
+    body = {
+        "metadata": {
+            "name": "j-chief-0",
+            "uid": "u1",
+            "labels": {"disttrain.io/replica-type": "chief", "disttrain.io/replica-index": "0"},
+        },
+        "status": {
+            "phase": "Succeeded",
+            "podIP": "10.0.0.7",
+            "containerStatuses": [{"name": "tensorflow", "state": {"terminated": {"exitCode": 0, "message": message}}}],
+        },
+    }
+    view = pod_view(body)
+    assert view is not None
+    assert view.final_progress == _report(300, T0)
+    assert (view.exit_code, view.pod_ip) == (None, "10.0.0.7")
+
+
+def test_status_takes_the_polled_report_then_the_final_one_and_keeps_it_across_restarts() -> None:
+    job = make_job({"Chief": 1, "Worker": 1})
+    polled = _report(50, T0)
+    running = aggregate(job, running_pods(ReplicaType.CHIEF, 1) + running_pods(ReplicaType.WORKER, 1), True, T0, polled)
+    assert running.progress == polled
+    job = job.model_copy(update={"status": running})
+    restarting = aggregate(job, [], created=True, now=T0)
+    assert restarting.progress == polled
+    final = _report(300, T0 + timedelta(minutes=5))
+    ended = [make_pod(ReplicaType.CHIEF, 0, PodPhase.SUCCEEDED, final_progress=final)]
+    assert aggregate(job, ended, created=True, now=T0, reported=polled).progress == final
+
+
+def test_the_curve_keeps_the_whole_run_within_its_limit() -> None:
+    curve: list[ProgressPoint] = []
+    for step in range(1, 1001):
+        curve = with_report(curve, Progress(step=step, loss=1.0 / step, examples_per_second=50.0))
+        assert len(curve) <= MAX_HISTORY
+    steps = [point.step for point in curve]
+    assert steps == sorted(steps) and steps[-1] == 1000 and steps[0] < 20  # the start is still in view
+    assert curve[-1] == ProgressPoint(step=1000, loss=0.001, examples_per_second=50.0)
+    assert with_report(curve, Progress(step=1000, loss=0.001, examples_per_second=50.0)) is curve  # the same report
+    assert with_report(curve, Progress(step=None)) is curve
+
+
+def test_a_resume_from_an_earlier_checkpoint_cuts_the_curve_back() -> None:
+    curve = [ProgressPoint(step=step, loss=0.5) for step in (10, 20, 30, 40)]
+    assert [point.step for point in with_report(curve, Progress(step=25, loss=0.4))] == [10, 20, 25]
+
+
+def test_status_records_each_new_report_on_the_curve() -> None:
+    job = make_job({"Worker": 1})
+    pods = running_pods(ReplicaType.WORKER, 1)
+    first = aggregate(job, pods, True, T0, reported=Progress(step=5, loss=2.0, update_time=T0))
+    job = job.model_copy(update={"status": first})
+    again = aggregate(job, pods, True, T0, reported=Progress(step=5, loss=2.0, update_time=T0))
+    job = job.model_copy(update={"status": again})
+    later = aggregate(job, pods, True, T0, reported=Progress(step=9, loss=1.5, update_time=T0 + timedelta(seconds=5)))
+    assert [(point.step, point.loss) for point in later.progress_history] == [(5, 2.0), (9, 1.5)]
+
+
+def test_the_poller_passes_on_only_new_reports() -> None:
+    reports = {"http://a/progress": _report(1, T0), "http://b/progress": None}
+    passed_on: list[tuple[str, str]] = []
+    targets = [(("ns", "a"), "http://a/progress"), (("ns", "b"), "http://b/progress")]
+    poller = ProgressPoller(lambda: targets, passed_on.append, interval=60, fetch=reports.get)
+    assert poller.poll_once() == [("ns", "a")]
+    assert poller.poll_once() == []
+    reports["http://a/progress"] = _report(2, datetime(2026, 1, 1, 0, 1, tzinfo=UTC))
+    assert poller.poll_once() == [("ns", "a")]
+    assert passed_on == [("ns", "a"), ("ns", "a")]
+    assert poller.latest(("ns", "a")) == reports["http://a/progress"]
+    poller.forget(("ns", "a"))
+    assert poller.latest(("ns", "a")) is None
+    poller.stop()
+
+
+def _polls(answers: Sequence[Progress | type[SilentTrainerError] | None]) -> list[float]:
+    """When a job is polled over len(answers) intervals of 10 s, each interval's answer given."""
+    clock = [0.0]
+    polled: list[float] = []
+
+    def fetch(url: str) -> Progress | None:
+        polled.append(clock[0])
+        answer = answers[int(clock[0] // 10)]
+        if answer is SilentTrainerError:
+            raise SilentTrainerError(url)
+        return answer  # type: ignore[return-value]
+
+    targets = [(("ns", "a"), "http://a/progress")]
+    poller = ProgressPoller(lambda: targets, lambda _: None, 10, fetch=fetch, clock=lambda: clock[0])
+    for tick in range(len(answers)):
+        clock[0] = tick * 10.0
+        poller.poll_once()
+    poller.stop()
+    return polled
+
+
+def test_a_silent_job_is_polled_less_often_until_it_answers() -> None:
+    # 1, 2, 4, then 6 intervals apart; it answers from 150 on, which the poll at 190 finds, and each interval after
+    assert _polls([SilentTrainerError] * 15 + [_report(1, T0)] * 7) == [0, 10, 30, 70, 130, 190, 200, 210]
+
+
+def test_a_trainer_that_answers_without_a_report_yet_is_asked_every_interval() -> None:
+    """204 before the first report: its first report is in within an interval."""
+    assert _polls([None] * 15 + [_report(1, T0)] * 2) == [10.0 * tick for tick in range(17)]
+
+
+class _NoReportYet(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Quiet."""
+
+
+def test_a_204_is_an_answer_and_a_refusal_or_a_timeout_is_silence() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _NoReportYet)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    assert fetch_progress(f"http://127.0.0.1:{server.server_address[1]}/progress", timeout=2) is None
+    server.shutdown()
+    server.server_close()
+    listening = socket.socket()
+    listening.bind(("127.0.0.1", 0))
+    listening.listen()  # accepts, never answers
+    port = listening.getsockname()[1]
+    with pytest.raises(SilentTrainerError):
+        fetch_progress(f"http://127.0.0.1:{port}/progress", timeout=0.2)
+    listening.close()
+    with pytest.raises(SilentTrainerError):  # refused now
+        fetch_progress(f"http://127.0.0.1:{port}/progress", timeout=0.2)
+
+
+def test_a_failing_callback_does_not_stop_the_poll() -> None:
+    def broken(key: tuple[str, str]) -> None:
+        raise RuntimeError(key)
+
+    targets = [(("ns", "a"), "a"), (("ns", "b"), "b")]
+    poller = ProgressPoller(lambda: targets, broken, interval=60, fetch=lambda url: _report(len(url), T0))
+    assert poller.poll_once() == [("ns", "a"), ("ns", "b")]
+    poller.stop()

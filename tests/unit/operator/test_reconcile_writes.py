@@ -1,0 +1,355 @@
+"""What the reconciler writes: a child it created is not created again while the indexes have yet to
+show it, and changes nobody waits on (counts, a new job's Created) are batched into one status write."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from fakes import RecordingApi
+from prometheus_client import REGISTRY
+
+from disttrain_core.api.spec import ReplicaType
+from disttrain_core.api.status import DistTrainJobStatus, JobPhase, UnkeptLogs
+from disttrain_core.builders.naming import replica_labels
+from disttrain_core.builders.settings import BuildSettings
+from disttrain_core.observed import PodPhase, PodView, Unschedulable, pod_view
+from disttrain_core.types import ObjectRef
+from disttrain_operator.runtime.expectations import EXPECTATION
+from disttrain_operator.runtime.job_memory import JobMemory
+from disttrain_operator.runtime.kube import InvalidWriteError
+from disttrain_operator.runtime.reconciler import UNWATCHED_RECHECK, Reconciler
+from disttrain_operator.runtime.status_writer import RESTART_HOLD, STATUS_BATCH, StatusWriter
+from support import EXAMPLES, load_one
+
+START = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+class _Setup:
+    def __init__(self) -> None:
+        self.now = START
+        self.kube = RecordingApi()
+        self.wakes: list[datetime] = []
+        self.reconciler = Reconciler(
+            self.kube,
+            BuildSettings(),
+            lambda *_, **__: None,
+            clock=lambda: self.now,
+            wake=lambda _, at: self.wakes.append(at),
+        )
+        self.job = {**load_one(EXAMPLES[0]), "status": {}}
+        self.job["metadata"] = {**self.job["metadata"], "namespace": "default", "uid": "u1", "generation": 1}
+
+    def reconcile(self, pods: list[PodView], children: list[ObjectRef]) -> list[str]:
+        """What one reconcile created."""
+        before = len(self.kube.created)
+        self.reconciler.reconcile(self.job, pods, children)
+        return self.kube.created[before:]
+
+    def observed(self, created: list[str], running: int = 0) -> tuple[list[PodView], list[ObjectRef]]:
+        """The indexes once they caught up with `created`, the first `running` pods reported Running."""
+        pods: list[PodView] = []
+        children: list[ObjectRef] = []
+        for item in created:
+            kind, name = item.split("/")
+            if kind == "Pod":
+                replica, index = name.rsplit("-", 2)[1:]
+                phase = PodPhase.RUNNING if len(pods) < running else PodPhase.PENDING
+                ready = phase is PodPhase.RUNNING
+                view = PodView(name, _replica(replica), int(index), phase, ready=ready, uid=f"uid-{name}")
+                pods.append(view)
+            else:
+                children.append(ObjectRef(kind, name))
+        return pods, children
+
+
+def _replica(task_type: str) -> ReplicaType:
+    return next(kind for kind in ReplicaType if kind.task_type == task_type)
+
+
+def test_a_stale_view_creates_nothing_twice() -> None:
+    setup = _Setup()
+    first = setup.reconcile([], [])
+    assert any(item.startswith("Pod/") for item in first)
+    assert setup.reconcile([], []) == []  # the indexes have not caught up: the same view again
+    setup.now, setup.wakes = START + STATUS_BATCH, []  # the wake-up that writes the held-back status
+    assert setup.reconcile([], []) == []
+    assert setup.wakes == [setup.now + EXPECTATION]  # and a look again, should they never catch up
+
+
+def test_a_child_that_never_shows_up_is_created_again_after_the_expectation() -> None:
+    setup = _Setup()
+    first = setup.reconcile([], [])
+    setup.now = START + EXPECTATION + timedelta(seconds=1)
+    assert setup.reconcile([], []) == first
+
+
+def test_a_child_seen_and_then_lost_is_created_again_at_once() -> None:
+    setup = _Setup()
+    first = setup.reconcile([], [])
+    pods, children = setup.observed(first)
+    assert setup.reconcile(pods, children) == []
+    lost = pods[-1]
+    assert setup.reconcile(pods[:-1], children) == [f"Pod/{lost.name}"]
+
+
+def test_a_stale_view_deletes_nothing_twice() -> None:
+    setup = _Setup()
+    pods, children = setup.observed(setup.reconcile([], []), running=99)
+    setup.job["spec"] = {**setup.job["spec"], "runPolicy": {**setup.job["spec"].get("runPolicy", {}), "suspend": True}}
+    setup.job["metadata"]["generation"] = 2
+    setup.reconcile(pods, children)
+    assert sorted(setup.kube.deleted) == sorted(pod.name for pod in pods)
+    setup.reconcile(pods, children)  # the index has yet to show the pods terminating
+    assert len(setup.kube.deleted) == len(pods)
+
+
+def test_counts_alone_are_written_at_most_once_per_batch_interval() -> None:
+    setup = _Setup()
+    created = setup.reconcile([], [])
+    written = len(setup.kube.statuses)
+    setup.now = START + STATUS_BATCH / 4
+    setup.wakes.clear()
+    setup.reconcile(*setup.observed(created, running=1))
+    assert len(setup.kube.statuses) == written  # one pod more running: waits for the batch
+    assert setup.wakes == [START + STATUS_BATCH]
+    setup.now = START + STATUS_BATCH
+    setup.reconcile(*setup.observed(created, running=1))  # the wake-up: written now
+    assert len(setup.kube.statuses) == written + 1
+    assert setup.kube.statuses[-1]["ready"].startswith("1/")
+
+
+def test_a_new_phase_is_written_at_once() -> None:
+    setup = _Setup()
+    created = setup.reconcile([], [])
+    pods, children = setup.observed(created, running=len(created))
+    setup.now = START + STATUS_BATCH / 4
+    setup.reconcile(pods, children)
+    assert setup.kube.statuses[-1]["phase"] == "Running"
+
+
+def _a_restart_made_way_for(setup: _Setup) -> tuple[list[PodView], list[ObjectRef], PodView]:
+    """A running job whose first pod failed with a code its replica restarts on, reconciled once: the pod is
+    deleted; its replacement waits for it to be gone."""
+    pods, children = setup.observed(setup.reconcile([], []), running=99)
+    setup.reconcile(pods, children)
+    failed = replace(pods[0], phase=PodPhase.FAILED, exit_code=137)
+    setup.now, setup.wakes = START + timedelta(seconds=10), []
+    writes = len(setup.kube.statuses)
+    assert setup.reconcile([failed, *pods[1:]], children) == []
+    assert failed.name in setup.kube.deleted
+    assert len(setup.kube.statuses) == writes  # the restart's status waits for the replacement
+    assert setup.wakes == [setup.now + RESTART_HOLD]
+    return pods, children, failed
+
+
+def test_a_restarts_status_goes_out_after_the_replacement_is_created_not_between() -> None:
+    setup = _Setup()
+    pods, children, failed = _a_restart_made_way_for(setup)
+    writes = len(setup.kube.statuses)
+    terminating = replace(failed, deleting=True)
+    setup.reconcile([terminating, *pods[1:]], children)  # the pod's deletion seen: no replacement yet
+    assert len(setup.kube.statuses) == writes
+    before = len(setup.kube.calls)
+    assert setup.reconcile(pods[1:], children) == [f"Pod/{failed.name}"]  # gone: replaced, then written
+    assert setup.kube.calls[before:] == ["create", "status"]
+    assert setup.kube.statuses[-1]["phase"] == "Restarting"
+    assert setup.kube.statuses[-1]["restartCount"] == 1
+    writes, setup.wakes = len(setup.kube.statuses), []
+    replacement = replace(failed, phase=PodPhase.PENDING, ready=False, exit_code=None, uid="uid-2", attempt=2)
+    setup.reconcile([replacement, *pods[1:]], children)  # its first sight, as it was counted: no write
+    assert len(setup.kube.statuses) == writes
+    assert setup.wakes == []
+
+
+def test_a_restarts_status_is_written_by_the_wake_when_its_pods_are_slow_to_go() -> None:
+    setup = _Setup()
+    pods, children, failed = _a_restart_made_way_for(setup)
+    writes = len(setup.kube.statuses)
+    setup.now += RESTART_HOLD
+    setup.reconcile([replace(failed, deleting=True), *pods[1:]], children)
+    assert len(setup.kube.statuses) == writes + 1
+    assert setup.kube.statuses[-1]["phase"] == "Restarting"
+
+
+def test_a_new_jobs_created_status_waits_and_goes_out_with_its_running_pods() -> None:
+    setup = _Setup()
+    created = setup.reconcile([], [])
+    assert setup.kube.statuses == []  # Pending with its children created: held back
+    assert setup.wakes == [START + STATUS_BATCH]
+    setup.now = START + STATUS_BATCH / 2
+    setup.reconcile(*setup.observed(created, running=len(created)))
+    [written] = setup.kube.statuses  # one write says both
+    assert written["phase"] == "Running"
+    conditions = {condition["type"]: condition for condition in written["conditions"]}
+    assert conditions["Created"]["lastTransitionTime"] == written["startTime"] == "2026-01-01T00:00:00Z"
+
+
+def test_a_new_jobs_created_status_is_written_when_due() -> None:
+    setup = _Setup()
+    created = setup.reconcile([], [])
+    setup.now = START + STATUS_BATCH
+    setup.reconcile(*setup.observed(created))
+    [written] = setup.kube.statuses
+    assert written["phase"] == "Pending"
+    assert [condition["type"] for condition in written["conditions"]] == ["Created"]
+
+
+def test_the_phase_gauges_follow_a_job_from_its_phase_to_its_deletion() -> None:
+    setup = _Setup()
+    setup.job["metadata"]["namespace"] = "gauges"
+    created = setup.reconcile([], [])
+    pods, children = setup.observed(created, running=len(created))
+    setup.now = START + STATUS_BATCH / 4
+    setup.reconcile(pods, children)
+    value = REGISTRY.get_sample_value
+    assert value("disttrain_jobs", {"namespace": "gauges", "phase": "Running"}) == 1
+    assert value("disttrain_jobs_active", {"namespace": "gauges"}) == 1
+    setup.reconciler.forget("u1")
+    assert value("disttrain_jobs", {"namespace": "gauges", "phase": "Running"}) == 0
+    assert value("disttrain_jobs_active", {"namespace": "gauges"}) == 0
+
+
+class _StrictApi(RecordingApi):
+    """Refuses a status as the API server does what is no JSON (NaN) or, once, anything (a webhook)."""
+
+    def __init__(self, refuse_once: bool = False) -> None:
+        super().__init__()
+        self.refuse_once = refuse_once
+
+    def patch_job_status(self, job: Mapping[str, Any], status: dict[str, Any]) -> None:
+        try:
+            json.dumps(status, allow_nan=False)
+        except ValueError as error:
+            raise InvalidWriteError(f"400: {error}") from error
+        if self.refuse_once:
+            self.refuse_once = False
+            raise InvalidWriteError("422: status.progress: Invalid value")
+        super().patch_job_status(job, status)
+
+
+def _evaluator(message: str) -> PodView | None:
+    terminated = {"exitCode": 0, "message": message, "finishedAt": "2026-01-01T00:00:00Z"}
+    return pod_view(
+        {
+            "metadata": {"name": "x-evaluator-0", "uid": "e", "labels": replica_labels("x", ReplicaType.EVALUATOR, 0)},
+            "status": {
+                "phase": "Succeeded",
+                "containerStatuses": [{"name": "tensorflow", "state": {"terminated": terminated}}],
+            },
+        }
+    )
+
+
+def test_a_diverged_score_is_left_out_and_the_rest_reaches_the_status() -> None:
+    view = _evaluator('{"evaluation": {"step": 9, "metrics": {"loss": NaN, "auc": -Infinity, "accuracy": 0.5}}}')
+    assert view is not None and view.evaluation is not None
+    api = _StrictApi()
+    status = DistTrainJobStatus(evaluation=view.evaluation)
+    StatusWriter(api, lambda *_, **__: None, lambda: START).write(
+        {"metadata": {"namespace": "a", "name": "x"}}, JobMemory(), status
+    )
+    assert api.statuses[-1]["evaluation"] == {"step": 9, "metrics": {"accuracy": 0.5}, "final": False}
+
+
+def test_a_status_the_api_server_refuses_fails_the_job_once_and_is_not_retried() -> None:
+    setup, events = _Setup(), []
+    setup.kube = api = _StrictApi(refuse_once=True)
+    setup.reconciler = Reconciler(api, BuildSettings(), lambda *_, **event: events.append(event), clock=lambda: START)
+    setup.reconcile([], [])
+    (written,) = api.statuses
+    assert written["phase"] == "Failed"
+    assert [(c["type"], c["reason"]) for c in written["conditions"]] == [("Failed", "StatusRefused")]
+    assert [event["reason"] for event in events if event["type"] == "Warning"] == ["StatusRefused"]
+    for _ in range(3):  # the job as it is now: it stays failed, and once its counts are written, nothing more
+        setup.reconcile(*setup.observed(api.created))
+    assert len(api.statuses) <= 2
+    assert {(status["phase"], status["conditions"][0]["reason"]) for status in api.statuses} == {
+        ("Failed", "StatusRefused")
+    }
+
+
+def test_a_field_the_status_no_longer_has_is_cleared_not_left_as_it_was() -> None:
+    api = RecordingApi()
+    writer, body = (
+        StatusWriter(api, lambda *_, **__: None, lambda: START),
+        {"metadata": {"namespace": "a", "name": "x"}},
+    )
+    memory = JobMemory()
+    memory.written = {"phase": "Running", "evaluation": {"step": 3, "metrics": {}, "final": False}, "ready": "1/2"}
+    writer.write(body, memory, DistTrainJobStatus(phase=JobPhase.RUNNING, ready="2/2"))
+    (patch,) = api.statuses
+    assert patch["evaluation"] is None and (patch["phase"], patch["ready"]) == ("Running", "2/2")
+
+
+def test_a_deleted_pod_group_is_made_again_while_the_scheduler_cannot_place_the_job() -> None:
+    setup = _Setup()
+    setup.job["spec"] = {**setup.job["spec"], "runPolicy": {"schedulingPolicy": {"minAvailable": 2}}}
+    created = setup.reconcile([], [])
+    assert any(item.startswith("PodGroup/") for item in created)
+    pods, watched = setup.observed(created)
+    children = [child for child in watched if child.kind != "PodGroup"]  # no watch sees a PodGroup
+    waiting = Unschedulable(START, "0/3 nodes are available: pod group not found")
+    unplaced = [replace(pod, unschedulable=waiting) for pod in pods]
+    assert not any(item.startswith("PodGroup/") for item in setup.reconcile(unplaced, children))  # not yet
+    setup.now = START + UNWATCHED_RECHECK
+    assert any(item.startswith("PodGroup/") for item in setup.reconcile(unplaced, children))
+    setup.now = START + 3 * UNWATCHED_RECHECK
+    assert not any(item.startswith("PodGroup/") for item in setup.reconcile(pods, children))  # placed: no need
+
+
+class _RefusingPatches(RecordingApi):
+    def patch_job(self, job: Mapping[str, Any], patch: dict[str, Any]) -> None:
+        raise InvalidWriteError('422: DistTrainJob "x" is invalid: spec.runPolicy.suspend: Invalid value')
+
+
+def test_a_write_of_the_job_the_api_server_refuses_fails_it_once_instead_of_a_retry_for_ever() -> None:
+    setup, events = _Setup(), []
+    setup.kube = api = _RefusingPatches()
+    setup.reconciler = Reconciler(api, BuildSettings(), lambda *_, **event: events.append(event), clock=lambda: START)
+    setup.job["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "research"}  # Kueue suspends it first
+    setup.reconcile([], [])
+    (written,) = api.statuses
+    assert written["phase"] == "Failed" and written["conditions"][-1]["reason"] == "WriteRefused"
+    assert [event["reason"] for event in events if event["type"] == "Warning"] == ["WriteRefused"]
+
+
+class _Logs:
+    """The log keeper as a reconcile asks it: which pods' logs are settled, which attempts went unkept."""
+
+    def __init__(self) -> None:
+        self.unsettled: set[str] = set()
+        self.reported: list[UnkeptLogs] = []
+
+    def settled(self, uid: str) -> bool:
+        return uid not in self.unsettled
+
+    def unkept(self, job_uid: str) -> list[UnkeptLogs]:
+        return list(self.reported)
+
+
+def test_a_failed_pod_waits_for_its_log_and_an_unkept_attempt_is_said_once_in_status_and_event() -> None:
+    setup, events, logs = _Setup(), [], _Logs()
+    setup.reconciler = Reconciler(
+        setup.kube, BuildSettings(), lambda *_, **event: events.append(event), logs=logs, clock=lambda: START
+    )
+    pods, children = setup.observed(setup.reconcile([], []), running=99)
+    failed = replace(pods[0], phase=PodPhase.FAILED, exit_code=137, log_due=True)
+    logs.unsettled.add(failed.uid)
+    setup.reconcile([failed, *pods[1:]], children)
+    assert setup.kube.deleted == []  # its log is not kept yet, and nothing else holds it
+    logs.unsettled.clear()
+    logs.reported.append(
+        UnkeptLogs(replica="worker-0", first_attempt=1, last_attempt=2, reason="the operator was away")
+    )
+    setup.reconcile([failed, *pods[1:]], children)
+    setup.reconcile([failed, *pods[1:]], children)
+    assert failed.name in setup.kube.deleted
+    assert setup.kube.statuses[-1]["unkeptLogs"] == [
+        {"replica": "worker-0", "firstAttempt": 1, "lastAttempt": 2, "reason": "the operator was away"}
+    ]
+    warnings = [event["message"] for event in events if event["reason"] == "LogNotKept"]
+    assert warnings == ["worker-0, attempt 1 to 2: no log kept; the operator was away"]

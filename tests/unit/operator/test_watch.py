@@ -1,0 +1,253 @@
+"""The operator's own watches: listing, events, relisting, kinds not served, and what they tell of each job."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from disttrain_core.backoff import Backoff
+from disttrain_core.observed import PodPhase, PodView
+from disttrain_core.types import JobKey, ObjectRef
+from disttrain_dev.polling import wait_for
+from disttrain_operator.runtime.kube import NotServedError, ResourceExpiredError, TransientApiError
+from disttrain_operator.runtime.watch import (
+    Listings,
+    ObjectStore,
+    ObjectWatch,
+    Reconnects,
+    Resource,
+    Scope,
+    scopes,
+)
+from disttrain_operator.runtime.watched import DISTTRAIN_JOBS, PODS, SERVICES, WORKLOADS
+
+
+def _pod(name: str, uid: str, *, job: str = "j", namespace: str = "ns", phase: str = "Running") -> dict[str, Any]:
+    replica_type, index = name.rsplit("-", 2)[-2:]
+    labels = {
+        "disttrain.io/job-name": job,
+        "disttrain.io/replica-type": replica_type,
+        "disttrain.io/replica-index": index,
+    }
+    metadata = {"name": name, "namespace": namespace, "uid": uid, "labels": labels, "resourceVersion": uid}
+    return {"metadata": metadata, "status": {"phase": phase}}
+
+
+class _FakeKube:
+    """Pages of a listing, then the lines of one watch; `unserved`: every listing answers 404. `refusals`:
+    errors raised, in turn, by the next requests, listings and watches alike."""
+
+    def __init__(self, pages: list[list[dict[str, Any]]], events: list[dict[str, Any]] | None = None) -> None:
+        self.pages = pages
+        self.events = events or []
+        self.queries: list[dict[str, str]] = []
+        self.read_timeouts: list[float] = []
+        self.unserved = False
+        self.refusals: list[Exception | None] = []
+
+    def _refuse(self) -> None:
+        refusal = self.refusals.pop(0) if self.refusals else None
+        if refusal is not None:
+            raise refusal
+
+    def list_page(self, path: str, query: dict[str, str]) -> dict[str, Any]:
+        self.queries.append(query)
+        if self.unserved:
+            raise NotServedError(f"404: the server could not find the requested resource ({path})")
+        self._refuse()
+        number = int(query.get("continue", "0"))
+        more = {"continue": str(number + 1)} if number + 1 < len(self.pages) else {}
+        return {"items": self.pages[number], "metadata": {"resourceVersion": "10", **more}}
+
+    def stream_lines(self, path: str, query: dict[str, str], read_timeout: float) -> Iterator[bytes]:
+        self.queries.append(query)
+        self.read_timeouts.append(read_timeout)
+        self._refuse()
+        for event in self.events:
+            yield json.dumps(event).encode()
+
+
+NAMESPACE = Scope("ns")
+Told = list[tuple[JobKey, Any, bool]]
+
+
+def _watch(
+    kube: _FakeKube, store: ObjectStore[Any], resource: Resource[Any] = PODS, listings: Listings | None = None
+) -> tuple[ObjectWatch[Any], Told]:
+    told: Told = []
+
+    def changed(key: JobKey, view: Any, present: bool) -> None:
+        told.append((key, view, present))
+
+    listings = listings or Listings()
+    reconnects = Reconnects(Backoff(0.01, 0.01))
+    watch = ObjectWatch(kube, resource, store, [NAMESPACE], changed, listings=listings, reconnects=reconnects)
+    return watch, told
+
+
+def _keys(told: Told) -> list[JobKey]:
+    return [key for key, _, _ in told]
+
+
+def test_a_paged_listing_fills_the_store_and_ends_the_wait_for_it() -> None:
+    store: ObjectStore[PodView] = ObjectStore()
+    listings = Listings()
+    kube = _FakeKube([[_pod("j-chief-0", "u1")], [_pod("j-worker-0", "u2"), _pod("k-worker-0", "u3", job="k")]])
+    watch, told = _watch(kube, store, listings=listings)
+    assert not listings.done.is_set()
+    assert watch._list(NAMESPACE) == "10"
+    assert listings.done.is_set()
+    assert sorted(pod.name for pod in store.views(("ns", "j"))) == ["j-chief-0", "j-worker-0"]
+    assert sorted(_keys(told)) == [("ns", "j"), ("ns", "j"), ("ns", "k")]
+    assert kube.queries[0]["labelSelector"] == "disttrain.io/job-name"
+    assert kube.queries[1]["continue"] == "1"
+
+
+def test_the_wait_ends_once_every_kind_was_listed() -> None:
+    listings = Listings()
+    pods, _ = _watch(_FakeKube([[]]), ObjectStore(), PODS, listings)
+    services, _ = _watch(_FakeKube([[]]), ObjectStore(), SERVICES, listings)
+    pods._list(NAMESPACE)
+    pods._list(NAMESPACE)  # a relisting counts once
+    assert not listings.done.is_set()
+    services._list(NAMESPACE)
+    assert listings.done.is_set()
+
+
+def test_events_that_change_nothing_the_planner_reads_tell_nobody() -> None:
+    store: ObjectStore[PodView] = ObjectStore()
+    running = _pod("j-chief-0", "u1")
+    bound = {**running, "spec": {"nodeName": "node-1"}}
+    failed = _pod("j-chief-0", "u1", phase="Failed")
+    events = [{"type": "MODIFIED", "object": bound}, {"type": "MODIFIED", "object": failed}]
+    watch, told = _watch(_FakeKube([[running]], events), store)
+    watch._list(NAMESPACE)
+    told.clear()
+    watch._watch(NAMESPACE, "10")
+    assert _keys(told) == [("ns", "j")]
+    assert [pod.phase for pod in store.views(("ns", "j"))] == [PodPhase.FAILED]
+
+
+def test_deletion_tells_the_last_view_and_a_gone_version_asks_for_a_relisting() -> None:
+    store: ObjectStore[PodView] = ObjectStore()
+    pod = _pod("j-chief-0", "u1")
+    gone = {"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old"}}
+    watch, told = _watch(_FakeKube([[pod]], [{"type": "DELETED", "object": pod}, gone]), store)
+    watch._list(NAMESPACE)
+    told.clear()
+    with pytest.raises(ResourceExpiredError):
+        watch._watch(NAMESPACE, "10")
+    assert store.views(("ns", "j")) == []
+    assert [(key, view.uid, present) for key, view, present in told] == [(("ns", "j"), "u1", False)]
+
+
+def test_a_version_gone_before_the_stream_starts_lists_again() -> None:
+    """The API server may refuse an expired resourceVersion as the response's status (410), not only as an
+    ERROR event in the stream: either way the watch lists again rather than asking for the same version."""
+    store: ObjectStore[PodView] = ObjectStore()
+    kube = _FakeKube([[_pod("j-chief-0", "u1")]])
+    kube.refusals = [None, ResourceExpiredError("410: too old resource version")]
+    watch, _ = _watch(kube, store)
+    watch.start()
+    wait_for("a second listing", lambda: sum("watch" not in query for query in kube.queries) >= 2)
+    watch.stop()
+    assert [query.get("resourceVersion") for query in kube.queries[:3]] == [None, "10", None]
+
+
+def test_an_expired_continue_token_starts_the_listing_over() -> None:
+    store: ObjectStore[PodView] = ObjectStore()
+    kube = _FakeKube([[_pod("j-chief-0", "u1")], [_pod("j-worker-0", "u2")]])
+    kube.refusals = [None, ResourceExpiredError("410: the provided continue parameter is too old")]
+    watch, _ = _watch(kube, store)
+    assert watch._list(NAMESPACE) == "10"
+    assert [query.get("continue") for query in kube.queries] == [None, "1", None, "1"]
+    assert sorted(pod.name for pod in store.views(("ns", "j"))) == ["j-chief-0", "j-worker-0"]
+
+
+def test_a_listing_broken_off_still_tells_what_it_changed() -> None:
+    """The next listing finds those objects unchanged and would tell nobody."""
+    store: ObjectStore[PodView] = ObjectStore()
+    kube = _FakeKube([[_pod("j-chief-0", "u1")], [_pod("k-chief-0", "u2", job="k")]])
+    kube.refusals = [None, TransientApiError("503: the API server is shutting down")]
+    watch, told = _watch(kube, store)
+    with pytest.raises(TransientApiError):
+        watch._list(NAMESPACE)
+    assert _keys(told) == [("ns", "j")]
+
+
+def test_a_watch_asks_the_api_server_to_end_it_and_gives_up_on_a_silent_stream_soon_after() -> None:
+    kube = _FakeKube([[]])
+    watch, _ = _watch(kube, ObjectStore())
+    watch._watch(NAMESPACE, "10")
+    assert (kube.queries[-1]["timeoutSeconds"], kube.read_timeouts) == ("60", [70])
+
+
+def test_reconnects_lengthen_for_every_watch_and_shorten_on_any_success() -> None:
+    reconnects = Reconnects(Backoff(1, 30))
+    assert [reconnects.failed() for _ in range(4)] == [1, 2, 4, 8]  # four watches failing at once
+    reconnects.succeeded()
+    assert reconnects.failed() == 1
+
+
+def test_a_relisting_drops_objects_that_went_while_unwatched() -> None:
+    store: ObjectStore[PodView] = ObjectStore()
+    kube = _FakeKube([[_pod("j-chief-0", "u1"), _pod("k-chief-0", "u2", job="k")]])
+    watch, told = _watch(kube, store)
+    watch._list(NAMESPACE)
+    kube.pages = [[_pod("j-chief-0", "u1")]]
+    told.clear()
+    watch._list(NAMESPACE)
+    assert [(key, present) for key, _, present in told] == [(("ns", "k"), False)]
+    assert store.views(("ns", "k")) == []
+
+
+def test_a_bookmark_moves_the_version_on() -> None:
+    bookmark = {"type": "BOOKMARK", "object": {"kind": "Pod", "metadata": {"resourceVersion": "42"}}}
+    watch, told = _watch(_FakeKube([[]], [bookmark]), ObjectStore())
+    assert watch._watch(NAMESPACE, "10") == "42"
+    assert told == []
+
+
+def test_an_object_relabelled_to_another_job_moves() -> None:
+    store: ObjectStore[ObjectRef] = ObjectStore()
+    assert store.put(("ns", "j"), "u1", ObjectRef("Service", "j"))
+    assert store.put(("ns", "k"), "u1", ObjectRef("Service", "j"))
+    assert (store.views(("ns", "j")), store.views(("ns", "k"))) == ([], [ObjectRef("Service", "j")])
+
+
+def test_a_kind_not_served_counts_as_listed_and_empty() -> None:
+    """Kueue installed after the operator, or removed: its Workloads are none until it is served."""
+    store: ObjectStore[Any] = ObjectStore()
+    workload = {"metadata": {"name": "w", "namespace": "ns", "uid": "w1", "labels": {"disttrain.io/job-name": "j"}}}
+    kube = _FakeKube([[workload]])
+    listings = Listings()
+    watch, told = _watch(kube, store, WORKLOADS, listings)
+    assert watch._list(NAMESPACE) == "10"
+    assert [view.name for view in store.views(("ns", "j"))] == ["w"]
+    kube.unserved = True
+    told.clear()
+    assert watch._list(NAMESPACE) is None
+    assert (store.views(("ns", "j")), _keys(told), listings.done.is_set()) == ([], [("ns", "j")], True)
+
+
+def test_a_kind_that_must_be_served_is_an_error_until_it_is() -> None:
+    kube = _FakeKube([[]])
+    kube.unserved = True
+    listings = Listings()
+    watch, _ = _watch(kube, ObjectStore(), PODS, listings)
+    with pytest.raises(NotServedError):
+        watch._list(NAMESPACE)
+    assert not listings.done.is_set()
+
+
+def test_scopes_follow_the_operators_namespaces() -> None:
+    assert scopes([]) == [Scope(None)]
+    assert scopes(["a", "b", "a"]) == [Scope("a"), Scope("b")]
+    assert [PODS.path(scope.namespace) for scope in scopes(["a"])] == ["/api/v1/namespaces/a/pods"]
+    assert DISTTRAIN_JOBS.path(None) == "/apis/disttrain.io/v1alpha1/disttrainjobs"
+    pattern = scopes(["team-*", "!team-x"])
+    assert pattern == [Scope(None, ("team-*", "!team-x"))]
+    assert [pattern[0].accepts(name) for name in ("team-a", "team-x", "other")] == [True, False, False]

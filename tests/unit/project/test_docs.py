@@ -1,0 +1,40 @@
+"""The docs as a reader meets them: README's links lead somewhere, its first job is a valid job, and
+every page under docs/ builds with no broken link or anchor (`mkdocs build --strict`)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from disttrain_cli.main import main
+from disttrain_core.api import yaml_io
+from support import ROOT, readme_block
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def test_every_page_builds_without_a_broken_link(tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path)]
+    built = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False, timeout=300)
+    assert built.returncode == 0, built.stdout + built.stderr
+    pages = {path.parent.name for path in tmp_path.glob("*/index.html")}
+    assert {path.stem for path in (ROOT / "docs").glob("*.md")} - {"index"} <= pages
+
+
+def test_readme_s_links_lead_to_files_of_the_repository() -> None:
+    links = LINK.findall((ROOT / "README.md").read_text())
+    local = [link.split("#", 1)[0] for link in links if not re.match(r"[a-z]+://", link)]
+    assert local, "README links to no page"
+    assert [link for link in local if not (ROOT / link).is_file()] == []
+
+
+def test_readme_s_first_job_renders_two_workers(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(readme_block("first-job"))
+    assert main(["render", str(manifest)]) == 0
+    kinds = [document["kind"] for document in yaml_io.load_all(capsys.readouterr().out)]
+    assert kinds == ["Service", "PersistentVolumeClaim", "Pod", "Pod"]
