@@ -4,6 +4,8 @@ Actions workflow that runs the project's CI on hosted runners."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 from disttrain_dev.tool_run import run_tool
@@ -21,3 +23,13 @@ def ensure_actionlint() -> Path:
         module = f"github.com/rhysd/actionlint/cmd/actionlint@{ACTIONLINT_VERSION}"
         run_tool(["go", "install", "-trimpath", "-ldflags=-s -w", module], env=env)
     return binary
+
+
+def main(paths: list[str]) -> int:
+    """`python -m disttrain_dev.actionlint WORKFLOW...`: CI's lint step, which builds the binary there (once
+    per version) rather than in the unit run."""
+    return subprocess.run([str(ensure_actionlint()), "-no-color", *paths], check=False).returncode
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

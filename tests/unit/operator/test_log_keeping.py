@@ -5,8 +5,7 @@ outliving its job is deleted; then the client's numbering of attempts."""
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,6 +28,7 @@ from disttrain_core.builders.log_keeping import (
 from disttrain_core.builders.objects import pod
 from disttrain_core.builders.settings import BuildSettings
 from disttrain_core.observed import pod_view
+from disttrain_dev.polling import wait_for
 from disttrain_operator.runtime.kube import LogUnreadableError, TransientApiError
 from disttrain_operator.runtime.log_keeper import KEEP_TRIES, UNKEPT, KeptLogSweeper, LogKeeper
 from disttrain_operator.runtime.watch import Scope
@@ -421,13 +421,6 @@ def test_a_pod_of_an_earlier_version_is_numbered_after_its_replica_s_kept_logs()
     assert kept_logs.pod_attempt(unnumbered, kept) == 4 and kept_logs.pod_attempt(_pod(_job(), "Failed"), kept) == 1
 
 
-def _eventually(holds: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + 10
-    while not holds():
-        assert time.monotonic() < deadline, "never came to hold"
-        time.sleep(0.01)
-
-
 class _FollowedLogApi(_LogApi):
     """Logs of pods being deleted arrive once `stopped` is set, as a container's does until it ends."""
 
@@ -467,10 +460,20 @@ def test_a_pod_deleted_while_it_runs_is_followed_and_one_that_ended_never_waits_
         for name, body in [*deleting.items(), ("mnist-worker-3", ended)]:
             keeper.offer(("team", "mnist"), "team", name, body["metadata"]["uid"], body)
         # the pod that ended is kept while two follows hold their threads and the third waits for one
-        _eventually(lambda: keeper.settled(ended["metadata"]["uid"]) and len(api.follows) == 2)
+        wait_for(
+            "the keeper to get there",
+            lambda: keeper.settled(ended["metadata"]["uid"]) and len(api.follows) == 2,
+            timeout=10,
+            interval=0.01,
+        )
         assert not any(keeper.settled(body["metadata"]["uid"]) for body in deleting.values())
         api.stopped.set()
-        _eventually(lambda: all(keeper.settled(body["metadata"]["uid"]) for body in deleting.values()))
+        wait_for(
+            "the keeper to get there",
+            lambda: all(keeper.settled(body["metadata"]["uid"]) for body in deleting.values()),
+            timeout=10,
+            interval=0.01,
+        )
     finally:
         keeper.stop()
         keeper.join(timeout=10)
@@ -519,12 +522,19 @@ def test_one_namespace_s_slow_pods_hold_no_follow_another_namespace_needs() -> N
     try:
         for name, body in slow.items():
             keeper.offer(("team", "mnist"), "team", name, body["metadata"]["uid"], body)
-        _eventually(lambda: len(api.follows) == 2)  # the namespace's share; its third waits
+        wait_for(
+            "the keeper to get there", lambda: len(api.follows) == 2, timeout=10, interval=0.01
+        )  # the namespace's share; its third waits
         keeper.offer(("other-team", "mnist"), "other-team", "other-worker-1", other["metadata"]["uid"], other)
-        _eventually(lambda: keeper.settled(other["metadata"]["uid"]))
+        wait_for("the keeper to get there", lambda: keeper.settled(other["metadata"]["uid"]), timeout=10, interval=0.01)
         assert len([name for name in api.follows if name.startswith("mnist")]) == 2
         api.stopped.set()
-        _eventually(lambda: all(keeper.settled(body["metadata"]["uid"]) for body in slow.values()))
+        wait_for(
+            "the keeper to get there",
+            lambda: all(keeper.settled(body["metadata"]["uid"]) for body in slow.values()),
+            timeout=10,
+            interval=0.01,
+        )
     finally:
         keeper.stop()
         keeper.join(timeout=10)
