@@ -26,7 +26,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from kubernetes import client, config
+from kubernetes import client
 from urllib3.exceptions import HTTPError
 
 from disttrain_core.builders.events import COMPONENT
@@ -37,6 +37,7 @@ from disttrain_dev.kubelet import KubeletApi
 from disttrain_dev.polling import wait_for
 from disttrain_dev.third_party import answers
 from disttrain_dev.versions import cache_paths
+from disttrain_kube.connection import connect
 from disttrain_operator.runtime.kube import TransientApiError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,10 +60,7 @@ class Cluster:
 def local_cluster() -> Cluster:
     """The local control plane (started if needed), as its admin."""
     kubeconfig = devcluster.up(log=False)
-    configuration = client.Configuration()
-    config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)  # type: ignore[no-untyped-call]
-    configuration.connection_pool_maxsize = THREADS * 2
-    api = client.ApiClient(configuration)
+    api = connect(kubeconfig, pool_size=THREADS * 2).api_client
     return Cluster(kubeconfig, KubeletApi(api), api)
 
 

@@ -45,7 +45,8 @@ from disttrain_dev.process_pods import (
     process_specs,
     restarts,
 )
-from disttrain_operator.runtime.kube import TransientApiError, load_client
+from disttrain_kube.connection import connect
+from disttrain_operator.runtime.kube import TransientApiError
 
 logger = logging.getLogger("disttrain.process-node")
 
@@ -380,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    serve(KubeletApi(load_client()), Path(args.state), stop)
+    serve(KubeletApi(connect(in_cluster_first=True).api_client), Path(args.state), stop)
     return 0
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -18,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
 
-from kubernetes import client, config, watch
+from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from disttrain.attempts import Attempt, KeptLog, kept_logs_of, kept_replicas, replica_label
@@ -52,8 +51,8 @@ from disttrain_core.builders.tensorboard import (
 )
 from disttrain_core.observed import pod_ready
 from disttrain_core.summary import kept_log_command
+from disttrain_kube.connection import Connection, NoClusterError, connect
 
-_IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 _WATCH_SECONDS = 60  # one watch request; a wait longer than this watches again from where it was
 
 
@@ -109,7 +108,8 @@ class Client:
     ) -> None:
         context_namespace = None
         if api_client is None:
-            api_client, context_namespace = _connect(kubeconfig, context)
+            connection = _connect(kubeconfig, context)
+            api_client, context_namespace = connection.api_client, connection.namespace
         self.api_client = api_client
         self.namespace = namespace or context_namespace or "default"
         self._custom = client.CustomObjectsApi(api_client)
@@ -508,31 +508,11 @@ class _Until:
         return longest if self.deadline is None else min(longest, self.deadline - time.monotonic())
 
 
-def _connect(kubeconfig: str | Path | None, context: str | None) -> tuple[client.ApiClient, str | None]:
-    """As kubectl: a kubeconfig named, else `KUBECONFIG` or `~/.kube/config`, else the pod's ServiceAccount."""
-    if kubeconfig is None and context is None and not _default_kubeconfig_exists():
-        try:
-            config.load_incluster_config()  # type: ignore[no-untyped-call]
-        except config.ConfigException as error:
-            raise ApiError(0, f"no kubeconfig ({_default_kubeconfig()}) and not in a cluster: {error}") from error
-        namespace = _IN_CLUSTER_NAMESPACE.read_text().strip() if _IN_CLUSTER_NAMESPACE.exists() else None
-        return client.ApiClient(), namespace
-    path = str(kubeconfig) if kubeconfig is not None else None
+def _connect(kubeconfig: str | Path | None, context: str | None) -> Connection:
     try:
-        api_client = config.new_client_from_config(config_file=path, context=context)  # type: ignore[no-untyped-call]
-        contexts, active = config.list_kube_config_contexts(config_file=path)  # type: ignore[no-untyped-call]
-    except config.ConfigException as error:
-        raise ApiError(0, f"kubeconfig {path or _default_kubeconfig()}: {error}") from error
-    chosen = next((entry for entry in contexts if entry["name"] == context), active) if context else active
-    return api_client, (chosen or {}).get("context", {}).get("namespace")
-
-
-def _default_kubeconfig() -> str:
-    return os.environ.get("KUBECONFIG") or str(Path("~/.kube/config").expanduser())
-
-
-def _default_kubeconfig_exists() -> bool:
-    return any(Path(path).expanduser().exists() for path in _default_kubeconfig().split(os.pathsep) if path)
+        return connect(kubeconfig, context)
+    except NoClusterError as error:
+        raise ApiError(0, str(error)) from error
 
 
 def _manifest(source: Source) -> dict[str, Any]:

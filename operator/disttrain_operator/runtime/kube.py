@@ -17,7 +17,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from kubernetes import client, config
+from kubernetes import client
 from urllib3.exceptions import HTTPError
 
 from disttrain_core.api import tfjob
@@ -88,25 +88,6 @@ class ResourceExpiredError(TransientApiError):
 def watch_error(code: int, message: str) -> TransientApiError:
     """What a list or watch answered with `code` means: list again after a 410, else try again later."""
     return (ResourceExpiredError if code == HTTP_GONE else TransientApiError)(message)
-
-
-def load_client(retries: int | None = None) -> client.ApiClient:
-    """In-cluster credentials when running in a pod, else the kubeconfig (`KUBECONFIG`).
-
-    The proxy the environment names is read once: a kubeconfig's token hook sets the host again before
-    every request, and each time the client would scan the whole environment for a proxy (0.27 ms a
-    request, 6 % of the operator's samples at 200 jobs). `retries`: how often urllib3 repeats a request
-    that could not connect or timed out, unseen (None: its default, 3), which multiplies the time a
-    request can take; a lease renewal takes none, as its time is bounded by its renew deadline."""
-    try:
-        config.load_incluster_config()  # type: ignore[no-untyped-call]
-    except config.ConfigException:
-        config.load_kube_config()  # type: ignore[no-untyped-call]
-    configuration = client.Configuration.get_default_copy()
-    configuration.retries = retries
-    api_client = client.ApiClient(configuration)
-    api_client.configuration.proxy = api_client.configuration.proxy
-    return api_client
 
 
 class Kube:

@@ -1,4 +1,4 @@
-"""The API client the operator builds from a kubeconfig."""
+"""The API client the operator builds from a kubeconfig (`disttrain_kube.connect`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from disttrain_operator.runtime.kube import load_client
+from disttrain_kube.connection import connect
 
 KUBECONFIG = """\
 apiVersion: v1
@@ -32,7 +32,7 @@ def test_the_environment_proxy_is_read_once_not_before_every_request(
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setattr(client.Configuration, "_default", None)
-    configuration = load_client().configuration
+    configuration = connect(in_cluster_first=True).api_client.configuration
     monkeypatch.setattr("kubernetes.client.configuration.getproxies", _no_scan)
     assert configuration.auth_settings()["BearerToken"]["value"] == "Bearer secret"
     assert (configuration.host, configuration.proxy) == ("https://127.0.0.1:6443", "http://proxy.example:3128")

@@ -115,6 +115,13 @@ def test_the_operator_image_holds_no_development_code_and_no_trainer(tmp_path: P
             lines = archive.read(metadata).decode().splitlines()
             installed = [line for line in lines if line.startswith("Requires-Dist") and "extra ==" not in line]
             assert not [line for line in installed if "disttrain-dev" in line or "disttrain-trainer" in line], installed
-    shipped = {"disttrain", "disttrain_cli", "disttrain_core", "disttrain_dashboard", "disttrain_operator"}
+    shipped = {
+        "disttrain",
+        "disttrain_cli",
+        "disttrain_core",
+        "disttrain_dashboard",
+        "disttrain_kube",
+        "disttrain_operator",
+    }
     assert packages == {*shipped, "disttrain_contract"}  # the client is `disttrain`
     assert '"disttrain[operator,dashboard]"' in (ROOT / "Dockerfile").read_text()  # kopf, and the dashboard's web stack
