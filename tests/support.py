@@ -1,7 +1,11 @@
-"""Paths and loaders shared by the tests."""
+"""Paths, loaders and a local HTTP server, shared by the tests."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -32,3 +36,16 @@ def readme_block(marker: str) -> str:
     marked = text.split(f"<!-- {marker} -->\n", 1)[1].split(f"<!-- /{marker} -->", 1)[0]
     fenced = marked.split("```", 2)[1]
     return fenced.split("\n", 1)[1]  # past the fence's language
+
+
+@contextmanager
+def http_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[ThreadingHTTPServer]:
+    """A server on a free local port answering with `handler`, on a thread of its own, until the block ends;
+    its loop looks for the shutdown every 20 ms (Python's default, 0.5 s, was most of these tests' time)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()

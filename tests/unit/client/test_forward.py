@@ -7,16 +7,16 @@ from __future__ import annotations
 import json
 import logging
 import socket
-import threading
 import urllib.request
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
 from kubernetes import client
 
 from disttrain.forward import PortForward, ServiceProxy
+from support import http_server
 
 PROXY = "/api/v1/namespaces/team/services/mnist-tensorboard:http/proxy"
 
@@ -48,14 +48,11 @@ class _ApiServer(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def api() -> Iterator[client.ApiClient]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _ApiServer)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    configuration = client.Configuration()
-    configuration.host = f"http://127.0.0.1:{server.server_address[1]}"
-    configuration.api_key = {"authorization": "Bearer t0ken"}
-    yield client.ApiClient(configuration)
-    server.shutdown()
-    server.server_close()
+    with http_server(_ApiServer) as server:
+        configuration = client.Configuration()
+        configuration.host = f"http://127.0.0.1:{server.server_address[1]}"
+        configuration.api_key = {"authorization": "Bearer t0ken"}
+        yield client.ApiClient(configuration)
 
 
 def test_requests_go_through_the_service_proxy_with_their_query_and_body(api: client.ApiClient) -> None:

@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 import logging
 import socket
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 from kubernetes import client
@@ -17,6 +16,7 @@ from prometheus_client import REGISTRY
 
 from disttrain_operator.runtime.failures import SURFACE_AFTER, FailurePolicy
 from disttrain_operator.runtime.kube import ChildRejectedError, Kube, TransientApiError
+from support import http_server
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 KEY = ("team", "mnist")
@@ -142,12 +142,8 @@ def _answering_404(details: dict[str, str]) -> Iterator[int]:
         def log_message(self, format: str, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
+    with http_server(Handler) as server:
         yield server.server_address[1]
-    finally:
-        server.shutdown()
 
 
 GANG = {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "Workload", "metadata": {"name": "j", "namespace": "x"}}

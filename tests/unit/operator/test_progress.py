@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 from job_fixtures import T0, make_job, make_pod, running_pods
@@ -23,6 +22,7 @@ from disttrain_operator.runtime.progress_poller import (
     fetch_progress,
     progress_url,
 )
+from support import http_server
 
 
 def _report(step: int, at: datetime | None) -> Progress:
@@ -209,11 +209,8 @@ class _NoReportYet(BaseHTTPRequestHandler):
 
 
 def test_a_204_is_an_answer_and_a_refusal_or_a_timeout_is_silence() -> None:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _NoReportYet)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    assert fetch_progress(f"http://127.0.0.1:{server.server_address[1]}/progress", timeout=2) is None
-    server.shutdown()
-    server.server_close()
+    with http_server(_NoReportYet) as server:
+        assert fetch_progress(f"http://127.0.0.1:{server.server_address[1]}/progress", timeout=2) is None
     listening = socket.socket()
     listening.bind(("127.0.0.1", 0))
     listening.listen()  # accepts, never answers

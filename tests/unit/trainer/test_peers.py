@@ -23,7 +23,7 @@ def test_peers_are_awaited_until_they_listen_or_the_wait_ends() -> None:
         listener.bind(("127.0.0.1", port))
         listener.listen()
 
-    timer = threading.Timer(1.0, listen_later)
+    timer = threading.Timer(0.3, listen_later)
     timer.start()
     try:
         wait_for_peers([f"127.0.0.1:{port}"], timeout=10, listening=True, interval=0.2)
@@ -48,10 +48,10 @@ def test_a_silent_peer_is_named_in_the_log_and_in_the_error_that_ends_the_wait(
         full.listen(0)
         silent = f"127.0.0.1:{full.getsockname()[1]}"
         with socket.create_connection(full.getsockname()):  # takes the queue's one place
-            assert probe(silent, timeout=0.3) is Answer.SILENT
+            assert probe(silent, timeout=0.1) is Answer.SILENT
             answering = f"127.0.0.1:{free_port()}"
             with pytest.raises(TrainerError) as raised:
-                wait_for_peers([silent, answering], timeout=1, listening=False, interval=0.1, probe_timeout=0.3)
+                wait_for_peers([silent, answering], timeout=1, listening=False, interval=0.1, probe_timeout=0.1)
     assert raised.value.code == ExitCode.PEER_LOST
     assert str(raised.value) == f"peers unreachable after 1s: {silent}"
     waiting = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -60,7 +60,7 @@ def test_a_silent_peer_is_named_in_the_log_and_in_the_error_that_ends_the_wait(
 
 def test_a_peer_whose_name_does_not_resolve_yet_is_waited_for_without_a_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     """Its pod is not placed yet: the wait goes on past `timeout` until the name resolves."""
-    resolving_after = time.monotonic() + 1.0
+    resolving_after = time.monotonic() + 0.6
     create_connection = socket.create_connection
 
     def resolver(address: tuple[str, int], timeout: float) -> socket.socket:
@@ -72,4 +72,4 @@ def test_a_peer_whose_name_does_not_resolve_yet_is_waited_for_without_a_bound(mo
     assert probe(f"pending-peer:{free_port()}", timeout=0.3) is Answer.UNRESOLVED
     started = time.monotonic()
     wait_for_peers([f"pending-peer:{free_port()}"], timeout=0.3, listening=False, interval=0.1)
-    assert time.monotonic() - started >= 0.9  # past its timeout: it waited until the name resolved, then answered
+    assert time.monotonic() - started >= 0.5  # past its timeout: it waited until the name resolved, then answered
