@@ -13,10 +13,12 @@ import {
 import { useParams } from 'react-router-dom';
 import { AnyJob, DistTrainJob, ServedTFJob } from './jobs';
 import {
+  evaluationText,
   keptLogCommand,
   phaseText,
   progressText,
   queueText,
+  readyText,
   ReplicaPod,
   replicaPods,
   replicasText,
@@ -27,7 +29,7 @@ const COLUMNS = [
   'name',
   'namespace',
   { id: 'phase', label: 'Phase', getValue: (job: AnyJob) => phaseText(job.jsonData) },
-  { id: 'ready', label: 'Ready', getValue: (job: AnyJob) => job.status?.ready ?? '-' },
+  { id: 'ready', label: 'Ready', getValue: (job: AnyJob) => readyText(job.jsonData) },
   { id: 'restarts', label: 'Restarts', getValue: (job: AnyJob) => job.status?.restartCount ?? 0 },
   { id: 'progress', label: 'Progress', getValue: (job: AnyJob) => progressText(job.jsonData) },
   { id: 'queue', label: 'Queue', getValue: (job: AnyJob) => queueText(job.jsonData) },
@@ -67,6 +69,7 @@ function JobDetails(props: { resourceClass: typeof DistTrainJob | typeof ServedT
           { name: 'Replicas (ready)', value: replicasText(job.jsonData) },
           { name: 'Restarts', value: job.status?.restartCount ?? 0 },
           { name: 'Progress', value: progressText(job.jsonData) },
+          { name: 'Evaluation', value: evaluationText(job.jsonData) },
           { name: 'Queue', value: queueText(job.jsonData) },
           {
             name: 'TensorBoard',

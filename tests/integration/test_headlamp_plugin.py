@@ -93,6 +93,7 @@ def test_headlamp_lists_jobs_with_disttrains_columns_and_shows_a_job(
         row.get_by_role("link", name="mnist-mwms").click()
         expect(page.get_by_text("MultiWorkerMirrored")).to_be_visible(timeout=WAIT_MS)
         expect(page.get_by_text("Worker 4/4")).to_be_visible()
+        expect(page.get_by_text("Evaluation", exact=True).first).to_be_visible()  # as `disttrain jobs describe` has it
         expect(page.get_by_role("link", name="mnist-mwms-worker-3", exact=True)).to_be_visible()  # the pod table
         kept = f"disttrain jobs logs mnist-mwms -n {namespace} --replica worker-3"
         expect(page.get_by_text(kept)).to_be_visible()
