@@ -30,6 +30,7 @@ from starlette.templating import Jinja2Templates
 
 from disttrain import Client, DisttrainError, DistTrainJob, JobEvent
 from disttrain.errors import ApiError, JobNotFoundError, LogsUnavailableError
+from disttrain.logs import replicas
 from disttrain.resources import RESOURCES, JobKind
 from disttrain_core.api.status import JobPhase
 from disttrain_core.summary import (
@@ -40,7 +41,6 @@ from disttrain_core.summary import (
     progress_text,
     queue_text,
     ready_text,
-    replica_pods,
     replicas_text,
     tensorboard_command,
 )
@@ -421,7 +421,7 @@ def job_page(
             for pod in sorted(pods, key=lambda pod: str(pod["metadata"]["name"]))
         ],
         "events": sorted(events, key=lambda event: event.time or _EPOCH, reverse=True),  # the newest first
-        "log_replicas": [replica for _, replica in replica_pods(job)],
+        "log_replicas": replicas(job),
         "tensorboard_command": tensorboard_command(job),
     }
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import pytest
@@ -421,6 +422,9 @@ def test_a_pod_of_an_earlier_version_is_numbered_after_its_replica_s_kept_logs()
     assert kept_logs.pod_attempt(unnumbered, kept) == 4 and kept_logs.pod_attempt(_pod(_job(), "Failed"), kept) == 1
 
 
+_until = partial(wait_for, timeout=10, interval=0.01)  # the keeper's threads get there in milliseconds
+
+
 class _FollowedLogApi(_LogApi):
     """Logs of pods being deleted arrive once `stopped` is set, as a container's does until it ends."""
 
@@ -460,19 +464,15 @@ def test_a_pod_deleted_while_it_runs_is_followed_and_one_that_ended_never_waits_
         for name, body in [*deleting.items(), ("mnist-worker-3", ended)]:
             keeper.offer(("team", "mnist"), "team", name, body["metadata"]["uid"], body)
         # the pod that ended is kept while two follows hold their threads and the third waits for one
-        wait_for(
-            "the keeper to get there",
+        _until(
+            "the ended pod kept and two follows running",
             lambda: keeper.settled(ended["metadata"]["uid"]) and len(api.follows) == 2,
-            timeout=10,
-            interval=0.01,
         )
         assert not any(keeper.settled(body["metadata"]["uid"]) for body in deleting.values())
         api.stopped.set()
-        wait_for(
-            "the keeper to get there",
+        _until(
+            "every deleted pod's log kept",
             lambda: all(keeper.settled(body["metadata"]["uid"]) for body in deleting.values()),
-            timeout=10,
-            interval=0.01,
         )
     finally:
         keeper.stop()
@@ -522,18 +522,13 @@ def test_one_namespace_s_slow_pods_hold_no_follow_another_namespace_needs() -> N
     try:
         for name, body in slow.items():
             keeper.offer(("team", "mnist"), "team", name, body["metadata"]["uid"], body)
-        wait_for(
-            "the keeper to get there", lambda: len(api.follows) == 2, timeout=10, interval=0.01
-        )  # the namespace's share; its third waits
+        _until("the namespace's share of follows", lambda: len(api.follows) == 2)  # its third waits
         keeper.offer(("other-team", "mnist"), "other-team", "other-worker-1", other["metadata"]["uid"], other)
-        wait_for("the keeper to get there", lambda: keeper.settled(other["metadata"]["uid"]), timeout=10, interval=0.01)
+        _until("the other namespace's pod kept", lambda: keeper.settled(other["metadata"]["uid"]))
         assert len([name for name in api.follows if name.startswith("mnist")]) == 2
         api.stopped.set()
-        wait_for(
-            "the keeper to get there",
-            lambda: all(keeper.settled(body["metadata"]["uid"]) for body in slow.values()),
-            timeout=10,
-            interval=0.01,
+        _until(
+            "every slow pod's log kept", lambda: all(keeper.settled(body["metadata"]["uid"]) for body in slow.values())
         )
     finally:
         keeper.stop()
