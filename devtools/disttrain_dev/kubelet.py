@@ -7,14 +7,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from disttrain_contract.timestamps import format_micro_time
-from disttrain_operator.runtime.kube import (
-    HTTP_CONFLICT,
-    HTTP_NOT_FOUND,
-    POD_PATH,
-    Kube,
-    TransientApiError,
-    status_message,
-)
+from disttrain_kube.errors import HTTP_CONFLICT, HTTP_NOT_FOUND, error_for
+from disttrain_kube.rest import POD_PATH, Kube
 from disttrain_operator.runtime.leases import read_lease, write_lease
 
 NODE_LEASE_NAMESPACE = "kube-node-lease"
@@ -27,7 +21,7 @@ class KubeletApi(Kube):
         if code == HTTP_NOT_FOUND:
             return False
         if code >= 300:
-            raise TransientApiError(status_message(code, text))
+            raise error_for(code, text)
         return True
 
     def confirm_pod_deletion(self, namespace: str, name: str, uid: str) -> None:
@@ -35,7 +29,7 @@ class KubeletApi(Kube):
         body = {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0, "preconditions": {"uid": uid}}
         code, text = self.request("DELETE", POD_PATH, {"namespace": namespace, "name": name}, body)
         if code >= 300 and code not in (HTTP_NOT_FOUND, HTTP_CONFLICT):  # 409: a newer pod took the name
-            raise TransientApiError(status_message(code, text))
+            raise error_for(code, text)
 
     def renew_node_lease(self, node: str, seconds: int) -> None:
         """The node's heartbeat in kube-node-lease, created on first use; a lost race waits for the next beat."""

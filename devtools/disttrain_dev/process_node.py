@@ -46,7 +46,7 @@ from disttrain_dev.process_pods import (
     restarts,
 )
 from disttrain_kube.connection import connect
-from disttrain_operator.runtime.kube import TransientApiError
+from disttrain_kube.errors import TransientApiError
 
 logger = logging.getLogger("disttrain.process-node")
 

@@ -11,12 +11,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from kubernetes import client
-
-from disttrain.calls import read_json
+from disttrain.calls import call
 from disttrain_contract.timestamps import parse_time
 from disttrain_core import kept_logs
 from disttrain_core.builders.naming import JOB_NAME_LABEL
+from disttrain_kube.rest import Kube
+
+_CONFIG_MAPS_PATH = "/api/v1/namespaces/{namespace}/configmaps"
 
 
 @dataclass(frozen=True)
@@ -62,11 +63,13 @@ def _int(value: Any) -> int | None:
         return None
 
 
-def _kept_items(core: client.CoreV1Api, namespace: str, job: str, kind: str) -> list[dict[str, Any]]:
+def _kept_items(kube: Kube, namespace: str, job: str, kind: str) -> list[dict[str, Any]]:
     """Every kept log of jobs of that name and kind, in the order they were kept."""
     selector = f"{JOB_NAME_LABEL}={job},{kept_logs.JOB_KIND_LABEL}={kind},{kept_logs.KEPT_LOG_LABEL}"
-    listing = read_json(
-        lambda: core.list_namespaced_config_map(namespace, label_selector=selector, _preload_content=False),
+    listing = call(
+        lambda: kube.json_request(
+            "GET", _CONFIG_MAPS_PATH, {"namespace": namespace}, query={"labelSelector": selector}
+        ),
         what=f"the kept logs of {namespace}/{job}",
     )
     return sorted(listing.get("items") or [], key=lambda item: _annotations(item).get(kept_logs.KEPT_AT, ""))
@@ -80,17 +83,17 @@ def _of_job(items: list[dict[str, Any]], job_uid: str | None) -> list[dict[str, 
 
 
 def kept_logs_of(
-    core: client.CoreV1Api, namespace: str, job: str, kind: str, *, job_uid: str | None, replica: str
+    kube: Kube, namespace: str, job: str, kind: str, *, job_uid: str | None, replica: str
 ) -> list[KeptLog]:
     """The kept logs of one replica (`worker-1`) of a job, the first attempt first."""
-    items = _of_job(_kept_items(core, namespace, job, kind), job_uid)
+    items = _of_job(_kept_items(kube, namespace, job, kind), job_uid)
     ours = kept_logs.in_order([item for item in items if _labels(item).get(kept_logs.KEPT_LOG_LABEL) == replica])
     return [_kept(number, item) for number, item in zip(kept_logs.attempt_numbers(ours), ours, strict=True)]
 
 
-def kept_replicas(core: client.CoreV1Api, namespace: str, job: str, kind: str) -> list[str]:
+def kept_replicas(kube: Kube, namespace: str, job: str, kind: str) -> list[str]:
     """The replicas with a kept log, of the last job of that name."""
-    items = _of_job(_kept_items(core, namespace, job, kind), None)
+    items = _of_job(_kept_items(kube, namespace, job, kind), None)
     return sorted({_labels(item).get(kept_logs.KEPT_LOG_LABEL, "") for item in items})
 
 

@@ -1,53 +1,30 @@
-"""One way to send a request with the `kubernetes` client and say what its failure means, in the client's errors."""
+"""What the API server's answer means to a script: the errors of `disttrain_kube` as the client's own, each
+naming what was asked."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
-from typing import Any
-
-from kubernetes.client.exceptions import ApiException
-from urllib3.exceptions import HTTPError
+from typing import TypeVar
 
 from disttrain.errors import ApiError, DisttrainError, InvalidJobError, JobExistsError, JobNotFoundError
+from disttrain_kube import errors
 
-NETWORK_ERRORS = (HTTPError, OSError)
-HTTP_NOT_FOUND = 404
-HTTP_CONFLICT = 409
-HTTP_GONE = 410
-_REFUSED = (400, 422)
+Answer = TypeVar("Answer")
 
 
-def call(request: Callable[[], Any], *, what: str) -> Any:
+def call(request: Callable[[], Answer], *, what: str) -> Answer:
     """The request's answer; its failure as the client's error, named by `what`."""
     try:
         return request()
-    except ApiException as error:
-        raise api_error(error, what) from error
-    except NETWORK_ERRORS as error:
-        raise ApiError(0, f"{what}: {error}") from error
+    except errors.ApiError as error:
+        raise client_error(error, what) from error
 
 
-def read_json(request: Callable[[], Any], *, what: str) -> dict[str, Any]:
-    """A request sent with `_preload_content=False`, its answer read as the API server wrote it (camelCase kept)."""
-    answer: dict[str, Any] = json.loads(call(request, what=what).data)
-    return answer
-
-
-def api_error(error: ApiException, what: str) -> DisttrainError:
-    message = status_message(error)
-    if error.status == HTTP_NOT_FOUND:
+def client_error(error: errors.ApiError, what: str) -> DisttrainError:
+    if isinstance(error, errors.NotFoundError):
         return JobNotFoundError(f"{what}: not found")
-    if error.status == HTTP_CONFLICT:
-        return JobExistsError(f"{what}: {message}")
-    if error.status in _REFUSED:
-        return InvalidJobError(f"{what}: {message}")
-    return ApiError(error.status or 0, f"{what}: {message}")
-
-
-def status_message(error: ApiException) -> str:
-    """The API server's own words from its Status body, else the HTTP reason."""
-    try:
-        return str(json.loads(error.body or "").get("message") or error.reason)
-    except (ValueError, AttributeError):
-        return str(error.reason)
+    if isinstance(error, errors.ConflictError):
+        return JobExistsError(f"{what}: {error.reason}")
+    if isinstance(error, errors.RefusedError):
+        return InvalidJobError(f"{what}: {error.reason}")
+    return ApiError(error.status, f"{what}: {error.reason}")

@@ -1,4 +1,4 @@
-"""`Client`: DistTrainJobs (and TFJobs that disttrain serves) from Python, over the `kubernetes` client.
+"""`Client`: DistTrainJobs (and TFJobs that disttrain serves) from Python, through `disttrain_kube`.
 
 It finds the cluster as kubectl does, and every call takes `namespace=` (else the context's namespace).
 Jobs come back as the API models (`DistTrainJob`); a served TFJob comes back in the same terms, its
@@ -7,7 +7,6 @@ Jobs come back as the API models (`DistTrainJob`); a served TFJob comes back in 
 
 from __future__ import annotations
 
-import functools
 import math
 import threading
 import time
@@ -15,13 +14,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-from kubernetes import client, watch
-from kubernetes.client.exceptions import ApiException
+from kubernetes import client
 
 from disttrain.attempts import Attempt, KeptLog, kept_logs_of, kept_replicas, replica_label
-from disttrain.calls import HTTP_GONE, NETWORK_ERRORS, api_error, call, read_json
+from disttrain.calls import call, client_error
 from disttrain.errors import (
     ApiError,
     InvalidJobError,
@@ -52,8 +50,13 @@ from disttrain_core.builders.tensorboard import (
 from disttrain_core.observed import pod_ready
 from disttrain_core.summary import kept_log_command
 from disttrain_kube.connection import Connection, NoClusterError, connect
+from disttrain_kube.errors import NO_ANSWER, ResourceExpiredError, TransientApiError
+from disttrain_kube.rest import PODS_PATH, Kube, watch_events
 
 _WATCH_SECONDS = 60  # one watch request; a wait longer than this watches again from where it was
+_SILENCE_MARGIN = 10  # seconds past a watch's own timeout before its silence means a dead connection
+_EVENTS_PATH = "/api/v1/namespaces/{namespace}/events"
+_TOKEN_REVIEWS_PATH = "/apis/authentication.k8s.io/v1/tokenreviews"
 
 
 @dataclass(frozen=True)
@@ -112,8 +115,7 @@ class Client:
             api_client, context_namespace = connection.api_client, connection.namespace
         self.api_client = api_client
         self.namespace = namespace or context_namespace or "default"
-        self._custom = client.CustomObjectsApi(api_client)
-        self._core = client.CoreV1Api(api_client)
+        self._kube = Kube(api_client)
 
     def as_bearer(self, token: str, namespace: str | None = None) -> Client:
         """The same cluster, as the holder of `token`: with their rights, not this client's (the dashboard
@@ -127,14 +129,13 @@ class Client:
 
     def review_token(self, token: str) -> Identity | None:
         """Who `token` is, as the API server's TokenReview says; None when it authenticates nobody."""
-        review = client.V1TokenReview(spec=client.V1TokenReviewSpec(token=token))
-        answer = call(
-            lambda: client.AuthenticationV1Api(self.api_client).create_token_review(review), what="a TokenReview"
-        )
-        status = answer.status
-        if status is None or not status.authenticated or status.user is None:
+        review = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}}
+        answer = call(lambda: self._kube.json_request("POST", _TOKEN_REVIEWS_PATH, {}, review), what="a TokenReview")
+        status = answer.get("status") or {}
+        user = status.get("user")
+        if not status.get("authenticated") or not user:
             return None
-        return Identity(str(status.user.username or ""), tuple(status.user.groups or ()))
+        return Identity(str(user.get("username") or ""), tuple(user.get("groups") or ()))
 
     # --- jobs -------------------------------------------------------------------------------------------
 
@@ -146,8 +147,8 @@ class Client:
         namespace = namespace or metadata.get("namespace") or self.namespace
         manifest = {**manifest, "metadata": {**metadata, "namespace": namespace}}
         body = call(
-            lambda: self._custom.create_namespaced_custom_object(
-                resource.group, resource.version, namespace, resource.plural, manifest
+            lambda: self._kube.json_request(
+                "POST", self._collection(resource, namespace), {"namespace": namespace}, manifest
             ),
             what=f"{resource.kind} {namespace}/{metadata.get('name', metadata.get('generateName', '?'))}",
         )
@@ -162,9 +163,7 @@ class Client:
         """The job as the API server stores it (a TFJob in its own shape)."""
         resource, namespace, name = self._target(job, namespace, kind)
         found: dict[str, Any] = call(
-            lambda: self._custom.get_namespaced_custom_object(
-                resource.group, resource.version, namespace, resource.plural, name
-            ),
+            lambda: self._kube.json_request("GET", *self._object(resource, namespace, name)),
             what=f"{resource.kind} {namespace}/{name}",
         )
         return found
@@ -191,10 +190,7 @@ class Client:
     ) -> Objects:
         """As `list`, the jobs as the API server stores them (TFJobs in their own shape)."""
         resource, scope = resource_of(kind), self._scope(namespace, all_namespaces)
-        listing = call(
-            lambda: self._lister(resource, scope)(label_selector=_selector(labels)), what=_where(resource, scope)
-        )
-        items: Objects = listing.get("items") or []
+        items: Objects = self._list(resource, scope, _selection(None, _selector(labels))).get("items") or []
         return items
 
     def watch(
@@ -222,11 +218,10 @@ class Client:
             fields: str | None = f"metadata.name={name}"
         else:
             resource, scope, fields = resource_of(kind), self._scope(namespace, all_namespaces), None
-        selector = _selector(labels)
-        lister = self._lister(resource, scope)
+        selection = _selection(fields, _selector(labels))
         known: dict[str, dict[str, Any]] = {}
         while True:
-            listing = call(lambda: lister(label_selector=selector, field_selector=fields), what=_where(resource, scope))
+            listing = self._list(resource, scope, selection)
             items = {_key(item): item for item in listing.get("items") or []}
             for key in known.keys() - items.keys():
                 yield from _events("DELETED", [known[key]])
@@ -235,9 +230,7 @@ class Client:
             if on_listed is not None:
                 on_listed()
             version = listing["metadata"]["resourceVersion"]
-            for event_type, body in self._watch_from(
-                resource, scope, version, fields=fields, selector=selector, until=until
-            ):
+            for event_type, body in self._watch_from(resource, scope, version, selection, until):
                 if event_type == "DELETED":
                     known.pop(_key(body), None)
                 else:
@@ -281,9 +274,7 @@ class Client:
         """Delete the job; its pods, Service and volume go with it (the API server's garbage collector)."""
         resource, namespace, name = self._target(job, namespace, kind)
         call(
-            lambda: self._custom.delete_namespaced_custom_object(
-                resource.group, resource.version, namespace, resource.plural, name
-            ),
+            lambda: self._kube.json_request("DELETE", *self._object(resource, namespace, name)),
             what=f"{resource.kind} {namespace}/{name}",
         )
 
@@ -340,7 +331,7 @@ class Client:
         try:
             found = self.get(job, namespace=namespace, kind=kind)
         except JobNotFoundError as error:
-            replicas = kept_replicas(self._core, namespace, name, resource.kind)
+            replicas = kept_replicas(self._kube, namespace, name, resource.kind)
             if not replicas:
                 raise JobNotFoundError(
                     f"{error}, and no log of it is kept in ConfigMaps (logs it kept on its checkpoint volume stay "
@@ -351,7 +342,7 @@ class Client:
                 listed = ", ".join(replicas)
                 message = f"{name} is gone and kept no log of {replica or label}; it kept {listed}"
                 raise ReplicaNotFoundError(message) from None
-            kept = kept_logs_of(self._core, namespace, name, resource.kind, job_uid=None, replica=label)
+            kept = kept_logs_of(self._kube, namespace, name, resource.kind, job_uid=None, replica=label)
             return ReplicaLogs(name, label, lambda: kept)
         task = replica_task(found, replica)
 
@@ -359,7 +350,7 @@ class Client:
             now = self.get(found.metadata.name, namespace=found.metadata.namespace, kind=found.kind)
             return _finished(now)
 
-        log = ReplicaLog(self._core, found, task, finished)
+        log = ReplicaLog(self._kube, found, task, finished)
         label = f"{task[0].task_type}-{task[1]}"
         pod = log.started_pod()
 
@@ -369,8 +360,8 @@ class Client:
                 raise LogsUnavailableError(f"{label} keeps its logs on the checkpoint volume: `{command}` reads them")
             if found.spec.logs.on_volume:
                 live_uid = pod["metadata"]["uid"] if pod is not None else None
-                return volume_logs_of(self._core, found, label, live_uid=live_uid)
-            return kept_logs_of(self._core, namespace, name, found.kind, job_uid=found.metadata.uid, replica=label)
+                return volume_logs_of(self._kube, found, label, live_uid=live_uid)
+            return kept_logs_of(self._kube, namespace, name, found.kind, job_uid=found.metadata.uid, replica=label)
 
         return ReplicaLogs(name, label, read_kept, found, log, pod)
 
@@ -385,21 +376,16 @@ class Client:
         name, namespace = found.metadata.name, found.metadata.namespace
         if not found.spec.tensorboard_enabled:
             raise TensorBoardUnavailableError(f"{name} runs no TensorBoard: spec.tensorboard asks for one")
-        answer = read_json(
-            lambda: self._core.list_namespaced_pod(
-                namespace, label_selector=f"{TENSORBOARD_OF_LABEL}={name}", _preload_content=False
-            ),
-            what=f"the TensorBoard pod of {namespace}/{name}",
+        pods = self._pods(
+            namespace, f"{TENSORBOARD_OF_LABEL}={name}", what=f"the TensorBoard pod of {namespace}/{name}"
         )
-        ready = [
-            pod for pod in answer.get("items") or [] if pod_ready(pod) and not pod["metadata"].get("deletionTimestamp")
-        ]
+        ready = [pod for pod in pods if pod_ready(pod) and not pod["metadata"].get("deletionTimestamp")]
         if not ready:
             said = next((c for c in found.status.conditions if c.type is ConditionType.TENSORBOARD_READY), None)
             why = f"{said.reason}: {said.message}" if said else "its Deployment is not created yet"
             raise TensorBoardUnavailableError(f"the TensorBoard of {name} is not ready ({why})")
         forward = PortForward(
-            self._core, namespace, ready[0]["metadata"]["name"], TENSORBOARD_PORT, local_port=local_port
+            self.api_client, namespace, ready[0]["metadata"]["name"], TENSORBOARD_PORT, local_port=local_port
         )
         if forward.works():
             return forward
@@ -411,19 +397,13 @@ class Client:
     def pods(self, job: JobRef, *, namespace: str | None = None, kind: JobKind = "DistTrainJob") -> Objects:
         """The job's pods as the API server sends them."""
         _, namespace, name = self._target(job, namespace, kind)
-        answer = read_json(
-            lambda: self._core.list_namespaced_pod(
-                namespace, label_selector=f"{JOB_NAME_LABEL}={name}", _preload_content=False
-            ),
-            what=f"pods of {namespace}/{name}",
-        )
-        return list(answer.get("items") or [])
+        return self._pods(namespace, f"{JOB_NAME_LABEL}={name}", what=f"pods of {namespace}/{name}")
 
     def events(self, job: JobRef, *, namespace: str | None = None, kind: JobKind = "DistTrainJob") -> Events:
         """Events about the job and what it owns (its pods, Service and volume claim), oldest first."""
         resource, namespace, name = self._target(job, namespace, kind)
-        answer = read_json(
-            lambda: self._core.list_namespaced_event(namespace, _preload_content=False),
+        answer = call(
+            lambda: self._kube.json_request("GET", _EVENTS_PATH, {"namespace": namespace}),
             what=f"events in {namespace}",
         )
         found = [
@@ -444,53 +424,56 @@ class Client:
         """The namespace a listing asks for; None for every namespace."""
         return None if all_namespaces else namespace or self.namespace
 
-    def _lister(self, resource: Resource, scope: str | None) -> Callable[..., dict[str, Any]]:
-        """The API call that lists (or, with `watch=True`, watches) the resource in a namespace or in all."""
-        lister: functools.partial[Any]
-        if scope is None:
-            lister = functools.partial(
-                self._custom.list_cluster_custom_object, resource.group, resource.version, resource.plural
-            )
-        else:
-            lister = functools.partial(
-                self._custom.list_namespaced_custom_object, resource.group, resource.version, scope, resource.plural
-            )
-        return cast(Callable[..., dict[str, Any]], lister)
+    def _collection(self, resource: Resource, scope: str | None) -> str:
+        """The path of the jobs of a namespace, `{namespace}` left to fill; of every namespace for None."""
+        return self._kube.resources.collection(resource.api_version, resource.kind, every_namespace=scope is None)
+
+    def _object(self, resource: Resource, namespace: str, name: str) -> tuple[str, dict[str, str]]:
+        return f"{self._collection(resource, namespace)}/{{name}}", {"namespace": namespace, "name": name}
+
+    def _list(self, resource: Resource, scope: str | None, selection: dict[str, str]) -> dict[str, Any]:
+        """The jobs of a namespace (or of every one, for None), as the API server lists them."""
+        params = {} if scope is None else {"namespace": scope}
+        path = self._collection(resource, scope)
+        listing: dict[str, Any] = call(
+            lambda: self._kube.json_request("GET", path, params, query=selection), what=_where(resource, scope)
+        )
+        return listing
+
+    def _pods(self, namespace: str, selector: str, *, what: str) -> Objects:
+        query = {"labelSelector": selector}
+        answer = call(
+            lambda: self._kube.json_request("GET", PODS_PATH, {"namespace": namespace}, query=query), what=what
+        )
+        return list(answer.get("items") or [])
 
     def _watch_from(
-        self,
-        resource: Resource,
-        scope: str | None,
-        version: str,
-        *,
-        fields: str | None,
-        selector: str | None,
-        until: _Until,
+        self, resource: Resource, scope: str | None, version: str, selection: dict[str, str], until: _Until
     ) -> Iterator[tuple[str, dict[str, Any]]]:
         """Watch from `version` until `until` is over, or until the API server says the version expired."""
-        lister = self._lister(resource, scope)
+        params = {} if scope is None else {"namespace": scope}
+        path = self._collection(resource, scope)
         while not until.over():
-            seconds = until.seconds_left(_WATCH_SECONDS)
-            stream = watch.Watch().stream(  # type: ignore[no-untyped-call]
-                lister,
-                field_selector=fields,
-                label_selector=selector,
-                resource_version=version,
-                allow_watch_bookmarks=True,
-                timeout_seconds=max(1, math.ceil(seconds)),
-            )
+            seconds = max(1, math.ceil(until.seconds_left(_WATCH_SECONDS)))
+            query = {
+                **selection,
+                "watch": "true",
+                "resourceVersion": version,
+                "allowWatchBookmarks": "true",
+                "timeoutSeconds": str(seconds),
+            }
             try:
-                for event in stream:
-                    body = event["raw_object"]
+                for event in watch_events(self._kube.stream_lines(path, query, seconds + _SILENCE_MARGIN, params)):
+                    body = event.get("object") or {}
                     version = body.get("metadata", {}).get("resourceVersion", version)
-                    if event["type"] != "BOOKMARK":
-                        yield event["type"], body
-            except ApiException as error:
-                if error.status == HTTP_GONE:
-                    return  # listed again by the caller
-                raise api_error(error, f"watching {_where(resource, scope)}") from error
-            except NETWORK_ERRORS:
+                    if event.get("type") != "BOOKMARK":
+                        yield str(event.get("type")), body
+            except ResourceExpiredError:
                 return  # listed again by the caller
+            except TransientApiError as error:
+                if error.status == NO_ANSWER:
+                    return  # the connection broke: listed again by the caller
+                raise client_error(error, f"watching {_where(resource, scope)}") from error
 
 
 @dataclass(frozen=True)
@@ -549,6 +532,11 @@ def _events(event_type: str, bodies: Iterable[Mapping[str, Any]]) -> Iterator[Wa
 def _key(body: Mapping[str, Any]) -> str:
     metadata = body.get("metadata") or {}
     return f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
+
+
+def _selection(fields: str | None, labels: str | None) -> dict[str, str]:
+    """A listing's query: the field and label selectors given."""
+    return {key: value for key, value in (("fieldSelector", fields), ("labelSelector", labels)) if value}
 
 
 def _selector(labels: str | Mapping[str, str] | None) -> str | None:

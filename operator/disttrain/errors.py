@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 from disttrain_core.api.job import DistTrainJob
+from disttrain_kube import errors
 
 
 class DisttrainError(Exception):
     """Every error the client raises."""
 
 
-class ApiError(DisttrainError):
-    """The API server refused the request, or could not be reached (`status` 0)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(f"{status}: {message}" if status else message)
-        self.status = status
+class ApiError(DisttrainError, errors.ApiError):
+    """The API server refused the request, or could not be reached (`status` 0): `disttrain_kube`'s error,
+    as the client raises it."""
 
 
 class InvalidJobError(DisttrainError, ValueError):

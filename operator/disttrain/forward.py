@@ -4,7 +4,11 @@
 of the `kubernetes` client (`portforward`), whatever it carries. `ServiceProxy` relays HTTP requests
 through the API server's proxy to a Service (`/api/v1/namespaces/NS/services/NAME:PORT/proxy/`), for nodes
 that serve no port-forward, such as the local cluster's process node. A connection that cannot be made
-either way is one warning line, never a traceback."""
+either way is one warning line, never a traceback.
+
+These are the client's only requests that do not go through `disttrain_kube.rest`: a port-forward is a
+WebSocket stream, which only the `kubernetes` client's `stream` module speaks, and the proxy relays
+whatever the browser sends, body and headers as they came."""
 
 from __future__ import annotations
 
@@ -25,7 +29,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.stream import portforward
 from websocket import WebSocketException
 
-from disttrain.calls import NETWORK_ERRORS
+from disttrain_kube.errors import NETWORK_ERRORS
 
 logger = logging.getLogger(__name__)
 
@@ -70,16 +74,16 @@ class LocalPort:
 
 
 class PortForward(LocalPort):
-    """`with PortForward(core, namespace, pod, port) as forward: forward.url`; it serves until closed."""
+    """`with PortForward(api, namespace, pod, port) as forward: forward.url`; it serves until closed."""
 
-    def __init__(self, core: client.CoreV1Api, namespace: str, pod: str, port: int, *, local_port: int = 0) -> None:
+    def __init__(self, api: client.ApiClient, namespace: str, pod: str, port: int, *, local_port: int = 0) -> None:
         forward = self
 
         class Connection(socketserver.BaseRequestHandler):
             def handle(self) -> None:
                 forward._pump(self.request)
 
-        self._core, self._namespace, self._pod, self._port = core, namespace, pod, port
+        self._core, self._namespace, self._pod, self._port = client.CoreV1Api(api), namespace, pod, port
         server = socketserver.ThreadingTCPServer(("127.0.0.1", local_port), Connection)
         server.daemon_threads = True
         super().__init__(server)

@@ -12,18 +12,17 @@ from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any
 
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
-
 from disttrain.attempts import Attempt, KeptLog, live_attempt
-from disttrain.calls import NETWORK_ERRORS, status_message
-from disttrain.errors import ApiError, AttemptNotFoundError, LogsUnavailableError, ReplicaNotFoundError
+from disttrain.calls import client_error
+from disttrain.errors import AttemptNotFoundError, LogsUnavailableError, ReplicaNotFoundError
 from disttrain.pod_reads import read_pod, wait_for_pod_change
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType
 from disttrain_core.builders.naming import pod_name, tensorflow_container
 from disttrain_core.progress import reporting_task
 from disttrain_core.summary import replica_pods
+from disttrain_kube.errors import NO_ANSWER, LogUnreadableError, TransientApiError
+from disttrain_kube.rest import Kube
 
 _CHUNK = 1 << 16
 LONGEST_LINE = 1 << 20  # a longer run of bytes without a newline is handed on in pieces of this size
@@ -63,12 +62,12 @@ class ReplicaLog:
 
     def __init__(
         self,
-        core: client.CoreV1Api,
+        kube: Kube,
         job: DistTrainJob,
         replica: tuple[ReplicaType, int],
         finished: Callable[[], bool],
     ) -> None:
-        self._core = core
+        self._kube = kube
         self._namespace = job.metadata.namespace
         self._pod = pod_name(job.metadata.name, *replica)
         template = job.spec.replica_specs[replica[0]].template
@@ -132,46 +131,47 @@ class ReplicaLog:
             self._wait_for_change(version)
 
     def _stream(self, pod: dict[str, Any], position: _Position, *, follow: bool, tail: int | None) -> Iterator[str]:
-        options: dict[str, Any] = {"container": self._container, "follow": follow, "timestamps": True}
-        if follow:
-            options["_request_timeout"] = (30, _READ_TIMEOUT)
+        query = {"timestamps": "true"}
         if tail is not None:
-            options["tail_lines"] = tail
+            query["tailLines"] = str(tail)
         if position.last:
-            options["since_seconds"] = _seconds_since(position.last) + _RESUME_MARGIN
+            query["sinceSeconds"] = str(_seconds_since(position.last) + _RESUME_MARGIN)
+        chunks = self._kube.pod_log_chunks(
+            self._namespace,
+            pod["metadata"]["name"],
+            self._container,
+            follow=follow,
+            query=query,
+            read_timeout=_READ_TIMEOUT if follow else None,
+        )
         try:
-            response: Any = self._core.read_namespaced_pod_log(
-                pod["metadata"]["name"], self._namespace, _preload_content=False, **options
-            )
-        except ApiException as error:
-            if follow and error.status in (400, 404):  # not started after all, or deleted: look again
-                return
-            raise ApiError(error.status or 0, f"log of {self._label}: {status_message(error)}") from error
-        try:
-            for stamp, text in _split(response.stream(_CHUNK)):
+            for stamp, text in _split(chunks):
                 if stamp and position.last and stamp <= position.last:
                     continue  # read before the stream broke
                 if stamp:
                     position.last = stamp
                 yield text
-        except NETWORK_ERRORS:
-            if not follow:
-                raise
-        finally:
-            response.release_conn()
+        except LogUnreadableError as error:
+            if follow and error.status in (400, 404):  # not started after all, or deleted: look again
+                return
+            raise client_error(error, f"log of {self._label}") from error
+        except TransientApiError as error:
+            if follow and error.status == NO_ANSWER:  # the stream broke or went silent: read on from the last line
+                return
+            raise client_error(error, f"log of {self._label}") from error
 
     def _read(self) -> dict[str, Any] | None:
         return self._read_with_version()[0]
 
     def _read_with_version(self) -> tuple[dict[str, Any] | None, str]:
-        return read_pod(self._core, self._namespace, self._pod, what=f"the pod of {self._label}")
+        return read_pod(self._kube, self._namespace, self._pod, what=f"the pod of {self._label}")
 
     def _wait_for_change(self, version: str | None) -> None:
         """Until the pod changes (or appears), or a few seconds pass."""
         if version is None:
             time.sleep(1)
             return
-        wait_for_pod_change(self._core, self._namespace, self._pod, version, _CHANGE_SECONDS)
+        wait_for_pod_change(self._kube, self._namespace, self._pod, version, _CHANGE_SECONDS)
 
 
 def _split(chunks: Iterator[bytes]) -> Iterator[tuple[bytes, str]]:

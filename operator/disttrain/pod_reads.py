@@ -5,33 +5,32 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubernetes import client, watch
-from kubernetes.client.exceptions import ApiException
+from disttrain.calls import call
+from disttrain_kube.errors import ApiError
+from disttrain_kube.rest import PODS_PATH, Kube, watch_events
 
-from disttrain.calls import read_json
+_SILENCE_MARGIN = 10  # seconds past a watch's own timeout before its silence means a dead connection
 
 
-def read_pod(core: client.CoreV1Api, namespace: str, name: str, *, what: str) -> tuple[dict[str, Any] | None, str]:
+def read_pod(kube: Kube, namespace: str, name: str, *, what: str) -> tuple[dict[str, Any] | None, str]:
     """The pod (None if there is none) and the resourceVersion of the read, to watch on from."""
-    listing = read_json(
-        lambda: core.list_namespaced_pod(namespace, field_selector=f"metadata.name={name}", _preload_content=False),
-        what=what,
-    )
+    query = {"fieldSelector": f"metadata.name={name}"}
+    listing = call(lambda: kube.json_request("GET", PODS_PATH, {"namespace": namespace}, query=query), what=what)
     items = listing.get("items") or []
     return (items[0] if items else None), listing["metadata"]["resourceVersion"]
 
 
-def wait_for_pod_change(core: client.CoreV1Api, namespace: str, name: str, version: str, seconds: int) -> None:
+def wait_for_pod_change(kube: Kube, namespace: str, name: str, version: str, seconds: int) -> None:
     """Until the pod changes (or appears) after `version`, or `seconds` pass."""
-    stream = watch.Watch().stream(  # type: ignore[no-untyped-call]
-        core.list_namespaced_pod,
-        namespace,
-        field_selector=f"metadata.name={name}",
-        resource_version=version,
-        timeout_seconds=seconds,
-    )
+    query = {
+        "watch": "true",
+        "fieldSelector": f"metadata.name={name}",
+        "resourceVersion": version,
+        "timeoutSeconds": str(seconds),
+    }
+    lines = kube.stream_lines(PODS_PATH, query, seconds + _SILENCE_MARGIN, params={"namespace": namespace})
     try:
-        for _ in stream:
+        for _ in watch_events(lines):
             return
-    except ApiException:  # an expired version: reading the pod again is the answer
+    except ApiError:  # an expired version, or a broken watch: reading the pod again is the answer
         return

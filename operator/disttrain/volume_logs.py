@@ -6,41 +6,39 @@ from its spec); once the job is gone, its logs stay on the volume for any pod th
 
 from __future__ import annotations
 
-import contextlib
 import json
 import secrets
 import time
 from datetime import UTC, datetime
 from typing import Any
 
-from kubernetes import client
-
 from disttrain.attempts import Attempt, KeptLog
 from disttrain.calls import call
-from disttrain.errors import JobNotFoundError, LogsUnavailableError
+from disttrain.errors import LogsUnavailableError
 from disttrain.pod_reads import read_pod, wait_for_pod_change
 from disttrain_contract.volume_logs import parse_attempt_file_name
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.builders.log_reader import reader_pod
+from disttrain_kube.rest import PODS_PATH, Kube
 
 READER_TIMEOUT = 180.0  # seconds for the reader pod to be scheduled, pull its image and end
 _ENDED = ("Succeeded", "Failed")
 _WATCH_SECONDS = 10
 
 
-def volume_logs_of(core: client.CoreV1Api, job: DistTrainJob, replica: str, *, live_uid: str | None) -> list[KeptLog]:
+def volume_logs_of(kube: Kube, job: DistTrainJob, replica: str, *, live_uid: str | None) -> list[KeptLog]:
     """Every attempt of one replica (`worker-1`) the volume holds, the first first, but that of the pod `live_uid`,
     whose log its node serves."""
     namespace = job.metadata.namespace
     manifest = reader_pod(job, replica, f"{job.metadata.name}-read-logs-{secrets.token_hex(3)}")
-    name = manifest["metadata"]["name"]
+    name, container = manifest["metadata"]["name"], manifest["spec"]["containers"][0]["name"]
     what = f"the pod {namespace}/{name} that reads the logs of {replica} on the checkpoint volume"
-    call(lambda: core.create_namespaced_pod(namespace, manifest), what=f"creating {what}")  # type: ignore[arg-type]
+    call(lambda: kube.json_request("POST", PODS_PATH, {"namespace": namespace}, manifest), what=f"creating {what}")
     try:
-        pod = _ended(core, namespace, name, what)
-        output = call(lambda: core.read_namespaced_pod_log(name, namespace, _preload_content=False), what=what).data
+        pod = _ended(kube, namespace, name, what)
+        output = b"".join(call(lambda: list(kube.pod_log_chunks(namespace, name, container)), what=what))
     finally:
-        _delete(core, namespace, name, what)
+        call(lambda: kube.delete_pod(namespace, name, force=True), what=f"deleting {what}")  # gone already is fine
     if pod["status"]["phase"] != "Succeeded":
         raise LogsUnavailableError(f"{what} failed: {output.decode(errors='replace')[-2000:]}")
     files = [json.loads(line) for line in output.decode().splitlines() if line.startswith("{")]
@@ -56,11 +54,11 @@ def _kept(started: datetime, pod_uid: str, file: dict[str, Any]) -> KeptLog:
     return KeptLog(attempt, text)
 
 
-def _ended(core: client.CoreV1Api, namespace: str, name: str, what: str) -> dict[str, Any]:
+def _ended(kube: Kube, namespace: str, name: str, what: str) -> dict[str, Any]:
     """The reader pod once it ended; LogsUnavailableError with what holds it up after `READER_TIMEOUT`."""
     deadline = time.monotonic() + READER_TIMEOUT
     while True:
-        pod, version = read_pod(core, namespace, name, what=what)
+        pod, version = read_pod(kube, namespace, name, what=what)
         if pod is None:
             raise LogsUnavailableError(f"{what} was deleted before it ended")
         if pod.get("status", {}).get("phase") in _ENDED:
@@ -68,7 +66,7 @@ def _ended(core: client.CoreV1Api, namespace: str, name: str, what: str) -> dict
         left = deadline - time.monotonic()
         if left <= 0:
             raise LogsUnavailableError(f"{what} did not end within {READER_TIMEOUT:.0f} s: {_held_up(pod)}")
-        wait_for_pod_change(core, namespace, name, version, int(min(left, _WATCH_SECONDS)) + 1)
+        wait_for_pod_change(kube, namespace, name, version, int(min(left, _WATCH_SECONDS)) + 1)
 
 
 def _held_up(pod: dict[str, Any]) -> str:
@@ -82,8 +80,3 @@ def _held_up(pod: dict[str, Any]) -> str:
         if condition.get("status") == "False" and condition.get("message"):
             return f"{condition.get('reason')}: {condition['message']}"
     return f"it is {status.get('phase', 'Pending')}"
-
-
-def _delete(core: client.CoreV1Api, namespace: str, name: str, what: str) -> None:
-    with contextlib.suppress(JobNotFoundError):  # gone already
-        call(lambda: core.delete_namespaced_pod(name, namespace, grace_period_seconds=0), what=f"deleting {what}")

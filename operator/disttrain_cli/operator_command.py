@@ -127,8 +127,8 @@ def run_operator(argv: Sequence[str]) -> int:
 def _check_tfjob_ownership(adopt: bool) -> None:
     """Exit with the reason when another controller owns TFJobs here (see `tfjob_ownership`)."""
     from disttrain_kube.connection import connect  # noqa: PLC0415
+    from disttrain_kube.rest import Kube  # noqa: PLC0415
     from disttrain_operator.runtime import tfjob_ownership  # noqa: PLC0415
-    from disttrain_operator.runtime.kube import Kube  # noqa: PLC0415
 
     definition = Kube(connect(in_cluster_first=True).api_client).read(
         tfjob_ownership.CRD_PATH, {"name": tfjob_ownership.CRD_NAME}
@@ -141,15 +141,15 @@ def _check_tfjob_ownership(adopt: bool) -> None:
 def _lead(args: argparse.Namespace, parser: argparse.ArgumentParser, settings: OperatorSettings) -> LeaderElector:
     """Wait for the Lease, answering the liveness probe meanwhile; kopf takes the probe's port over after."""
     from disttrain_kube.connection import connect  # noqa: PLC0415
+    from disttrain_kube.rest import Kube  # noqa: PLC0415
     from disttrain_operator.runtime import leader_election, metrics  # noqa: PLC0415
-    from disttrain_operator.runtime.kube import Kube  # noqa: PLC0415
 
     try:
         timing = leader_election.Timing(args.lease_seconds, args.renew_seconds, args.retry_seconds)
     except ValueError as error:
         parser.error(str(error))
     elector = leader_election.LeaderElector(
-        Kube(connect(in_cluster_first=True, retries=0).api_client),
+        Kube(connect(in_cluster_first=True, retries=0).api_client, on_error=metrics.count_api_error),
         args.lease_namespace or leader_election.default_namespace(),
         leader_election.default_identity(),
         timing=timing,

@@ -19,8 +19,8 @@ from typing import Protocol
 from disttrain_contract.timestamps import format_time
 from disttrain_core.builders.events import event_manifest
 from disttrain_core.types import Body, Manifest
+from disttrain_kube.errors import RefusedError, TransientApiError
 from disttrain_operator.runtime import metrics
-from disttrain_operator.runtime.kube import ChildRejectedError, TransientApiError
 from disttrain_operator.runtime.workers import Workers
 
 logger = logging.getLogger(__name__)
@@ -95,7 +95,7 @@ class EventPoster(Workers):
     def _post(self, manifest: Manifest) -> None:
         try:
             self._kube.create(manifest)
-        except (TransientApiError, ChildRejectedError) as error:
+        except (TransientApiError, RefusedError) as error:
             involved = manifest["involvedObject"]
             logger.warning("Event %s of %s not posted: %s", manifest["reason"], involved["name"], error)
 

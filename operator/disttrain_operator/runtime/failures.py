@@ -11,8 +11,8 @@ from datetime import datetime, timedelta
 
 from disttrain_core.backoff import Backoff
 from disttrain_core.types import JobKey
+from disttrain_kube.errors import TransientApiError
 from disttrain_operator.runtime import metrics
-from disttrain_operator.runtime.kube import TransientApiError
 
 logger = logging.getLogger(__name__)
 

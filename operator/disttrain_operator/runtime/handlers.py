@@ -39,13 +39,14 @@ from disttrain_core.observed import PodView
 from disttrain_core.tensorboard import TensorBoardView
 from disttrain_core.types import Body, JobKey, ObjectRef, Verdict
 from disttrain_kube.connection import connect
+from disttrain_kube.errors import NotServedError
+from disttrain_kube.rest import Kube
 from disttrain_operator.runtime import metrics
 from disttrain_operator.runtime.departures import Departures
 from disttrain_operator.runtime.event_poster import EventApi, EventPoster
 from disttrain_operator.runtime.failures import FailurePolicy
 from disttrain_operator.runtime.indexed_jobs import IndexedJobs, JobIndex
 from disttrain_operator.runtime.job_queue import JobQueue
-from disttrain_operator.runtime.kube import Kube, NotServedError
 from disttrain_operator.runtime.log_keeper import KeptLogSweeper, LogApi, LogKeeper, SweepApi
 from disttrain_operator.runtime.progress_poller import ProgressPoller, progress_url
 from disttrain_operator.runtime.reconciler import JobApi, Reconciler, utcnow
@@ -255,7 +256,7 @@ def configure(*, memo: kopf.Memo, settings: kopf.OperatorSettings, **indexes: An
     operator_settings = memo.get(SETTINGS) or OperatorSettings.from_environment()
     tune(settings, operator_settings)
     openapi_schema()  # each new spec is checked against it: built now, not in the first reconcile of a burst
-    kube = Kube(connect(in_cluster_first=True).api_client)
+    kube = Kube(connect(in_cluster_first=True).api_client, on_error=metrics.count_api_error)
     runtime = memo["runtime"] = build_runtime(operator_settings, kube, indexes)
     if nothing_to_index(kube, runtime.job_paths):
         runtime.indexed()

@@ -24,7 +24,7 @@ from disttrain_core.kueue import (
 )
 from disttrain_core.served import Wire
 from disttrain_core.types import Body, Manifest
-from disttrain_operator.runtime.kube import ChildRejectedError
+from disttrain_kube.errors import RefusedError
 from disttrain_operator.runtime.status_writer import EventSink
 
 
@@ -54,7 +54,7 @@ class KueueAdapter:
         if step.create is not None:
             try:
                 self._kube.create(step.create)
-            except ChildRejectedError as error:
+            except RefusedError as error:
                 self._emit(body, type="Warning", reason="CreateFailed", message=f"Workload was refused: {error}")
                 return job
         if step.finish is not None:

@@ -26,7 +26,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from disttrain_contract.timestamps import format_micro_time
-from disttrain_operator.runtime.kube import Kube, TransientApiError
+from disttrain_kube.errors import TransientApiError
+from disttrain_kube.rest import Kube
 from disttrain_operator.runtime.leases import read_lease, write_lease
 
 logger = logging.getLogger(__name__)

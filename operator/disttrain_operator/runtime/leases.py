@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from disttrain_operator.runtime.kube import Kube
+from disttrain_kube.rest import Kube
 
 LEASE_API = "coordination.k8s.io/v1"
 _LEASE = f"/apis/{LEASE_API}/namespaces/{{namespace}}/leases/{{name}}"

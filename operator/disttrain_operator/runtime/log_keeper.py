@@ -34,8 +34,9 @@ from disttrain_core import kept_logs
 from disttrain_core.api.status import MAX_UNKEPT_LOGS, UnkeptLogs
 from disttrain_core.backoff import Backoff
 from disttrain_core.types import Body, JobKey, Manifest
+from disttrain_kube.errors import LogUnreadableError, RefusedError, TransientApiError
+from disttrain_kube.rest import POD_PATH
 from disttrain_operator.runtime import metrics
-from disttrain_operator.runtime.kube import POD_PATH, ChildRejectedError, LogUnreadableError, TransientApiError
 from disttrain_operator.runtime.watch import Scope
 from disttrain_operator.runtime.workers import Workers
 
@@ -272,7 +273,7 @@ class LogKeeper(Workers):
             return
         try:
             self._kube.create(manifest)
-        except ChildRejectedError as error:  # refused as built (a policy): no retry makes it pass
+        except RefusedError as error:  # refused as built (a policy): no retry makes it pass
             logger.warning("the log of %s/%s was not kept: %s", task.namespace, task.name, error)
             return
         for item in kept_logs.surplus([*kept, manifest]):  # the job's budget: its first and latest attempts stay

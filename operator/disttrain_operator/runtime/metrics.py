@@ -60,6 +60,13 @@ QUEUE_WORK = Histogram(
 )
 QUEUE_RETRIES = Counter("workqueue_retries_total", "Reconciles scheduled again after a failure.", ["name"])
 API_ERRORS = Counter("disttrain_api_errors_total", "Failed API requests of the operator, by operation.", ["operation"])
+
+
+def count_api_error(method: str) -> None:
+    """Told by the operator's API client (`Kube`'s `on_error`) of each request that failed."""
+    API_ERRORS.labels(method).inc()
+
+
 LEADER = Gauge("disttrain_leader", "1 in the replica that acts (it holds the Lease, or runs without election), else 0.")
 
 _TRANSITIONS = {

@@ -30,9 +30,9 @@ from disttrain_core.status import aggregate, failed_status, record_restart, with
 from disttrain_core.tensorboard import TensorBoardView, is_tensorboard_object, with_tensorboard
 from disttrain_core.tfjob_conversion import UnconvertibleError
 from disttrain_core.types import Body, JobKey, Manifest, ObjectRef, Verdict, invalid_spec
+from disttrain_kube.errors import RefusedError, TransientApiError
 from disttrain_operator.runtime.expectations import EXPECTATION, Expected
 from disttrain_operator.runtime.job_memory import JobMemory
-from disttrain_operator.runtime.kube import ChildRejectedError, InvalidWriteError, TransientApiError
 from disttrain_operator.runtime.kueue_adapter import KueueAdapter
 from disttrain_operator.runtime.status_writer import RESTART_HOLD, EventSink, StatusWriter
 
@@ -145,7 +145,7 @@ class Reconciler:
         try:
             job = self._kueue.follow(core, memory.wire, job, workload, has_pods=bool(owned))
             self._reconcile(core, memory, job, owned, children, reported=reported, tensorboard=tensorboard)
-        except InvalidWriteError as error:  # the same write can never pass: the job says so, once
+        except RefusedError as error:  # the same write can never pass: the job says so, once
             verdict = Verdict("WriteRefused", f"the API server refused a write of the job's: {error}")
             self._fail_as_it_is(core, memory.written or core.get("status") or {}, verdict)
         memory.settled = _essence(core, memory.written)
@@ -328,7 +328,7 @@ class Reconciler:
                     memory.unwatched_since = self._clock()
                 else:
                     memory.expected.expect(object_key(manifest), self._clock())
-            except ChildRejectedError as error:
+            except RefusedError as error:
                 if is_tensorboard_object(manifest):  # the job trains on without it; its condition says why
                     problem = Verdict("FailedCreate", f"{_describe(manifest)} was refused: {error}")
                     memory.tensorboard_refused = (body["metadata"].get("generation"), problem)

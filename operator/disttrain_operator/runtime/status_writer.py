@@ -17,9 +17,9 @@ from disttrain_core.api.status import ConditionType, DistTrainJobStatus, JobPhas
 from disttrain_core.status import failed_status
 from disttrain_core.tensorboard import FAILURE_REASONS
 from disttrain_core.types import Body, Verdict
+from disttrain_kube.errors import RefusedError
 from disttrain_operator.runtime import metrics
 from disttrain_operator.runtime.job_memory import JobMemory
-from disttrain_operator.runtime.kube import InvalidWriteError
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ class StatusWriter:
         metadata = body["metadata"]
         try:
             self._kube.patch_job_status(body, _patch(previous, memory.wire.status_out(new, format_time(now))))
-        except InvalidWriteError as error:
+        except RefusedError as error:
             new = self._refused(body, memory, status=status, previous=previous, error=error, now=now)
         memory.written, memory.last_write, memory.unwritten = new, now, None
         for condition in _newly_failed(previous, new):
@@ -103,7 +103,7 @@ class StatusWriter:
         *,
         status: DistTrainJobStatus,
         previous: Mapping[str, Any],
-        error: InvalidWriteError,
+        error: RefusedError,
         now: datetime,
     ) -> dict[str, Any]:
         """A status the API server refuses as invalid: retrying the same write cannot pass, and a job whose

@@ -13,7 +13,6 @@ keeps the few fields the reconcile reads and tells which job changed.
 from __future__ import annotations
 
 import fnmatch
-import json
 import logging
 import threading
 import time
@@ -23,8 +22,9 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from disttrain_core.backoff import Backoff
 from disttrain_core.types import JobKey
+from disttrain_kube.errors import NotServedError, ResourceExpiredError, TransientApiError
+from disttrain_kube.rest import watch_events
 from disttrain_operator.runtime import metrics
-from disttrain_operator.runtime.kube import NotServedError, ResourceExpiredError, TransientApiError, watch_error
 from disttrain_operator.runtime.workers import ended_threads
 
 logger = logging.getLogger(__name__)
@@ -355,16 +355,14 @@ class ObjectWatch(Generic[View]):
             **self._resource.selection(),
         }
         heard, started = False, time.monotonic()
-        for line in self._kube.stream_lines(path, query, read_timeout=self._watch_seconds + SILENCE_MARGIN):
+        lines = self._kube.stream_lines(path, query, read_timeout=self._watch_seconds + SILENCE_MARGIN)
+        for event in watch_events(lines):  # an ERROR event raises: the log names the watch
             if self._stopped.is_set():
                 return version
             if not heard:
                 heard = True
                 self._reconnects.succeeded()
-            event = json.loads(line)
             kind, item = event.get("type"), event.get("object") or {}
-            if kind == "ERROR":
-                raise watch_error(int(item.get("code") or 0), str(item.get("message")))  # the log names the watch
             version = str((item.get("metadata") or {}).get("resourceVersion") or version)
             if kind != "BOOKMARK":
                 self._apply(scope, kind, item)

@@ -72,7 +72,7 @@ def test_requests_go_through_the_service_proxy_with_their_query_and_body(api: cl
 def test_a_node_without_port_forward_is_found_out_and_a_failed_connection_is_one_line(
     api: client.ApiClient, caplog: pytest.LogCaptureFixture
 ) -> None:
-    forward = PortForward(client.CoreV1Api(api), "team", "mnist-tensorboard-abc", 6006)
+    forward = PortForward(api, "team", "mnist-tensorboard-abc", 6006)
     assert not forward.works()
     with (
         caplog.at_level(logging.WARNING),

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from disttrain_core.builders.events import COMPONENT, MESSAGE_LIMIT
+from disttrain_kube.errors import TransientApiError
 from disttrain_operator.runtime.event_poster import EventBudget, EventPoster
-from disttrain_operator.runtime.kube import TransientApiError
 
 JOB = {
     "apiVersion": "disttrain.io/v1alpha1",
@@ -28,7 +28,7 @@ class _Api:
 
     def create(self, manifest: dict[str, Any]) -> bool:
         if manifest["reason"] == self.refused:
-            raise TransientApiError("403: namespace team is being terminated")
+            raise TransientApiError(403, "namespace team is being terminated")
         self.posted.append(manifest)
         return True
 

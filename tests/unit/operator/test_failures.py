@@ -9,17 +9,21 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler
+from typing import Any
 
 import pytest
 from kubernetes import client
 from prometheus_client import REGISTRY
 
+from disttrain_kube.errors import ApiError, RefusedError, TransientApiError
+from disttrain_kube.rest import Kube
+from disttrain_operator.runtime import metrics
 from disttrain_operator.runtime.failures import SURFACE_AFTER, FailurePolicy
-from disttrain_operator.runtime.kube import ChildRejectedError, Kube, TransientApiError
 from support import http_server
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 KEY = ("team", "mnist")
+JOB_KIND = {"apiVersion": "disttrain.io/v1alpha1", "kind": "DistTrainJob"}  # its path comes from the models
 
 
 def _closed_port() -> int:
@@ -32,7 +36,7 @@ def _closed_port() -> int:
 def _kube(port: int) -> Kube:
     configuration = client.Configuration(host=f"http://127.0.0.1:{port}")
     configuration.retries = 0
-    return Kube(client.ApiClient(configuration))
+    return Kube(client.ApiClient(configuration), on_error=metrics.count_api_error)
 
 
 def _api_errors(operation: str) -> float:
@@ -50,8 +54,8 @@ def test_a_programming_error_is_not_an_api_error() -> None:
     """A body the client cannot serialise is the operator's bug: it surfaces as itself."""
     before = _api_errors("POST")
     with pytest.raises(Exception) as raised:
-        _kube(_closed_port()).create({"kind": "Pod", "metadata": {"namespace": "x"}, "spec": {"bad": object()}})
-    assert not isinstance(raised.value, TransientApiError)
+        _kube(_closed_port()).create({**JOB_KIND, "metadata": {"namespace": "x"}, "spec": {"bad": object()}})
+    assert not isinstance(raised.value, ApiError)
     assert _api_errors("POST") == before
 
 
@@ -76,7 +80,7 @@ def _reconcile_errors(error: str) -> float:
 def test_an_api_error_is_retried_soon_and_never_shown_on_the_job() -> None:
     harness = _Harness()
     for _ in range(SURFACE_AFTER + 1):
-        harness.run(TransientApiError("GET /x: 503"))
+        harness.run(TransientApiError(503, "GET /x"))
     assert harness.scheduled == [NOW + timedelta(seconds=5)] * (SURFACE_AFTER + 1)
     assert harness.surfaced == []
 
@@ -121,19 +125,30 @@ def test_every_reconcile_is_counted_by_result_and_each_failure_as_a_retry() -> N
     before = _counts()
     harness = _Harness()
     harness.run(None)
-    harness.run(TransientApiError("GET /x: 503"))
+    harness.run(TransientApiError(503, "GET /x"))
     harness.run(ValueError("a bug"))
     assert [after - earlier for after, earlier in zip(_counts(), before, strict=True)] == [1, 2, 2]
 
 
+def _status_404(details: dict[str, str]) -> dict[str, Any]:
+    return {"kind": "Status", "message": "not found", "reason": "NotFound", "details": details}
+
+
 @contextmanager
-def _answering_404(details: dict[str, str]) -> Iterator[int]:
-    """A server that answers every request with the API server's 404 Status carrying `details`."""
-    body = json.dumps({"kind": "Status", "message": "not found", "reason": "NotFound", "details": details}).encode()
+def _cluster(discovery: dict[str, Any] | None, created: dict[str, Any]) -> Iterator[int]:
+    """A server answering a group version's discovery with `discovery` (404 for None), every create with a
+    404 Status `created`."""
 
     class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self._answer(200, discovery) if discovery is not None else self._answer(404, _status_404({}))
+
         def do_POST(self) -> None:
-            self.send_response(404)
+            self._answer(404, created)
+
+        def _answer(self, code: int, answer: dict[str, Any]) -> None:
+            body = json.dumps(answer).encode()
+            self.send_response(code)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -147,12 +162,15 @@ def _answering_404(details: dict[str, str]) -> Iterator[int]:
 
 
 GANG = {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "Workload", "metadata": {"name": "j", "namespace": "x"}}
+SERVED = {"resources": [{"name": "workloads", "kind": "Workload", "namespaced": True}]}
 
 
 def test_a_child_whose_api_the_cluster_does_not_serve_is_refused_for_good() -> None:
     """An unserved API cannot appear by retrying: the job fails saying which (a Warning Event and a condition)."""
+    with _cluster(None, {}) as port, pytest.raises(RefusedError, match=r"does not serve scheduling\.k8s\.io/v1alpha2"):
+        _kube(port).create(GANG)  # discovery says so
     unserved = r"the cluster does not serve scheduling\.k8s\.io/v1alpha2 workloads"
-    with _answering_404({}) as port, pytest.raises(ChildRejectedError, match=unserved):
-        _kube(port).create(GANG)
-    with _answering_404({"name": "x", "kind": "namespaces"}) as port, pytest.raises(TransientApiError):
+    with _cluster(SERVED, _status_404({})) as port, pytest.raises(RefusedError, match=unserved):
+        _kube(port).create(GANG)  # gone since discovery was read
+    with _cluster(SERVED, _status_404({"name": "x", "kind": "namespaces"})) as port, pytest.raises(TransientApiError):
         _kube(port).create(GANG)  # the namespace is gone, not the API: worth a retry

@@ -30,7 +30,7 @@ from disttrain_core.builders.objects import pod
 from disttrain_core.builders.settings import BuildSettings
 from disttrain_core.observed import pod_view
 from disttrain_dev.polling import wait_for
-from disttrain_operator.runtime.kube import LogUnreadableError, TransientApiError
+from disttrain_kube.errors import LogUnreadableError, TransientApiError
 from disttrain_operator.runtime.log_keeper import KEEP_TRIES, UNKEPT, KeptLogSweeper, LogKeeper
 from disttrain_operator.runtime.watch import Scope
 
@@ -156,7 +156,7 @@ class _LogApi:
     def create(self, manifest: dict[str, Any]) -> bool:
         if self.refusals:
             self.refusals -= 1
-            raise TransientApiError("403: unable to create new content in namespace team: it is being terminated")
+            raise TransientApiError(403, "unable to create new content in namespace team: it is being terminated")
         if any(item["metadata"]["name"] == manifest["metadata"]["name"] for item in self.created):
             return False
         self.created.append(manifest)
@@ -196,8 +196,8 @@ def _keep(api: _LogApi, job_uids: set[str], uid: str = POD_UID, body: dict[str, 
     ("log", "job_uids", "kept"),
     [
         ([b"first\n", b"last\n"], {JOB_UID}, "first\nlast\n"),
-        (TransientApiError("connection reset"), {JOB_UID}, "read at last\n"),  # read again a moment later
-        (LogUnreadableError("400: container never started"), {JOB_UID}, None),  # nothing to keep
+        (TransientApiError(0, "connection reset"), {JOB_UID}, "read at last\n"),  # read again a moment later
+        (LogUnreadableError(400, "container never started"), {JOB_UID}, None),  # nothing to keep
         ([b"orphan\n"], set(), None),  # the job is gone and its logs go with it
     ],
 )
@@ -299,7 +299,7 @@ class _SweepApi:
         return page
 
     def merge_patch(self, manifest: Mapping[str, Any], patch: dict[str, Any]) -> bool:
-        raise TransientApiError("500: etcd is away")
+        raise TransientApiError(500, "etcd is away")
 
     def delete_object(self, manifest: Mapping[str, Any]) -> bool:
         self.deleted.append(manifest["metadata"]["name"])

@@ -18,9 +18,9 @@ from disttrain_core.builders.naming import replica_labels
 from disttrain_core.builders.settings import BuildSettings
 from disttrain_core.observed import PodPhase, PodView, Unschedulable, pod_view
 from disttrain_core.types import ObjectRef
+from disttrain_kube.errors import RefusedError
 from disttrain_operator.runtime.expectations import EXPECTATION
 from disttrain_operator.runtime.job_memory import JobMemory
-from disttrain_operator.runtime.kube import InvalidWriteError
 from disttrain_operator.runtime.reconciler import UNWATCHED_RECHECK, Reconciler
 from disttrain_operator.runtime.status_writer import RESTART_HOLD, STATUS_BATCH, StatusWriter
 from support import EXAMPLES, load_one
@@ -224,10 +224,10 @@ class _StrictApi(RecordingApi):
         try:
             json.dumps(status, allow_nan=False)
         except ValueError as error:
-            raise InvalidWriteError(f"400: {error}") from error
+            raise RefusedError(400, f"{error}") from error
         if self.refuse_once:
             self.refuse_once = False
-            raise InvalidWriteError("422: status.progress: Invalid value")
+            raise RefusedError(422, "status.progress: Invalid value")
         super().patch_job_status(job, status)
 
 
@@ -303,7 +303,7 @@ def test_a_deleted_pod_group_is_made_again_while_the_scheduler_cannot_place_the_
 
 class _RefusingPatches(RecordingApi):
     def patch_job(self, job: Mapping[str, Any], patch: dict[str, Any]) -> None:
-        raise InvalidWriteError('422: DistTrainJob "x" is invalid: spec.runPolicy.suspend: Invalid value')
+        raise RefusedError(422, 'DistTrainJob "x" is invalid: spec.runPolicy.suspend: Invalid value')
 
 
 def test_a_write_of_the_job_the_api_server_refuses_fails_it_once_instead_of_a_retry_for_ever() -> None:

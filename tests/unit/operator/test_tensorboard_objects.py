@@ -20,8 +20,8 @@ from disttrain_core.builders.objects import desired_objects
 from disttrain_core.builders.settings import BuildSettings
 from disttrain_core.tensorboard import TensorBoardView, tensorboard_view, with_tensorboard
 from disttrain_core.types import Verdict
+from disttrain_kube.errors import RefusedError
 from disttrain_operator.runtime.job_memory import JobMemory
-from disttrain_operator.runtime.kube import ChildRejectedError
 from disttrain_operator.runtime.reconciler import Reconciler
 from disttrain_operator.runtime.status_writer import StatusWriter
 
@@ -181,7 +181,7 @@ class _RefusingApi(RecordingApi):
 
     def create(self, manifest: dict[str, Any]) -> bool:
         if manifest["kind"] == "Deployment":
-            raise ChildRejectedError('422: Deployment "mnist-tensorboard" is invalid: memory: quantities must match')
+            raise RefusedError(422, 'Deployment "mnist-tensorboard" is invalid: memory: quantities must match')
         return super().create(manifest)
 
 

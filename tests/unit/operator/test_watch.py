@@ -12,7 +12,7 @@ from disttrain_core.backoff import Backoff
 from disttrain_core.observed import PodPhase, PodView
 from disttrain_core.types import JobKey, ObjectRef
 from disttrain_dev.polling import wait_for
-from disttrain_operator.runtime.kube import NotServedError, ResourceExpiredError, TransientApiError
+from disttrain_kube.errors import NotServedError, ResourceExpiredError, TransientApiError
 from disttrain_operator.runtime.watch import (
     Listings,
     ObjectStore,
@@ -56,7 +56,7 @@ class _FakeKube:
     def list_page(self, path: str, query: dict[str, str]) -> dict[str, Any]:
         self.queries.append(query)
         if self.unserved:
-            raise NotServedError(f"404: the server could not find the requested resource ({path})")
+            raise NotServedError(404, f"the server could not find the requested resource ({path})")
         self._refuse()
         number = int(query.get("continue", "0"))
         more = {"continue": str(number + 1)} if number + 1 < len(self.pages) else {}
@@ -149,7 +149,7 @@ def test_a_version_gone_before_the_stream_starts_lists_again() -> None:
     ERROR event in the stream: either way the watch lists again rather than asking for the same version."""
     store: ObjectStore[PodView] = ObjectStore()
     kube = _FakeKube([[_pod("j-chief-0", "u1")]])
-    kube.refusals = [None, ResourceExpiredError("410: too old resource version")]
+    kube.refusals = [None, ResourceExpiredError(410, "too old resource version")]
     watch, _ = _watch(kube, store)
     watch.start()
     wait_for("a second listing", lambda: sum("watch" not in query for query in kube.queries) >= 2)
@@ -160,7 +160,7 @@ def test_a_version_gone_before_the_stream_starts_lists_again() -> None:
 def test_an_expired_continue_token_starts_the_listing_over() -> None:
     store: ObjectStore[PodView] = ObjectStore()
     kube = _FakeKube([[_pod("j-chief-0", "u1")], [_pod("j-worker-0", "u2")]])
-    kube.refusals = [None, ResourceExpiredError("410: the provided continue parameter is too old")]
+    kube.refusals = [None, ResourceExpiredError(410, "the provided continue parameter is too old")]
     watch, _ = _watch(kube, store)
     assert watch._list(NAMESPACE) == "10"
     assert [query.get("continue") for query in kube.queries] == [None, "1", None, "1"]
@@ -171,7 +171,7 @@ def test_a_listing_broken_off_still_tells_what_it_changed() -> None:
     """The next listing finds those objects unchanged and would tell nobody."""
     store: ObjectStore[PodView] = ObjectStore()
     kube = _FakeKube([[_pod("j-chief-0", "u1")], [_pod("k-chief-0", "u2", job="k")]])
-    kube.refusals = [None, TransientApiError("503: the API server is shutting down")]
+    kube.refusals = [None, TransientApiError(503, "the API server is shutting down")]
     watch, told = _watch(kube, store)
     with pytest.raises(TransientApiError):
         watch._list(NAMESPACE)
