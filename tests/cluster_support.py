@@ -47,6 +47,14 @@ class Cluster:
             raise AssertionError(f"kubectl {' '.join(args)} failed:\n{result.stderr}")
         return result
 
+    def delete_namespace(self, name: str) -> None:
+        """Delete the namespace, and wait until its pods are gone: the next test finds the nodes free. Its
+        other content goes meanwhile: the namespace controller starts 5 s after a deletion (time for every
+        API server to see it) and looks again 5 s later while pods remain, where a pod deleted goes at
+        once (or as its grace period lets its processes end). No object can be made in it once deleting."""
+        self.kubectl("delete", "namespace", name, "--ignore-not-found", "--wait=false")
+        self.kubectl("delete", "pods", "--all", "-n", name, "--ignore-not-found", "--wait=true", "--timeout=120s")
+
     def get(self, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
         result = self.kubectl("get", kind, name, "-n", namespace, "-o", "json", check=False)
         return json.loads(result.stdout) if result.returncode == 0 else None

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from disttrain_dev.tool_run import run_tool
+from disttrain_dev.tool_run import STDERR, run_tool
 from disttrain_dev.versions import cache_root
 
 DEBIAN_SUITE = "bookworm"
@@ -126,13 +126,6 @@ def base_tag() -> str:
     return f"{BASE_NAME}:{DEBIAN_SUITE}-{key}"
 
 
-def forget_base() -> None:
-    """Untag the base image, so that the next build makes it from Debian packages as on a new machine.
-
-    Images built on it keep its layers; only the name goes."""
-    _docker_quietly("image", "rm", "--no-prune", base_tag(), check=False)
-
-
 def ensure_base() -> str:
     """The Python base image, made from Debian packages once per suite and package list."""
     tag = base_tag()
@@ -156,7 +149,7 @@ def ensure_base() -> str:
     try:
         run_tool(["chroot", str(root), "/bin/sh", "-c", script], env={"PATH": os.environ["PATH"]})
     finally:
-        subprocess.run(["umount", str(root / "proc")], check=False)
+        subprocess.run(["umount", str(root / "proc")], check=False, stdout=STDERR)
     environment = "ENV PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8"
     tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
     run_tool(["docker", "import", "-c", environment, "-", tag], stdin=tar.stdout)

@@ -164,7 +164,7 @@ def real_namespace(cluster: Cluster) -> Iterator[str]:
     cluster.kubectl("apply", "-f", "-", stdin=json.dumps(devcluster.node_namespace(name, node_kinds.REAL)))
     wait_for("the namespace's default ServiceAccount", lambda: cluster.get("serviceaccount", "default", name))
     yield name
-    cluster.kubectl("delete", "namespace", name, "--wait=true", "--timeout=120s")
+    cluster.delete_namespace(name)
 
 
 def _cpu_job(name: str, workers: int, cpu: str) -> dict[str, Any]:

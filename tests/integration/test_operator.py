@@ -288,7 +288,7 @@ def test_namespaced_operator_leaves_other_namespaces_alone(
         operator.start()
     assert not scoped.rights_refused(), "deploy/namespaced/rbac.yaml lacks rights its operator uses"
     _wait_pods(cluster, other, "mnist-mwms", 4)  # the cluster-wide operator picks it up
-    cluster.kubectl("delete", "namespace", other, "--wait=true", "--timeout=120s")
+    cluster.delete_namespace(other)
 
 
 def test_the_admin_cli_lists_and_describes_jobs(cluster: Cluster, operator: OperatorProcess, namespace: str) -> None:

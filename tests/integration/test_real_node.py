@@ -90,7 +90,7 @@ def _node_namespace(cluster: Cluster, labels: dict[str, str]) -> Iterator[str]:
     cluster.kubectl("apply", "-f", "-", stdin=json.dumps(namespace))
     wait_for("the namespace's default ServiceAccount", lambda: cluster.get("serviceaccount", "default", name))
     yield name
-    cluster.kubectl("delete", "namespace", name, "--ignore-not-found", "--wait=true", "--timeout=120s")
+    cluster.delete_namespace(name)
 
 
 @pytest.fixture
@@ -230,9 +230,11 @@ def test_the_installed_operator_leads_with_one_replica_and_serves_metrics(instal
 
 
 def test_both_digits_examples_train_in_the_trainer_image(installed: Cluster, real_namespace: str) -> None:
+    """One after the other: the node's two CPUs do not hold both jobs' requests, and a job without a gang
+    could take part of the node and wait for the rest while the other job holds it."""
     mwms = _submit(installed, real_namespace, MWMS, epochs=8)
-    ps = _submit(installed, real_namespace, PS, epochs=4)
     _wait_succeeded(installed, real_namespace, mwms)
+    ps = _submit(installed, real_namespace, PS, epochs=4)
     _wait_succeeded(installed, real_namespace, ps)
     assert _finished_line(installed, real_namespace, f"{mwms}-worker-0")["steps"] == 8 * STEPS_PER_EPOCH
     assert _finished_line(installed, real_namespace, f"{ps}-chief-0")["steps"] == 4 * STEPS_PER_EPOCH

@@ -1,0 +1,58 @@
+"""`python -m disttrain_dev.images --output FILE`, as `scripts/e2e.sh` runs it on a new machine: the base is
+made from Debian packages and both images are built, every tool printing as it goes, and FILE holds only
+the images built. Stand-ins for docker, debootstrap and the rest print to their stdout as the real ones
+do, so the test fails the day a tool's output reaches the tool's own stdout or FILE."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from disttrain_dev import images
+
+STAND_IN = """#!/bin/sh
+echo "$(basename "$0") $* printed this"
+case "$(basename "$0") $1 $2" in
+  "docker image inspect") exit 1 ;;  # no image exists yet: a new machine
+  debootstrap*) mkdir -p "$4/proc" ;;
+esac
+exit 0
+"""
+TOOLS = ("docker", "debootstrap", "chroot", "mount", "umount", "tar")
+
+
+@pytest.fixture
+def new_machine(tmp_path: Path) -> dict[str, str]:
+    """An environment whose tools are the stand-ins, and whose cache is empty."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in TOOLS:
+        path = bin_dir / tool
+        path.write_text(STAND_IN)
+        path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    path = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
+    return {**os.environ, "PATH": path, "DISTTRAIN_CACHE_DIR": str(tmp_path / "cache")}
+
+
+def test_the_images_file_holds_only_the_images_built_on_a_new_machine(
+    new_machine: dict[str, str], tmp_path: Path
+) -> None:
+    try:
+        images.debian_mirror()
+    except RuntimeError as error:
+        pytest.skip(str(error))
+    output = tmp_path / "images"
+    command = [sys.executable, "-m", "disttrain_dev.images", "--output", str(output)]
+    result = subprocess.run(command, env=new_machine, capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "debootstrap --variant=minbase" in result.stderr and "docker build" in result.stderr  # the base was made
+    assert "printed this" in result.stderr
+    assert result.stdout == ""
+    lines = [line.split() for line in output.read_text().splitlines()]
+    assert [name for name, _ in lines] == [images.OPERATOR.name, images.TRAINER.name]
+    assert all(tag.startswith(f"{name}:inputs-") for name, tag in lines)
