@@ -32,11 +32,11 @@ def new_machine(tmp_path: Path) -> dict[str, str]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for tool in TOOLS:
-        path = bin_dir / tool
-        path.write_text(STAND_IN)
-        path.chmod(path.stat().st_mode | stat.S_IXUSR)
-    path = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
-    return {**os.environ, "PATH": path, "DISTTRAIN_CACHE_DIR": str(tmp_path / "cache")}
+        stand_in = bin_dir / tool
+        stand_in.write_text(STAND_IN)
+        stand_in.chmod(stand_in.stat().st_mode | stat.S_IXUSR)
+    search = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
+    return {**os.environ, "PATH": search, "DISTTRAIN_CACHE_DIR": str(tmp_path / "cache")}
 
 
 def test_the_images_file_holds_only_the_images_built_on_a_new_machine(
