@@ -115,10 +115,11 @@ class Kube:
 
     def json_request(self, method: str, path: str, params: dict[str, str], body: Any = None, **options: Any) -> Any:
         """A request whose answer is JSON, read as the API server wrote it; any error status as its error
-        (`errors.error_for`), named by the request. `options` as for `_send`."""
+        (`errors.error_for`), in the API server's words: the caller says what it asked. `options` as for
+        `_send`."""
         code, text = self.request(method, path, params, body, **options)
         if code >= 300:
-            raise error_for(code, text, f"{method} {path.format(**params)}")
+            raise error_for(code, text)
         return json.loads(text) if text else None
 
     def _discovery(self, path: str) -> dict[str, Any] | None:
