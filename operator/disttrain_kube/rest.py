@@ -3,9 +3,10 @@ the dashboard (through the client), the benchmarks and the development tools.
 
 They go through the kubernetes client's transport (its auth, TLS and kubeconfig handling), without
 its model classes: the builders already produce JSON, and validating every pod through the client's
-models costs time and refuses valid objects (integer quantities). Every request has a timeout, and
-urllib3 repeats only what never reached the server (`connection.connect`'s `retries`); whether a
-failure is worth repeating is the caller's to decide from the error's class (`disttrain_kube.errors`).
+models costs time and refuses valid objects (integer quantities). Every request has a timeout.
+urllib3 repeats a request that could not connect, or an idempotent one whose answer broke off
+(`connection.connect`'s `retries`); whether a failure the API server answered is worth repeating is
+the caller's to decide from the error's class (`disttrain_kube.errors`).
 
 Creates tolerate 409 (the object exists: a retry, a second event or a restarted operator), so every
 caller can simply ask again. Paths come from `Resources`: the models and the API server's discovery.
