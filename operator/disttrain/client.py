@@ -51,10 +51,9 @@ from disttrain_core.observed import pod_ready
 from disttrain_core.summary import kept_log_command
 from disttrain_kube.connection import Connection, NoClusterError, connect
 from disttrain_kube.errors import NO_ANSWER, ResourceExpiredError, TransientApiError
-from disttrain_kube.rest import PODS_PATH, Kube, watch_events
+from disttrain_kube.rest import PODS_PATH, WATCH_SILENCE_MARGIN, Kube, watch_events
 
 _WATCH_SECONDS = 60  # one watch request; a wait longer than this watches again from where it was
-_SILENCE_MARGIN = 10  # seconds past a watch's own timeout before its silence means a dead connection
 _EVENTS_PATH = "/api/v1/namespaces/{namespace}/events"
 _TOKEN_REVIEWS_PATH = "/apis/authentication.k8s.io/v1/tokenreviews"
 
@@ -463,7 +462,7 @@ class Client:
                 "timeoutSeconds": str(seconds),
             }
             try:
-                for event in watch_events(self._kube.stream_lines(path, query, seconds + _SILENCE_MARGIN, params)):
+                for event in watch_events(self._kube.stream_lines(path, query, seconds + WATCH_SILENCE_MARGIN, params)):
                     body = event.get("object") or {}
                     version = body.get("metadata", {}).get("resourceVersion", version)
                     if event.get("type") != "BOOKMARK":

@@ -7,9 +7,7 @@ from typing import Any
 
 from disttrain.calls import call
 from disttrain_kube.errors import ApiError
-from disttrain_kube.rest import PODS_PATH, Kube, watch_events
-
-_SILENCE_MARGIN = 10  # seconds past a watch's own timeout before its silence means a dead connection
+from disttrain_kube.rest import PODS_PATH, WATCH_SILENCE_MARGIN, Kube, watch_events
 
 
 def read_pod(kube: Kube, namespace: str, name: str, *, what: str) -> tuple[dict[str, Any] | None, str]:
@@ -28,7 +26,7 @@ def wait_for_pod_change(kube: Kube, namespace: str, name: str, version: str, sec
         "resourceVersion": version,
         "timeoutSeconds": str(seconds),
     }
-    lines = kube.stream_lines(PODS_PATH, query, seconds + _SILENCE_MARGIN, params={"namespace": namespace})
+    lines = kube.stream_lines(PODS_PATH, query, seconds + WATCH_SILENCE_MARGIN, params={"namespace": namespace})
     try:
         for _ in watch_events(lines):
             return

@@ -45,6 +45,8 @@ _CONNECT_TIMEOUT = 30.0
 _LOG_READ_TIMEOUT = 60.0  # a node that stops sending a log that has ended has failed
 _FOLLOW_READ_TIMEOUT = 600.0  # a container stopping may be silent a while (a checkpoint saved on SIGTERM)
 REQUEST_TIMEOUT = (_CONNECT_TIMEOUT, 60.0)
+# A watch's stream silent this long past the watch's own timeout is taken for a dead connection.
+WATCH_SILENCE_MARGIN = 10
 _CHUNK = 1 << 16
 
 

@@ -40,7 +40,7 @@ from disttrain_core.tensorboard import TensorBoardView
 from disttrain_core.types import Body, JobKey, ObjectRef, Verdict
 from disttrain_kube.connection import connect
 from disttrain_kube.errors import NotServedError
-from disttrain_kube.rest import Kube
+from disttrain_kube.rest import WATCH_SILENCE_MARGIN, Kube
 from disttrain_operator.runtime import metrics
 from disttrain_operator.runtime.departures import Departures
 from disttrain_operator.runtime.event_poster import EventApi, EventPoster
@@ -53,7 +53,6 @@ from disttrain_operator.runtime.reconciler import JobApi, Reconciler, utcnow
 from disttrain_operator.runtime.settings import OperatorSettings
 from disttrain_operator.runtime.wakeups import Wakeups
 from disttrain_operator.runtime.watch import (
-    SILENCE_MARGIN,
     ListAndWatch,
     Listings,
     ObjectStore,
@@ -235,7 +234,7 @@ def tune(kopf_settings: kopf.OperatorSettings, settings: OperatorSettings) -> No
     kopf_settings.persistence.diffbase_storage = NoDiffBase()
     kopf_settings.queueing.idle_timeout = IDLE_WORKER_SECONDS
     kopf_settings.watching.server_timeout = settings.watch_seconds
-    kopf_settings.watching.inactivity_timeout = settings.watch_seconds + SILENCE_MARGIN
+    kopf_settings.watching.inactivity_timeout = settings.watch_seconds + WATCH_SILENCE_MARGIN
     named = scopes(settings.watch_namespaces)
     kopf_settings.scanning.disabled = all(scope.namespace is not None for scope in named)
 

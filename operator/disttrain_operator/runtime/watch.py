@@ -23,7 +23,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from disttrain_core.backoff import Backoff
 from disttrain_core.types import JobKey
 from disttrain_kube.errors import NotServedError, ResourceExpiredError, TransientApiError
-from disttrain_kube.rest import watch_events
+from disttrain_kube.rest import WATCH_SILENCE_MARGIN, watch_events
 from disttrain_operator.runtime import metrics
 from disttrain_operator.runtime.workers import ended_threads
 
@@ -31,10 +31,9 @@ logger = logging.getLogger(__name__)
 
 PAGE = 200  # objects per page of a listing: a bounded body at a restart with thousands of pods
 # The API server ends a watch after this long (its bookmark first), and the next goes on from where it
-# ended; a stream silent for SILENCE_MARGIN past that is taken for a dead connection, as kopf's
+# ended; a stream silent for WATCH_SILENCE_MARGIN past that is taken for a dead connection, as kopf's
 # client timeout does, so a connection that died without a word costs about 70 s rather than forever.
 WATCH_SECONDS = 60
-SILENCE_MARGIN = 10
 # client-go's reflector: 0.8 s after a failure, doubling to 30 s, with up to as much again at random.
 RECONNECT_BACKOFF = Backoff(first=0.8, longest=30, jitter=1.0)
 ENDED_AT_ONCE_SECONDS = 1.0  # a watch ended this soon without a word counts as a failure
@@ -355,7 +354,7 @@ class ObjectWatch(Generic[View]):
             **self._resource.selection(),
         }
         heard, started = False, time.monotonic()
-        lines = self._kube.stream_lines(path, query, read_timeout=self._watch_seconds + SILENCE_MARGIN)
+        lines = self._kube.stream_lines(path, query, read_timeout=self._watch_seconds + WATCH_SILENCE_MARGIN)
         for event in watch_events(lines):  # an ERROR event raises: the log names the watch
             if self._stopped.is_set():
                 return version
