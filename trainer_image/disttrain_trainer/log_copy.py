@@ -3,8 +3,10 @@
 With `spec.logs.destination: CheckpointVolume` the operator names a folder (`disttrain_contract.volume_logs`).
 Standard output and standard error are redirected at the file-descriptor level, so TensorFlow's C++
 logs are copied too: a thread per stream hands each chunk on to the container's own stream, which the
-kubelet still serves, and to the attempt's file, written unbuffered so a killed trainer loses nothing
-it had printed. A volume that cannot be written to costs the copy, never the training.
+kubelet still serves, and each whole line to the attempt's file, so lines of the two streams never mix
+mid-line however the program splits its writes. The file is written unbuffered: a killed trainer loses
+at most the unfinished last line of each stream. A volume that cannot be written to costs the copy,
+never the training.
 """
 
 from __future__ import annotations
@@ -97,20 +99,28 @@ class LogCopy:
 
     def _copy(self, read_end: int, stream: int) -> None:
         console = self._consoles[stream]
+        unfinished = b""
         while chunk := os.read(read_end, _CHUNK):
             _write_all(console, chunk)
-            with self._lock:
-                self._keep(chunk)
+            unfinished += chunk
+            lines_end = unfinished.rfind(b"\n") + 1 or (len(unfinished) if len(unfinished) >= _CHUNK else 0)
+            if lines_end:
+                self._keep(unfinished[:lines_end])
+                unfinished = unfinished[lines_end:]
+        if unfinished:
+            self._keep(unfinished)
         os.close(read_end)
 
-    def _keep(self, chunk: bytes) -> None:
-        if self._failed:
-            return
-        try:
-            self._file.write(chunk)
-        except OSError as error:
-            self._failed = True
-            _write_all(self._consoles[2], f"the log copy on the checkpoint volume stopped: {error}\n".encode())
+    def _keep(self, lines: bytes) -> None:
+        """Writes whole lines (or a line longer than a chunk) from one stream, one stream at a time."""
+        with self._lock:
+            if self._failed:
+                return
+            try:
+                self._file.write(lines)
+            except OSError as error:
+                self._failed = True
+                _write_all(self._consoles[2], f"the log copy on the checkpoint volume stopped: {error}\n".encode())
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -145,11 +145,16 @@ def test_a_bounded_file_keeps_at_least_the_last_half_of_its_bound_from_a_line(tm
 
 
 PROGRAM = """
-import os, sys
+import os, sys, time
 from disttrain_trainer import log_copy
 copy = log_copy.from_environment()
 print("from print")
+os.write(1, b"one line, ")
+time.sleep(0.2)  # the copy reads the unfinished line before a whole line comes on the other stream
 sys.stderr.write("from stderr\\n")
+sys.stderr.flush()
+time.sleep(0.2)
+os.write(1, b"in two writes\\n")
 os.write(2, b"from fd 2, as TensorFlow's C++ logs\\n")
 sys.stdout.flush(); sys.stderr.flush()
 copy.finish()
@@ -157,7 +162,7 @@ os._exit(3)
 """
 
 
-def test_the_trainer_copies_all_it_prints_to_its_attempt_file_and_still_prints_it(tmp_path: Path) -> None:
+def test_the_trainer_copies_all_it_prints_to_its_attempt_file_line_by_line_and_still_prints_it(tmp_path: Path) -> None:
     env = {
         **os.environ,
         LOG_DIR_ENV: str(tmp_path / "logs" / "worker-0"),
@@ -168,12 +173,12 @@ def test_the_trainer_copies_all_it_prints_to_its_attempt_file_and_still_prints_i
         [sys.executable, "-c", PROGRAM], env=env, capture_output=True, text=True, timeout=60, check=False
     )
     assert ran.returncode == 3
-    assert ran.stdout == "from print\n"
+    assert ran.stdout == "from print\none line, in two writes\n"
     assert ran.stderr == "from stderr\nfrom fd 2, as TensorFlow's C++ logs\n"
     (kept,) = (tmp_path / "logs" / "worker-0").iterdir()
     assert parse_attempt_file_name(kept.name) is not None and kept.name.endswith("-pod-uid.log")
     assert sorted(kept.read_text().splitlines()) == sorted(
-        ["from print", "from stderr", "from fd 2, as TensorFlow's C++ logs"]
+        ["from print", "one line, in two writes", "from stderr", "from fd 2, as TensorFlow's C++ logs"]
     )
 
 
