@@ -19,7 +19,7 @@ STAND_IN = """#!/bin/sh
 echo "$(basename "$0") $* printed this"
 case "$(basename "$0") $1 $2" in
   "docker image inspect") exit 1 ;;  # no image exists yet: a new machine
-  debootstrap*) mkdir -p "$4/proc" ;;
+  debootstrap*) mkdir -p "$3/proc" ;;  # debootstrap --variant=minbase SUITE TARGET MIRROR
 esac
 exit 0
 """
@@ -48,7 +48,9 @@ def test_the_images_file_holds_only_the_images_built_on_a_new_machine(
         pytest.skip(str(error))
     output = tmp_path / "images"
     command = [sys.executable, "-m", "disttrain_dev.images", "--output", str(output)]
-    result = subprocess.run(command, env=new_machine, capture_output=True, text=True, timeout=120, check=False)
+    result = subprocess.run(
+        command, env=new_machine, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False
+    )
     assert result.returncode == 0, result.stderr
     assert "debootstrap --variant=minbase" in result.stderr and "docker build" in result.stderr  # the base was made
     assert "printed this" in result.stderr
