@@ -23,7 +23,7 @@ class RecordingApi:
         self.manifests.append(manifest)
         return True
 
-    def delete_pod(self, namespace: str, name: str, force: bool = False) -> bool:
+    def delete_pod(self, namespace: str, name: str, force: bool = False, resource_version: str | None = None) -> bool:
         self.deleted.append(name)
         self.calls.append("delete")
         return True

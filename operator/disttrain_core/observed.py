@@ -66,6 +66,7 @@ class PodView:
     attempt: int | None = None  # which attempt of its replica it is (builders/log_keeping.py)
     released: bool = False  # deleted with no grace left: only a finalizer (another's) keeps it
     unschedulable: Unschedulable | None = None  # the scheduler found no place for it (or for its gang)
+    resource_version: str | None = field(default=None, compare=False)  # the version seen, that a deletion names
 
     @property
     def ended(self) -> bool:
@@ -197,4 +198,5 @@ def pod_view(body: dict[str, Any], tensorflow_container: str = "tensorflow") -> 
         attempt=PodLogNotes.of(metadata).attempt,
         released=metadata.get("deletionTimestamp") is not None and metadata.get("deletionGracePeriodSeconds") == 0,
         unschedulable=unschedulable(body),
+        resource_version=str(metadata["resourceVersion"]) if metadata.get("resourceVersion") else None,
     )

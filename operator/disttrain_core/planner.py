@@ -2,7 +2,8 @@
 
 Deterministic names make the plan safe to repeat: acting on a stale view only ever asks to create an
 object that already exists (409) or to delete one already going. Restarts already acted on are passed
-in (`handled`), so a failed pod is counted once however often the plan is computed.
+in (`handled`), so a failed pod is counted once however often the plan is computed; a handled pod still
+there and not going (its deletion was refused, say because it ended meanwhile) is deleted again.
 
 Restarts: every pod runs with restartPolicy Never and the operator decides. A failed Chief, Worker or
 PS restarts the whole job under restartScope Job (MultiWorkerMirrored peers cannot survive a lost
@@ -177,9 +178,10 @@ def plan(
         return Plan(fail=unplaced)
     deadline = _after(job.status.start_time, run_policy.active_deadline_seconds)
     evaluated_by = evaluation_due(job, pods)  # the Evaluator's time for the final checkpoint runs out
+    still_there = [pod.name for pod in pods if pod.uid in handled and not pod.deleting and pod not in keeping]
     return Plan(
         create=_missing(job, pods, children, settings),
-        delete=sorted(restart.pods) if restart else [],
+        delete=sorted({*(restart.pods if restart else ()), *still_there}),
         force_delete=stuck,
         restart=restart,
         wake_at=min((at for at in (deadline, unstuck_at, evaluated_by, unplaced) if at is not None), default=None),

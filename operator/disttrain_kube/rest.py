@@ -159,11 +159,21 @@ class Kube:
             raise error_for(status, text)
         return True
 
-    def _delete(self, path: str, namespace: str, name: str, grace_seconds: int | None = None) -> bool:
-        """Delete; False if it was already gone. Children go with the job through the garbage collector."""
+    def _delete(
+        self,
+        path: str,
+        namespace: str,
+        name: str,
+        grace_seconds: int | None = None,
+        resource_version: str | None = None,
+    ) -> bool:
+        """Delete; False if it was already gone. Children go with the job through the garbage collector.
+        With `resource_version`, only that version is deleted: a newer one is a ConflictError."""
         body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
         if grace_seconds is not None:
             body["gracePeriodSeconds"] = grace_seconds
+        if resource_version is not None:
+            body["preconditions"] = {"resourceVersion": resource_version}
         status, text = self.request("DELETE", path, {"namespace": namespace, "name": name}, body)
         if status == HTTP_NOT_FOUND:
             return False
@@ -171,9 +181,15 @@ class Kube:
             raise error_for(status, text)
         return True
 
-    def delete_pod(self, namespace: str, name: str, force: bool = False) -> bool:
-        """`force` removes the pod without its kubelet's confirmation (a node that stopped reporting)."""
-        return self._delete(POD_PATH, namespace, name, grace_seconds=0 if force else None)
+    def delete_pod(self, namespace: str, name: str, force: bool = False, resource_version: str | None = None) -> bool:
+        """`force` removes the pod without its kubelet's confirmation (a node that stopped reporting).
+
+        The API server removes a pod that has ended at once, log and all, where it stops a running one
+        gracefully: `resource_version` deletes the pod only as it was seen, so one that ended since is
+        refused (ConflictError) and can have its log kept first."""
+        return self._delete(
+            POD_PATH, namespace, name, grace_seconds=0 if force else None, resource_version=resource_version
+        )
 
     def delete_job(self, job: Mapping[str, Any]) -> bool:
         """A DistTrainJob or a served TFJob, addressed by its apiVersion, kind and metadata."""

@@ -45,7 +45,9 @@ class JobApi(Protocol):
     """The API calls a reconcile makes (`Kube` in the operator, a recording fake in tests)."""
 
     def create(self, manifest: Manifest) -> bool: ...
-    def delete_pod(self, namespace: str, name: str, force: bool = False) -> bool: ...
+    def delete_pod(
+        self, namespace: str, name: str, force: bool = False, resource_version: str | None = None
+    ) -> bool: ...
     def delete_job(self, job: Body) -> bool: ...
     def patch_job(self, job: Body, patch: dict[str, Any]) -> None: ...
     def patch_job_status(self, job: Body, status: dict[str, Any]) -> None: ...
@@ -226,7 +228,7 @@ class Reconciler:
             self._delete_job(body)
             return
         retry = self._delete(body, memory, next_plan, pods, expected)
-        if next_plan.restart is not None and retry is None:
+        if next_plan.restart is not None:  # decided: the pods it stops are handled, deleted now or by a later plan
             memory.handled.update(pod.uid for pod in next_plan.restart.failed)
             status = record_restart(status, next_plan.restart.failed, next_plan.restart.message, now, generation)
         refused = memory.tensorboard_refused
@@ -281,20 +283,22 @@ class Reconciler:
     def _delete(
         self, body: Body, memory: JobMemory, next_plan: Plan, pods: Sequence[PodView], expected: set[Expected]
     ) -> TransientApiError | None:
-        """The plan's deletions, each once; returns an error worth a retry, if any."""
+        """The plan's deletions, each once and each of the pod as it was seen; returns an error worth a
+        retry, if any. A pod refused because it changed since (it may have ended, its log not kept yet)
+        stays handled: the next plan, from the newer view, deletes it once it may."""
         retry: TransientApiError | None = None
         namespace, by_name = body["metadata"]["namespace"], {pod.name: pod for pod in pods}
         memory.handled.update(by_name[name].uid for name in next_plan.delete)  # not a loss to restart for
         for name in next_plan.delete:
-            pod_uid = by_name[name].uid
-            if pod_uid in expected:  # deleted already; the watch has yet to show it
+            pod = by_name[name]
+            if pod.uid in expected:  # deleted already; the watch has yet to show it
                 continue
             try:
-                self._kube.delete_pod(namespace, name)
+                self._kube.delete_pod(namespace, name, resource_version=pod.resource_version)
             except TransientApiError as error:
                 retry = error
                 continue
-            memory.expected.expect(pod_uid, self._clock())
+            memory.expected.expect(pod.uid, self._clock())
         for name in next_plan.force_delete:
             if by_name[name].uid in memory.forced:  # removed by force already: the pod is on its way out
                 continue

@@ -89,16 +89,16 @@ class ObjectStore(Generic[View]):
             return list(self._jobs)
 
     def put(self, key: JobKey, uid: str, view: View) -> bool:
-        """Keep the object's new view; False when nothing the view holds changed."""
+        """Keep the object's new view; False when nothing the view compares changed (it is kept all the
+        same: a field left out of the comparison, such as the version a deletion names, stays current)."""
         with self._lock:
             if self._owner.get(uid, key) != key:  # relabelled to another job
                 self._jobs.get(self._owner[uid], {}).pop(uid, None)
             views = self._jobs.setdefault(key, {})
-            if uid in views and views[uid] == view:
-                return False
+            changed = views.get(uid) != view
             views[uid] = view
             self._owner[uid] = key
-            return True
+            return changed
 
     def remove(self, uid: str) -> tuple[JobKey, View] | None:
         """Forget an object; its job's key and its last view, or None when it was not kept."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -83,6 +84,19 @@ def test_a_restart_is_decided_once() -> None:
     job = _job({"Worker": 2})
     pods = [_pod(ReplicaType.WORKER, 0), _pod(ReplicaType.WORKER, 1, PodPhase.FAILED, exit_code=130)]
     assert _plan(job, pods, handled={"uid-job-worker-1-0"}).restart is None
+
+
+def test_a_pod_a_restart_stopped_but_that_is_still_there_is_deleted_again_once_its_log_is_kept() -> None:
+    """Its deletion was refused (it changed since it was seen) or failed: the restart is decided, and a plan
+    from the newer view finishes it, without counting the pod's own end as one more restart."""
+    job = _job({"Worker": 2})
+    ended = _pod(ReplicaType.WORKER, 1, PodPhase.FAILED, exit_code=137)
+    handled = {"uid-job-worker-0-0", ended.uid}
+    gone = replace(_pod(ReplicaType.WORKER, 0), deleting=True)
+    waiting = _plan(job, [gone, ended], handled=handled, unkept={ended.uid})
+    assert (waiting.restart, waiting.delete) == (None, [])
+    finishing = _plan(job, [gone, ended], handled=handled)
+    assert (finishing.restart, finishing.delete) == (None, ["job-worker-1"])
 
 
 def test_parameter_server_worker_restarts_alone_and_a_ps_takes_the_chief_and_the_workers() -> None:

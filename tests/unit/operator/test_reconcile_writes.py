@@ -9,6 +9,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from fakes import RecordingApi
 from prometheus_client import REGISTRY
 
@@ -18,7 +19,7 @@ from disttrain_core.builders.naming import replica_labels
 from disttrain_core.builders.settings import BuildSettings
 from disttrain_core.observed import PodPhase, PodView, Unschedulable, pod_view
 from disttrain_core.types import ObjectRef
-from disttrain_kube.errors import RefusedError
+from disttrain_kube.errors import HTTP_CONFLICT, ConflictError, RefusedError
 from disttrain_operator.runtime.expectations import EXPECTATION
 from disttrain_operator.runtime.job_memory import JobMemory
 from disttrain_operator.runtime.reconciler import UNWATCHED_RECHECK, Reconciler
@@ -29,9 +30,9 @@ START = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 class _Setup:
-    def __init__(self) -> None:
+    def __init__(self, kube: RecordingApi | None = None) -> None:
         self.now = START
-        self.kube = RecordingApi()
+        self.kube = kube or RecordingApi()
         self.wakes: list[datetime] = []
         self.reconciler = Reconciler(
             self.kube,
@@ -173,6 +174,43 @@ def test_a_restarts_status_is_written_by_the_wake_when_its_pods_are_slow_to_go()
     setup.reconcile([replace(failed, deleting=True), *pods[1:]], children)
     assert len(setup.kube.statuses) == writes + 1
     assert setup.kube.statuses[-1]["phase"] == "Restarting"
+
+
+class _ChangedOnce(RecordingApi):
+    """Refuses the first deletion of one pod, as the API server does a pod that changed since it was seen."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.changed = name
+        self.versions: list[tuple[str, str | None]] = []  # each deletion asked for: the pod and its version
+
+    def delete_pod(self, namespace: str, name: str, force: bool = False, resource_version: str | None = None) -> bool:
+        self.versions.append((name, resource_version))
+        if name == self.changed:
+            self.changed = ""
+            raise ConflictError(HTTP_CONFLICT, "Precondition failed: ResourceVersion in precondition: 7")
+        return super().delete_pod(namespace, name, force, resource_version)
+
+
+def test_a_peer_that_changed_before_its_deletion_is_deleted_from_the_newer_view_and_the_restart_counts_once() -> None:
+    """Deleting a pod that has just ended would remove it at once, log and all: each deletion names the
+    version seen, and a refused one is finished by the next plan, the restart already counted."""
+    kube = _ChangedOnce("digits-mwms-worker-1")
+    setup = _Setup(kube)
+    pods, children = setup.observed(setup.reconcile([], []), running=99)
+    pods = [replace(pod, resource_version="7") for pod in pods]
+    setup.reconcile(pods, children)
+    failed, peer = replace(pods[0], phase=PodPhase.FAILED, exit_code=137), pods[1]
+    with pytest.raises(ConflictError):  # the retry the reconcile asks for
+        setup.reconcile([failed, peer], children)
+    assert setup.kube.deleted == [failed.name]
+    assert kube.versions == [(failed.name, "7"), (peer.name, "7")]
+    ended = replace(peer, phase=PodPhase.FAILED, exit_code=137, resource_version="8")  # it had ended: its log is kept
+    assert setup.reconcile([replace(failed, deleting=True), ended], children) == []
+    assert setup.kube.deleted == [failed.name, peer.name]
+    assert kube.versions[-1] == (peer.name, "8")
+    assert sorted(setup.reconcile([], children)) == [f"Pod/{failed.name}", f"Pod/{peer.name}"]
+    assert setup.kube.statuses[-1]["restartCount"] == 1
 
 
 def test_a_new_jobs_created_status_waits_and_goes_out_with_its_running_pods() -> None:

@@ -117,16 +117,19 @@ def test_the_wait_ends_once_every_kind_was_listed() -> None:
     assert listings.done.is_set()
 
 
-def test_events_that_change_nothing_the_planner_reads_tell_nobody() -> None:
+def test_events_that_change_nothing_the_planner_reads_tell_nobody_and_keep_the_version_current() -> None:
     store: ObjectStore[PodView] = ObjectStore()
     running = _pod("j-chief-0", "u1")
-    bound = {**running, "spec": {"nodeName": "node-1"}}
+    bound = {**running, "metadata": {**running["metadata"], "resourceVersion": "11"}, "spec": {"nodeName": "node-1"}}
     failed = _pod("j-chief-0", "u1", phase="Failed")
-    events = [{"type": "MODIFIED", "object": bound}, {"type": "MODIFIED", "object": failed}]
-    watch, told = _watch(_FakeKube([[running]], events), store)
+    watch, told = _watch(_FakeKube([[running]], [{"type": "MODIFIED", "object": bound}]), store)
     watch._list(NAMESPACE)
     told.clear()
     watch._watch(NAMESPACE, "10")
+    assert told == []
+    assert [pod.resource_version for pod in store.views(("ns", "j"))] == ["11"]  # what a deletion must name
+    watch, told = _watch(_FakeKube([[]], [{"type": "MODIFIED", "object": failed}]), store)
+    watch._watch(NAMESPACE, "11")
     assert _keys(told) == [("ns", "j")]
     assert [pod.phase for pod in store.views(("ns", "j"))] == [PodPhase.FAILED]
 
