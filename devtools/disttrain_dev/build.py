@@ -10,10 +10,12 @@ directly.
 from __future__ import annotations
 
 import datetime
+import fcntl
 import json
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 from disttrain_contract.timestamps import format_time
@@ -125,9 +127,11 @@ def missing_binaries(paths: CachePaths) -> list[str]:
 def ensure_binaries(paths: CachePaths | None = None) -> CachePaths:
     """Build whatever binary of the pinned set is not cached yet; a warm cache returns at once."""
     paths = paths or versions.cache_paths()
-    missing = set(missing_binaries(paths))
-    if not missing:
-        return paths
+    ensure_built(paths.root, lambda: missing_binaries(paths), lambda missing: _build_binaries(paths, set(missing)))
+    return paths
+
+
+def _build_binaries(paths: CachePaths, missing: set[str]) -> None:
     if shutil.which("go") is None:
         raise RuntimeError("Go is needed once to build the local control plane, and none is on PATH")
     paths.bin.mkdir(parents=True, exist_ok=True)
@@ -139,8 +143,21 @@ def ensure_binaries(paths: CachePaths | None = None) -> CachePaths:
         build_kwok(paths)
     if missing - set(versions.ALL_BINARIES):
         copy_kwok_stages(paths)
-    require_built(missing_binaries(paths))
-    return paths
+
+
+def ensure_built(folder: Path, missing: Callable[[], list[str]], build: Callable[[list[str]], None]) -> None:
+    """Build what a cache folder lacks, once, whoever asks: `build` gets what `missing` names, under the
+    folder's lock, so a second caller (a test's set-up while CI builds ahead in the background) waits for
+    the first and then finds it done. A warm cache returns at once; a build that leaves a part out raises."""
+    if not missing():
+        return
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with (folder.parent / f"{folder.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        lacking = missing()
+        if lacking:  # else built by another process meanwhile
+            build(lacking)
+            require_built(missing())
 
 
 def require_built(still_missing: list[str]) -> None:

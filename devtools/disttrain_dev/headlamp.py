@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from disttrain_cli.ports import free_port
-from disttrain_dev.build import require_built, run_go
+from disttrain_dev.build import ensure_built, run_go
 from disttrain_dev.polling import wait_for
 from disttrain_dev.third_party import SourceTarball, answers
 from disttrain_dev.tool_run import run_tool
@@ -75,8 +75,11 @@ def node22(folder: Path) -> Path:
 def ensure_headlamp() -> HeadlampBuild:
     """Build the server and the frontend, once; a warm cache returns at once."""
     build = headlamp_build()
-    if not build.missing():
-        return build
+    ensure_built(build.root, build.missing, lambda _: _build(build))
+    return build
+
+
+def _build(build: HeadlampBuild) -> None:
     problem = missing_requirement()
     if problem:
         raise RuntimeError(problem)
@@ -96,8 +99,6 @@ def ensure_headlamp() -> HeadlampBuild:
     shutil.rmtree(build.frontend, ignore_errors=True)
     shutil.copytree(frontend / "build", build.frontend)
     shutil.rmtree(source)
-    require_built(build.missing())
-    return build
 
 
 def build_plugin(plugin: Path) -> Path:

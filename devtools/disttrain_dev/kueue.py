@@ -15,7 +15,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from disttrain_dev.build import require_built, run_go
+from disttrain_dev.build import ensure_built, run_go
 from disttrain_dev.pki import write_serving_pair
 from disttrain_dev.third_party import SourceTarball
 
@@ -59,8 +59,11 @@ def missing_source() -> str | None:
 def ensure_kueue() -> KueueBuild:
     """Build the binary and keep the CRDs, once; a warm cache returns at once."""
     build = kueue_build()
-    if not build.missing():
-        return build
+    ensure_built(build.root, build.missing, lambda _: _build(build))
+    return build
+
+
+def _build(build: KueueBuild) -> None:
     problem = missing_source()
     if problem:
         raise RuntimeError(problem)
@@ -70,8 +73,6 @@ def ensure_kueue() -> KueueBuild:
     shutil.rmtree(build.crds, ignore_errors=True)
     shutil.copytree(source / CRD_FOLDER, build.crds)
     shutil.rmtree(source)
-    require_built(build.missing())
-    return build
 
 
 def configuration(health_port: int, metrics_port: int, webhook_port: int) -> str:

@@ -12,7 +12,7 @@ import shutil
 
 from disttrain_core.api.kubernetes_version import KUBERNETES_VERSION
 from disttrain_dev import versions
-from disttrain_dev.build import build_kubernetes, ensure_binaries, go_install, module_dir, require_built
+from disttrain_dev.build import build_kubernetes, ensure_binaries, ensure_built, go_install, module_dir
 from disttrain_dev.tool_run import run_tool
 from disttrain_dev.versions import CachePaths
 
@@ -33,9 +33,11 @@ def build_pause(node: CachePaths) -> None:
 def ensure_node_binaries() -> CachePaths:
     """Build whatever the real node lacks; a warm cache returns at once. Needs Go, gcc and libseccomp."""
     node = versions.node_cache_paths()
-    missing = set(missing_node_binaries(node))
-    if not missing:
-        return node
+    ensure_built(node.root, lambda: missing_node_binaries(node), lambda missing: _build_node(node, set(missing)))
+    return node
+
+
+def _build_node(node: CachePaths, missing: set[str]) -> None:
     for tool in ("go", "gcc", "pkg-config"):
         if shutil.which(tool) is None:
             raise RuntimeError(f"{tool} is needed once to build the real node, and none is on PATH")
@@ -53,8 +55,6 @@ def ensure_node_binaries() -> CachePaths:
         go_install(f"github.com/rancher/local-path-provisioner@{versions.LOCAL_PATH_VERSION}", node.bin)
     if "pause" in missing:
         build_pause(node)
-    require_built(missing_node_binaries(node))
-    return node
 
 
 if __name__ == "__main__":

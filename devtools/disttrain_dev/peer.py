@@ -21,7 +21,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from disttrain_dev.build import go_install, module_dir, require_built, run_go
+from disttrain_dev.build import ensure_built, go_install, module_dir, run_go
 from disttrain_dev.pki import write_serving_pair
 from disttrain_dev.versions import cache_root
 
@@ -74,8 +74,11 @@ def peer_build() -> PeerBuild:
 def ensure_peer() -> PeerBuild:
     """Build both binaries and copy the TFJob CRD, once; a warm cache returns at once."""
     build = peer_build()
-    if not build.missing():
-        return build
+    ensure_built(build.root, build.missing, lambda _: _build(build))
+    return build
+
+
+def _build(build: PeerBuild) -> None:
     if shutil.which("go") is None:
         raise RuntimeError("Go is needed once to build the peer (training-operator), and none is on PATH")
     bin_dir = build.root / "bin"
@@ -94,8 +97,6 @@ def ensure_peer() -> PeerBuild:
     run_go(["build", "-trimpath", "-ldflags=-s -w", "-o", str(build.binary(UNTHROTTLED)), f"./{COMMAND}"], copy)
     shutil.copyfile(module / TFJOB_CRD, build.tfjob_crd)
     shutil.rmtree(copy)
-    require_built(build.missing())
-    return build
 
 
 def write_serving_certificates(folder: Path = SERVING_CERTS) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import shlex
 import subprocess
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO
@@ -24,6 +25,9 @@ def run_tool(
     env: Mapping[str, str] | None = None,
     stdin: IO[bytes] | None = None,
 ) -> None:
-    """Run a tool to completion with its output on stderr, showing the command first; a failure raises."""
+    """Run a tool to completion with its output on stderr, showing the command first and how long it took
+    after (what a build from empty caches spends its time on); a failure raises."""
     print(f"+ {shlex.join(command)}", file=sys.stderr, flush=True)
+    started = time.monotonic()
     subprocess.run(list(command), cwd=cwd, env=env, stdin=stdin, stdout=STDERR, check=True)
+    print(f"+ {time.monotonic() - started:.0f}s: {shlex.join(command[:3])}", file=sys.stderr, flush=True)

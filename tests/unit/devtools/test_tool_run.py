@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -10,12 +11,14 @@ import pytest
 from disttrain_dev.tool_run import run_tool
 
 
-def test_a_tool_s_output_goes_to_stderr_after_the_command(capfd: pytest.CaptureFixture[str]) -> None:
+def test_a_tool_s_output_goes_to_stderr_between_the_command_and_its_time(capfd: pytest.CaptureFixture[str]) -> None:
     run_tool([sys.executable, "-c", "print('progress of a build')"])
     out, err = capfd.readouterr()
     assert out == ""
-    assert err.splitlines()[-1] == "progress of a build"
-    assert err.startswith(f"+ {sys.executable} -c ")
+    shown, printed, took = err.splitlines()
+    assert shown.startswith(f"+ {sys.executable} -c ")
+    assert printed == "progress of a build"
+    assert re.fullmatch(rf"\+ \d+s: {re.escape(sys.executable)} -c .*", took)
 
 
 def test_a_failing_tool_raises_with_its_own_message_on_stderr(capfd: pytest.CaptureFixture[str]) -> None:

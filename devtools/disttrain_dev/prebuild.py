@@ -1,0 +1,47 @@
+"""`python -m disttrain_dev.prebuild`: build ahead what the test command builds in its tests' set-up (the
+peer, Kueue, Headlamp), so that CI runs those builds beside README's first command, whose downloads and
+waits leave the CPU idle, rather than one after another in the middle of the tests.
+
+Each build holds its cache folder's lock (`build.building`): a test that needs one still under way waits
+for it and then finds it done. A build that cannot run here (no source tarball) is said and left to its
+test, which skips saying why; a build that fails is said, and its test builds again and fails with the
+tool's own output. Nothing goes to stdout.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+from disttrain_dev import headlamp, kueue, peer
+
+BUILDS: tuple[tuple[str, Callable[[], object], Callable[[], str | None]], ...] = (
+    ("the peer (training-operator)", peer.ensure_peer, lambda: None),  # needs only Go, which CI has
+    ("Kueue", kueue.ensure_kueue, kueue.missing_source),
+    ("Headlamp", headlamp.ensure_headlamp, headlamp.missing_requirement),
+)
+
+
+def main() -> int:
+    """Each build in turn; 1 if any failed."""
+    failed = False
+    for name, ensure, unavailable in BUILDS:
+        problem = unavailable()
+        if problem:
+            print(f"prebuild: {name} is not built here: {problem}", file=sys.stderr, flush=True)
+            continue
+        started = time.monotonic()
+        try:
+            ensure()
+        except (RuntimeError, OSError, subprocess.CalledProcessError) as error:
+            print(f"prebuild: {name} failed: {error}", file=sys.stderr, flush=True)
+            failed = True
+            continue
+        print(f"prebuild: {name} ready after {time.monotonic() - started:.0f}s", file=sys.stderr, flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
