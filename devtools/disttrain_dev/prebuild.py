@@ -2,7 +2,7 @@
 peer, Kueue, Headlamp), so that CI runs those builds beside README's first command, whose downloads and
 waits leave the CPU idle, rather than one after another in the middle of the tests.
 
-Each build holds its cache folder's lock (`build.building`): a test that needs one still under way waits
+Each build holds its cache folder's lock (`build.ensure_built`): a test that needs one still under way waits
 for it and then finds it done. A build that cannot run here (no source tarball) is said and left to its
 test, which skips saying why; a build that fails is said, and its test builds again and fails with the
 tool's own output. Nothing goes to stdout.
