@@ -344,12 +344,16 @@ class OperatorProcess:
             **self._environment,
         }
         self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-        wait_for("the operator's liveness endpoint", self._healthy, timeout=60)
+        try:
+            wait_for("the operator's liveness endpoint", self._healthy, timeout=60)
+        except TimeoutError as error:
+            raise TimeoutError(f"{error}; its log ends:\n{self._log_tail()}") from None
 
     def _healthy(self) -> bool:
         assert self._process is not None
         if self._process.poll() is not None:
-            raise AssertionError(f"the operator exited with {self._process.returncode}; see {self.log_path}")
+            code = self._process.returncode
+            raise AssertionError(f"the operator exited with {code}; its log ends:\n{self._log_tail()}")
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self._port}/healthz", timeout=1) as response:
                 return bool(response.status == 200)
@@ -394,6 +398,9 @@ class OperatorProcess:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+    def _log_tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log().splitlines()[-lines:])
 
     def reconciles(self) -> int:
         """Reconciles this process has finished (`controller_runtime_reconcile_time_seconds`): a sign that it

@@ -98,6 +98,7 @@ def run_operator(argv: Sequence[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     settings = read_settings(args)
+    _serve_metrics(settings.metrics_port)
     kopf.configure(
         verbose=args.verbose,
         debug=args.debug,
@@ -106,10 +107,11 @@ def run_operator(argv: Sequence[str]) -> int:
     )
     if not (args.verbose or args.debug):
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)  # else a line for each event of a job
+    logging.getLogger(__name__).info("metrics on port %d", settings.metrics_port)
     if settings.serve_tfjobs:
         _check_tfjob_ownership(adopt=args.adopt_tfjobs)
         handlers.serve_tfjobs()
-    elector = _lead(args, parser, settings) if args.leader_elect else None
+    elector = _lead(args, parser) if args.leader_elect else None
     try:
         kopf.run(
             standalone=True,
@@ -122,6 +124,18 @@ def run_operator(argv: Sequence[str]) -> int:
         if elector is not None:
             elector.release()
     return 0
+
+
+def _serve_metrics(port: int) -> None:
+    """Serve /metrics before the Lease and kopf. A port that is taken stops the operator here, with the
+    reason: in kopf's start-up it would be tried again every minute, the liveness probe failing meanwhile."""
+    from disttrain_operator.runtime import metrics  # noqa: PLC0415
+
+    try:
+        metrics.serve(port)
+    except OSError as error:
+        reason = f"error: cannot serve metrics on port {port} (DISTTRAIN_METRICS_PORT): {error.strerror}"
+        raise SystemExit(reason) from None
 
 
 def _check_tfjob_ownership(adopt: bool) -> None:
@@ -138,7 +152,7 @@ def _check_tfjob_ownership(adopt: bool) -> None:
         raise SystemExit(f"error: not serving TFJobs: {problem}")
 
 
-def _lead(args: argparse.Namespace, parser: argparse.ArgumentParser, settings: OperatorSettings) -> LeaderElector:
+def _lead(args: argparse.Namespace, parser: argparse.ArgumentParser) -> LeaderElector:
     """Wait for the Lease, answering the liveness probe meanwhile; kopf takes the probe's port over after."""
     from disttrain_kube.connection import connect  # noqa: PLC0415
     from disttrain_kube.rest import Kube  # noqa: PLC0415
@@ -155,7 +169,6 @@ def _lead(args: argparse.Namespace, parser: argparse.ArgumentParser, settings: O
         timing=timing,
         on_lost=lambda: os._exit(1),  # stop acting at once; the Deployment starts a fresh candidate
     )
-    metrics.serve(settings.metrics_port)  # a standby answers its Service too
     # As a container's PID 1 the process ignores a signal it has no handler for, so a standby would wait out
     # its whole grace period when its pod is deleted (a rollout, a scale to 0, an uninstall); kopf sets its
     # own handler once this one leads.

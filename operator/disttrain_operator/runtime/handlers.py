@@ -38,7 +38,7 @@ from disttrain_core.kueue import WorkloadView
 from disttrain_core.observed import PodView
 from disttrain_core.tensorboard import TensorBoardView
 from disttrain_core.types import Body, JobKey, ObjectRef, Verdict
-from disttrain_kube.connection import connect
+from disttrain_kube.connection import NoClusterError, connect
 from disttrain_kube.errors import NotServedError
 from disttrain_kube.rest import WATCH_SILENCE_MARGIN, Kube
 from disttrain_operator.runtime import metrics
@@ -250,18 +250,27 @@ def nothing_to_index(kube: ListAndWatch, paths: Sequence[str]) -> bool:
     return True
 
 
-@kopf.on.startup()
+# kopf starts again a start-up that raised after this many seconds; its default, a minute, would leave
+# the liveness probe failing that long after one request the API server did not answer.
+STARTUP_RETRY_SECONDS = 2
+
+
+@kopf.on.startup(backoff=STARTUP_RETRY_SECONDS)
 def configure(*, memo: kopf.Memo, settings: kopf.OperatorSettings, **indexes: Any) -> None:
+    """Wire the operator's parts and start them. An API error is tried again; no cluster to reach stops
+    the operator, with the reason."""
     operator_settings = memo.get(SETTINGS) or OperatorSettings.from_environment()
     tune(settings, operator_settings)
     openapi_schema()  # each new spec is checked against it: built now, not in the first reconcile of a burst
-    kube = Kube(connect(in_cluster_first=True).api_client, on_error=metrics.count_api_error)
+    try:
+        connection = connect(in_cluster_first=True)
+    except NoClusterError as error:
+        raise kopf.PermanentError(str(error)) from error
+    kube = Kube(connection.api_client, on_error=metrics.count_api_error)
     runtime = memo["runtime"] = build_runtime(operator_settings, kube, indexes)
     if nothing_to_index(kube, runtime.job_paths):
         runtime.indexed()
-    metrics.serve(operator_settings.metrics_port)
     metrics.LEADER.set(1)
-    logger.info("metrics on port %d", operator_settings.metrics_port)
     # What start-up made (modules, the schema, kopf, the client) lives as long as the process. Out of
     # the collector's reach, a full collection walks only the objects made since: the reconciles
     # and the watches' views, rather than stalling every thread for 45 to 51 ms with 1,400 pods.

@@ -99,11 +99,7 @@ def set_active(jobs: Mapping[tuple[str, str], int]) -> None:
         JOBS_BY_PHASE.labels(namespace, phase).set(jobs.get((namespace, phase), 0))
 
 
-_serving: set[int] = set()
-
-
 def serve(port: int) -> None:
-    """Serve /metrics on `port`, once per process: a standby serves from its start, and goes on as leader."""
-    if port not in _serving:
-        start_http_server(port)
-        _serving.add(port)
+    """Serve /metrics on `port` from the process's start: a standby answers its Service too, and goes on
+    as leader. An OSError says the port is taken."""
+    start_http_server(port)
