@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -89,9 +90,14 @@ class Cluster:
 
         return wait_for(f"step {step}", reached, timeout)
 
-    def checkpoint_steps(self) -> list[int]:
-        folder = self.workdir / "checkpoints" / "ckpt"
-        return sorted(int(path.name.split("-")[1].split(".")[0]) for path in folder.glob("ckpt-*.index"))
+    def saved_step(self) -> int:
+        """The step of the checkpoint a restart restores: the one TensorFlow's state file names. A save cut
+        short by a lost peer may leave its files behind, but the state file names a checkpoint only once
+        every file of it is written."""
+        state = (self.workdir / "checkpoints" / "ckpt" / "checkpoint").read_text()
+        named = re.search(r'^model_checkpoint_path: "(?:.*/)?ckpt-(\d+)"$', state, re.MULTILINE)
+        assert named is not None, state
+        return int(named[1])
 
     def stop_all(self) -> None:
         for child in self.running.values():

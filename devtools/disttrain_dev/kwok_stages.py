@@ -41,23 +41,28 @@ def write_local_path_stages(kwok_stages: Path, target: Path) -> None:
 
 
 # kwok's pod-delete stage deletes a pod being deleted by its name, with no uid precondition, some time after
-# it saw the deletion. A pod that ended is removed by the API server itself once its finalizers are gone
-# (its grace period is 0), and its controller may have made its successor under the same name meanwhile:
-# kwok then deleted the successor, which a kubelet, deleting by uid, never does.
+# it saw the deletion, and again for each later event of the pod. The API server removes by itself a pod
+# whose grace period is 0: one that ended, once its finalizers are gone, and one kwok's own deletion
+# shortened to 0 (an event kwok sees too, after the pod is gone). Its controller may have made the pod's
+# successor under the same name meanwhile: kwok then deleted the successor, which a kubelet, deleting by
+# uid, never does. The stage here selects only the pods a kubelet still has to let go.
 POD_DELETE = "pod-delete.yaml"
 _DELETING = """    - key: '.metadata.deletionTimestamp'
       operator: 'Exists'
 """
-_NOT_ENDED = """    - key: '.status.phase'
+_STILL_HELD = """    - key: '.status.phase'
       operator: 'NotIn'
       values: ['Succeeded', 'Failed']
+    - key: '.metadata.deletionGracePeriodSeconds > 0'
+      operator: 'In'
+      values: ['true']
 """
 
 
 def write_pod_delete_stage(kwok_stages: Path, target: Path) -> None:
-    """kwok's pod-delete stage, for pods that have not ended only."""
+    """kwok's pod-delete stage, for pods that have not ended and whose grace period is not over."""
     text = (kwok_stages / POD_DELETE).read_text()
     if _DELETING not in text:
         raise RuntimeError(f"kwok's stage {POD_DELETE} no longer selects pods by deletionTimestamp; update this copy")
     target.mkdir(parents=True, exist_ok=True)
-    (target / POD_DELETE).write_text(text.replace(_DELETING, _DELETING + _NOT_ENDED, 1))
+    (target / POD_DELETE).write_text(text.replace(_DELETING, _DELETING + _STILL_HELD, 1))

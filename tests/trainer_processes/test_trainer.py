@@ -62,7 +62,7 @@ def test_multi_worker_killed_mid_run_resumes_at_the_saved_step(tmp_path: Path) -
         cluster.wait_for_step(3 * every)
         cluster.kill("worker-1")
         assert cluster.wait("worker-0", timeout=120) == ExitCode.PEER_LOST, cluster.output("worker-0")
-        saved = cluster.checkpoint_steps()[-1]
+        saved = cluster.saved_step()
         assert 0 < saved < total
 
         for label in ("worker-0", "worker-1"):
@@ -95,7 +95,7 @@ def test_sigterm_checkpoints_exits_retryable_and_the_rerun_finishes_exactly(tmp_
         assert served is not None and served.step is not None and served.step >= 50 and served.total_steps == total
         cluster.kill("worker-0", signal.SIGTERM)
         assert cluster.running["worker-0"].returncode == ExitCode.TERMINATED
-        saved = cluster.checkpoint_steps()[-1]
+        saved = cluster.saved_step()
         assert saved >= 50  # written on SIGTERM, not at a periodic boundary (every 1000 steps)
         last_report = parse_progress(message.read_text())
         assert last_report is not None and last_report.step is not None and 50 <= last_report.step <= saved
@@ -125,7 +125,7 @@ def test_parameter_server_tolerates_a_worker_and_resumes_after_a_ps_loss(tmp_pat
 
         cluster.kill("ps-0")
         assert cluster.wait("chief-0", timeout=120) == ExitCode.PEER_LOST, cluster.output("chief-0")
-        saved = cluster.checkpoint_steps()[-1]
+        saved = cluster.saved_step()
         cluster.start("ps-0")
         cluster.start("chief-0")
         assert cluster.wait("chief-0", timeout=600) == 0, cluster.output("chief-0")

@@ -102,7 +102,8 @@ spec:
 """
 
 
-def test_kwok_deletes_only_pods_that_have_not_ended_which_the_api_server_removes_itself(tmp_path: Path) -> None:
+def test_kwok_deletes_only_pods_the_api_server_does_not_remove_itself(tmp_path: Path) -> None:
+    """Not a pod that ended, nor one whose grace period is 0 (kwok's own deletion, seen again)."""
     source, target = tmp_path / "kwok", tmp_path / "made"
     source.mkdir()
     (source / kwok_stages.POD_DELETE).write_text(KWOK_POD_DELETE)
@@ -112,6 +113,7 @@ def test_kwok_deletes_only_pods_that_have_not_ended_which_the_api_server_removes
     assert stage["spec"]["selector"]["matchExpressions"] == [
         {"key": ".metadata.deletionTimestamp", "operator": "Exists"},
         {"key": ".status.phase", "operator": "NotIn", "values": ["Succeeded", "Failed"]},
+        {"key": ".metadata.deletionGracePeriodSeconds > 0", "operator": "In", "values": ["true"]},
     ]
     (source / kwok_stages.POD_DELETE).write_text(KWOK_POD_DELETE.replace("deletionTimestamp", "deletion"))
     with pytest.raises(RuntimeError, match="no longer selects pods by deletionTimestamp"):
