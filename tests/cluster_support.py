@@ -99,6 +99,12 @@ class Cluster:
         patch = json.dumps({"status": status})
         self.kubectl("patch", "pod", name, "-n", namespace, "--subresource=status", "--type=merge", "-p", patch)
 
+    def evict(self, namespace: str, name: str) -> None:
+        """Evict a pod through the Eviction API, as `kubectl drain` and the cluster autoscaler do."""
+        eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}/eviction"
+        self.kubectl("create", "--raw", path, "-f", "-", stdin=json.dumps(eviction))
+
     def apply(self, namespace: str, text: str) -> None:
         self.kubectl("apply", "-n", namespace, "-f", "-", stdin=text)
 

@@ -8,6 +8,7 @@
 | 3    | BAD_TF_CONFIG   | TF_CONFIG is not valid JSON or does not describe this task     | no     |
 | 4    | DATA_NOT_FOUND  | the data path does not exist or holds no usable file           | no     |
 | 130  | PEER_LOST       | a peer of the cluster stopped answering (restart and resume)   | yes    |
+| 140  | PREEMPTED       | taken away on purpose: saved first; a disruption, not a failure | yes    |
 | 143  | TERMINATED      | SIGTERM: a checkpoint was written, restart and resume          | yes    |
 
 Codes 1-127 are permanent and >= 128 retryable, as the ExitCode restart policy reads them; a pod
@@ -29,6 +30,7 @@ class ExitCode(IntEnum):
     BAD_TF_CONFIG = 3
     DATA_NOT_FOUND = 4
     PEER_LOST = 130
+    PREEMPTED = 140  # 128 + SIGUSR2, a signal neither TensorFlow nor the trainer uses
     TERMINATED = 143
 
 

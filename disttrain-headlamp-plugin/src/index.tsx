@@ -22,6 +22,7 @@ import {
   ReplicaPod,
   replicaPods,
   replicasText,
+  restartsText,
   tensorboardCommand,
 } from './summary';
 
@@ -30,7 +31,7 @@ const COLUMNS = [
   'namespace',
   { id: 'phase', label: 'Phase', getValue: (job: AnyJob) => phaseText(job.jsonData) },
   { id: 'ready', label: 'Ready', getValue: (job: AnyJob) => readyText(job.jsonData) },
-  { id: 'restarts', label: 'Restarts', getValue: (job: AnyJob) => job.status?.restartCount ?? 0 },
+  { id: 'restarts', label: 'Restarts', getValue: (job: AnyJob) => restartsText(job.jsonData) },
   { id: 'progress', label: 'Progress', getValue: (job: AnyJob) => progressText(job.jsonData) },
   { id: 'queue', label: 'Queue', getValue: (job: AnyJob) => queueText(job.jsonData) },
   'age',
@@ -67,7 +68,7 @@ function JobDetails(props: { resourceClass: typeof DistTrainJob | typeof ServedT
           { name: 'Phase', value: phaseText(job.jsonData) },
           { name: 'Strategy', value: job.spec.strategy ?? '-' },
           { name: 'Replicas (ready)', value: replicasText(job.jsonData) },
-          { name: 'Restarts', value: job.status?.restartCount ?? 0 },
+          { name: 'Restarts', value: restartsText(job.jsonData) },
           { name: 'Progress', value: progressText(job.jsonData) },
           { name: 'Evaluation', value: evaluationText(job.jsonData) },
           { name: 'Queue', value: queueText(job.jsonData) },

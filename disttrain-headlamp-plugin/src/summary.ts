@@ -41,6 +41,7 @@ export interface JobData {
     phase?: string;
     ready?: string;
     restartCount?: number;
+    disruptions?: number;
     progress?: Progress;
     evaluation?: Evaluation;
     conditions?: Condition[];
@@ -154,6 +155,13 @@ export function replicasText(job: JobData): string {
     .join(', ');
 }
 
+/** `2`: restarts counted against backoffLimit; `2 (1 disrupted)` when pods were also taken away on
+ * purpose (evicted, preempted, drained), which restarted the job without counting. */
+export function restartsText(job: JobData): string {
+  const disruptions = job.status?.disruptions ?? 0;
+  return `${job.status?.restartCount ?? 0}${disruptions ? ` (${disruptions} disrupted)` : ''}`;
+}
+
 export function queueText(job: JobData): string {
   return job.metadata.labels?.[QUEUE_LABEL] || '-';
 }
@@ -191,6 +199,7 @@ export function summary(job: JobData) {
   return {
     phase: phaseText(job),
     ready: readyText(job),
+    restarts: restartsText(job),
     replicas: replicasText(job),
     progress: progressText(job),
     evaluation: evaluationText(job),

@@ -27,6 +27,7 @@ from disttrain_core.summary import (
     queue_text,
     ready_text,
     replicas_text,
+    restarts_text,
 )
 
 Object = Mapping[str, Any]
@@ -51,14 +52,13 @@ def header(*, all_namespaces: bool, wide: bool) -> list[str]:
 
 def job_cells(job: DistTrainJob, *, all_namespaces: bool, wide: bool, now: datetime) -> list[Text]:
     """One job's row, in `header`'s order."""
-    status = job.status
     phase = phase_text(job)
     cells: list[str | Text] = [
         *[job.metadata.namespace] * all_namespaces,
         job.metadata.name,
         Text(phase, style=PHASE_STYLES.get(phase, "")),
         ready_text(job),
-        str(status.restart_count),
+        restarts_text(job),
         progress_text(job),
         age(job.metadata.creation_timestamp, now),
     ]
@@ -97,13 +97,16 @@ def describe(job: DistTrainJob, pods: Sequence[Object], events: Sequence[JobEven
         ("Strategy", Text(job.spec.strategy.value)),
         ("Phase", Text(phase, style=PHASE_STYLES.get(phase, ""))),
         ("Replicas", Text(replicas_text(job))),
-        ("Restarts", Text(str(status.restart_count))),
+        ("Restarts", Text(restarts_text(job))),
         ("Progress", Text(progress_text(job))),
         ("Evaluation", Text(evaluation_text(job))),
         ("TensorBoard", Text(status.tensorboard.url if status.tensorboard else "-")),
         ("Started", Text(_time(status.start_time))),
         ("Completed", Text(_time(status.completion_time))),
     ]
+    if status.last_disruption is not None:
+        last = status.last_disruption
+        fields.append(("Last disruption", Text(f"{_time(last.time)} {last.reason}: {last.message}")))
     if status.unkept_logs:  # attempts that went while no operator ran: said where users look
         fields.append(("Logs not kept", Text("; ".join(map(_unkept_text, status.unkept_logs)), style="yellow")))
     summary = Table.grid(padding=(0, 1))

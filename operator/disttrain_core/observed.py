@@ -15,11 +15,12 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from disttrain_contract.exit_codes import ExitCode
 from disttrain_contract.progress import ERROR_FIELD
 from disttrain_contract.timestamps import parse_time
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType
-from disttrain_core.api.status import Evaluation, Progress
+from disttrain_core.api.status import MAX_DISRUPTION_REASON, Evaluation, Progress
 from disttrain_core.api.tenant_input import PodLogNotes
 from disttrain_core.builders import naming
 from disttrain_core.kept_logs import log_due
@@ -67,6 +68,7 @@ class PodView:
     released: bool = False  # deleted with no grace left: only a finalizer (another's) keeps it
     unschedulable: Unschedulable | None = None  # the scheduler found no place for it (or for its gang)
     resource_version: str | None = field(default=None, compare=False)  # the version seen, that a deletion names
+    disruption: str | None = None  # why it was taken away on purpose, not for its own fault (`disruption`)
 
     @property
     def ended(self) -> bool:
@@ -140,6 +142,22 @@ def unschedulable(body: Mapping[str, Any]) -> Unschedulable | None:
     return None
 
 
+# What Kubernetes names the pods it takes away on purpose (the pod condition DisruptionTarget, True): an
+# eviction (a drain, the autoscaler), the scheduler's preemption, the taint manager, the pod collector
+# with a lost node's pods, and the kubelet (node shutdown, node pressure).
+DISRUPTION_CONDITION = "DisruptionTarget"
+PREEMPTED = "Preempted"  # the disruption of a trainer that saved on a termination signal and exited with PREEMPTED
+
+
+def disruption(body: Mapping[str, Any], exit_code: int | None) -> str | None:
+    """Why the pod was taken away on purpose: its DisruptionTarget condition's reason, or `Preempted` for the
+    trainer's exit code that says so; None for a pod that failed, or was deleted, on its own account."""
+    for condition in (body.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == DISRUPTION_CONDITION and condition.get("status") == "True":
+            return str(condition.get("reason") or DISRUPTION_CONDITION)[:MAX_DISRUPTION_REASON]
+    return PREEMPTED if exit_code == ExitCode.PREEMPTED else None
+
+
 # The uid of a pod's view made from its manifest: the API server gives the uid, in its answer to the create.
 CREATED_UID = "(just created)"
 
@@ -199,4 +217,5 @@ def pod_view(body: dict[str, Any], tensorflow_container: str = "tensorflow") -> 
         released=metadata.get("deletionTimestamp") is not None and metadata.get("deletionGracePeriodSeconds") == 0,
         unschedulable=unschedulable(body),
         resource_version=str(metadata["resourceVersion"]) if metadata.get("resourceVersion") else None,
+        disruption=disruption(body, failed.get("exitCode")),
     )

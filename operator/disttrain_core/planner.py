@@ -11,7 +11,9 @@ peer) and only the failed pod under Replica, except that a lost PS takes the Chi
 with it: the coordinator fails without its variables, and a worker's server goes on dialling the
 PS's old address (gRPC re-resolves a name at most every 30 s), so every new Chief in that window
 failed too, each failure one more restart. An Evaluator restarts alone. Each restart decision counts
-once against backoffLimit; past it the job fails with BackoffLimitExceeded.
+once against backoffLimit; past it the job fails with BackoffLimitExceeded. A restart for pods that were
+all taken away on purpose (`PodView.disruption`: an eviction, a preemption, a drain, a lost node, the
+trainer's PREEMPTED exit) is a disruption: it restarts whatever the restart policy, and counts apart.
 
 A pod that ended is deleted only once its log is kept (`unkept`: core/kept_logs.py): no finalizer
 holds it, and its log goes with it.
@@ -41,6 +43,7 @@ class Restart:
     pods: tuple[str, ...]
     failed: tuple[PodView, ...]
     message: str
+    disruption: str | None = None  # every failed pod was taken away on purpose: the first one's reason
 
 
 # A pod still terminating this long after its deletion time is on a node that stopped reporting: no
@@ -84,7 +87,10 @@ def restart_for(
         for pod in pods
         if _lost(pod)
         and pod.uid not in handled
-        and may_restart(job.spec.replica_specs[pod.replica_type].restart_policy, pod.exit_code)
+        and (
+            pod.disruption is not None
+            or may_restart(job.spec.replica_specs[pod.replica_type].restart_policy, pod.exit_code)
+        )
     ]
     if not failed:
         return None
@@ -105,8 +111,10 @@ def restart_for(
         victims = joined + [pod.name for pod in failed if pod.replica_type is ReplicaType.EVALUATOR]
     else:
         victims = [pod.name for pod in failed] + joined
-    message = f"{'; '.join(describe_failure(pod) for pod in failed)}: {scope}"
-    return Restart(tuple(dict.fromkeys(victims)), tuple(failed), message)
+    disruption = failed[0].disruption if all(pod.disruption is not None for pod in failed) else None
+    apart = ", not counted against backoffLimit" if disruption is not None else ""
+    message = f"{'; '.join(describe_failure(pod) for pod in failed)}: {scope}{apart}"
+    return Restart(tuple(dict.fromkeys(victims)), tuple(failed), message, disruption)
 
 
 def cleanup(job: DistTrainJob, pods: Sequence[PodView]) -> list[str]:
@@ -168,7 +176,8 @@ def plan(
         stopped = [pod.name for pod in pods if not pod.deleting and pod not in keeping]
         return Plan(create=owned, delete=stopped, force_delete=stuck)
     restart = restart_for(job, pods, handled, awaited)
-    if restart is not None and job.status.restart_count >= run_policy.backoff_limit:
+    counted = restart is not None and restart.disruption is None
+    if restart is not None and counted and job.status.restart_count >= run_policy.backoff_limit:
         message = f"{restart.message}, but backoffLimit {run_policy.backoff_limit} is reached"
         return Plan(fail=Verdict("BackoffLimitExceeded", message))
     if restart is not None and any(pod.name in restart.pods for pod in keeping):

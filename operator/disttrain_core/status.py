@@ -13,10 +13,12 @@ from disttrain_contract.exit_codes import is_retryable
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType, RestartPolicy, SuccessPolicy
 from disttrain_core.api.status import (
+    MAX_DISRUPTION_MESSAGE,
     MAX_UNKEPT_LOGS,
     Condition,
     ConditionStatus,
     ConditionType,
+    Disruption,
     DistTrainJobStatus,
     JobPhase,
     Progress,
@@ -136,6 +138,8 @@ def may_restart(policy: RestartPolicy, exit_code: int | None) -> bool:
 
 
 def describe_failure(pod: PodView) -> str:
+    if pod.disruption is not None:
+        return f"{pod.name} was taken away ({pod.disruption})"
     if pod.deleting and pod.phase is not PodPhase.FAILED:
         return f"{pod.name} was deleted while {pod.phase.value.lower()}"
     code = "no exit code" if pod.exit_code is None else f"exit code {pod.exit_code}"
@@ -146,10 +150,11 @@ def describe_failure(pod: PodView) -> str:
 def failure(job: DistTrainJob, pods: Sequence[PodView]) -> Verdict | None:
     """A pod failed for good: restartPolicy Never, or a permanent exit code under ExitCode.
 
-    An Evaluator's failure never fails the job: it is reported in replicaStatuses instead.
+    An Evaluator's failure never fails the job: it is reported in replicaStatuses instead; nor does a pod
+    taken away on purpose (a disruption restarts).
     """
     for pod in pods:
-        if pod.phase is not PodPhase.FAILED or pod.replica_type is ReplicaType.EVALUATOR:
+        if pod.phase is not PodPhase.FAILED or pod.replica_type is ReplicaType.EVALUATOR or pod.disruption:
             continue
         policy = job.spec.replica_specs[pod.replica_type].restart_policy
         if not may_restart(policy, pod.exit_code):
@@ -175,15 +180,25 @@ def deadline_exceeded(job: DistTrainJob, now: datetime) -> Verdict | None:
     return Verdict("DeadlineExceeded", f"the job ran longer than activeDeadlineSeconds ({seconds}s)")
 
 
+DISRUPTED = "Disrupted"  # the reason of the Restarting condition, and of its Event, for a disruption
+
+
 def record_restart(
-    status: DistTrainJobStatus, failed: Sequence[PodView], message: str, now: datetime, generation: int | None
+    status: DistTrainJobStatus,
+    failed: Sequence[PodView],
+    message: str,
+    now: datetime,
+    generation: int | None,
+    *,
+    disruption: str | None = None,
 ) -> DistTrainJobStatus:
-    """One restart decision: restartCount + 1, each failed pod's type + 1, and the Restarting condition."""
+    """One restart decision: each failed pod's type + 1, the Restarting condition, and restartCount + 1; or,
+    for a `disruption` (its reason), disruptions + 1 and lastDisruption instead of restartCount."""
     counts = dict(status.replica_statuses)
     for pod in failed:
         current = counts.get(pod.replica_type, ReplicaStatus())
         counts[pod.replica_type] = current.model_copy(update={"restarts": current.restarts + 1})
-    verdict = Verdict("Restarting", message)
+    verdict = Verdict("Restarting" if disruption is None else DISRUPTED, message)
     conditions = with_condition(
         status.conditions, ConditionType.RESTARTING, holds=True, verdict=verdict, now=now, generation=generation
     )
@@ -191,13 +206,16 @@ def record_restart(
     conditions = with_condition(
         conditions, ConditionType.RUNNING, holds=False, verdict=stopped, now=now, generation=generation
     )
-    return status.model_copy(
-        update={
-            "restart_count": status.restart_count + 1,
-            "replica_statuses": counts,
-            "conditions": conditions,
-            "phase": JobPhase.RESTARTING,
+    counted: dict[str, object] = (
+        {"restart_count": status.restart_count + 1}
+        if disruption is None
+        else {
+            "disruptions": status.disruptions + 1,
+            "last_disruption": Disruption(reason=disruption, message=message[:MAX_DISRUPTION_MESSAGE], time=now),
         }
+    )
+    return status.model_copy(
+        update={**counted, "replica_statuses": counts, "conditions": conditions, "phase": JobPhase.RESTARTING}
     )
 
 

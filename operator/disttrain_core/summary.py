@@ -23,6 +23,7 @@ def summary(job: DistTrainJob) -> dict[str, Any]:
     return {
         "phase": phase_text(job),
         "ready": ready_text(job),
+        "restarts": restarts_text(job),
         "replicas": replicas_text(job),
         "progress": progress_text(job),
         "evaluation": evaluation_text(job),
@@ -43,6 +44,13 @@ def phase_text(job: DistTrainJob) -> str:
 def ready_text(job: DistTrainJob) -> str:
     """`3/4`: pods ready over pods desired, as the operator wrote it; `-` before it did."""
     return job.status.ready or "-"
+
+
+def restarts_text(job: DistTrainJob) -> str:
+    """`2`: restarts counted against backoffLimit; `2 (1 disrupted)` when pods were also taken away on
+    purpose (evicted, preempted, drained), which restarted the job without counting."""
+    status = job.status
+    return f"{status.restart_count}" + (f" ({status.disruptions} disrupted)" if status.disruptions else "")
 
 
 def queue_text(job: DistTrainJob) -> str:

@@ -42,6 +42,7 @@ from disttrain_core.summary import (
     queue_text,
     ready_text,
     replicas_text,
+    restarts_text,
     tensorboard_command,
 )
 from disttrain_dashboard.curves import curves
@@ -105,7 +106,7 @@ def row(job: DistTrainJob, now: datetime) -> dict[str, str]:
         "name": job.metadata.name,
         "phase": phase_text(job),
         "ready": ready_text(job),
-        "restarts": str(job.status.restart_count),
+        "restarts": restarts_text(job),
         "progress": progress_text(job),
         "age": age(job.metadata.creation_timestamp, now),
         "queue": queue_text(job),
@@ -411,6 +412,7 @@ def job_page(
         "job": job,
         "phase": phase_text(job),
         "replicas": replicas_text(job),
+        "restarts": restarts_text(job),
         "progress": progress_text(job),
         "evaluation": evaluation_text(job),
         "queue": queue_text(job),

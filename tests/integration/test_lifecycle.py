@@ -71,6 +71,25 @@ def test_backoff_limit_fails_the_job_and_cleans_up(cluster: Cluster, operator: O
     assert cluster.has_event(namespace, "BackoffLimitExceeded")
 
 
+def test_an_evicted_worker_restarts_the_job_apart_from_the_backoff_limit(
+    cluster: Cluster, operator: OperatorProcess, namespace: str
+) -> None:
+    """An eviction (a drain, the autoscaler) is not the job's fault: with backoffLimit 0 the job restarts,
+    and its status, an Event and the Restarting condition say it was disrupted."""
+    cluster.apply(namespace, MWMS.replace("backoffLimit: 3", "backoffLimit: 0"))
+    running_pods(cluster, namespace, "mnist-mwms", 4)
+    cluster.evict(namespace, "mnist-mwms-worker-1")
+    disrupted = job_where(
+        cluster, namespace, "mnist-mwms", "a disruption", lambda j: j["status"].get("disruptions") == 1
+    )
+    assert disrupted["status"].get("restartCount", 0) == 0
+    assert disrupted["status"]["lastDisruption"]["reason"] == "EvictionByEvictionAPI"
+    running_pods(cluster, namespace, "mnist-mwms", 4)
+    running = job_where(cluster, namespace, "mnist-mwms", "Running again", lambda j: j["status"]["phase"] == "Running")
+    assert not holds(running, "Failed") and running["status"].get("restartCount", 0) == 0
+    assert cluster.has_event(namespace, "Disrupted")
+
+
 def test_success_stops_ps_and_evaluator_and_stays_succeeded(
     cluster: Cluster, operator: OperatorProcess, namespace: str
 ) -> None:

@@ -453,9 +453,7 @@ def test_with_the_operator_stopped_an_eviction_and_a_drain_complete(installed: C
     replicas = installed.get("deploy", "disttrain-operator", OPERATOR_NAMESPACE)["spec"]["replicas"]  # type: ignore[index]
     _scale_operator(installed, 0)
     try:
-        eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": f"{job}-worker-1"}}
-        path = f"/api/v1/namespaces/{real_namespace}/pods/{job}-worker-1/eviction"
-        installed.kubectl("create", "--raw", path, "-f", "-", stdin=json.dumps(eviction))
+        installed.evict(real_namespace, f"{job}-worker-1")
         wait_for("the evicted pod gone", lambda: installed.get("pod", f"{job}-worker-1", real_namespace) is None,
                  timeout=DELETION_BOUND)  # fmt: skip
         _still_running(installed, real_namespace, job)

@@ -130,6 +130,22 @@ class UnkeptLogs(ApiModel):
     reason: str = Field(max_length=1024)
 
 
+MAX_DISRUPTION_REASON = 128
+MAX_DISRUPTION_MESSAGE = 1024
+
+
+class Disruption(ApiModel):
+    """The last time the job's pods were taken away on purpose, and it restarted without counting it."""
+
+    reason: str = Field(
+        max_length=MAX_DISRUPTION_REASON,
+        description="The pod condition DisruptionTarget's reason (EvictionByEvictionAPI, PreemptionByScheduler, "
+        "DeletionByTaintManager, DeletionByPodGC, TerminationByKubelet), or Preempted for the trainer's exit code.",
+    )
+    message: str = Field(max_length=MAX_DISRUPTION_MESSAGE, description="Which pods, and what restarted.")
+    time: datetime
+
+
 class DistTrainJobStatus(ApiModel):
     phase: JobPhase | None = None
     conditions: list[Condition] = Field(
@@ -139,6 +155,13 @@ class DistTrainJobStatus(ApiModel):
     replica_statuses: dict[ReplicaType, ReplicaStatus] = Field(default_factory=dict)
     ready: str | None = Field(None, description="Ready pods over desired pods, e.g. 3/4.")
     restart_count: int = Field(0, ge=0, description="Restarts counted against runPolicy.backoffLimit.")
+    disruptions: int = Field(
+        0,
+        ge=0,
+        description="Restarts after pods were taken away on purpose (an eviction, a drain, a preemption, a lost "
+        "node): not counted against runPolicy.backoffLimit.",
+    )
+    last_disruption: Disruption | None = None
     start_time: datetime | None = None
     completion_time: datetime | None = None
     observed_generation: int | None = Field(None, ge=0)

@@ -7,10 +7,17 @@ from collections.abc import Mapping
 
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
+from disttrain_core.status import DISRUPTED
+
 JOBS_CREATED = Counter("disttrain_jobs_created_total", "Jobs whose children were created.", ["namespace"])
 JOBS_SUCCEEDED = Counter("disttrain_jobs_succeeded_total", "Jobs that succeeded.", ["namespace"])
 JOBS_FAILED = Counter("disttrain_jobs_failed_total", "Jobs that failed, by reason.", ["namespace", "reason"])
 JOBS_RESTARTED = Counter("disttrain_jobs_restarted_total", "Restarts of jobs or their pods.", ["namespace"])
+JOBS_DISRUPTED = Counter(
+    "disttrain_jobs_disrupted_total",
+    "Restarts after pods were taken away on purpose (not counted against backoffLimit).",
+    ["namespace"],
+)
 JOBS_ACTIVE = Gauge("disttrain_jobs_active", "Jobs neither succeeded nor failed.", ["namespace"])
 JOBS_BY_PHASE = Gauge("disttrain_jobs", "Jobs the operator knows, by phase.", ["namespace", "phase"])
 RECONCILE_ERRORS = Counter(
@@ -69,11 +76,18 @@ def count_api_error(method: str) -> None:
 
 LEADER = Gauge("disttrain_leader", "1 in the replica that acts (it holds the Lease, or runs without election), else 0.")
 
+
+def _count_restart(namespace: str, reason: str) -> None:
+    JOBS_RESTARTED.labels(namespace).inc()
+    if reason == DISRUPTED:
+        JOBS_DISRUPTED.labels(namespace).inc()
+
+
 _TRANSITIONS = {
     "Created": lambda namespace, reason: JOBS_CREATED.labels(namespace).inc(),
     "Succeeded": lambda namespace, reason: JOBS_SUCCEEDED.labels(namespace).inc(),
     "Failed": lambda namespace, reason: JOBS_FAILED.labels(namespace, reason).inc(),
-    "Restarting": lambda namespace, reason: JOBS_RESTARTED.labels(namespace).inc(),
+    "Restarting": _count_restart,
 }
 
 

@@ -230,7 +230,14 @@ class Reconciler:
         retry = self._delete(body, memory, next_plan, pods, expected)
         if next_plan.restart is not None:  # decided: the pods it stops are handled, deleted now or by a later plan
             memory.handled.update(pod.uid for pod in next_plan.restart.failed)
-            status = record_restart(status, next_plan.restart.failed, next_plan.restart.message, now, generation)
+            status = record_restart(
+                status,
+                next_plan.restart.failed,
+                next_plan.restart.message,
+                now,
+                generation,
+                disruption=next_plan.restart.disruption,
+            )
         refused = memory.tensorboard_refused
         if refused is not None and refused[0] != generation:  # a new spec may be accepted: try again
             refused = memory.tensorboard_refused = None

@@ -12,8 +12,9 @@ from rich.console import RenderableType
 from disttrain import DistTrainJob, JobEvent
 from disttrain_cli import job_tables
 from disttrain_cli.jobs import console, emit
+from disttrain_contract.timestamps import format_time
 from disttrain_core import summary
-from disttrain_core.api.status import UnkeptLogs
+from disttrain_core.api.status import Disruption, UnkeptLogs
 
 NOW = datetime(2026, 1, 1, 0, 10, tzinfo=UTC)
 
@@ -122,3 +123,15 @@ def test_describe_shows_conditions_pods_and_events(capsys: pytest.CaptureFixture
     ]
     gapped = RUNNING.model_copy(update={"status": RUNNING.status.model_copy(update={"unkept_logs": missed})})
     assert "Logs not kept: worker-0 attempt 1; ps-0 attempts 2-4" in _text(job_tables.describe(gapped, [], []), capsys)
+    assert "Last disruption" not in text
+
+
+def test_disruptions_show_beside_restarts_and_the_last_one_in_describe(capsys: pytest.CaptureFixture[str]) -> None:
+    last = Disruption(reason="EvictionByEvictionAPI", message="mnist-worker-1 was taken away", time=NOW)
+    status = RUNNING.status.model_copy(update={"disruptions": 2, "last_disruption": last})
+    disrupted = RUNNING.model_copy(update={"status": status})
+    lines = _text(job_tables.jobs_table([disrupted], all_namespaces=False, wide=False, now=NOW), capsys).splitlines()
+    assert lines[1].split()[3:6] == ["1", "(2", "disrupted)"]
+    text = _text(job_tables.describe(disrupted, [], []), capsys)
+    assert "Restarts:        1 (2 disrupted)" in text
+    assert f"Last disruption: {format_time(NOW)} EvictionByEvictionAPI: mnist-worker-1 was taken away" in text

@@ -52,6 +52,28 @@ def test_evicted_pod_has_no_exit_code() -> None:
     assert (view.exit_code, view.reason) == (None, "Evicted")
 
 
+def test_a_pod_taken_away_on_purpose_says_why() -> None:
+    """The DisruptionTarget condition (True) names the disruption, bounded; so does the trainer's PREEMPTED
+    exit; a False condition, another exit code or none at all is no disruption."""
+    evicted = {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}
+    view = pod_view(_pod({"phase": "Running", "conditions": [evicted]}, deletionTimestamp="2026-01-01T00:00:00Z"))
+    assert view is not None and view.disruption == "EvictionByEvictionAPI"
+    assert describe_failure(view) == "j-ps-1 was taken away (EvictionByEvictionAPI)"
+    long = {**evicted, "reason": "x" * 5000}
+    view = pod_view(_pod({"phase": "Running", "conditions": [long]}))
+    assert view is not None and view.disruption == "x" * 128
+    terminated = {"name": "tensorflow", "state": {"terminated": {"exitCode": 140}}}
+    view = pod_view(_pod({"phase": "Failed", "containerStatuses": [terminated]}))
+    assert view is not None and view.disruption == "Preempted"
+    for status in (
+        {"phase": "Running", "conditions": [{**evicted, "status": "False"}]},
+        {"phase": "Failed", "containerStatuses": [{"name": "tensorflow", "state": {"terminated": {"exitCode": 143}}}]},
+        {"phase": "Running"},
+    ):
+        view = pod_view(_pod(status))
+        assert view is not None and view.disruption is None
+
+
 def test_deleting_pod_is_not_active() -> None:
     view = pod_view(_pod({"phase": "Running"}, deletionTimestamp="2026-01-01T00:00:00Z"))
     assert view is not None

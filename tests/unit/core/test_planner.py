@@ -146,6 +146,26 @@ def test_backoff_limit_fails_the_job() -> None:
     assert result.delete == [] and result.create == []
 
 
+def test_a_disruption_restarts_past_the_backoff_limit_and_whatever_the_restart_policy() -> None:
+    """An evicted, preempted or drained pod is not the job's fault: with backoffLimit 0 and restartPolicy
+    Never the job restarts all the same; a real failure beside it makes the restart a counted one."""
+    job = _job({"Worker": 2}, policy="Never", backoffLimit=0)
+    evicted = _pod(ReplicaType.WORKER, 1, deleting=True, disruption="EvictionByEvictionAPI")
+    result = _plan(job, [_pod(ReplicaType.WORKER, 0), evicted])
+    assert result.fail is None and result.restart is not None
+    assert result.restart.disruption == "EvictionByEvictionAPI"
+    assert result.restart.message == (
+        "job-worker-1 was taken away (EvictionByEvictionAPI): the whole job restarts, not counted against backoffLimit"
+    )
+    assert result.delete == ["job-worker-0"]
+    preempted = _pod(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=140, disruption="Preempted")
+    assert _plan(job, [preempted, _pod(ReplicaType.WORKER, 1)]).restart is not None
+    failed = _pod(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=137)
+    retried = _job({"Worker": 2}, backoffLimit=0)
+    mixed = _plan(retried, [failed, evicted])
+    assert mixed.restart is None and mixed.fail is not None and mixed.fail.reason == "BackoffLimitExceeded"
+
+
 def test_cleanup_after_success_follows_clean_pod_policy() -> None:
     pods = [
         _pod(ReplicaType.CHIEF, 0, PodPhase.SUCCEEDED),

@@ -8,7 +8,7 @@ from job_fixtures import T0, TEMPLATE, make_job, make_pod, running_pods
 
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.parsing import parse_job
-from disttrain_core.api.spec import ReplicaType
+from disttrain_core.api.spec import ReplicaType, RestartPolicy
 from disttrain_core.api.status import ConditionStatus, ConditionType, Evaluation, JobPhase
 from disttrain_core.builders.settings import BuildSettings
 from disttrain_core.observed import PodPhase, PodView
@@ -154,6 +154,26 @@ def test_a_restart_is_counted_and_shown_until_the_pods_run_again() -> None:
     restart_condition = next(c for c in recovered.status.conditions if c.type is ConditionType.RESTARTING)
     assert (restart_condition.status, restart_condition.reason) == (ConditionStatus.FALSE, "Recovered")
     assert recovered.status.restart_count == 1
+
+
+def test_a_disruption_is_counted_apart_from_restarts_and_never_fails_the_job() -> None:
+    made = make_job({"Worker": 2})
+    never = {
+        kind: spec.model_copy(update={"restart_policy": RestartPolicy.NEVER})
+        for kind, spec in made.spec.replica_specs.items()
+    }
+    made = made.model_copy(update={"spec": made.spec.model_copy(update={"replica_specs": never})})
+    job = _next(made, running_pods(ReplicaType.WORKER, 2), T0)
+    evicted = make_pod(ReplicaType.WORKER, 1, PodPhase.FAILED, exit_code=143, disruption="TerminationByKubelet")
+    message = "worker-1 was taken away (TerminationByKubelet): the whole job restarts"
+    status = record_restart(job.status, [evicted], message, T1, 3, disruption="TerminationByKubelet")
+    assert (status.restart_count, status.disruptions, status.phase) == (0, 1, JobPhase.RESTARTING)
+    assert status.last_disruption is not None
+    assert (status.last_disruption.reason, status.last_disruption.time) == ("TerminationByKubelet", T1)
+    restarting = next(c for c in status.conditions if c.type is ConditionType.RESTARTING)
+    assert (restarting.reason, restarting.message) == ("Disrupted", message)
+    after = _next(job.model_copy(update={"status": status}), [evicted, *running_pods(ReplicaType.WORKER, 1)], T1)
+    assert after.status.phase is not JobPhase.FAILED  # a Never replica's failure would fail it
 
 
 def test_deadline_fails_a_running_job() -> None:
