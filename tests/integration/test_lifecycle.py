@@ -75,9 +75,12 @@ def test_an_evicted_worker_restarts_the_job_apart_from_the_backoff_limit(
     cluster: Cluster, operator: OperatorProcess, namespace: str
 ) -> None:
     """An eviction (a drain, the autoscaler) is not the job's fault: with backoffLimit 0 the job restarts,
-    and its status, an Event and the Restarting condition say it was disrupted."""
-    cluster.apply(namespace, MWMS.replace("backoffLimit: 3", "backoffLimit: 0"))
-    running_pods(cluster, namespace, "mnist-mwms", 4)
+    and its status, an Event and the Restarting condition say it was disrupted. Every pod has the grace
+    period the run policy gives to save."""
+    policy = "backoffLimit: 0\n    terminationGracePeriodSeconds: 45"
+    cluster.apply(namespace, MWMS.replace("backoffLimit: 3", policy))
+    pods = running_pods(cluster, namespace, "mnist-mwms", 4)
+    assert {pod["spec"]["terminationGracePeriodSeconds"] for pod in pods.values()} == {45}
     cluster.evict(namespace, "mnist-mwms-worker-1")
     disrupted = job_where(
         cluster, namespace, "mnist-mwms", "a disruption", lambda j: j["status"].get("disruptions") == 1

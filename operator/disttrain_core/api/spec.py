@@ -199,6 +199,14 @@ class RunPolicy(ApiModel):
         "final checkpoint before the job succeeds and the Evaluator is stopped; 0 stops it at once.",
     )
     scheduling_policy: SchedulingPolicy | None = Field(None, description="Gang scheduling through a PodGroup.")
+    termination_grace_period_seconds: int | None = Field(
+        None,
+        ge=0,
+        le=MAX_SECONDS,
+        description="Every pod's terminationGracePeriodSeconds: how long a pod taken away (an eviction, a "
+        "preemption, a drain, a suspend) has to save a checkpoint and exit before it is killed. Default: the "
+        "template's own, else Kubernetes' 30 s.",
+    )
 
 
 # A ConfigMap holds at most 1 MiB in all; the kept log and its labels and annotations stay well below it.

@@ -153,6 +153,9 @@ def pod(job: DistTrainJob, replica_type: ReplicaType, index: int, settings: Buil
     pod_spec["hostname"] = name
     pod_spec["subdomain"] = naming.service_name(job.metadata.name)
     pod_spec["restartPolicy"] = POD_RESTART_POLICY
+    grace = job.spec.run_policy.termination_grace_period_seconds
+    if grace is not None:
+        pod_spec["terminationGracePeriodSeconds"] = grace
 
     env: list[Manifest] = []
     tf_config = tf_config_json(job, replica_type, index, settings)

@@ -152,6 +152,21 @@ def test_pods_never_restart_in_place_the_operator_decides() -> None:
         assert pod(job, ReplicaType.WORKER, 0, DEFAULT)["spec"]["restartPolicy"] == "Never"
 
 
+def test_the_run_policy_s_grace_period_is_every_pod_s_and_else_the_template_s_own() -> None:
+    """The time a pod taken away has to save: one field for every replica, over what a template says."""
+    own = {
+        **_replica(2),
+        "template": {"spec": {"terminationGracePeriodSeconds": 45, "containers": [{"name": "c", "image": "i"}]}},
+    }
+    job = _job({"replicaSpecs": {"Worker": own, "Chief": _replica(1)}})
+    assert pod(job, ReplicaType.WORKER, 0, DEFAULT)["spec"]["terminationGracePeriodSeconds"] == 45
+    assert "terminationGracePeriodSeconds" not in pod(job, ReplicaType.CHIEF, 0, DEFAULT)["spec"]
+    replicas = {"Worker": own, "Chief": _replica(1)}
+    job = _job({"replicaSpecs": replicas, "runPolicy": {"terminationGracePeriodSeconds": 120}})
+    graces = {pod(job, kind, 0, DEFAULT)["spec"]["terminationGracePeriodSeconds"] for kind in job.spec.replica_specs}
+    assert graces == {120}
+
+
 def test_owner_references_once_the_job_has_a_uid() -> None:
     spec = {"replicaSpecs": {"Worker": _replica(2)}, "checkpoint": {"size": "1Gi"}}
     assert all("ownerReferences" not in item["metadata"] for item in desired_objects(_job(spec), DEFAULT))
