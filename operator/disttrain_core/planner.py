@@ -176,8 +176,7 @@ def plan(
         stopped = [pod.name for pod in pods if not pod.deleting and pod not in keeping]
         return Plan(create=owned, delete=stopped, force_delete=stuck)
     restart = restart_for(job, pods, handled, awaited)
-    counted = restart is not None and restart.disruption is None
-    if restart is not None and counted and job.status.restart_count >= run_policy.backoff_limit:
+    if restart is not None and restart.disruption is None and job.status.restart_count >= run_policy.backoff_limit:
         message = f"{restart.message}, but backoffLimit {run_policy.backoff_limit} is reached"
         return Plan(fail=Verdict("BackoffLimitExceeded", message))
     if restart is not None and any(pod.name in restart.pods for pod in keeping):

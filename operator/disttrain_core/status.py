@@ -154,7 +154,7 @@ def failure(job: DistTrainJob, pods: Sequence[PodView]) -> Verdict | None:
     taken away on purpose (a disruption restarts).
     """
     for pod in pods:
-        if pod.phase is not PodPhase.FAILED or pod.replica_type is ReplicaType.EVALUATOR or pod.disruption:
+        if pod.phase is not PodPhase.FAILED or pod.replica_type is ReplicaType.EVALUATOR or pod.disruption is not None:
             continue
         policy = job.spec.replica_specs[pod.replica_type].restart_policy
         if not may_restart(policy, pod.exit_code):
