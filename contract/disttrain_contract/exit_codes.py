@@ -2,14 +2,14 @@
 
 | code | name            | meaning                                                        | retry? |
 |------|-----------------|----------------------------------------------------------------|--------|
-| 0    | SUCCESS         | training finished (or a PS/worker server was told to stop)     | -      |
+| 0    | SUCCESS         | training finished                                              | -      |
 | 1    | INTERNAL_ERROR  | an unexpected error in the trainer or the user's code          | no     |
 | 2    | BAD_FLAGS       | a flag or environment value is missing or malformed            | no     |
 | 3    | BAD_TF_CONFIG   | TF_CONFIG is not valid JSON or does not describe this task     | no     |
 | 4    | DATA_NOT_FOUND  | the data path does not exist or holds no usable file           | no     |
 | 130  | PEER_LOST       | a peer of the cluster stopped answering (restart and resume)   | yes    |
-| 140  | PREEMPTED       | taken away on purpose: saved first; a disruption, not a failure | yes    |
-| 143  | TERMINATED      | SIGTERM: a checkpoint was written, restart and resume          | yes    |
+| 140  | PREEMPTED       | SIGTERM: saved first, then left; a disruption, not a failure    | yes    |
+| 143  | TERMINATED      | SIGTERM's default action: ended unsaved (not the trainer's)    | yes    |
 
 Codes 1-127 are permanent and >= 128 retryable, as the ExitCode restart policy reads them; a pod
 with no exit code (deleted, evicted, lost with its node) counts as retryable too. This module

@@ -49,16 +49,19 @@ def _submit(
     *,
     every_worker: bool = False,
     extra: tuple[str, ...] = (),
+    checkpoint_every: int = 50,
+    backoff_limit: int = 4,
 ) -> int:
     """A job that checkpoints every 50 steps; returns its total step count. `every_worker`: the job succeeds
     once every worker did, so that none still running at the chief's end is stopped by the cleanup. `extra`:
     more of the trainer's arguments."""
-    args = ["--model", "mlp", "--dataset", "digits", "--epochs", str(epochs), "--checkpoint-every", "50", *extra]
+    args = ["--model", "mlp", "--dataset", "digits", "--epochs", str(epochs)]
+    args += ["--checkpoint-every", str(checkpoint_every), *extra]
     manifest = job_manifest(JOB, strategy, counts, [*args, "--log-every", "5"])
     for spec in manifest["spec"]["replicaSpecs"].values():
         spec["restartPolicy"] = "ExitCode"
         spec["template"]["spec"]["automountServiceAccountToken"] = False
-    manifest["spec"]["runPolicy"] = {"backoffLimit": 4}
+    manifest["spec"]["runPolicy"] = {"backoffLimit": backoff_limit}
     manifest["spec"]["checkpoint"] = {"size": "1Gi"}
     if every_worker:
         manifest["spec"]["successPolicy"] = "AllWorkers"
@@ -125,28 +128,29 @@ def test_a_killed_multi_worker_restarts_the_job_and_resumes(
     assert events(log, "finished")[-1]["steps"] == total
 
 
-def test_parameter_server_tolerates_a_worker_and_restarts_after_a_ps_loss(
+def test_parameter_server_absorbs_an_evicted_worker_and_resumes_an_evicted_ps_where_it_stopped(
     process_cluster: Cluster, operator: OperatorProcess, process_namespace: str
 ) -> None:
+    """Periodic checkpoints far apart and no restart allowed: neither eviction costs a step or the job."""
     counts = {"Chief": 1, "Worker": 2, "PS": 1}
-    # The status shows progress up to 3 s late (a poll a second, count-only writes every 2 s): 24 epochs leave
-    # hundreds of steps after the kills, so that the job cannot finish before the PS's loss reaches it.
-    total = _submit(process_cluster, process_namespace, "ParameterServer", counts, epochs=24)
+    # The status shows progress up to 3 s late (a poll a second, count-only writes every 2 s): 60 epochs leave
+    # over a thousand steps after the evictions, so that the job cannot finish before the PS's reaches it.
+    total = _submit(
+        process_cluster, process_namespace, "ParameterServer", counts, epochs=60, checkpoint_every=5000, backoff_limit=0
+    )
     _at_step(process_cluster, process_namespace, 40)
     chief_uid = _uids(process_cluster, process_namespace)[f"{JOB}-chief-0"]
-    _kill(process_cluster, process_namespace, f"{JOB}-worker-0")
-    wait_for("worker 0 replaced", lambda: _job(process_cluster, process_namespace)["status"].get("restartCount") == 1)
+    process_cluster.evict(process_namespace, f"{JOB}-worker-0")
+    wait_for("worker 0 replaced", lambda: _job(process_cluster, process_namespace)["status"].get("disruptions") == 1)
     _at_step(process_cluster, process_namespace, 120)
     assert _uids(process_cluster, process_namespace)[f"{JOB}-chief-0"] == chief_uid  # the coordinator carried on
 
-    _kill(process_cluster, process_namespace, f"{JOB}-ps-0")
+    shown = _at_step(process_cluster, process_namespace, 160)["status"]["progress"]["step"]
+    process_cluster.evict(process_namespace, f"{JOB}-ps-0")
     done = _succeeded(process_cluster, process_namespace, total)
-    restarts = {kind: replica["restarts"] for kind, replica in done["status"]["replicaStatuses"].items()}
-    # The chief may notice the lost PS (exit 130) before the operator sees the PS pod fail: then it
-    # restarts once on its own, and once more with the PS.
-    assert restarts["PS"] == 1 and restarts["Worker"] == 1 and restarts["Chief"] <= 1, restarts
+    assert (done["status"].get("restartCount", 0), done["status"]["disruptions"]) == (0, 2)
     log = _chief_log(process_cluster, process_namespace, f"{JOB}-chief-0")
-    assert events(log, "restored")[-1]["step"] > 0
+    assert events(log, "restored")[-1]["step"] >= shown  # saved on the way out, not a periodic checkpoint
     assert events(log, "finished")[-1]["steps"] == total
 
 
@@ -180,17 +184,54 @@ def test_the_control_plane_going_away_mid_job_costs_nothing(
     assert done["status"].get("restartCount", 0) == 0
 
 
-def test_a_pod_deleted_by_hand_is_retried(
+def test_an_evicted_multi_worker_saves_with_its_peers_and_the_job_resumes_at_that_step(
     process_cluster: Cluster, operator: OperatorProcess, process_namespace: str
 ) -> None:
-    total = _submit(process_cluster, process_namespace, "MultiWorkerMirrored", {"Worker": 2}, epochs=60)
-    _at_step(process_cluster, process_namespace, 200)
-    process_cluster.kubectl("delete", "pod", f"{JOB}-worker-1", "-n", process_namespace, "--wait=false")
+    """Through the Eviction API, as `kubectl drain` and the autoscaler evict: no periodic checkpoint since the
+    start, and no restart allowed; the job still succeeds with exactly the steps of an uninterrupted run."""
+    total = _submit(
+        process_cluster,
+        process_namespace,
+        "MultiWorkerMirrored",
+        {"Worker": 2},
+        epochs=60,
+        checkpoint_every=5000,
+        backoff_limit=0,
+    )
+    shown = _at_step(process_cluster, process_namespace, 200)["status"]["progress"]["step"]
+    process_cluster.evict(process_namespace, f"{JOB}-worker-1")
 
     done = _succeeded(process_cluster, process_namespace, total)
-    assert done["status"]["restartCount"] == 1
+    assert (done["status"].get("restartCount", 0), done["status"]["disruptions"]) == (0, 1)
+    assert done["status"]["lastDisruption"]["reason"] == "EvictionByEvictionAPI"
     log = _chief_log(process_cluster, process_namespace, f"{JOB}-worker-0")
-    assert events(log, "restored")[-1]["step"] >= 200 - 50
+    assert events(log, "restored")[-1]["step"] >= shown
+    assert events(log, "finished")[-1]["steps"] == total
+
+
+def test_a_suspended_job_saves_first_and_resumes_at_that_step(
+    process_cluster: Cluster, operator: OperatorProcess, process_namespace: str
+) -> None:
+    """`runPolicy.suspend` on a running job, as a user or Kueue's preemption sets it, then cleared."""
+    total = _submit(
+        process_cluster, process_namespace, "MultiWorkerMirrored", {"Worker": 2}, epochs=60, checkpoint_every=5000
+    )
+    shown = _at_step(process_cluster, process_namespace, 200)["status"]["progress"]["step"]
+
+    def suspend(value: bool) -> None:
+        patch = json.dumps({"spec": {"runPolicy": {"suspend": value}}})
+        process_cluster.kubectl("patch", "dtj", JOB, "-n", process_namespace, "--type=merge", "-p", patch)
+
+    suspend(True)
+    wait_for("no pods", lambda: not process_cluster.job_pods(process_namespace, JOB), timeout=120)
+    assert holds(_job(process_cluster, process_namespace), "Suspended")
+    suspend(False)
+
+    done = _succeeded(process_cluster, process_namespace, total)
+    assert done["status"].get("restartCount", 0) == 0
+    log = _chief_log(process_cluster, process_namespace, f"{JOB}-worker-0")
+    assert events(log, "restored")[-1]["step"] >= shown  # saved as the workers left
+    assert events(log, "finished")[-1]["steps"] == total
 
 
 LEADER_ELECTION = ["--leader-elect", "--lease-seconds", "4", "--renew-seconds", "3", "--retry-seconds", "0.5"]

@@ -113,11 +113,18 @@ def _submit(
     *extra: str,
     logs_on_volume: bool = False,
     suffix: str = "",
+    checkpoint_every: int | None = None,
+    backoff_limit: int | None = None,
 ) -> str:
     """The example with more epochs (a fault then lands mid-run) and `extra` trainer flags, its logs kept on its
-    checkpoint volume with `logs_on_volume`, its name ending in `suffix`; returns its name."""
+    checkpoint volume with `logs_on_volume`, its name ending in `suffix`, its checkpoints and restarts as
+    given; returns its name."""
     flags = "".join(f', "{flag}"' for flag in extra)
     text = re.sub(r'"--epochs", "\d+"', f'"--epochs", "{epochs}"{flags}', example.read_text())
+    if checkpoint_every is not None:
+        text = re.sub(r'"--checkpoint-every", "\d+"', f'"--checkpoint-every", "{checkpoint_every}"', text)
+    if backoff_limit is not None:
+        text = text.replace("\nspec:\n", f"\nspec:\n  runPolicy:\n    backoffLimit: {backoff_limit}\n", 1)
     text = re.sub(r"^  name: (\S+)$", rf"  name: \g<1>{suffix}", text, count=1, flags=re.MULTILINE)
     if logs_on_volume:
         text = text.replace("\nspec:\n", "\nspec:\n  logs:\n    destination: CheckpointVolume\n", 1)
@@ -431,6 +438,23 @@ def test_workers_cut_off_from_each_other_say_so_on_the_job_then_finish(installed
             subprocess.run(["iptables", "-D", *cut], check=True)
     _wait_succeeded(installed, real_namespace, job)
     assert _finished_line(installed, real_namespace, f"{job}-worker-0")["steps"] == 8 * STEPS_PER_EPOCH
+
+
+def test_an_evicted_worker_of_the_trainer_image_costs_no_step(installed: Cluster, real_namespace: str) -> None:
+    """The trainer image on the real node: one MultiWorkerMirrored worker evicted with no periodic checkpoint
+    since the start and no restart allowed; its peer saves with it, and the job resumes at that step."""
+    job = _submit(
+        installed, real_namespace, MWMS, FAULTED_EPOCHS, suffix="-evicted", checkpoint_every=5000, backoff_limit=0
+    )
+    wait_for("past step 100", lambda: _logged_step(installed, real_namespace, f"{job}-worker-0") > 100, timeout=180)
+    shown = _logged_step(installed, real_namespace, f"{job}-worker-0")
+    installed.evict(real_namespace, f"{job}-worker-1")
+    finished = _wait_succeeded(installed, real_namespace, job)
+    assert (finished["status"].get("restartCount", 0), finished["status"]["disruptions"]) == (0, 1)
+    logs = installed.kubectl("logs", "-n", real_namespace, f"{job}-worker-0").stdout
+    restored = [json.loads(line) for line in logs.splitlines() if line.startswith('{"event": "restored"')]
+    assert restored and restored[-1]["step"] >= shown, logs[-2000:]
+    assert _finished_line(installed, real_namespace, f"{job}-worker-0")["steps"] == FAULTED_EPOCHS * STEPS_PER_EPOCH
 
 
 # How long a deletion may take past the pods' grace period with no operator at all (docs/architecture.md).

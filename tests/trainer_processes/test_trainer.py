@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -81,7 +82,7 @@ def test_multi_worker_killed_mid_run_resumes_at_the_saved_step(tmp_path: Path) -
         cluster.stop_all()
 
 
-def test_sigterm_checkpoints_exits_retryable_and_the_rerun_finishes_exactly(tmp_path: Path) -> None:
+def test_sigterm_saves_exits_preempted_and_the_rerun_finishes_exactly(tmp_path: Path) -> None:
     """Also the progress contract: served while training, left as termination message at each exit."""
     args = ["--epochs", "60", "--checkpoint-every", "1000", "--log-every", "5"]
     cluster = Cluster.of(job_manifest("single", "MultiWorkerMirrored", {"Worker": 1}, args), tmp_path)
@@ -94,17 +95,54 @@ def test_sigterm_checkpoints_exits_retryable_and_the_rerun_finishes_exactly(tmp_
         served = fetch_progress(f"http://127.0.0.1:{port}/progress")
         assert served is not None and served.step is not None and served.step >= 50 and served.total_steps == total
         cluster.kill("worker-0", signal.SIGTERM)
-        assert cluster.running["worker-0"].returncode == ExitCode.TERMINATED
+        assert cluster.running["worker-0"].returncode == ExitCode.PREEMPTED
         saved = cluster.saved_step()
         assert saved >= 50  # written on SIGTERM, not at a periodic boundary (every 1000 steps)
         last_report = parse_progress(message.read_text())
-        assert last_report is not None and last_report.step is not None and 50 <= last_report.step <= saved
+        assert last_report is not None and last_report.step == saved  # the status shows the saved step
         cluster.start("worker-0")
         assert cluster.wait("worker-0") == 0, cluster.output("worker-0")
         assert events(cluster.output("worker-0"), "restored")[0]["step"] == saved
         assert events(cluster.output("worker-0"), "finished")[0]["steps"] == total
         final = parse_progress(message.read_text())
         assert final is not None and final.step == total
+    finally:
+        cluster.stop_all()
+
+
+def _left_at(output: str) -> int:
+    """The step a trainer said it saved at as it left on a termination signal."""
+    found = re.search(r"preempted: (?:every worker )?saved at step (\d+)", output)
+    assert found is not None, output[-3000:]
+    return int(found[1])
+
+
+def test_one_signalled_multi_worker_makes_every_worker_save_at_the_same_step(tmp_path: Path) -> None:
+    """An eviction of one worker, periodic checkpoints far apart: nothing since the last one is lost."""
+    epochs = 200
+    args = ["--epochs", str(epochs), "--checkpoint-every", "5000", "--log-every", "5", "--collective", "RING"]
+    cluster = Cluster.of(job_manifest("mwms", "MultiWorkerMirrored", {"Worker": 2}, args), tmp_path)
+    total = epochs * DIGITS_STEPS_PER_EPOCH
+    try:
+        for label in ("worker-0", "worker-1"):
+            cluster.start(label)
+        shown = cluster.wait_for_step(60)
+        cluster.kill("worker-1", signal.SIGTERM)
+        assert cluster.wait("worker-0", timeout=120) == ExitCode.PREEMPTED, cluster.output("worker-0")
+        assert cluster.running["worker-1"].returncode == ExitCode.PREEMPTED, cluster.output("worker-1")
+        saved = cluster.saved_step()
+        assert saved >= shown
+        assert _left_at(cluster.output("worker-0")) == _left_at(cluster.output("worker-1")) == saved
+        assert cluster.progress()["step"] == saved
+
+        for label in ("worker-0", "worker-1"):
+            cluster.start(label)
+        for label in ("worker-0", "worker-1"):
+            assert cluster.wait(label) == 0, cluster.output(label)
+            assert events(cluster.output(label), "restored")[0]["step"] == saved
+            assert events(cluster.output(label), "finished")[0]["steps"] == total
+        digests = {events(cluster.output(label), "finished")[0]["weights"] for label in ("worker-0", "worker-1")}
+        assert len(digests) == 1
     finally:
         cluster.stop_all()
 
@@ -132,6 +170,34 @@ def test_parameter_server_tolerates_a_worker_and_resumes_after_a_ps_loss(tmp_pat
         assert events(cluster.output("chief-0"), "restored")[0]["step"] == saved
         assert events(cluster.output("chief-0"), "finished")[0]["steps"] == total
         assert cluster.running["worker-0"].poll() is None  # servers serve until told to stop
+    finally:
+        cluster.stop_all()
+
+
+def test_parameter_server_signalled_saves_from_its_servers_before_they_go(tmp_path: Path) -> None:
+    """A PS evicted: the operator restarts the job, so every task is signalled; the servers serve on until
+    the chief has saved and left, and the rerun resumes at that step."""
+    args = ["--epochs", "40", "--checkpoint-every", "5000", "--log-every", "10"]
+    counts = {"Chief": 1, "Worker": 2, "PS": 1}
+    cluster = Cluster.of(job_manifest("pss", "ParameterServer", counts, args), tmp_path)
+    total = 40 * DIGITS_STEPS_PER_EPOCH
+    labels = ("ps-0", "worker-0", "worker-1", "chief-0")
+    try:
+        for label in labels:
+            cluster.start(label)
+        shown = cluster.wait_for_step(60)
+        for label in labels:
+            cluster.running[label].send_signal(signal.SIGTERM)
+        for label in labels:
+            assert cluster.wait(label, timeout=60) == ExitCode.PREEMPTED, cluster.output(label)
+        saved = cluster.saved_step()
+        assert saved >= shown and _left_at(cluster.output("chief-0")) == saved
+
+        for label in labels:
+            cluster.start(label)
+        assert cluster.wait("chief-0", timeout=600) == 0, cluster.output("chief-0")
+        assert events(cluster.output("chief-0"), "restored")[0]["step"] == saved
+        assert events(cluster.output("chief-0"), "finished")[0]["steps"] == total
     finally:
         cluster.stop_all()
 

@@ -60,6 +60,7 @@ class TrainConfig:
     seed: int
     log_every: int
     peer_wait_seconds: float
+    server_linger_seconds: float
     role: Role
 
 
@@ -139,6 +140,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="how long a task waits for peers that do not answer (a ParameterServer chief: that do not accept "
         "connections) before it exits 130 naming them; a peer whose name does not resolve yet is waited for",
     )
+    parser.add_argument(
+        "--server-linger-seconds",
+        type=_positive,
+        default=20,
+        help="how long a ParameterServer ps or worker task, once sent SIGTERM, serves on while the chief is there "
+        "(the chief saves from the ps tasks and waits for its steps on the workers)",
+    )
     return parser
 
 
@@ -174,5 +182,6 @@ def parse(argv: Sequence[str] | None = None, environ: dict[str, str] | None = No
         seed=args.seed,
         log_every=args.log_every,
         peer_wait_seconds=args.peer_wait_seconds,
+        server_linger_seconds=args.server_linger_seconds,
         role=role,
     )

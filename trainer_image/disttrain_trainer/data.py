@@ -109,3 +109,27 @@ def training_pipeline(data: DataSet, global_batch_size: int, seed: int, skip_bat
         return dataset.skip(skip_batches).prefetch(tf.data.AUTOTUNE)
 
     return dataset_fn
+
+
+def training_set(data: DataSet) -> Callable[[], tf.data.Dataset]:
+    """A ParameterServer worker's input: the whole training set, held once on the worker, as every element."""
+    return lambda: tf.data.Dataset.from_tensors((data.x_train, data.y_train)).repeat()
+
+
+def batch_of_step(
+    examples: tf.Tensor, labels: tf.Tensor, step: tf.Tensor, global_batch_size: int, seed: int
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """The batch of the 1-based `step`, from its number alone: the examples, in an order shuffled afresh for
+    each pass over them, cut into batches one after the other. Whichever worker runs a step, and however
+    often the run was resumed, each pass shows every example once. Needs a batch no larger than the set."""
+    count = tf.shape(examples, out_type=tf.int64)[0]
+    positions = (step - 1) * global_batch_size + tf.range(global_batch_size, dtype=tf.int64)
+    passes = positions // count
+    first = passes[0]  # a batch spans at most two passes
+    base = tf.constant(seed, tf.int64)
+
+    def order(of_pass: tf.Tensor) -> tf.Tensor:
+        return tf.random.experimental.index_shuffle(positions % count, tf.stack([base, of_pass]), count - 1)
+
+    indexes = tf.where(passes == first, order(first), order(first + 1))
+    return tf.gather(examples, indexes), tf.gather(labels, indexes)

@@ -3,8 +3,9 @@ ParameterServer), the servers of ps and worker tasks, and the side-car evaluator
 
 Checkpoints: the chief writes to `<checkpoint dir>/ckpt`, other workers to private temporary folders
 (every MultiWorkerMirrored worker must save, only one copy matters); at start every role restores the
-chief's latest, model, optimizer and step together, and the input stream skips what was already
-trained on. So a run stopped and resumed any number of times trains exactly `epochs x steps` steps.
+chief's latest, model, optimizer and step together, and the input resumes where that step left it.
+So a run stopped and resumed any number of times trains exactly `epochs x steps` steps, and sees the
+examples an uninterrupted run sees. A termination signal saves first (preemption.py).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import shutil
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,11 +25,11 @@ import tensorflow as tf
 from disttrain_contract.exit_codes import ExitCode, TrainerError
 from disttrain_trainer import models
 from disttrain_trainer.config import TrainConfig
-from disttrain_trainer.data import DataSet, training_pipeline
+from disttrain_trainer.data import DataSet, batch_of_step, training_pipeline, training_set
+from disttrain_trainer.preemption import STOP, SaveTogether, linger_while
 from disttrain_trainer.reporting import Progress, log, read_progress, report_evaluation
 from disttrain_trainer.strategies import local_devices
 
-STOP = threading.Event()  # set by SIGTERM: checkpoint at the next step boundary and exit retryable
 EVALUATION_INTERVAL_SECONDS = 5.0
 
 
@@ -86,8 +86,10 @@ def _step_fn(model: keras.Model, optimizer: keras.optimizers.Optimizer, global_b
 class _Run:
     """Model, optimizer and checkpoint of one training process, restored from the chief's latest."""
 
-    def __init__(self, config: TrainConfig, strategy: tf.distribute.Strategy, data: DataSet, chief: bool) -> None:
-        self.config, self.data, self.chief = config, data, chief
+    def __init__(
+        self, config: TrainConfig, strategy: tf.distribute.Strategy, data: DataSet, chief: bool, together: SaveTogether
+    ) -> None:
+        self.config, self.data, self.chief, self.together = config, data, chief, together
         devices = local_devices()[: config.model_parallel] if config.model_parallel > 1 else []
         with strategy.scope():
             self.model = models.build(config.model, data.input_shape, data.num_classes, devices)
@@ -121,18 +123,18 @@ class _Run:
         return max(1, (step - 1) // self.per_epoch + 1)
 
     def after_steps(self, step: int, loss: float, crossed_checkpoint: bool) -> None:
-        """Report, checkpoint, and honour SIGTERM; called at step boundaries."""
+        """Report, checkpoint, and leave on a termination signal, saved first; called at step boundaries."""
         self.step.assign(step)
-        if step % self.config.log_every == 0 or step == self.total:
+        leaving = step < self.total and self.together.save_now(step)
+        if leaving or step % self.config.log_every == 0 or step == self.total:
             self.progress.report(step, self.epoch(step), loss)
             if self.writer is not None:
                 with self.writer.as_default():
                     tf.summary.scalar("loss", loss, step=step)
-        if STOP.is_set():
+        if leaving or (crossed_checkpoint and step < self.total):
             self.manager.save(checkpoint_number=step)
-            raise TrainerError(ExitCode.TERMINATED, f"terminated: checkpoint written at step {step}")
-        if crossed_checkpoint and step < self.total:
-            self.manager.save(checkpoint_number=step)
+        if leaving:
+            raise self.together.leave(step)
 
     def finish(self, loss: float) -> None:
         if self.manager.latest_checkpoint is None or not self.manager.latest_checkpoint.endswith(f"-{self.total}"):
@@ -151,8 +153,13 @@ class _Run:
 
 def run_synchronous(config: TrainConfig, strategy: tf.distribute.Strategy, data: DataSet, chief: bool) -> None:
     """Mirrored, MultiWorkerMirrored, CentralStorage or the default strategy: every replica steps together."""
-    run = _Run(config, strategy, data, chief)
-    pipelines = max(1, config.role.training_workers) if strategy.extended._in_multi_worker_mode() else 1
+    multi_worker = strategy.extended._in_multi_worker_mode()
+    role = config.role
+    kinds = ("chief", "worker")
+    workers = tuple(f"{kind}-{index}" for kind in kinds for index in range(len(role.cluster.get(kind, []))))
+    together = SaveTogether(workers if multi_worker else (), f"{role.task_type}-{role.index}")
+    run = _Run(config, strategy, data, chief, together)
+    pipelines = max(1, role.training_workers) if multi_worker else 1
     local_replicas = max(1, strategy.num_replicas_in_sync // pipelines)
     start = run.done
     dataset_fn = training_pipeline(data, config.global_batch_size, config.seed, start * local_replicas)
@@ -181,26 +188,31 @@ def run_coordinator(config: TrainConfig, strategy: tf.distribute.Strategy, data:
     """ParameterServer's chief: schedules each step on whichever worker is free; its exit ends the job.
 
     A lost worker's steps are put back and run elsewhere; a lost PS fails the chief (retryable), and a
-    restarted chief attaches to the running servers and resumes from its checkpoint.
+    restarted chief attaches to the running servers and resumes from its checkpoint. Each step takes the
+    examples its number names (`batch_of_step`), whichever worker runs it, so a resumed run sees exactly
+    the examples an uninterrupted one does.
     """
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
-    run = _Run(config, strategy, data, chief=True)
-    dataset_fn = training_pipeline(data, config.global_batch_size, config.seed, 0)
-    per_worker = coordinator.create_per_worker_dataset(lambda: strategy.distribute_datasets_from_function(dataset_fn))
-    iterator = iter(per_worker)
+    run = _Run(config, strategy, data, chief=True, together=SaveTogether())
+    if config.global_batch_size > len(data.x_train):
+        message = f"--global-batch-size {config.global_batch_size} exceeds the {len(data.x_train)} examples"
+        raise TrainerError(ExitCode.BAD_FLAGS, message)
+    iterator = iter(coordinator.create_per_worker_dataset(training_set(data)))
     replica_step = _step_fn(run.model, run.optimizer, config.global_batch_size)
 
     @tf.function
-    def train_step(iterator: Any) -> tf.Tensor:
-        inputs, labels = next(iterator)
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(replica_step, args=(inputs, labels)), axis=None)
+    def train_step(iterator: Any, step: tf.Tensor) -> tf.Tensor:
+        examples, labels = next(iterator)
+        batch = batch_of_step(examples, labels, step, config.global_batch_size, config.seed)
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(replica_step, args=batch), axis=None)
 
     done = run.done
     log("training", strategy=type(strategy).__name__, workers=len(config.role.cluster.get("worker", [])), start=done)
     loss = float("nan")
     while done < run.total:
         chunk = min(config.log_every, run.total - done)
-        results = [coordinator.schedule(train_step, args=(iterator,)) for _ in range(chunk)]
+        steps = [tf.constant(step, tf.int64) for step in range(done + 1, done + chunk + 1)]
+        results = [coordinator.schedule(train_step, args=(iterator, step)) for step in steps]
         coordinator.join()
         loss = float(results[-1].fetch())
         crossed = (done + chunk) // config.checkpoint_every > done // config.checkpoint_every
@@ -210,15 +222,19 @@ def run_coordinator(config: TrainConfig, strategy: tf.distribute.Strategy, data:
 
 
 def serve(config: TrainConfig) -> None:
-    """A ps or worker task of ParameterServer: serve the coordinator until stopped (SIGTERM)."""
+    """A ps or worker task of ParameterServer: serve the coordinator until stopped (SIGTERM), and then on
+    while the chief is there: it saves the variables this PS holds, or waits for the steps this worker runs."""
     role = config.role
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     server = tf.distribute.Server(
         resolver.cluster_spec(), job_name=role.task_type, task_index=role.index, protocol="grpc", start=True
     )
     log("serving", task=f"{role.task_type}:{role.index}", target=server.target)
-    while True:  # not server.join(), which blocks in C++ where Python's SIGTERM handler never runs
-        time.sleep(1)
+    while not STOP.is_set():  # not server.join(), which blocks in C++ where Python's SIGTERM handler never runs
+        time.sleep(0.2)
+    chief = next(iter(role.cluster.get("chief", [])), None)
+    linger_while(chief, config.server_linger_seconds)
+    raise TrainerError(ExitCode.PREEMPTED, "stopped by a termination signal, served on while the chief was there")
 
 
 def evaluate_alongside(config: TrainConfig, data: DataSet) -> None:
@@ -245,5 +261,5 @@ def evaluate_alongside(config: TrainConfig, data: DataSet) -> None:
             report_evaluation(config.checkpoint_dir, seen, scores, final=True)
         if finished:
             return
-        time.sleep(EVALUATION_INTERVAL_SECONDS)
-    raise TrainerError(ExitCode.TERMINATED, "terminated")
+        STOP.wait(EVALUATION_INTERVAL_SECONDS)
+    raise TrainerError(ExitCode.PREEMPTED, "stopped: the evaluator holds nothing to save")

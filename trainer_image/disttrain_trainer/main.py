@@ -16,12 +16,11 @@ from disttrain_trainer import log_copy
 from disttrain_trainer.reporting import fail, log, serve_progress
 
 
-def _on_sigterm(serving: bool) -> None:
-    from disttrain_trainer.loop import STOP  # noqa: PLC0415 - TensorFlow loads only once flags are good
+def _on_sigterm() -> None:
+    """Every role leaves at a point where nothing is lost (preemption.py), however busy when signalled."""
+    from disttrain_trainer.preemption import STOP  # noqa: PLC0415 - TensorFlow loads only once flags are good
 
     def handler(signum: int, frame: FrameType | None) -> None:
-        if serving:  # a server holds no state of its own: stop at once
-            os._exit(ExitCode.TERMINATED)
         STOP.set()
 
     signal.signal(signal.SIGTERM, handler)
@@ -35,9 +34,8 @@ def _train(config: config_module.TrainConfig) -> None:
     strategies.configure_devices(config)
     tf.keras.utils.set_random_seed(config.seed)  # the same initial weights and data order on every run
     role = config.role
-    serving = role.task_type == "ps" or (role.task_type == "worker" and role.has_ps)
-    _on_sigterm(serving)
-    if serving:
+    _on_sigterm()
+    if role.task_type == "ps" or (role.task_type == "worker" and role.has_ps):
         loop.serve(config)
         return
     dataset = data.load(config)
@@ -53,6 +51,7 @@ def _train(config: config_module.TrainConfig) -> None:
         others = [address for kind in ("chief", "worker") for address in role.cluster.get(kind, []) if address != own]
         peers.wait_for_peers(others, config.peer_wait_seconds, listening=False)
     strategy = strategies.create(name, config)
+    _on_sigterm()  # again: MultiWorkerMirrored's coordination service puts a C++ SIGTERM handler over ours
     log("started", task=f"{role.task_type}:{role.index}", strategy=name)
     try:
         if name == "parameter-server":
@@ -76,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             serve_progress()  # before TensorFlow loads: the operator's polls are answered from the start
         _train(config)
     except TrainerError as error:
-        fail(str(error))
+        fail(str(error), preempted=error.code is ExitCode.PREEMPTED)
         return int(error.code)
     except Exception:
         traceback.print_exc()

@@ -36,9 +36,9 @@ def log(event: str, **fields: Any) -> None:
     print(json.dumps({"event": event, **fields}, default=str), flush=True)
 
 
-def fail(message: str, environ: Mapping[str, str] = os.environ) -> None:
-    """Say why the task fails: on stderr, and in its termination message for the operator to show."""
-    print(f"disttrain-train: error: {message}", file=sys.stderr, flush=True)
+def fail(message: str, environ: Mapping[str, str] = os.environ, *, preempted: bool = False) -> None:
+    """Say why the task ends unfinished: on stderr, and in its termination message for the operator to show."""
+    print(f"disttrain-train: {'' if preempted else 'error: '}{message}", file=sys.stderr, flush=True)
     path = environ.get(TERMINATION_MESSAGE_ENV)
     if not path:
         return
