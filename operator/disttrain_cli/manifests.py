@@ -43,14 +43,21 @@ def _print_or_fail(source: str, produce: Callable[[str], str]) -> int:
     type=click.Choice([scheduler.value for scheduler in GangScheduler]),
     default=GangScheduler.SCHEDULER_PLUGINS.value,
     show_default=True,
-    help="whose PodGroup a job with a schedulingPolicy gets",
+    help="whose PodGroup a gang gets",
 )
-def render_command(file: str, namespace: str | None, cluster_domain: str | None, gang_scheduler: str) -> int:
+@click.option(
+    "--gang-by-default", is_flag=True, help="as an operator with DISTTRAIN_GANG_BY_DEFAULT: every job is a gang"
+)
+def render_command(
+    file: str, namespace: str | None, cluster_domain: str | None, gang_scheduler: str, gang_by_default: bool
+) -> int:
     """Validate a DistTrainJob manifest and print every object the operator would create.
 
     FILE is a manifest file, or - for standard input.
     """
-    settings = BuildSettings(cluster_domain=cluster_domain, gang_scheduler=GangScheduler(gang_scheduler))
+    settings = BuildSettings(
+        cluster_domain=cluster_domain, gang_scheduler=GangScheduler(gang_scheduler), gang_by_default=gang_by_default
+    )
     return _print_or_fail(file, lambda text: render(text, settings, namespace=namespace))
 
 

@@ -27,7 +27,6 @@ from datetime import datetime, timedelta
 
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import CleanPodPolicy, ReplicaType, RestartScope
-from disttrain_core.builders.gang import gang_for
 from disttrain_core.builders.naming import pod_name
 from disttrain_core.builders.objects import desired_objects
 from disttrain_core.builders.settings import BuildSettings
@@ -167,7 +166,7 @@ def plan(
     if winding_down is not None:
         return winding_down
 
-    unmet = gang_for(settings.gang_scheduler).unmet_need(job)
+    unmet = settings.gang.unmet_need(job)
     if unmet is not None:  # before any pod is made
         return Plan(fail=invalid_spec([unmet]))
     stuck, unstuck_at = _stuck(pods, now, stuck_after)

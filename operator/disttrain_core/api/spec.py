@@ -173,6 +173,16 @@ class SchedulingPolicy(ApiModel):
 
 
 class RunPolicy(ApiModel):
+    model_config = ConfigDict(
+        json_schema_extra=schema_rules(
+            Rule(
+                "!has(self.gang) || self.gang || !has(self.schedulingPolicy) || "
+                "(!has(self.schedulingPolicy.minAvailable) && !has(self.schedulingPolicy.topologyKey))",
+                "runPolicy.gang false contradicts schedulingPolicy.minAvailable and topologyKey, which only gangs use",
+            )
+        )
+    )
+
     backoff_limit: int = Field(
         6, ge=0, le=MAX_SECONDS, description="Restarts (of a pod or the whole job) before the job fails."
     )
@@ -199,6 +209,12 @@ class RunPolicy(ApiModel):
         "final checkpoint before the job succeeds and the Evaluator is stopped; 0 stops it at once.",
     )
     scheduling_policy: SchedulingPolicy | None = Field(None, description="Gang scheduling through a PodGroup.")
+    gang: bool | None = Field(
+        None,
+        description="Whether the pods are placed together or not at all, also after each restart. Unset: a gang "
+        "when the job has a schedulingPolicy or the operator makes every job one (DISTTRAIN_GANG_BY_DEFAULT); "
+        "false opts out of both; true makes a gang with no schedulingPolicy.",
+    )
     termination_grace_period_seconds: int | None = Field(
         None,
         ge=0,

@@ -10,6 +10,11 @@ places the whole gang in one domain of that node label); each pod that must run 
 PodGroup in `spec.schedulingGroup`. An Evaluator is no part of the gang there: it takes no part in the
 collective or the parameter servers, and a job must not wait on it.
 
+Which jobs are gangs: those with `runPolicy.schedulingPolicy` or `runPolicy.gang: true`, and, where the
+operator makes every job a gang (`by_default`, as training-operator's `--gang-scheduler-name` does for
+every TFJob), all but those with `gang: false`. The gang's objects outlive restarts, so pods recreated
+after a failure or a disruption are placed together again.
+
 Each scheduler is one `Gang` (`gang_for`): what it needs made, how a pod joins, and what it cannot do; the
 builders and the planner ask the operator's one and never which it is.
 """
@@ -20,7 +25,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import StrEnum
-from typing import Any
+from typing import Any, ClassVar
 
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.quantity import format_quantity, parse_quantity
@@ -74,13 +79,25 @@ class Membership:
     scheduling_group: str | None = None  # Kubernetes' gangs: the PodGroup in `spec.schedulingGroup`
 
 
-class Gang(ABC):
-    """One gang scheduler. A job is a gang only with `runPolicy.schedulingPolicy`; without one, `objects` is
-    empty and `membership` None, whichever the scheduler."""
+def gang_policy(job: DistTrainJob, by_default: bool) -> SchedulingPolicy | None:
+    """The job's gang, or None when it is none."""
+    run_policy = job.spec.run_policy
+    if run_policy.gang is False:
+        return None
+    if run_policy.scheduling_policy is not None:
+        return run_policy.scheduling_policy
+    return SchedulingPolicy() if run_policy.gang or by_default else None
 
-    name: GangScheduler
-    api_version: str
-    scheduler_name: str | None  # the pods' schedulerName; None: the default scheduler
+
+@dataclass(frozen=True)
+class Gang(ABC):
+    """One gang scheduler; for a job that is no gang (`gang_policy`), `objects` is empty and `membership` None."""
+
+    by_default: bool = False  # every job is a gang unless it opts out
+
+    name: ClassVar[GangScheduler]
+    api_version: ClassVar[str]
+    scheduler_name: ClassVar[str | None]  # the pods' schedulerName; None: the default scheduler
 
     def in_gang(self, replica_type: ReplicaType) -> bool:
         """Whether pods of `replica_type` belong to a gang job's gang."""
@@ -89,13 +106,13 @@ class Gang(ABC):
     def min_count(self, job: DistTrainJob) -> int:
         """The pods the gang needs together: minAvailable, but never more than the gang has (a larger one could
         never be met)."""
-        policy = job.spec.run_policy.scheduling_policy
+        policy = gang_policy(job, self.by_default)
         members = sum(job.spec.replicas(kind) for kind in ReplicaType if self.in_gang(kind))
         return min(policy.min_available, members) if policy is not None and policy.min_available else members
 
     def unmet_need(self, job: DistTrainJob) -> str | None:
         """What the job asks of its gang that this scheduler cannot give, if anything."""
-        policy = job.spec.run_policy.scheduling_policy
+        policy = gang_policy(job, self.by_default)
         if policy is None or policy.topology_key is None:
             return None
         return (
@@ -105,7 +122,7 @@ class Gang(ABC):
 
     def objects(self, job: DistTrainJob) -> list[Manifest]:
         """The job's gang (metadata without owner or labels), in creation order."""
-        policy = job.spec.run_policy.scheduling_policy
+        policy = gang_policy(job, self.by_default)
         if policy is None:
             return []
         metadata = {"name": pod_group_name(job), "namespace": job.metadata.namespace}
@@ -113,7 +130,7 @@ class Gang(ABC):
 
     def membership(self, job: DistTrainJob, replica_type: ReplicaType) -> Membership | None:
         """How a pod of `replica_type` joins the job's gang; None outside of one."""
-        policy = job.spec.run_policy.scheduling_policy
+        policy = gang_policy(job, self.by_default)
         if policy is None or not self.in_gang(replica_type):
             return None
         return self._membership(policy, pod_group_name(job))
@@ -125,6 +142,7 @@ class Gang(ABC):
     def _membership(self, policy: SchedulingPolicy, group: str) -> Membership: ...
 
 
+@dataclass(frozen=True)
 class _PodGroupGang(Gang):
     """scheduler-plugins and Volcano: one PodGroup asking for `minMember` pods and their resources together."""
 
@@ -139,6 +157,7 @@ class _PodGroupGang(Gang):
         return {}
 
 
+@dataclass(frozen=True)
 class SchedulerPluginsGang(_PodGroupGang):
     name = GangScheduler.SCHEDULER_PLUGINS
     api_version = "scheduling.x-k8s.io/v1alpha1"
@@ -151,6 +170,7 @@ class SchedulerPluginsGang(_PodGroupGang):
         return Membership(self.scheduler_name, labels={SCHEDULER_PLUGINS_LABEL: group})
 
 
+@dataclass(frozen=True)
 class VolcanoGang(_PodGroupGang):
     name = GangScheduler.VOLCANO
     api_version = "scheduling.volcano.sh/v1beta1"
@@ -166,6 +186,7 @@ class VolcanoGang(_PodGroupGang):
         return Membership(self.scheduler_name, annotations=annotations)
 
 
+@dataclass(frozen=True)
 class KubernetesGang(Gang):
     """kube-scheduler's own: a Workload with one gang template and the PodGroup that is its running instance;
     it alone takes a topology constraint (Volcano's network topology and scheduler-plugins know no node
@@ -209,10 +230,10 @@ class KubernetesGang(Gang):
         return Membership(self.scheduler_name, scheduling_group=group)
 
 
-_GANGS: dict[GangScheduler, Gang] = {
-    gang.name: gang for gang in (SchedulerPluginsGang(), VolcanoGang(), KubernetesGang())
+_GANGS: dict[GangScheduler, type[Gang]] = {
+    gang.name: gang for gang in (SchedulerPluginsGang, VolcanoGang, KubernetesGang)
 }
 
 
-def gang_for(scheduler: GangScheduler) -> Gang:
-    return _GANGS[scheduler]
+def gang_for(scheduler: GangScheduler, by_default: bool = False) -> Gang:
+    return _GANGS[scheduler](by_default)

@@ -17,7 +17,7 @@ from disttrain_core.api import tfjob
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType
 from disttrain_core.builders import log_keeping, naming, tensorboard, volume_readers
-from disttrain_core.builders.gang import GANG_KINDS, gang_for
+from disttrain_core.builders.gang import GANG_KINDS
 from disttrain_core.builders.naming import tensorflow_container
 from disttrain_core.builders.settings import BuildSettings
 from disttrain_core.builders.tfconfig import tf_config_json
@@ -139,7 +139,7 @@ def pod(job: DistTrainJob, replica_type: ReplicaType, index: int, settings: Buil
         has_chief = job.spec.replicas(ReplicaType.CHIEF) > 0
         labels.update(naming.kubeflow_replica_labels(job.metadata.name, replica_type, index, has_chief))
 
-    membership = gang_for(settings.gang_scheduler).membership(job, replica_type)
+    membership = settings.gang.membership(job, replica_type)
     if membership is not None:
         if membership.scheduler_name is not None:
             pod_spec["schedulerName"] = membership.scheduler_name
@@ -191,8 +191,7 @@ def pods(job: DistTrainJob, settings: BuildSettings) -> list[Manifest]:
 def gang(job: DistTrainJob, settings: BuildSettings) -> list[Manifest]:
     labels = naming.job_labels(job.metadata.name)
     return [
-        {**item, "metadata": _metadata(job, item["metadata"]["name"], labels)}
-        for item in gang_for(settings.gang_scheduler).objects(job)
+        {**item, "metadata": _metadata(job, item["metadata"]["name"], labels)} for item in settings.gang.objects(job)
     ]
 
 

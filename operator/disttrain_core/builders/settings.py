@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from disttrain_core.builders.gang import GangScheduler
+from disttrain_core.builders.gang import Gang, GangScheduler, gang_for
 
 
 @dataclass(frozen=True)
@@ -17,3 +17,8 @@ class BuildSettings:
 
     cluster_domain: str | None = None
     gang_scheduler: GangScheduler = GangScheduler.SCHEDULER_PLUGINS
+    gang_by_default: bool = False  # every job is a gang unless it opts out (`runPolicy.gang: false`)
+
+    @property
+    def gang(self) -> Gang:
+        return gang_for(self.gang_scheduler, self.gang_by_default)

@@ -33,6 +33,7 @@ class OperatorSettings(BaseSettings):
 
     cluster_domain: str | None = None  # appended to TF_CONFIG's addresses (`BuildSettings`)
     gang_scheduler: GangScheduler = GangScheduler.SCHEDULER_PLUGINS
+    gang_by_default: bool = False  # every job a gang unless `runPolicy.gang: false` (served TFJobs too)
     # Comma-separated; `disttrain operator` sets it from its --namespace values. Empty: every namespace.
     watch_namespaces: Annotated[tuple[str, ...], NoDecode] = ()
     reconcile_workers: int = Field(DEFAULT_RECONCILE_WORKERS, ge=1)
@@ -50,7 +51,9 @@ class OperatorSettings(BaseSettings):
 
     @property
     def build(self) -> BuildSettings:
-        return BuildSettings(cluster_domain=self.cluster_domain, gang_scheduler=self.gang_scheduler)
+        return BuildSettings(
+            cluster_domain=self.cluster_domain, gang_scheduler=self.gang_scheduler, gang_by_default=self.gang_by_default
+        )
 
     @property
     def stuck_after(self) -> timedelta:

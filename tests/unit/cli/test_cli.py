@@ -29,6 +29,16 @@ def test_render_prints_a_stream_of_objects(capsys: pytest.CaptureFixture[str]) -
     assert all(document["metadata"]["namespace"] == "default" for document in documents)
 
 
+def test_render_shows_the_gang_an_operator_that_makes_every_job_one_would_add(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    example = str(ROOT / "examples" / "multi-worker-mirrored-gpu.yaml")
+    assert main(["render", example, "--gang-scheduler", "volcano"]) == 0
+    assert "PodGroup" not in {document["kind"] for document in yaml_io.load_all(capsys.readouterr().out)}
+    assert main(["render", example, "--gang-scheduler", "volcano", "--gang-by-default"]) == 0
+    assert "PodGroup" in {document["kind"] for document in yaml_io.load_all(capsys.readouterr().out)}
+
+
 def test_render_reads_stdin_and_takes_a_namespace() -> None:
     result = _run("render", "-", "--namespace", "research", stdin=EXAMPLES[0].read_text())
     assert result.returncode == 0, result.stderr

@@ -17,6 +17,7 @@ from disttrain_core.builders.gang import GangScheduler, min_resources
 from disttrain_core.builders.naming import tensorflow_container
 from disttrain_core.builders.objects import desired_objects, pod
 from disttrain_core.builders.settings import BuildSettings
+from disttrain_core.served import job_manifest
 from disttrain_core.types import Manifest
 from support import EXAMPLES, ROOT, load_one
 
@@ -246,6 +247,44 @@ def test_pod_group_for_each_gang_scheduler() -> None:
         for item in desired_objects(_job({"replicaSpecs": {"Worker": _replica(1)}}), DEFAULT)
         if item["kind"] == "PodGroup"
     ]
+
+
+def _gang_objects(job: DistTrainJob, settings: BuildSettings) -> list[Manifest]:
+    return [item for item in desired_objects(job, settings) if item["kind"] == "PodGroup"]
+
+
+def test_the_operator_can_make_every_job_a_gang_which_a_job_can_refuse() -> None:
+    by_default = BuildSettings(gang_by_default=True)
+    plain = _job({"replicaSpecs": {"Chief": _replica(1), "Worker": _replica(3)}})
+    (group,) = _gang_objects(plain, by_default)
+    assert group["spec"]["minMember"] == 4  # every pod, as training-operator's gangs ask
+    assert (
+        pod(plain, ReplicaType.WORKER, 2, by_default)["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "demo"
+    )
+    assert not _gang_objects(plain, DEFAULT)
+
+    refusing = _job({"replicaSpecs": {"Worker": _replica(2)}, "runPolicy": {"gang": False}})
+    assert not _gang_objects(refusing, by_default)
+    assert "schedulerName" not in pod(refusing, ReplicaType.WORKER, 0, by_default)["spec"]
+    asking = _job({"replicaSpecs": {"Worker": _replica(2)}, "runPolicy": {"gang": True}})
+    assert [group["spec"]["minMember"] for group in _gang_objects(asking, DEFAULT)] == [2]
+
+
+def test_a_served_tfjob_is_a_gang_where_the_operator_makes_every_job_one() -> None:
+    """As under training-operator with --gang-scheduler-name: no schedulingPolicy needed."""
+    container = {"name": "tensorflow", "image": "i"}
+    replica = {"replicas": 2, "template": {"spec": {"containers": [container]}}}
+    body = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "TFJob",
+        "metadata": {"name": "served", "namespace": "team"},
+        "spec": {"tfReplicaSpecs": {"Worker": replica}},
+    }
+    job = DistTrainJob.model_validate(job_manifest(body))  # as the operator reads a served TFJob
+    settings = BuildSettings(gang_scheduler=GangScheduler.VOLCANO, gang_by_default=True)
+    (group,) = _gang_objects(job, settings)
+    assert (group["apiVersion"], group["spec"]["minMember"]) == ("scheduling.volcano.sh/v1beta1", 2)
+    assert pod(job, ReplicaType.WORKER, 1, settings)["spec"]["schedulerName"] == "volcano"
 
 
 def test_a_gang_never_asks_for_more_pods_than_it_has() -> None:
