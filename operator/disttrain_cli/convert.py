@@ -35,7 +35,7 @@ def _items(documents: list[Any]) -> list[Any]:
 
 def _commented(notes: list[str], document: Any) -> str:
     comments = "".join(f"# {line}\n" for line in notes)
-    return f"---\n{comments}{yaml.safe_dump(document, sort_keys=False, width=1 << 16)}"
+    return f"---\n{comments}{yaml_io.dump(document)}"
 
 
 def convert_text(text: str) -> str:

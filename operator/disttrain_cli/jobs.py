@@ -17,7 +17,6 @@ from functools import wraps
 from typing import Any, TypeVar
 
 import click
-import yaml
 from rich.console import Console, RenderableType
 from rich.live import Live
 from rich.text import Text
@@ -27,6 +26,7 @@ from disttrain.client import WatchEvent
 from disttrain.resources import RESOURCES, JobKind, readable_jobs, resource_of
 from disttrain_cli import job_tables
 from disttrain_cli.main import invoke
+from disttrain_core.api import yaml_io
 
 OUTPUTS = ("wide", "yaml", "json", "name")
 Command = TypeVar("Command", bound=Callable[..., Any])
@@ -213,7 +213,7 @@ def _print_changes(events: Iterable[WatchEvent], output: str | None, *, all_name
 def _serialized(document: Any, output: str) -> str:
     if output == "json":
         return json.dumps(document, indent=2) + "\n"
-    return "---\n" + yaml.safe_dump(document, sort_keys=False)
+    return "---\n" + yaml_io.dump(document)
 
 
 def _name(body: Any) -> str:

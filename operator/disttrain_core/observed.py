@@ -69,6 +69,7 @@ class PodView:
     unschedulable: Unschedulable | None = None  # the scheduler found no place for it (or for its gang)
     resource_version: str | None = field(default=None, compare=False)  # the version seen, that a deletion names
     disruption: str | None = None  # why it was taken away on purpose, not for its own fault (`disruption`)
+    conditions: frozenset[str] = frozenset()  # the types of its conditions that are True (`true_conditions`)
 
     @property
     def ended(self) -> bool:
@@ -158,6 +159,21 @@ def disruption(body: Mapping[str, Any], exit_code: int | None) -> str | None:
     return PREEMPTED if exit_code == ExitCode.PREEMPTED else None
 
 
+# Bounds on what a pod's status may hold that failure-policy rules match: whoever writes a pod's status
+# reaches only that pod's job, and only within these.
+MAX_POD_CONDITIONS = 32
+MAX_CONDITION_TYPE = 317  # a qualified name: a 253-character prefix, a slash and a 63-character name
+
+
+def true_conditions(body: Mapping[str, Any]) -> frozenset[str]:
+    conditions = (body.get("status") or {}).get("conditions") or []
+    return frozenset(
+        str(condition.get("type"))[:MAX_CONDITION_TYPE]
+        for condition in conditions[:MAX_POD_CONDITIONS]
+        if condition.get("status") == "True" and condition.get("type")
+    )
+
+
 # The uid of a pod's view made from its manifest: the API server gives the uid, in its answer to the create.
 CREATED_UID = "(just created)"
 
@@ -218,4 +234,5 @@ def pod_view(body: dict[str, Any], tensorflow_container: str = "tensorflow") -> 
         unschedulable=unschedulable(body),
         resource_version=str(metadata["resourceVersion"]) if metadata.get("resourceVersion") else None,
         disruption=disruption(body, failed.get("exitCode")),
+        conditions=true_conditions(body),
     )

@@ -14,6 +14,8 @@ failed too, each failure one more restart. An Evaluator restarts alone. Each res
 once against backoffLimit; past it the job fails with BackoffLimitExceeded. A restart for pods that were
 all taken away on purpose (`PodView.disruption`: an eviction, a preemption, a drain, a lost node, the
 trainer's PREEMPTED exit) is a disruption: it restarts whatever the restart policy, and counts apart.
+`runPolicy.failurePolicy` rules come before all of this (core/failure_policy.py): they fail the job,
+restart the whole job or the pod alone, or restart it uncounted (Ignore, counted as a disruption).
 
 A pod that ended is deleted only once its log is kept (`unkept`: core/kept_logs.py): no finalizer
 holds it, and its log goes with it.
@@ -30,8 +32,9 @@ from disttrain_core.api.spec import CleanPodPolicy, ReplicaType, RestartScope
 from disttrain_core.builders.naming import pod_name
 from disttrain_core.builders.objects import desired_objects
 from disttrain_core.builders.settings import BuildSettings
+from disttrain_core.failure_policy import Scope, response
 from disttrain_core.observed import PodPhase, PodView
-from disttrain_core.status import describe_failure, evaluation_due, is_finished, may_restart
+from disttrain_core.status import describe_failure, evaluation_due, is_finished
 from disttrain_core.types import Manifest, ObjectRef, Verdict, invalid_spec
 
 
@@ -79,26 +82,22 @@ def restart_for(
     that must restart with them was created moments ago and is not in the view yet (`awaited`, by name):
     restarted without it, it would fail on its own moments later (a Chief that lost its PS).
 
-    `handled` holds the uids of pods the operator already acted on: restarted, or deleted itself.
+    `handled` holds the uids of pods the operator already acted on: restarted, or deleted itself. What each
+    failed pod calls for is `failure_policy.response`.
     """
-    failed = [
-        pod
-        for pod in pods
-        if _lost(pod)
-        and pod.uid not in handled
-        and (
-            pod.disruption is not None
-            or may_restart(job.spec.replica_specs[pod.replica_type].restart_policy, pod.exit_code)
-        )
-    ]
+    answers = [(pod, response(job, pod)) for pod in pods if _lost(pod) and pod.uid not in handled]
+    failed = [(pod, answer) for pod, answer in answers if not answer.fails]
     if not failed:
         return None
-    training = [pod for pod in failed if pod.replica_type is not ReplicaType.EVALUATOR]
+    training = [(pod, answer) for pod, answer in failed if pod.replica_type is not ReplicaType.EVALUATOR]
     alive = [pod for pod in pods if not pod.deleting]
-    whole_job = bool(training) and job.spec.effective_restart_scope is RestartScope.JOB
+    scoped_to_job = job.spec.effective_restart_scope is RestartScope.JOB
+    whole_job = any(
+        answer.scope is Scope.JOB or (answer.scope is Scope.AS_SCOPED and scoped_to_job) for _, answer in training
+    )
     if whole_job:
         joining, scope = {kind for kind in ReplicaType if kind is not ReplicaType.EVALUATOR}, "the whole job restarts"
-    elif any(pod.replica_type is ReplicaType.PS for pod in failed):
+    elif any(pod.replica_type is ReplicaType.PS for pod, _ in failed):
         joining, scope = {ReplicaType.CHIEF, ReplicaType.WORKER}, "the PS, the Chief and the workers restart"
     else:
         joining, scope = set(), "the failed pods restart"
@@ -107,13 +106,13 @@ def restart_for(
         return None
     joined = [pod.name for pod in alive if pod.replica_type in joining]
     if whole_job:
-        victims = joined + [pod.name for pod in failed if pod.replica_type is ReplicaType.EVALUATOR]
+        victims = joined + [pod.name for pod, _ in failed if pod.replica_type is ReplicaType.EVALUATOR]
     else:
-        victims = [pod.name for pod in failed] + joined
-    disruption = failed[0].disruption if all(pod.disruption is not None for pod in failed) else None
-    apart = ", not counted against backoffLimit" if disruption is not None else ""
-    message = f"{'; '.join(describe_failure(pod) for pod in failed)}: {scope}{apart}"
-    return Restart(tuple(dict.fromkeys(victims)), tuple(failed), message, disruption)
+        victims = [pod.name for pod, _ in failed] + joined
+    uncounted = failed[0][1].uncounted if all(answer.uncounted is not None for _, answer in failed) else None
+    apart = ", not counted against backoffLimit" if uncounted is not None else ""
+    message = f"{'; '.join(describe_failure(pod) + answer.says() for pod, answer in failed)}: {scope}{apart}"
+    return Restart(tuple(dict.fromkeys(victims)), tuple(pod for pod, _ in failed), message, uncounted)
 
 
 def cleanup(job: DistTrainJob, pods: Sequence[PodView]) -> list[str]:

@@ -9,9 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from disttrain_contract.exit_codes import is_retryable
 from disttrain_core.api.job import DistTrainJob
-from disttrain_core.api.spec import ReplicaType, RestartPolicy, SuccessPolicy
+from disttrain_core.api.spec import ReplicaType, SuccessPolicy
 from disttrain_core.api.status import (
     MAX_DISRUPTION_MESSAGE,
     MAX_UNKEPT_LOGS,
@@ -25,6 +24,7 @@ from disttrain_core.api.status import (
     ReplicaStatus,
     UnkeptLogs,
 )
+from disttrain_core.failure_policy import fails_job
 from disttrain_core.observed import PodPhase, PodView, find_pod
 from disttrain_core.progress import newest, reporting_task, with_report
 from disttrain_core.types import Verdict
@@ -130,13 +130,6 @@ def evaluation_due(job: DistTrainJob, pods: Sequence[PodView]) -> datetime | Non
     return reporter.finished_at + timedelta(seconds=job.spec.run_policy.final_evaluation_seconds)
 
 
-def may_restart(policy: RestartPolicy, exit_code: int | None) -> bool:
-    """Never: no. OnFailure and Always: yes. ExitCode: only retryable codes (>= 128, or none at all)."""
-    if policy is RestartPolicy.EXIT_CODE:
-        return is_retryable(exit_code)
-    return policy in (RestartPolicy.ON_FAILURE, RestartPolicy.ALWAYS)
-
-
 def describe_failure(pod: PodView) -> str:
     if pod.disruption is not None:
         return f"{pod.name} was taken away ({pod.disruption})"
@@ -148,18 +141,21 @@ def describe_failure(pod: PodView) -> str:
 
 
 def failure(job: DistTrainJob, pods: Sequence[PodView]) -> Verdict | None:
-    """A pod failed for good: restartPolicy Never, or a permanent exit code under ExitCode.
-
-    An Evaluator's failure never fails the job: it is reported in replicaStatuses instead; nor does a pod
-    taken away on purpose (a disruption restarts).
-    """
+    """A pod failed for good (`failure_policy.fails_job`): a FailJob rule matched it (failed, or deleted before
+    it ended), or, with no rule, it failed and its restartPolicy is Never or its exit code permanent under
+    ExitCode. An Evaluator's failure fails the job only by a rule (replicaStatuses report it otherwise); a pod
+    taken away on purpose only by a rule too."""
     for pod in pods:
-        if pod.phase is not PodPhase.FAILED or pod.replica_type is ReplicaType.EVALUATOR or pod.disruption is not None:
+        if pod.phase is not PodPhase.FAILED and not (pod.deleting and pod.phase is not PodPhase.SUCCEEDED):
             continue
+        answer = fails_job(job, pod)
+        if answer is None or (answer.rule is None and pod.phase is not PodPhase.FAILED):
+            continue
+        if answer.rule is not None:
+            message = f"pod {describe_failure(pod)}; failurePolicy rule {answer.rule} fails the job"
+            return Verdict("FailurePolicy", message)
         policy = job.spec.replica_specs[pod.replica_type].restart_policy
-        if not may_restart(policy, pod.exit_code):
-            message = f"pod {describe_failure(pod)}; restartPolicy is {policy.value}"
-            return Verdict("ReplicaFailed", message)
+        return Verdict("ReplicaFailed", f"pod {describe_failure(pod)}; restartPolicy is {policy.value}")
     return None
 
 

@@ -10,13 +10,22 @@ of meaning is a note. Pure: the input is a parsed manifest, the output a manifes
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from disttrain_contract.exit_codes import RETRYABLE_FROM
 from disttrain_core.api import tfjob
 from disttrain_core.api.job import API_VERSION, KIND
-from disttrain_core.api.spec import CleanPodPolicy, ReplicaType, RestartPolicy, Strategy, SuccessPolicy
+from disttrain_core.api.spec import (
+    CleanPodPolicy,
+    ExitCodeOperator,
+    FailureAction,
+    ReplicaType,
+    RestartPolicy,
+    Strategy,
+    SuccessPolicy,
+)
 from disttrain_core.builders.naming import TF_CONTAINER, tensorflow_container
 from disttrain_core.types import Manifest
 
@@ -94,11 +103,27 @@ def convert(tfjob: Mapping[str, Any]) -> Conversion:
     converted_spec: Manifest = {"strategy": strategy.value}
     notes.append(_strategy_note(strategy))
     port = _port(replica_specs)
+    by_exit_code = [
+        replica_type
+        for replica_type, (_, policy, _) in replica_specs.items()
+        if policy is RestartPolicy.EXIT_CODE and replica_type is not ReplicaType.EVALUATOR
+    ]
     converted_spec["replicaSpecs"] = {
-        replica_type.value: {"replicas": replicas, "restartPolicy": policy.value, "template": template}
+        replica_type.value: {
+            "replicas": replicas,
+            "restartPolicy": (RestartPolicy.ON_FAILURE if replica_type in by_exit_code else policy).value,
+            "template": template,
+        }
         for replica_type, (replicas, policy, template) in replica_specs.items()
     }
     run_policy = _run_policy(_mapping(spec.get("runPolicy") or {}, "spec.runPolicy"), notes)
+    if by_exit_code:
+        run_policy["failurePolicy"] = {"rules": [_exit_code_rule(by_exit_code)]}
+        notes.append(
+            f"restartPolicy ExitCode ({', '.join(kind.value for kind in by_exit_code)}) is OnFailure with a "
+            "failurePolicy rule that fails the job on exit codes 1-127, as training-operator's ExitCode does; "
+            "a pod taken away (an eviction, a preemption) restarts, uncounted, whatever its exit code"
+        )
     if run_policy:
         converted_spec["runPolicy"] = run_policy
     success_policy = spec.get("successPolicy") or ""
@@ -152,6 +177,16 @@ def replica_type_of(name: str) -> ReplicaType:
             f"spec.tfReplicaSpecs.{name}", "not a TFJob replica type (Chief, Master, Worker, PS, Evaluator)"
         )
     return replica_type
+
+
+def _exit_code_rule(replica_types: Sequence[ReplicaType]) -> Manifest:
+    """TFJob's restartPolicy ExitCode as a rule: 1-127 are permanent (the job fails), the rest retryable."""
+    permanent = {"operator": ExitCodeOperator.IN.value, "values": list(range(1, RETRYABLE_FROM))}
+    return {
+        "action": FailureAction.FAIL_JOB.value,
+        "replicaTypes": [kind.value for kind in replica_types],
+        "onExitCodes": permanent,
+    }
 
 
 def _replica_specs(specs: Mapping[str, Any]) -> dict[ReplicaType, _ReplicaEntry]:

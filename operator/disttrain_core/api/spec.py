@@ -172,6 +172,98 @@ class SchedulingPolicy(ApiModel):
     )
 
 
+class FailureAction(StrEnum):
+    FAIL_JOB = "FailJob"
+    RESTART_JOB = "RestartJob"
+    RESTART_REPLICA = "RestartReplica"
+    IGNORE = "Ignore"
+
+
+class ExitCodeOperator(StrEnum):
+    IN = "In"
+    NOT_IN = "NotIn"
+
+
+MAX_FAILURE_RULES = 8
+MAX_RULE_EXIT_CODES = 255  # as Job's podFailurePolicy: any exit code may be listed
+CONDITION_TYPE_PATTERN = LABEL_KEY_PATTERN  # a pod condition's type is a qualified name, as a label key
+
+
+class ExitCodeMatch(ApiModel):
+    model_config = ConfigDict(
+        json_schema_extra=schema_rules(
+            Rule(
+                "self.operator != 'In' || !(0 in self.values)",
+                "onExitCodes In may not name exit code 0: a container that exits 0 succeeded",
+            )
+        )
+    )
+
+    operator: ExitCodeOperator = Field(description="In: the exit code is one of values; NotIn: it is none of them.")
+    values: list[Annotated[int, Field(ge=0, le=255)]] = Field(
+        min_length=1, max_length=MAX_RULE_EXIT_CODES, description="Exit codes of the container named tensorflow."
+    )
+
+
+class PodConditionMatch(ApiModel):
+    type: str = Field(
+        max_length=LABEL_KEY_MAX_LENGTH,
+        pattern=CONDITION_TYPE_PATTERN,
+        description="A pod condition type that is True on the pod, as DisruptionTarget.",
+    )
+
+
+class FailureRule(ApiModel):
+    model_config = ConfigDict(
+        json_schema_extra=schema_rules(
+            Rule(
+                "has(self.onExitCodes) || has(self.onPodConditions)",
+                "a failurePolicy rule needs onExitCodes or onPodConditions (or both)",
+            )
+        )
+    )
+
+    action: FailureAction = Field(
+        description="FailJob fails the job; RestartJob restarts every pod; RestartReplica the pod alone (a PS still "
+        "takes the Chief and the workers with it); these two count against backoffLimit. Ignore restarts as the "
+        "restartScope says without counting it, as a disruption."
+    )
+    replica_types: list[ReplicaType] | None = Field(
+        None, min_length=1, max_length=len(ReplicaType), description="The replica types it applies to; unset: all."
+    )
+    on_exit_codes: ExitCodeMatch | None = Field(None, description="Matches a failed pod's exit code.")
+    on_pod_conditions: list[PodConditionMatch] | None = Field(
+        None, min_length=1, max_length=8, description="Matches a pod with any of these conditions True."
+    )
+
+
+_SAME_MATCH = (
+    "has(a.replicaTypes) == has(b.replicaTypes) && (!has(a.replicaTypes) || a.replicaTypes == b.replicaTypes) && "
+    "has(a.onExitCodes) == has(b.onExitCodes) && (!has(a.onExitCodes) || "
+    "(a.onExitCodes.operator == b.onExitCodes.operator && a.onExitCodes.values == b.onExitCodes.values)) && "
+    "has(a.onPodConditions) == has(b.onPodConditions) && (!has(a.onPodConditions) || "
+    "a.onPodConditions.map(c, c.type) == b.onPodConditions.map(c, c.type))"
+)
+
+
+class FailurePolicy(ApiModel):
+    model_config = ConfigDict(
+        json_schema_extra=schema_rules(
+            Rule(
+                f"self.rules.all(a, self.rules.all(b, a.action == b.action || !({_SAME_MATCH})))",
+                "failurePolicy.rules contradict each other: two rules match the same pods with different actions",
+            )
+        )
+    )
+
+    rules: list[FailureRule] = Field(
+        min_length=1,
+        max_length=MAX_FAILURE_RULES,
+        description="Checked in order for each pod that failed or was taken away; the first that matches acts. A pod "
+        "no rule matches follows its replica's restartPolicy (a disruption restarts, uncounted).",
+    )
+
+
 class RunPolicy(ApiModel):
     model_config = ConfigDict(
         json_schema_extra=schema_rules(
@@ -214,6 +306,9 @@ class RunPolicy(ApiModel):
         description="Whether the pods are placed together or not at all, also after each restart. Unset: a gang "
         "when the job has a schedulingPolicy or the operator makes every job one (DISTTRAIN_GANG_BY_DEFAULT); "
         "false opts out of both; true makes a gang with no schedulingPolicy.",
+    )
+    failure_policy: FailurePolicy | None = Field(
+        None, description="What a failed pod does to the job, by exit code and pod condition, before restartPolicy."
     )
     termination_grace_period_seconds: int | None = Field(
         None,

@@ -64,6 +64,23 @@ def _check_expansion(documents: list[Any]) -> None:
             pending.extend(value)
 
 
+class _Dumper(yaml.SafeDumper):
+    """A list of numbers on one line (`[1, 2, 3]`): a failure-policy rule's exit codes are a hundred and more."""
+
+
+def _numbers_inline(dumper: yaml.SafeDumper, values: list[Any]) -> yaml.Node:
+    inline = bool(values) and all(isinstance(value, int) and not isinstance(value, bool) for value in values)
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", values, flow_style=inline or None)
+
+
+_Dumper.add_representer(list, _numbers_inline)
+
+
 def dump_all(documents: Iterable[Any]) -> str:
     """A deterministic stream: one document per object, keys in build order."""
-    return yaml.safe_dump_all(list(documents), sort_keys=False, explicit_start=True, width=1 << 16)
+    return yaml.dump_all(list(documents), Dumper=_Dumper, sort_keys=False, explicit_start=True, width=1 << 16)
+
+
+def dump(document: Any) -> str:
+    """One document, keys in build order, no `---`."""
+    return yaml.dump(document, Dumper=_Dumper, sort_keys=False, width=1 << 16)

@@ -74,6 +74,16 @@ def test_a_pod_taken_away_on_purpose_says_why() -> None:
         assert view is not None and view.disruption is None
 
 
+def test_the_true_conditions_a_failure_rule_matches_are_bounded() -> None:
+    """Whoever writes a pod's status reaches only its job's rules, and only within the bounds."""
+    conditions = [{"type": f"c{index}", "status": "True"} for index in range(100)]
+    conditions += [{"type": "Ready", "status": "False"}, {"type": "y" * 5000, "status": "True"}]
+    view = pod_view(_pod({"phase": "Running", "conditions": conditions[:3] + conditions[100:] + conditions[3:]}))
+    assert view is not None
+    assert {"c0", "c1", "c2", "y" * 317} <= view.conditions and "Ready" not in view.conditions
+    assert len(view.conditions) == 32 - 1  # the first 32 entries, one of them False
+
+
 def test_deleting_pod_is_not_active() -> None:
     view = pod_view(_pod({"phase": "Running"}, deletionTimestamp="2026-01-01T00:00:00Z"))
     assert view is not None

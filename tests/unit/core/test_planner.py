@@ -15,8 +15,8 @@ from disttrain_core.builders.gang import GangScheduler
 from disttrain_core.builders.settings import BuildSettings
 from disttrain_core.observed import PodPhase, PodView, Unschedulable, unschedulable
 from disttrain_core.planner import Plan, object_key, plan
-from disttrain_core.status import aggregate
-from disttrain_core.types import ObjectRef
+from disttrain_core.status import aggregate, failure
+from disttrain_core.types import ObjectRef, Verdict
 from support import ROOT, load_one
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -164,6 +164,60 @@ def test_a_disruption_restarts_past_the_backoff_limit_and_whatever_the_restart_p
     retried = _job({"Worker": 2}, backoffLimit=0)
     mixed = _plan(retried, [failed, evicted])
     assert mixed.restart is None and mixed.fail is not None and mixed.fail.reason == "BackoffLimitExceeded"
+
+
+def _rules(*rules: dict[str, Any]) -> dict[str, Any]:
+    return {"rules": list(rules)}
+
+
+def test_the_first_failure_policy_rule_that_matches_decides_before_the_restart_policy() -> None:
+    """A permanent code restarted, a retryable one failing the job, one replica alone, uncounted."""
+    policy = _rules(
+        {"action": "FailJob", "replicaTypes": ["Worker"], "onExitCodes": {"operator": "In", "values": [137]}},
+        {"action": "RestartReplica", "onExitCodes": {"operator": "In", "values": [3]}},
+        {"action": "Ignore", "onExitCodes": {"operator": "NotIn", "values": [1, 2]}},
+    )
+    job = _job({"Chief": 1, "Worker": 2}, backoffLimit=0, failurePolicy=policy)
+    oom = [_pod(ReplicaType.CHIEF, 0), _pod(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=137)]
+    assert _plan(job, oom).restart is None
+    assert failure(job, oom) == Verdict(
+        "FailurePolicy",
+        "pod job-worker-0 failed with exit code 137; failurePolicy rule 1 fails the job",
+    )
+
+    alone = _plan(job, [_pod(ReplicaType.CHIEF, 0), _pod(ReplicaType.WORKER, 1, PodPhase.FAILED, exit_code=3)])
+    assert alone.fail is not None and alone.fail.reason == "BackoffLimitExceeded"  # counted: backoffLimit 0
+    job_with_room = _job({"Chief": 1, "Worker": 2}, backoffLimit=1, failurePolicy=policy)
+    alone = _plan(
+        job_with_room, [_pod(ReplicaType.CHIEF, 0), _pod(ReplicaType.WORKER, 1, PodPhase.FAILED, exit_code=3)]
+    )
+    assert alone.restart is not None and alone.delete == ["job-worker-1"]  # not the whole job, as scoped
+    assert (
+        alone.restart.message == "job-worker-1 failed with exit code 3 (failurePolicy rule 2): the failed pods restart"
+    )
+
+    chief = _plan(job, [_pod(ReplicaType.CHIEF, 0, PodPhase.FAILED, exit_code=137), _pod(ReplicaType.WORKER, 0)])
+    assert chief.fail is None and chief.restart is not None  # rule 1 is the workers'; rule 3 ignores 137
+    assert chief.restart.disruption == "IgnoredByFailurePolicy" and chief.delete == ["job-chief-0", "job-worker-0"]
+
+
+def test_failure_policy_rules_match_pod_conditions_and_can_fail_a_disrupted_job() -> None:
+    policy = _rules({"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget"}]})
+    job = _job({"Worker": 2}, failurePolicy=policy)
+    evicted = _pod(
+        ReplicaType.WORKER,
+        1,
+        deleting=True,
+        disruption="EvictionByEvictionAPI",
+        conditions=frozenset({"DisruptionTarget"}),
+    )
+    assert _plan(job, [_pod(ReplicaType.WORKER, 0), evicted]).restart is None
+    verdict = failure(job, [_pod(ReplicaType.WORKER, 0), evicted])
+    assert verdict is not None and verdict.reason == "FailurePolicy"  # deleted, not yet failed: the rule acts
+    restarting = _job(
+        {"Worker": 2}, failurePolicy=_rules({"action": "RestartJob", "onPodConditions": [{"type": "Odd"}]})
+    )
+    assert _plan(restarting, [_pod(ReplicaType.WORKER, 0), evicted]).restart is not None  # no match: a disruption
 
 
 def test_cleanup_after_success_follows_clean_pod_policy() -> None:

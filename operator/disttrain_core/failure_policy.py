@@ -1,0 +1,92 @@
+"""What one pod that failed or was taken away does to its job: one answer for the status and the planner.
+
+In order: the first of `runPolicy.failurePolicy.rules` that matches the pod; else a disruption restarts
+the job, uncounted; else the replica's `restartPolicy` restarts it, counted, or fails the job. An
+Evaluator that no rule fails never fails the job (its replica status says it failed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from disttrain_contract.exit_codes import is_retryable
+from disttrain_core.api.job import DistTrainJob
+from disttrain_core.api.spec import ExitCodeOperator, FailureAction, FailureRule, ReplicaType, RestartPolicy
+from disttrain_core.observed import PodView
+
+IGNORED = "IgnoredByFailurePolicy"  # the disruption reason of a restart an Ignore rule called for
+
+
+class Scope(Enum):
+    """How far a restart reaches: as restartScope says, the whole job, or the pod alone."""
+
+    AS_SCOPED = "as scoped"
+    JOB = "job"
+    REPLICA = "replica"
+
+
+@dataclass(frozen=True)
+class Response:
+    """`fails`: the job fails; else it restarts as far as `scope` reaches, counted against backoffLimit
+    unless `uncounted` names why not. `rule`: the 1-based failurePolicy rule that decided, if one did."""
+
+    fails: bool
+    scope: Scope = Scope.AS_SCOPED
+    uncounted: str | None = None
+    rule: int | None = None
+
+    def says(self) -> str:
+        return "" if self.rule is None else f" (failurePolicy rule {self.rule})"
+
+
+def may_restart(policy: RestartPolicy, exit_code: int | None) -> bool:
+    """Never: no. OnFailure and Always: yes. ExitCode: only retryable codes (>= 128, or none at all)."""
+    if policy is RestartPolicy.EXIT_CODE:
+        return is_retryable(exit_code)
+    return policy in (RestartPolicy.ON_FAILURE, RestartPolicy.ALWAYS)
+
+
+def matches(rule: FailureRule, pod: PodView) -> bool:
+    """Exit codes match a pod that failed on its own account: a pod taken away exits as it was killed, which
+    says nothing of the job (its conditions, DisruptionTarget, match it instead)."""
+    if rule.replica_types is not None and pod.replica_type not in rule.replica_types:
+        return False
+    if rule.on_exit_codes is not None:
+        if pod.exit_code is None or pod.disruption is not None:
+            return False
+        listed = pod.exit_code in rule.on_exit_codes.values
+        if listed != (rule.on_exit_codes.operator is ExitCodeOperator.IN):
+            return False
+    if rule.on_pod_conditions is not None:
+        return any(condition.type in pod.conditions for condition in rule.on_pod_conditions)
+    return True
+
+
+_BY_ACTION = {
+    FailureAction.FAIL_JOB: Response(fails=True),
+    FailureAction.RESTART_JOB: Response(fails=False, scope=Scope.JOB),
+    FailureAction.RESTART_REPLICA: Response(fails=False, scope=Scope.REPLICA),
+    FailureAction.IGNORE: Response(fails=False, uncounted=IGNORED),
+}
+
+
+def response(job: DistTrainJob, pod: PodView) -> Response:
+    policy = job.spec.run_policy.failure_policy
+    for number, rule in enumerate(policy.rules if policy is not None else (), start=1):
+        if matches(rule, pod):
+            decided = _BY_ACTION[rule.action]
+            uncounted = (pod.disruption or IGNORED) if rule.action is FailureAction.IGNORE else None
+            return Response(decided.fails, decided.scope, uncounted, number)
+    if pod.disruption is not None:
+        return Response(fails=False, uncounted=pod.disruption)
+    restart_policy = job.spec.replica_specs[pod.replica_type].restart_policy
+    return Response(fails=not may_restart(restart_policy, pod.exit_code))
+
+
+def fails_job(job: DistTrainJob, pod: PodView) -> Response | None:
+    """The response that fails the job for this pod, if it is one; an Evaluator fails it only by a rule."""
+    answer = response(job, pod)
+    if not answer.fails or (pod.replica_type is ReplicaType.EVALUATOR and answer.rule is None):
+        return None
+    return answer
