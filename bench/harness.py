@@ -57,9 +57,9 @@ class Cluster:
     api: client.ApiClient
 
 
-def local_cluster() -> Cluster:
-    """The local control plane (started if needed), as its admin."""
-    kubeconfig = devcluster.up(log=False)
+def local_cluster(process_node: bool = False) -> Cluster:
+    """The local control plane (started if needed, with the process node if asked), as its admin."""
+    kubeconfig = devcluster.up(log=False, process_node=process_node)
     api = connect(kubeconfig, pool_size=THREADS * 2).api_client
     return Cluster(kubeconfig, KubeletApi(api), api)
 
@@ -194,6 +194,7 @@ class Side:
     source: str | None = None  # another checkout whose operator runs
     keep_logs: bool = True  # False: its jobs keep no logs (`logs.keep: false`)
     hostile_neighbour: bool = False  # its operator serves a second namespace, where a hostile tenant acts
+    trainer_source: str | None = None  # another checkout whose trainer its jobs run (on the process node)
 
     @property
     def services_per_job(self) -> int:

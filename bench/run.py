@@ -16,13 +16,14 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import goodput
 import trainer
 from harness import (
     BESIDE_HOSTILE,
@@ -569,6 +570,16 @@ def growth(args: argparse.Namespace) -> str:
     return f"growth jobs={','.join(map(str, args.jobs))} at {max(args.jobs)}: {figures}"
 
 
+def goodput_benchmark(args: argparse.Namespace) -> str:
+    bench = local_cluster(process_node=True)
+    before = [Side("trainer-before", trainer_source=args.trainer_before)] if args.trainer_before else []
+    sides = [OPERATOR, *before, *([PEER] if args.peer else [])]
+    setup = goodput.Setup(args.epochs, args.evictions)
+    outcomes, total = goodput.measure(bench, setup, args.every, sides, LOGS)
+    _record(args, "goodput", {side: {label: asdict(o) for label, o in runs.items()} for side, runs in outcomes.items()})
+    return goodput.summary(outcomes, total, args.every)
+
+
 def _recorded(args: argparse.Namespace) -> dict[str, Any]:
     """What the JSON file --record names holds so far (nothing without one)."""
     path = Path(args.record) if args.record else None
@@ -619,6 +630,15 @@ def main(argv: list[str] | None = None) -> int:
     growth_parser.add_argument("--jobs", type=int, nargs="+", default=[250, 1000, 2500, 5000])
     growth_parser.add_argument("--no-floor", action="store_true", help="the operators alone: a size's run is shorter")
     growth_parser.set_defaults(run=growth)
+    goodput_parser = benchmarks.add_parser("goodput", help="a job preempted every N seconds (TensorFlow)")
+    goodput_parser.add_argument("--epochs", type=int, default=240, help="the job's length (22 steps an epoch)")
+    goodput_parser.add_argument(
+        "--every", type=float, nargs="+", default=[30.0, 60.0], help="seconds between evictions"
+    )
+    goodput_parser.add_argument("--peer", action="store_true", help="the same job as a TFJob under training-operator")
+    goodput_parser.add_argument("--evictions", type=int, default=4, help="at most this many evictions a run")
+    goodput_parser.add_argument("--trainer-before", help="another checkout whose trainer runs the job too, as a side")
+    goodput_parser.set_defaults(run=goodput_benchmark)
     trainer_parser = benchmarks.add_parser("trainer", help="MultiWorkerMirrored against one process (TensorFlow)")
     trainer_parser.add_argument("--batch", type=int, default=256, help="global batch size")
     trainer_parser.add_argument("--steps", type=int, default=60)

@@ -44,6 +44,7 @@ from disttrain_dev.process_pods import (
     pod_status,
     process_specs,
     restarts,
+    service_names,
 )
 from disttrain_kube.connection import connect
 from disttrain_kube.errors import TransientApiError
@@ -106,6 +107,7 @@ class ProcessNode:
         self._logs: ThreadingHTTPServer | None = None  # the kubelet's log endpoint, for `kubectl logs`
         self._hosts = ""  # the current hosts file, and the namespaces that have it
         self._hosts_in: set[str] = set()
+        self._services: list[dict[str, Any]] = []  # the headless Services of the node's pods' namespaces
         self._environment = {
             "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
             "LANG": os.environ.get("LANG", "C.UTF-8"),
@@ -165,6 +167,12 @@ class ProcessNode:
             self.heartbeat()
         listed = self._kube.list_items("/api/v1/pods", {"fieldSelector": f"spec.nodeName={self.name}"})
         pods = {pod["metadata"]["uid"]: pod for pod in listed}
+        namespaces = sorted({pod["metadata"]["namespace"] for pod in listed})
+        self._services = [
+            service
+            for namespace in namespaces
+            for service in self._kube.list_items(f"/api/v1/namespaces/{namespace}/services", {})
+        ]
         for uid in [uid for uid in self._runs if uid not in pods]:  # removed by force: nothing to report
             self._stop(self._runs.pop(uid), signal.SIGKILL)
         prepared = []
@@ -300,7 +308,9 @@ class ProcessNode:
     def _refresh_hosts(self) -> None:
         """Give every pod the current hosts file: all of them when it changed, else only new namespaces."""
         networked = [run for run in self._runs.values() if run.network is not None]
-        text = hosts_file((run.address, host_names(run.body)) for run in networked)
+        text = hosts_file(
+            (run.address, host_names(run.body) + service_names(run.body, self._services)) for run in networked
+        )
         if text != self._hosts:
             self._hosts, self._hosts_in = text, set()
         for run in networked:

@@ -146,6 +146,23 @@ def host_names(pod: Mapping[str, Any]) -> list[str]:
     return [f"{base}.{CLUSTER_DOMAIN}", base, hostname]
 
 
+def service_names(pod: Mapping[str, Any], services: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The names of the headless Services that select the pod, as the cluster's DNS publishes them: a
+    Service per pod, as training-operator makes for each replica, resolves to that pod."""
+    metadata = pod["metadata"]
+    labels = metadata.get("labels") or {}
+    names = []
+    for service in services:
+        spec, where = service.get("spec") or {}, service["metadata"]
+        selector = spec.get("selector") or {}
+        if where.get("namespace") != metadata["namespace"] or spec.get("clusterIP") != "None" or not selector:
+            continue
+        if all(labels.get(key) == value for key, value in selector.items()):
+            base = f"{where['name']}.{where['namespace']}.svc"
+            names += [f"{base}.{CLUSTER_DOMAIN}", base]
+    return names
+
+
 def hosts_file(addresses: Iterable[tuple[str, Sequence[str]]]) -> str:
     """/etc/hosts for a pod: loopback, then every running pod of this node by address."""
     lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback"]

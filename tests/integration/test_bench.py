@@ -4,6 +4,7 @@ Nothing here asserts a time: the figures come from full runs (docs/benchmarks.md
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import subprocess
@@ -93,3 +94,15 @@ def test_growth_is_recorded_and_plotted(bench_cluster: Cluster, tmp_path: Path) 
         assert (plots / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     table = [line for line in printed.splitlines() if line.startswith("| ") and line[2].isdigit()]
     assert [line.split(" | ")[0] for line in table] == ["| 1", "| 2"]  # a row per size, every side measured
+
+
+@pytest.mark.tensorflow
+@pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="needs the trainer extra")
+def test_goodput_under_evictions_beside_the_peer(bench_cluster: Cluster, process_cluster: Cluster) -> None:
+    """Real trainers on the process node, worker 1 evicted once, 8 s in: disttrain's job goes on with the
+    restart uncounted; training-operator fails the same job as a TFJob (it takes the evicted pod for a
+    failed replica, whatever its restartPolicy)."""
+    last = _bench("goodput", "--epochs", "60", "--every", "8", "--evictions", "1", "--peer")
+    pattern = rf"goodput steps=1320 every=8 operator_8={FIGURE} operator_8_redone=-?{FIGURE} operator_8_evictions=1 "
+    pattern += r"operator_8_counted=0 peer_8=0.00 peer_8_failed=1 peer_8_evictions=1"
+    assert re.fullmatch(pattern, last), last

@@ -115,16 +115,20 @@ def _submit(
     suffix: str = "",
     checkpoint_every: int | None = None,
     backoff_limit: int | None = None,
+    every_worker: bool = False,
 ) -> str:
     """The example with more epochs (a fault then lands mid-run) and `extra` trainer flags, its logs kept on its
     checkpoint volume with `logs_on_volume`, its name ending in `suffix`, its checkpoints and restarts as
-    given; returns its name."""
+    given; with `every_worker` it succeeds once every worker did (none is stopped still running by the
+    cleanup at worker 0's end). Returns its name."""
     flags = "".join(f', "{flag}"' for flag in extra)
     text = re.sub(r'"--epochs", "\d+"', f'"--epochs", "{epochs}"{flags}', example.read_text())
     if checkpoint_every is not None:
         text = re.sub(r'"--checkpoint-every", "\d+"', f'"--checkpoint-every", "{checkpoint_every}"', text)
     if backoff_limit is not None:
         text = text.replace("\nspec:\n", f"\nspec:\n  runPolicy:\n    backoffLimit: {backoff_limit}\n", 1)
+    if every_worker:
+        text = text.replace("\nspec:\n", "\nspec:\n  successPolicy: AllWorkers\n", 1)
     text = re.sub(r"^  name: (\S+)$", rf"  name: \g<1>{suffix}", text, count=1, flags=re.MULTILINE)
     if logs_on_volume:
         text = text.replace("\nspec:\n", "\nspec:\n  logs:\n    destination: CheckpointVolume\n", 1)
@@ -472,7 +476,7 @@ def _scale_operator(cluster: Cluster, replicas: int) -> None:
 def test_with_the_operator_stopped_an_eviction_and_a_drain_complete(installed: Cluster, real_namespace: str) -> None:
     """Then, back, the operator makes the pods again, the job resumes to the exact step, and its status names
     the attempts whose log no one was there to keep."""
-    job = _submit(installed, real_namespace, MWMS, epochs=FAULTED_EPOCHS)
+    job = _submit(installed, real_namespace, MWMS, epochs=FAULTED_EPOCHS, every_worker=True)
     _past_first_checkpoint(installed, real_namespace, f"{job}-worker-0")
     replicas = installed.get("deploy", "disttrain-operator", OPERATOR_NAMESPACE)["spec"]["replicas"]  # type: ignore[index]
     _scale_operator(installed, 0)

@@ -18,6 +18,7 @@ from disttrain_cli.ports import free_port
 from disttrain_contract.exit_codes import ExitCode
 from disttrain_contract.progress import PROGRESS_PORT_ENV
 from disttrain_core.progress import parse_evaluation, parse_progress
+from disttrain_dev.polling import wait_for
 from disttrain_operator.runtime.progress_poller import fetch_progress
 from support import ROOT
 
@@ -106,6 +107,23 @@ def test_sigterm_saves_exits_preempted_and_the_rerun_finishes_exactly(tmp_path: 
         assert events(cluster.output("worker-0"), "finished")[0]["steps"] == total
         final = parse_progress(message.read_text())
         assert final is not None and final.step == total
+    finally:
+        cluster.stop_all()
+
+
+def test_a_worker_signalled_while_it_starts_leaves_then_with_nothing_to_save(tmp_path: Path) -> None:
+    """The signal waits for the trainer's handler (TensorFlow's own would take it while it starts), and then
+    ends the wait for a peer that never comes (its name never resolves)."""
+    args = ["--epochs", "1", "--peer-wait-seconds", "120"]
+    cluster = Cluster.of(job_manifest("starting", "MultiWorkerMirrored", {"Worker": 2}, args), tmp_path)
+    own = json.loads(cluster.processes["worker-0"].env["TF_CONFIG"])["cluster"]["worker"][0]
+    tf_config = {"cluster": {"worker": [own, "never.invalid:2222"]}, "task": {"type": "worker", "index": 0}}
+    try:
+        cluster.start("worker-0", {"TF_CONFIG": json.dumps(tf_config)})
+        wait_for("the wait for worker 1", lambda: "waiting for peers" in cluster.output("worker-0"), timeout=60)
+        cluster.kill("worker-0", signal.SIGTERM)
+        assert cluster.running["worker-0"].returncode == ExitCode.PREEMPTED, cluster.output("worker-0")
+        assert "nothing to save" in cluster.output("worker-0")
     finally:
         cluster.stop_all()
 

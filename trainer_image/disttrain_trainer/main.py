@@ -16,42 +16,58 @@ from disttrain_trainer import log_copy
 from disttrain_trainer.reporting import fail, log, serve_progress
 
 
-def _on_sigterm() -> None:
-    """Every role leaves at a point where nothing is lost (preemption.py), however busy when signalled."""
+def _hold_sigterm() -> None:
+    """Block SIGTERM from the start, in this thread and so in every thread started later: TensorFlow's
+    coordination service (MultiWorkerMirrored) puts a C++ handler of its own over any, which would take a
+    signal that reaches one of its threads. It stays pending until `_listen_for_sigterm`."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+
+
+def _sigterm_pending() -> bool:
+    return signal.SIGTERM in signal.sigpending()
+
+
+def _listen_for_sigterm() -> None:
+    """Every role leaves at a point where nothing is lost (preemption.py), however busy when signalled; a
+    signal that came while it started is taken now. Only this thread takes it."""
     from disttrain_trainer.preemption import STOP  # noqa: PLC0415 - TensorFlow loads only once flags are good
 
     def handler(signum: int, frame: FrameType | None) -> None:
         STOP.set()
 
     signal.signal(signal.SIGTERM, handler)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
 
 
 def _train(config: config_module.TrainConfig) -> None:
     import tensorflow as tf  # noqa: PLC0415
 
-    from disttrain_trainer import data, loop, peers, strategies  # noqa: PLC0415
+    from disttrain_trainer import data, loop, peers, preemption, strategies  # noqa: PLC0415
 
     strategies.configure_devices(config)
     tf.keras.utils.set_random_seed(config.seed)  # the same initial weights and data order on every run
     role = config.role
-    _on_sigterm()
     if role.task_type == "ps" or (role.task_type == "worker" and role.has_ps):
+        _listen_for_sigterm()
         loop.serve(config)
         return
     dataset = data.load(config)
     if role.task_type == "evaluator":
+        _listen_for_sigterm()
         loop.evaluate_alongside(config, dataset)
         return
     name = strategies.strategy_name(config)
     if name == "parameter-server":
         servers = [address for kind in ("ps", "worker") for address in role.cluster.get(kind, [])]
-        peers.wait_for_peers(servers, config.peer_wait_seconds, listening=True)
+        peers.wait_for_peers(servers, config.peer_wait_seconds, listening=True, stopped=_sigterm_pending)
     elif name == "multi-worker-mirrored":
         own = role.cluster[role.task_type][role.index]
         others = [address for kind in ("chief", "worker") for address in role.cluster.get(kind, []) if address != own]
-        peers.wait_for_peers(others, config.peer_wait_seconds, listening=False)
+        peers.wait_for_peers(others, config.peer_wait_seconds, listening=False, stopped=_sigterm_pending)
     strategy = strategies.create(name, config)
-    _on_sigterm()  # again: MultiWorkerMirrored's coordination service puts a C++ SIGTERM handler over ours
+    _listen_for_sigterm()
+    if preemption.STOP.is_set():
+        raise TrainerError(ExitCode.PREEMPTED, "preempted: stopped before training started, nothing to save")
     log("started", task=f"{role.task_type}:{role.index}", strategy=name)
     try:
         if name == "parameter-server":
@@ -67,6 +83,7 @@ def _train(config: config_module.TrainConfig) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    _hold_sigterm()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
         config = config_module.parse(argv)
@@ -84,6 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def entry() -> None:
+    _hold_sigterm()  # before the log copy's thread starts
     copy = log_copy.from_environment()
     code = main()
     sys.stdout.flush()

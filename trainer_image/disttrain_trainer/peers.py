@@ -18,7 +18,7 @@ from __future__ import annotations
 import enum
 import socket
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from disttrain_contract.exit_codes import ExitCode, TrainerError
 from disttrain_trainer.reporting import log
@@ -47,15 +47,24 @@ def probe(address: str, timeout: float) -> Answer:
 
 
 def wait_for_peers(
-    addresses: Iterable[str], timeout: float, *, listening: bool, interval: float = 0.5, probe_timeout: float = 2.0
+    addresses: Iterable[str],
+    timeout: float,
+    *,
+    listening: bool,
+    interval: float = 0.5,
+    probe_timeout: float = 2.0,
+    stopped: Callable[[], bool] = lambda: False,
 ) -> None:
     """Return once every `host:port` accepts a connection (`listening`) or at least answers; PEER_LOST
-    (retryable) naming the peers that kept it waiting for `timeout` seconds, unresolved names aside."""
+    (retryable) naming the peers that kept it waiting for `timeout` seconds, unresolved names aside;
+    PREEMPTED once `stopped` says the task was told to stop meanwhile (nothing trained: nothing to save)."""
     enough = {Answer.ACCEPTS} if listening else {Answer.ACCEPTS, Answer.REFUSES}
     waiting = sorted(set(addresses))
     blocked_since: float | None = None
     logged: tuple[list[str], float] = ([], time.monotonic() - LOG_EVERY_SECONDS)
     while True:
+        if stopped():
+            raise TrainerError(ExitCode.PREEMPTED, "preempted: stopped while waiting for peers, nothing to save")
         answers = {address: probe(address, probe_timeout) for address in waiting}
         waiting = [address for address, answer in answers.items() if answer not in enough]
         if not waiting:

@@ -20,6 +20,7 @@ from disttrain_dev.process_pods import (
     pod_status,
     process_specs,
     restarts,
+    service_names,
 )
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -87,6 +88,26 @@ def test_names_resolve_as_the_headless_service_publishes_them() -> None:
     assert names == ["job-worker-0.job.ns.svc.cluster.local", "job-worker-0.job.ns.svc", "job-worker-0"]
     text = hosts_file([("10.250.0.3", ["b"]), ("10.250.0.2", names)])
     assert text.splitlines()[2:] == [f"10.250.0.2\t{' '.join(names)}", "10.250.0.3\tb"]
+
+
+def test_a_headless_service_that_selects_the_pod_resolves_to_it() -> None:
+    """As the cluster's DNS does for training-operator's Service per replica; not a Service with a cluster
+    address, with no selector, of another namespace, or selecting other pods."""
+    pod = _pod()
+    pod["metadata"]["labels"] = {"replica-type": "worker", "replica-index": "0"}
+
+    def service(name: str, selector: dict[str, str], namespace: str = "ns", cluster_ip: str = "None") -> dict[str, Any]:
+        spec = {"clusterIP": cluster_ip, "selector": selector}
+        return {"metadata": {"name": name, "namespace": namespace}, "spec": spec}
+
+    services = [
+        service("tf-worker-0", {"replica-type": "worker", "replica-index": "0"}),
+        service("tf-worker-1", {"replica-type": "worker", "replica-index": "1"}),
+        service("elsewhere", {"replica-type": "worker"}, namespace="other"),
+        service("addressed", {"replica-type": "worker"}, cluster_ip="10.96.0.9"),
+        service("everything", {}),
+    ]
+    assert service_names(pod, services) == ["tf-worker-0.ns.svc.cluster.local", "tf-worker-0.ns.svc"]
 
 
 def test_phase_and_restarts_follow_the_restart_policy() -> None:

@@ -73,3 +73,13 @@ def test_a_peer_whose_name_does_not_resolve_yet_is_waited_for_without_a_bound(mo
     started = time.monotonic()
     wait_for_peers([f"pending-peer:{free_port()}"], timeout=0.3, listening=False, interval=0.1)
     assert time.monotonic() - started >= 0.5  # past its timeout: it waited until the name resolved, then answered
+
+
+def test_a_task_told_to_stop_while_it_waits_leaves_at_once_with_nothing_to_save() -> None:
+    calls = iter([False, False, True])
+    with pytest.raises(TrainerError) as raised:
+        wait_for_peers(
+            [f"127.0.0.1:{free_port()}"], timeout=60, listening=True, interval=0.01, stopped=lambda: next(calls)
+        )
+    assert raised.value.code == ExitCode.PREEMPTED
+    assert str(raised.value) == "preempted: stopped while waiting for peers, nothing to save"

@@ -1,0 +1,196 @@
+"""Goodput under preemption: a MultiWorkerMirrored job whose worker 1 is evicted every N seconds (at most
+a given number of times, so that a job that loses all its steps at each still ends), on the process
+node, with real TensorFlow: under disttrain, and the same trainer and job as a TFJob under
+training-operator, one after the other in one run.
+
+- **Goodput**: the uninterrupted run's time (creation to success) over the preempted run's: the share of
+  the preempted run's time that went into the final model; 1.0 means the preemptions cost nothing.
+- **Steps redone per preemption**: the steps worker 0 trained over all its attempts, less the job's
+  steps, over the evictions (from its log: each attempt's start step and the last step it reached).
+
+Periodic checkpoints are beyond the job (every 100,000 steps), as on a job whose checkpoints are costly: what a
+preemption costs is whatever the trainer and the operator make of it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness import Cluster, Side, devcluster_kubectl, remove_pods_and_services
+
+from disttrain_dev import cluster as devcluster
+
+STEPS_PER_EPOCH = 1437 // 64  # the bundled digits' training split at the default batch
+JOB = "goodput"
+CHECKPOINT_MOUNT = "/checkpoints"
+
+
+@dataclass(frozen=True)
+class Setup:
+    epochs: int  # the job's length
+    most: int  # evictions in one run, at most
+
+
+@dataclass(frozen=True)
+class Outcome:
+    seconds: float  # creation to its end
+    evictions: int
+    trained: int  # steps worker 0 trained, over all its attempts
+    restarts: int | None  # what the job's status counts against its backoffLimit (training-operator keeps none)
+    failed: bool = False  # the job failed instead: its time counts for nothing
+
+
+def _trainer_args(epochs: int) -> list[str]:
+    return ["--epochs", str(epochs), "--checkpoint-every", "100000", "--log-every", "5", "--collective", "RING"]
+
+
+def _template(side: Side, epochs: int, checkpoints: Path) -> dict[str, Any]:
+    args = _trainer_args(epochs)
+    container: dict[str, Any] = {
+        "name": "tensorflow",
+        "image": "disttrain/trainer:0.1.0",
+        "command": ["disttrain-train"],
+    }
+    # Both sides' checkpoints go to a folder of the node (training-operator makes no volume; a claim would
+    # add its binding to disttrain's start-up alone).
+    args += ["--checkpoint-dir", CHECKPOINT_MOUNT]
+    container["volumeMounts"] = [{"name": "checkpoints", "mountPath": CHECKPOINT_MOUNT}]
+    spec: dict[str, Any] = {"containers": [container], "automountServiceAccountToken": False}
+    spec["volumes"] = [{"name": "checkpoints", "hostPath": {"path": str(checkpoints)}}]
+    container["args"] = args
+    if side.trainer_source:  # the process node runs the command from this environment: the checkout's modules first
+        path = f"{side.trainer_source}/trainer_image:{side.trainer_source}/contract"
+        container["env"] = [{"name": "PYTHONPATH", "value": path}]
+    return {"spec": spec}
+
+
+def job(side: Side, scope: str, epochs: int, checkpoints: Path) -> dict[str, Any]:
+    """Two workers, restarted on the trainer's retryable exit codes (as training-operator does for an evicted
+    pod under ExitCode alone: under OnFailure it fails the job) and without end."""
+    template = _template(side, epochs, checkpoints)
+    replicas = {"Worker": {"replicas": 2, "restartPolicy": "ExitCode", "template": template}}
+    run_policy = {"backoffLimit": 1000, "cleanPodPolicy": "Running"}
+    if side.peer:
+        spec = {"tfReplicaSpecs": replicas, "runPolicy": run_policy}
+        return {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": JOB}, "spec": spec}
+    spec = {"strategy": "MultiWorkerMirrored", "replicaSpecs": replicas, "runPolicy": run_policy}
+    return {"apiVersion": "disttrain.io/v1alpha1", "kind": "DistTrainJob", "metadata": {"name": JOB}, "spec": spec}
+
+
+@contextmanager
+def process_namespace(bench: Cluster) -> Iterator[str]:
+    """A namespace whose pods run on the process node, deleted (and waited for) afterwards."""
+    name = f"goodput-{uuid.uuid4().hex[:6]}"
+    bench.kube.create(devcluster.process_namespace(name))
+    try:
+        yield name
+    finally:
+        remove_pods_and_services(bench, name)
+        devcluster_kubectl(bench, "delete", "namespace", name, "--wait=true", "--timeout=300s")
+
+
+def _ended(body: dict[str, Any] | None) -> str | None:
+    """Succeeded or Failed, once the job's condition says so."""
+    conditions = ((body or {}).get("status") or {}).get("conditions") or []
+    held = {c.get("type") for c in conditions if c.get("status") == "True"}
+    return next((kind for kind in ("Succeeded", "Failed") if kind in held), None)
+
+
+def _evictable(bench: Cluster, scope: str, pod: str) -> bool:
+    body = bench.kube.read("/api/v1/namespaces/{namespace}/pods/{name}", {"namespace": scope, "name": pod})
+    status = (body or {}).get("status") or {}
+    return body is not None and status.get("phase") == "Running" and not body["metadata"].get("deletionTimestamp")
+
+
+def _evict(bench: Cluster, scope: str, pod: str) -> bool:
+    eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod, "namespace": scope}}
+    status, _ = bench.kube.request("POST", f"/api/v1/namespaces/{scope}/pods/{pod}/eviction", {}, eviction)
+    return status < 300
+
+
+def _attempts(scope: str) -> list[tuple[int, int]]:
+    """(start step, last step reached) of each attempt of worker 0, from the logs the process node keeps (a
+    container restarted in place, as under restartPolicy OnFailure, writes on in the same log)."""
+    found: list[tuple[int, int]] = []
+    folders = devcluster.state_dir() / devcluster.PROCESS_NODE / "pods"
+    for folder in sorted(folders.glob(f"{scope}_{JOB}-worker-0_*")):
+        for line in (folder / "tensorflow.log").read_text(errors="replace").splitlines():
+            record = json.loads(line) if line.startswith("{") else {}
+            if record.get("event") == "training":
+                start = int(record["start"])
+                found.append((start, start))
+            elif record.get("event") in ("progress", "finished") and found:
+                step = int(record.get("step", record.get("steps", 0)))
+                found[-1] = (found[-1][0], max(found[-1][1], step))
+    return found
+
+
+def run_once(bench: Cluster, side: Side, setup: Setup, every: float | None, log: Path) -> Outcome:
+    """One job from creation to its end, worker 1 evicted every `every` seconds (None: never)."""
+    version, resource = side.jobs
+    with process_namespace(bench) as scope:
+        under_test = side.start(bench, scope, log)
+        try:
+            checkpoints = log.parent / f"checkpoints-{scope}"
+            checkpoints.mkdir(parents=True, exist_ok=True)
+            path = f"/apis/{version}/namespaces/{scope}/{resource}"
+            began = time.monotonic()
+            bench.kube.request("POST", path, {}, job(side, scope, setup.epochs, checkpoints))
+            interval = every or 0.0
+            evictions, next_at = 0, began + interval
+            while (ended := _ended(bench.kube.read(f"{path}/{JOB}", {}))) is None:
+                now = time.monotonic()
+                if now - began > 1800:
+                    raise RuntimeError(f"{side.name}: the job did not end within 30 minutes")
+                due = every is not None and evictions < setup.most and now >= next_at
+                if due and _evictable(bench, scope, f"{JOB}-worker-1"):
+                    evictions += _evict(bench, scope, f"{JOB}-worker-1")
+                    next_at = now + interval
+                time.sleep(0.2)
+            seconds = time.monotonic() - began
+            status = (bench.kube.read(f"{path}/{JOB}", {}) or {}).get("status") or {}
+        finally:
+            under_test.stop()
+        trained = sum(reached - first for first, reached in _attempts(scope))
+        counted = None if side.peer else int(status.get("restartCount", 0))
+        return Outcome(seconds, evictions, trained, counted, failed=ended == "Failed")
+
+
+def measure(
+    bench: Cluster, setup: Setup, intervals: list[float], sides: list[Side], logs: Path
+) -> tuple[dict[str, dict[str, Outcome]], int]:
+    """Each side's uninterrupted run and one run per interval, sides alternating."""
+    outcomes: dict[str, dict[str, Outcome]] = {side.name: {} for side in sides}
+    for label, every in [("clean", None), *((f"{int(n)}", n) for n in intervals)]:
+        for side in sides:
+            outcome = run_once(bench, side, setup, every, logs / f"goodput-{side.name}-{label}.log")
+            outcomes[side.name][label] = outcome
+            print(f"{side.name} {label}: {outcome}", flush=True)
+    return outcomes, setup.epochs * STEPS_PER_EPOCH
+
+
+def summary(outcomes: dict[str, dict[str, Outcome]], total: int, intervals: list[float]) -> str:
+    """`goodput steps=S every=30,60 operator_30=G operator_30_redone=R operator_30_evictions=E ...`; a job that
+    failed instead shows goodput 0 and `_failed=1`."""
+    parts = [f"goodput steps={total} every={','.join(str(int(n)) for n in intervals)}"]
+    for side, runs in outcomes.items():
+        clean = runs["clean"]
+        for label, outcome in runs.items():
+            if label == "clean":
+                continue
+            parts.append(f"{side}_{label}={0.0 if outcome.failed else clean.seconds / outcome.seconds:.2f}")
+            if outcome.failed:  # what it trained is lost with the job
+                parts.append(f"{side}_{label}_failed=1 {side}_{label}_evictions={outcome.evictions}")
+                continue
+            redone = (outcome.trained - total) / outcome.evictions if outcome.evictions else 0.0
+            parts.append(f"{side}_{label}_redone={redone:.1f} {side}_{label}_evictions={outcome.evictions}")
+            if outcome.restarts is not None:
+                parts.append(f"{side}_{label}_counted={outcome.restarts}")
+    return " ".join(parts)
