@@ -79,6 +79,13 @@ class PodView:
     def active(self) -> bool:
         return self.phase in (PodPhase.PENDING, PodPhase.RUNNING) and not self.deleting
 
+    @property
+    def lost(self) -> bool:
+        """Failed, or deleted before it ended (by a user, an eviction, a lost node, or the operator itself)."""
+        if self.deleting:
+            return self.phase is not PodPhase.SUCCEEDED
+        return self.phase is PodPhase.FAILED
+
 
 def own_pods(job: DistTrainJob, pods: Sequence[PodView]) -> list[PodView]:
     """The pods that are the job's tasks: a pod labelled as the job's by hand, with a type the job lacks

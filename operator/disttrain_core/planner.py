@@ -33,7 +33,7 @@ from disttrain_core.builders.naming import pod_name
 from disttrain_core.builders.objects import desired_objects
 from disttrain_core.builders.settings import BuildSettings
 from disttrain_core.failure_policy import Scope, response
-from disttrain_core.observed import PodPhase, PodView
+from disttrain_core.observed import PodView
 from disttrain_core.status import describe_failure, evaluation_due, is_finished
 from disttrain_core.types import Manifest, ObjectRef, Verdict, invalid_spec
 
@@ -68,13 +68,6 @@ def object_key(manifest: Manifest) -> ObjectRef:
     return ObjectRef(str(manifest["kind"]), str(manifest["metadata"]["name"]))
 
 
-def _lost(pod: PodView) -> bool:
-    """Failed, or deleted while unfinished by someone else than the operator (a user, an eviction, a lost node)."""
-    if pod.deleting:
-        return pod.phase is not PodPhase.SUCCEEDED
-    return pod.phase is PodPhase.FAILED
-
-
 def restart_for(
     job: DistTrainJob, pods: Sequence[PodView], handled: Collection[str], awaited: Collection[str] = ()
 ) -> Restart | None:
@@ -85,7 +78,7 @@ def restart_for(
     `handled` holds the uids of pods the operator already acted on: restarted, or deleted itself. What each
     failed pod calls for is `failure_policy.response`.
     """
-    answers = [(pod, response(job, pod)) for pod in pods if _lost(pod) and pod.uid not in handled]
+    answers = [(pod, response(job, pod)) for pod in pods if pod.lost and pod.uid not in handled]
     failed = [(pod, answer) for pod, answer in answers if not answer.fails]
     if not failed:
         return None

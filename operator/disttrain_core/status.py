@@ -146,7 +146,7 @@ def failure(job: DistTrainJob, pods: Sequence[PodView]) -> Verdict | None:
     ExitCode. An Evaluator's failure fails the job only by a rule (replicaStatuses report it otherwise); a pod
     taken away on purpose only by a rule too."""
     for pod in pods:
-        if pod.phase is not PodPhase.FAILED and not (pod.deleting and pod.phase is not PodPhase.SUCCEEDED):
+        if not pod.lost:
             continue
         answer = fails_job(job, pod)
         if answer is None or (answer.rule is None and pod.phase is not PodPhase.FAILED):

@@ -18,7 +18,6 @@ job runs: docs/architecture.md says why this module does it instead.
 from __future__ import annotations
 
 import contextlib
-import socket
 import threading
 import time
 
@@ -26,6 +25,7 @@ import tensorflow as tf
 from tensorflow.python.eager import context
 
 from disttrain_contract.exit_codes import ExitCode, TrainerError
+from disttrain_trainer.peers import Answer, probe
 
 STOP = threading.Event()  # set by SIGTERM (main.py)
 
@@ -65,17 +65,8 @@ class SaveTogether:
         return TrainerError(ExitCode.PREEMPTED, f"preempted: {saved} at step {step}")
 
 
-def answers(address: str, timeout: float = 1.0) -> bool:
-    host, _, port = address.rpartition(":")
-    try:
-        with socket.create_connection((host, int(port)), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
 def linger_while(address: str | None, linger: float, poll: float = 0.2) -> None:
-    """Once signalled: serve on while `address` (the chief) answers, for at most `linger` seconds."""
+    """Once signalled: serve on while `address` (the chief) accepts connections, for at most `linger` seconds."""
     deadline = time.monotonic() + linger
-    while address is not None and time.monotonic() < deadline and answers(address):
+    while address is not None and time.monotonic() < deadline and probe(address, timeout=1.0) is Answer.ACCEPTS:
         time.sleep(poll)
