@@ -36,6 +36,7 @@ CHECKPOINT_MOUNT = "/checkpoints"
 class Setup:
     epochs: int  # the job's length
     most: int  # evictions in one run, at most
+    limit: float = 1800.0  # seconds a run may take before the benchmark gives up on it
 
 
 @dataclass(frozen=True)
@@ -147,8 +148,8 @@ def run_once(bench: Cluster, side: Side, setup: Setup, every: float | None, log:
             evictions, next_at = 0, began + interval
             while (ended := _ended(bench.kube.read(f"{path}/{JOB}", {}))) is None:
                 now = time.monotonic()
-                if now - began > 1800:
-                    raise RuntimeError(f"{side.name}: the job did not end within 30 minutes")
+                if now - began > setup.limit:
+                    raise RuntimeError(f"{side.name}: the job did not end within {setup.limit:.0f} s")
                 due = every is not None and evictions < setup.most and now >= next_at
                 if due and _evictable(bench, scope, f"{JOB}-worker-1"):
                     evictions += _evict(bench, scope, f"{JOB}-worker-1")

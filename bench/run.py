@@ -574,7 +574,7 @@ def goodput_benchmark(args: argparse.Namespace) -> str:
     bench = local_cluster(process_node=True)
     before = [Side("trainer-before", trainer_source=args.trainer_before)] if args.trainer_before else []
     sides = [OPERATOR, *before, *([PEER] if args.peer else [])]
-    setup = goodput.Setup(args.epochs, args.evictions)
+    setup = goodput.Setup(args.epochs, args.evictions, args.run_limit)
     outcomes, total = goodput.measure(bench, setup, args.every, sides, LOGS)
     _record(args, "goodput", {side: {label: asdict(o) for label, o in runs.items()} for side, runs in outcomes.items()})
     return goodput.summary(outcomes, total, args.every)
@@ -637,6 +637,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     goodput_parser.add_argument("--peer", action="store_true", help="the same job as a TFJob under training-operator")
     goodput_parser.add_argument("--evictions", type=int, default=4, help="at most this many evictions a run")
+    goodput_parser.add_argument("--run-limit", type=float, default=1800.0, help="seconds a run may take at most")
     goodput_parser.add_argument("--trainer-before", help="another checkout whose trainer runs the job too, as a side")
     goodput_parser.set_defaults(run=goodput_benchmark)
     trainer_parser = benchmarks.add_parser("trainer", help="MultiWorkerMirrored against one process (TensorFlow)")

@@ -133,6 +133,18 @@ def _missing(
     ]
 
 
+def _startable(missing: list[Manifest], pods: Sequence[PodView]) -> list[Manifest]:
+    """No pod starts while a training pod of an earlier attempt is still stopping: under the same names, new
+    pods reach the old ones (a MultiWorkerMirrored worker still setting up its collective takes a new peer
+    for its old one, fails, and its failure restarts the new attempt in turn). A pod that ended, or whose
+    node let it go, runs nothing; one on a lost node is removed by force after `stuck_after`."""
+    stopping = any(
+        pod.deleting and not pod.ended and not pod.released and pod.replica_type is not ReplicaType.EVALUATOR
+        for pod in pods
+    )
+    return [item for item in missing if item["kind"] != "Pod"] if stopping else missing
+
+
 def _after(start: datetime | None, seconds: int | None) -> datetime | None:
     return None if start is None or seconds is None else start + timedelta(seconds=seconds)
 
@@ -179,7 +191,7 @@ def plan(
     evaluated_by = evaluation_due(job, pods)  # the Evaluator's time for the final checkpoint runs out
     still_there = [pod.name for pod in pods if pod.uid in handled and not pod.deleting and pod not in keeping]
     return Plan(
-        create=_missing(job, pods, children, settings),
+        create=_startable(_missing(job, pods, children, settings), pods),
         delete=sorted({*(restart.pods if restart else ()), *still_there}),
         force_delete=stuck,
         restart=restart,

@@ -90,7 +90,7 @@ def test_an_evicted_worker_restarts_the_job_apart_from_the_backoff_limit(
     running_pods(cluster, namespace, "mnist-mwms", 4)
     running = job_where(cluster, namespace, "mnist-mwms", "Running again", lambda j: j["status"]["phase"] == "Running")
     assert not holds(running, "Failed") and running["status"].get("restartCount", 0) == 0
-    assert cluster.has_event(namespace, "Disrupted")
+    wait_for("the Disrupted Event", lambda: cluster.has_event(namespace, "Disrupted"), timeout=30)  # posted apart
 
 
 def test_success_stops_ps_and_evaluator_and_stays_succeeded(

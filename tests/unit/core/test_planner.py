@@ -61,8 +61,11 @@ def test_everything_for_a_new_job() -> None:
     assert names == ["mnist-mwms", "mnist-mwms-checkpoint", *(f"mnist-mwms-worker-{i}" for i in range(4))]
 
 
-def test_only_what_is_missing_and_terminating_pods_wait() -> None:
+def test_no_pod_starts_while_one_of_an_earlier_attempt_still_stops() -> None:
+    """New pods would reach the old ones under the same names; one that ended runs nothing."""
     pods = [_mwms_worker(0), _mwms_worker(2, deleting=True)]
+    assert [object_key(item).name for item in plan(MWMS, pods, CHILDREN, SETTINGS, now=NOW).create] == []
+    pods = [_mwms_worker(0), replace(_mwms_worker(2, PodPhase.FAILED), deleting=True)]
     names = [object_key(item).name for item in plan(MWMS, pods, CHILDREN, SETTINGS, now=NOW).create]
     assert names == ["mnist-mwms-worker-1", "mnist-mwms-worker-3"]
 
