@@ -16,14 +16,11 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import Cluster, Side, devcluster_kubectl, remove_pods_and_services
+from harness import Cluster, Side, namespace
 
 from disttrain_dev import cluster as devcluster
 
@@ -85,18 +82,6 @@ def job(side: Side, scope: str, epochs: int, checkpoints: Path) -> dict[str, Any
     return {"apiVersion": "disttrain.io/v1alpha1", "kind": "DistTrainJob", "metadata": {"name": JOB}, "spec": spec}
 
 
-@contextmanager
-def process_namespace(bench: Cluster) -> Iterator[str]:
-    """A namespace whose pods run on the process node, deleted (and waited for) afterwards."""
-    name = f"goodput-{uuid.uuid4().hex[:6]}"
-    bench.kube.create(devcluster.process_namespace(name))
-    try:
-        yield name
-    finally:
-        remove_pods_and_services(bench, name)
-        devcluster_kubectl(bench, "delete", "namespace", name, "--wait=true", "--timeout=300s")
-
-
 def _ended(body: dict[str, Any] | None) -> str | None:
     """Succeeded or Failed, once the job's condition says so."""
     conditions = ((body or {}).get("status") or {}).get("conditions") or []
@@ -136,7 +121,7 @@ def _attempts(scope: str) -> list[tuple[int, int]]:
 def run_once(bench: Cluster, side: Side, setup: Setup, every: float | None, log: Path) -> Outcome:
     """One job from creation to its end, worker 1 evicted every `every` seconds (None: never)."""
     version, resource = side.jobs
-    with process_namespace(bench) as scope:
+    with namespace(bench, "goodput", process_node=True) as scope:
         under_test = side.start(bench, scope, log)
         try:
             checkpoints = log.parent / f"checkpoints-{scope}"

@@ -113,10 +113,12 @@ def parallel(tasks: list[Callable[[], object]], threads: int = THREADS) -> None:
 
 
 @contextmanager
-def namespace(bench: Cluster, prefix: str) -> Iterator[str]:
-    """A namespace of the benchmark's own, deleted (and waited for) afterwards."""
+def namespace(bench: Cluster, prefix: str, *, process_node: bool = False) -> Iterator[str]:
+    """A namespace of the benchmark's own (whose pods run on the process node, with `process_node`), deleted
+    (and waited for) afterwards."""
     name = f"{prefix}-{uuid.uuid4().hex[:6]}"
-    bench.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    plain = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+    bench.kube.create(devcluster.process_namespace(name) if process_node else plain)
     try:
         yield name
     finally:

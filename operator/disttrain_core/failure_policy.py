@@ -63,21 +63,16 @@ def matches(rule: FailureRule, pod: PodView) -> bool:
     return True
 
 
-_BY_ACTION = {
-    FailureAction.FAIL_JOB: Response(fails=True),
-    FailureAction.RESTART_JOB: Response(fails=False, scope=Scope.JOB),
-    FailureAction.RESTART_REPLICA: Response(fails=False, scope=Scope.REPLICA),
-    FailureAction.IGNORE: Response(fails=False, uncounted=IGNORED),
-}
+_SCOPES = {FailureAction.RESTART_JOB: Scope.JOB, FailureAction.RESTART_REPLICA: Scope.REPLICA}
 
 
 def response(job: DistTrainJob, pod: PodView) -> Response:
     policy = job.spec.run_policy.failure_policy
     for number, rule in enumerate(policy.rules if policy is not None else (), start=1):
         if matches(rule, pod):
-            decided = _BY_ACTION[rule.action]
             uncounted = (pod.disruption or IGNORED) if rule.action is FailureAction.IGNORE else None
-            return Response(decided.fails, decided.scope, uncounted, number)
+            scope = _SCOPES.get(rule.action, Scope.AS_SCOPED)
+            return Response(rule.action is FailureAction.FAIL_JOB, scope, uncounted, number)
     if pod.disruption is not None:
         return Response(fails=False, uncounted=pod.disruption)
     restart_policy = job.spec.replica_specs[pod.replica_type].restart_policy
