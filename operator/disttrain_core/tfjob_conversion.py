@@ -116,7 +116,9 @@ def convert(tfjob: Mapping[str, Any]) -> Conversion:
         }
         for replica_type, (replicas, policy, template) in replica_specs.items()
     }
-    run_policy = _run_policy(_mapping(spec.get("runPolicy") or {}, "spec.runPolicy"), notes)
+    tf_run_policy = _mapping(spec.get("runPolicy") or {}, "spec.runPolicy")
+    run_policy = _run_policy(tf_run_policy, notes)
+    managed_by = _managed_by(tf_run_policy, notes)
     if by_exit_code:
         run_policy["failurePolicy"] = {"rules": [_exit_code_rule(by_exit_code)]}
         notes.append(
@@ -133,6 +135,8 @@ def convert(tfjob: Mapping[str, Any]) -> Conversion:
         converted_spec["successPolicy"] = success_policy
     if port != TFJOB_DEFAULT_PORT:
         converted_spec["port"] = port
+    if managed_by:
+        converted_spec["managedBy"] = managed_by
     notes += _behaviour_notes(strategy, replica_specs, run_policy)
     job: Manifest = {
         "apiVersion": API_VERSION,
@@ -261,6 +265,20 @@ def _port(specs: Mapping[ReplicaType, _ReplicaEntry]) -> int:
     return next(iter(ports), TFJOB_DEFAULT_PORT)
 
 
+def _managed_by(policy: Mapping[str, Any], notes: list[str]) -> str | None:
+    """runPolicy.managedBy, as the DistTrainJob's spec.managedBy: training-operator's own value means the
+    operator that runs the job, which for a DistTrainJob is disttrain's, so it goes."""
+    managed_by = policy.get("managedBy")
+    if managed_by is not None and not isinstance(managed_by, str):
+        raise UnconvertibleError("spec.runPolicy.managedBy", f"{managed_by!r} is not a string")
+    if managed_by == TRAINING_OPERATOR:
+        notes.append(f"runPolicy.managedBy {managed_by!r} left out: the disttrain operator runs the job")
+        return None
+    if managed_by:
+        notes.append(f"runPolicy.managedBy {managed_by!r} is spec.managedBy: the disttrain operator leaves it alone")
+    return managed_by or None
+
+
 def _run_policy(policy: Mapping[str, Any], notes: list[str]) -> Manifest:
     known = ("cleanPodPolicy", "backoffLimit", "schedulingPolicy", "managedBy", *_RUN_POLICY_COPIED)
     _refuse_unknown(policy, "spec.runPolicy", known)
@@ -274,15 +292,6 @@ def _run_policy(policy: Mapping[str, Any], notes: list[str]) -> Manifest:
             raise UnconvertibleError("spec.runPolicy.cleanPodPolicy", f"{clean!r} is not {allowed}") from None
     if policy.get("backoffLimit") is not None:
         converted["backoffLimit"] = policy["backoffLimit"]
-    managed_by = policy.get("managedBy")
-    if managed_by not in (None, TRAINING_OPERATOR):
-        raise UnconvertibleError(
-            "spec.runPolicy.managedBy",
-            f"{managed_by!r}: no equivalent; a DistTrainJob is always run by the disttrain operator "
-            "(Kueue queues it through its Workload, without MultiKueue)",
-        )
-    if managed_by:
-        notes.append(f"runPolicy.managedBy {managed_by!r} left out: the disttrain operator runs the job")
     scheduling = policy.get("schedulingPolicy")
     if scheduling is not None:
         scheduling = _mapping(scheduling, "spec.runPolicy.schedulingPolicy")

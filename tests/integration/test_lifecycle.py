@@ -200,6 +200,7 @@ def test_what_shapes_the_cluster_cannot_change_but_run_policy_can(
         "port cannot change": {"port": 3333},
         "checkpoint cannot change": {"checkpoint": {"size": "20Gi"}},
         "replica types and counts cannot change": {"replicaSpecs": {"Worker": {"replicas": 8}}},
+        "managedBy cannot change": {"managedBy": "kueue.x-k8s.io/multikueue"},
     }
     for message, change in refusals.items():
         result = patch(change)

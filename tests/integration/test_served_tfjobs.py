@@ -180,3 +180,37 @@ def test_the_python_client_creates_waits_on_and_lists_a_served_tfjob(
     client.delete(done)
     with pytest.raises(JobNotFoundError):
         client.get(name, kind="TFJob")
+
+
+MULTIKUEUE = "kueue.x-k8s.io/multikueue"
+
+
+def test_jobs_another_manager_runs_are_left_alone(serving: OperatorProcess, cluster: Cluster, namespace: str) -> None:
+    """A TFJob and a DistTrainJob whose managedBy names MultiKueue get no pod, Service, status or Event, and the
+    operator's log says so once for each; the TFJob created after them, the operator's, runs. managedBy is
+    set once."""
+    cluster.kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=baseline", "--overwrite")
+    name, manifest = _example(namespace)
+    dispatched = json.loads(manifest)
+    dispatched["metadata"]["name"] = "dispatched-tfjob"
+    dispatched["spec"]["runPolicy"] = {**dispatched["spec"].get("runPolicy", {}), "managedBy": MULTIKUEUE}
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(dispatched))
+    cluster.apply(namespace, (ROOT / "tests" / "corpus" / "valid" / "managed-by-multikueue.yaml").read_text())
+    cluster.kubectl("apply", "-f", "-", stdin=manifest)
+    wait_for("the later TFJob Created", lambda: _conditions(_tfjob(cluster, namespace, name)).get("Created"))
+
+    left = {"TFJob": "dispatched-tfjob", "DistTrainJob": "dispatched"}
+    for kind, job in left.items():
+        found = json.loads(cluster.kubectl("get", kind.lower(), job, "-n", namespace, "-o", "json").stdout)
+        assert not found.get("status"), found.get("status")
+        assert not cluster.items("pods", namespace, f"training.kubeflow.org/job-name={job}")
+        assert not cluster.items("pods", namespace, f"disttrain.io/job-name={job}")
+        assert cluster.get("service", job, namespace) is None
+        events = cluster.items("events", namespace)
+        assert not [event for event in events if event["involvedObject"]["name"] == job]
+        assert serving.log().count(f"leaving {kind} {namespace}/{job} to {MULTIKUEUE}") == 1
+
+    change = json.dumps({"spec": {"runPolicy": {"managedBy": "kubeflow.org/training-operator"}}})
+    patch = ["patch", "tfjob", "dispatched-tfjob", "-n", namespace, "--type=merge", "-p", change]
+    result = cluster.kubectl(*patch, check=False)
+    assert result.returncode != 0 and "runPolicy.managedBy cannot change" in result.stderr, result.stderr

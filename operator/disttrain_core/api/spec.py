@@ -148,6 +148,16 @@ LABEL_NAME_PATTERN = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"  # a label
 LABEL_KEY_PATTERN = rf"^({DNS_SUBDOMAIN_PATTERN}/)?{LABEL_NAME_PATTERN}$"
 LABEL_KEY_MAX_LENGTH = 253 + 1 + 63
 
+# Who runs a job, as Kubernetes' Job and Kueue spell it: a DNS subdomain, '/', a path.
+MANAGED_BY_PATTERN = rf"^{DNS_SUBDOMAIN_PATTERN}/[-._~A-Za-z0-9/]+$"
+MANAGED_BY_MAX_LENGTH = 63
+THIS_OPERATOR = "disttrain.io/operator"
+
+
+def managed_by_field(description: str) -> Any:
+    """The optional `managedBy` of a DistTrainJob's spec, or of a TFJob's runPolicy."""
+    return Field(None, max_length=MANAGED_BY_MAX_LENGTH, pattern=MANAGED_BY_PATTERN, description=description)
+
 
 class SchedulingPolicy(ApiModel):
     min_available: int | None = Field(
@@ -439,6 +449,11 @@ IMMUTABLE_RULES = (
         " && self.replicaSpecs[t].replicas == oldSelf.replicaSpecs[t].replicas)",
         "replica types and counts cannot change after the job is created",
     ),
+    Rule(  # the manager that made the job's children is the one that ends them
+        "has(self.managedBy) == has(oldSelf.managedBy)"
+        " && (!has(self.managedBy) || self.managedBy == oldSelf.managedBy)",
+        "managedBy cannot change after the job is created",
+    ),
 )
 
 _SPEC_RULES = schema_rules(
@@ -517,6 +532,10 @@ class DistTrainJobSpec(ApiModel):
         ge=1,
         le=65535,
         description="Port where the chief (worker 0 without one) serves its progress for the operator to read.",
+    )
+    managed_by: str | None = managed_by_field(
+        f"Who runs the job; unset or {THIS_OPERATOR} means the disttrain operator, which leaves a job managed "
+        "by anyone else (kueue.x-k8s.io/multikueue, say) alone. Set once, at creation."
     )
 
     def replicas(self, replica_type: ReplicaType) -> int:

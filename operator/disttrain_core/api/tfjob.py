@@ -18,10 +18,12 @@ from disttrain_core.api.rules import Rule, schema_rules
 from disttrain_core.api.spec import (
     MAX_REPLICAS,
     MAX_SECONDS,
+    THIS_OPERATOR,
     ApiModel,
     CleanPodPolicy,
     PodTemplateSpec,
     RestartPolicy,
+    managed_by_field,
 )
 from disttrain_core.api.status import (
     HISTORY_DESCRIPTION,
@@ -70,15 +72,6 @@ class TFSchedulingPolicy(ApiModel):
 
 
 class TFRunPolicy(ApiModel):
-    model_config = ConfigDict(
-        json_schema_extra=schema_rules(
-            Rule(
-                f"!has(self.managedBy) || self.managedBy == '{TRAINING_OPERATOR}'",
-                f"managedBy other than {TRAINING_OPERATOR} (MultiKueue) is not served by disttrain",
-            )
-        )
-    )
-
     clean_pod_policy: CleanPodPolicy | None = Field(
         None, description="Pods deleted when the job ends; unset means Running (disttrain's default)."
     )
@@ -87,10 +80,14 @@ class TFRunPolicy(ApiModel):
     backoff_limit: int | None = Field(None, ge=0, le=MAX_SECONDS, description="Restarts before failing; default 6.")
     scheduling_policy: TFSchedulingPolicy | None = None
     suspend: bool | None = None
-    managed_by: str | None = None
+    managed_by: str | None = managed_by_field(
+        f"Who runs the job; unset, {TRAINING_OPERATOR} or {THIS_OPERATOR} mean the disttrain operator, which "
+        "leaves a TFJob managed by anyone else (kueue.x-k8s.io/multikueue, say) alone. Set once, at creation."
+    )
 
 
 _REPLICA_KEYS = "['chief', 'master', 'worker', 'ps', 'evaluator']"
+_MANAGER = "(has({side}.runPolicy) && has({side}.runPolicy.managedBy) ? {side}.runPolicy.managedBy : '')"
 
 _SPEC_RULES = schema_rules(
     Rule(
@@ -100,6 +97,10 @@ _SPEC_RULES = schema_rules(
     Rule(
         "!has(self.enableDynamicWorker) || !self.enableDynamicWorker",
         "enableDynamicWorker has no disttrain equivalent: under ParameterServer a failed worker restarts alone",
+    ),
+    Rule(  # runPolicy may come or go on an update: the rule sits on the spec, which is always there
+        f"{_MANAGER.format(side='self')} == {_MANAGER.format(side='oldSelf')}",
+        "runPolicy.managedBy cannot change after the job is created",
     ),
 )
 

@@ -35,6 +35,7 @@ from disttrain_core.api.job import GROUP, KIND, PLURAL, VERSION
 from disttrain_core.api.spec import DistTrainJobSpec
 from disttrain_core.api.status import JobPhase
 from disttrain_core.kueue import WorkloadView
+from disttrain_core.managers import managed_elsewhere
 from disttrain_core.observed import PodView
 from disttrain_core.tensorboard import TensorBoardView
 from disttrain_core.types import Body, JobKey, ObjectRef, Verdict
@@ -358,7 +359,7 @@ def _progress_targets(runtime: Runtime) -> Iterator[tuple[JobKey, str]]:
     """Each running DistTrainJob's progress URL, from what kopf's index and the pod watch hold."""
     for key in runtime.jobs.job_keys():
         body = next((job for job in runtime.jobs.views(key) if job["kind"] == KIND), None)
-        if body is None or body["status"].get("phase") != JobPhase.RUNNING:
+        if body is None or body["status"].get("phase") != JobPhase.RUNNING or managed_elsewhere(body):
             continue
         try:
             spec = DistTrainJobSpec.model_validate(body["spec"])

@@ -29,3 +29,4 @@ class JobMemory:
     checked_generation: int | None = None  # the last generation whose spec passed the CRD's schema
     tensorboard_refused: tuple[int | None, Verdict] | None = None  # the generation whose TensorBoard was refused
     wire: Wire = field(default_factory=Wire)  # how the job is read and written (a served TFJob's shape)
+    left_to: str | None = None  # the other manager the job names, once the log said so

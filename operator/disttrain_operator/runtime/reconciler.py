@@ -23,6 +23,7 @@ from disttrain_core.api.validation import spec_violations
 from disttrain_core.builders.objects import UNWATCHED_KINDS
 from disttrain_core.builders.settings import BuildSettings
 from disttrain_core.kueue import WorkloadView
+from disttrain_core.managers import managed_elsewhere
 from disttrain_core.observed import PodView, created_pod_view, own_pods
 from disttrain_core.planner import STUCK_TERMINATING, Plan, object_key, plan
 from disttrain_core.served import Wire
@@ -130,6 +131,8 @@ class Reconciler:
         `tensorboard` its TensorBoard Deployment, if any.
         Calls for one job must not overlap (`JobQueue` sees to it); calls for different jobs may.
         """
+        if self._left_alone(body):
+            return
         memory = self._memory(str(body["metadata"]["uid"]))
         memory.wire = Wire.of(body)
         try:
@@ -155,11 +158,26 @@ class Reconciler:
     def refuse(self, body: Body, verdict: Verdict) -> None:
         """Fail a job the operator does not act on at all (another job holds its names): a Warning Event
         and a Failed condition saying why, written once."""
+        if self._left_alone(body):
+            return
         memory = self._memory(str(body["metadata"]["uid"]))
         memory.wire = Wire.of(body)
         body = memory.wire.bare_in(body)
         self._fail_as_it_is(body, memory.written or body.get("status") or {}, verdict)  # the job's watch may lag
         memory.settled = _essence(body, memory.written)  # the echo of that write needs no reconcile
+
+    def _left_alone(self, body: Body) -> bool:
+        """A job whose `managedBy` names another manager is not touched (no children, status or Events): the
+        other manager runs it. The operator's log says so once."""
+        other = managed_elsewhere(body)
+        if other is None:
+            return False
+        memory = self._memory(str(body["metadata"]["uid"]))
+        if memory.left_to != other:
+            memory.left_to = other
+            metadata = body["metadata"]
+            logger.info("leaving %s %s/%s to %s", body.get("kind"), metadata.get("namespace"), metadata["name"], other)
+        return True
 
     def _parsed(self, body: Body, memory: JobMemory, current: Mapping[str, Any]) -> DistTrainJob | None:
         """The job, or None when its spec was refused: the CRD's schema normally keeps such a spec out, but an

@@ -65,7 +65,7 @@ def test_ps_without_chief_converts_and_worker_zero_leads() -> None:
     ("change", "field"),
     [
         (lambda t: t["spec"].update(enableDynamicWorker=True), "spec.enableDynamicWorker"),
-        (lambda t: t["spec"].update(runPolicy={"managedBy": "kueue.x-k8s.io/multikueue"}), "spec.runPolicy.managedBy"),
+        (lambda t: t["spec"].update(runPolicy={"managedBy": 7}), "spec.runPolicy.managedBy"),
         (
             lambda t: t["spec"].update(runPolicy={"schedulingPolicy": {"minResources": {"cpu": "4"}}}),
             "spec.runPolicy.schedulingPolicy.minResources",
@@ -89,6 +89,21 @@ def test_a_field_without_equivalent_is_refused_by_name(change: Any, field: str) 
     with pytest.raises(UnconvertibleError) as raised:
         convert(tfjob)
     assert field in raised.value.field
+
+
+@pytest.mark.parametrize(
+    ("manager", "expected"),
+    [("kueue.x-k8s.io/multikueue", "kueue.x-k8s.io/multikueue"), ("kubeflow.org/training-operator", None)],
+)
+def test_managed_by_is_carried_but_training_operator_s_own_value_means_the_operator(
+    manager: str, expected: str | None
+) -> None:
+    tfjob = _tfjob()
+    tfjob["spec"]["runPolicy"] = {"managedBy": manager}
+    conversion = convert(tfjob)
+    assert conversion.job["spec"].get("managedBy") == expected
+    assert any(manager in note for note in conversion.notes)
+    parse_job({**conversion.job, "metadata": {"name": "job", "namespace": "team"}})  # a valid DistTrainJob
 
 
 def test_replica_types_on_different_ports_are_refused() -> None:

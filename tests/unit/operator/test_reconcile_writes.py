@@ -18,7 +18,7 @@ from disttrain_core.api.status import DistTrainJobStatus, JobPhase, UnkeptLogs
 from disttrain_core.builders.naming import replica_labels
 from disttrain_core.builders.settings import BuildSettings
 from disttrain_core.observed import PodPhase, PodView, Unschedulable, pod_view
-from disttrain_core.types import ObjectRef
+from disttrain_core.types import ObjectRef, Verdict
 from disttrain_kube.errors import HTTP_CONFLICT, ConflictError, RefusedError
 from disttrain_operator.runtime.expectations import EXPECTATION
 from disttrain_operator.runtime.job_memory import JobMemory
@@ -391,3 +391,24 @@ def test_a_failed_pod_waits_for_its_log_and_an_unkept_attempt_is_said_once_in_st
     ]
     warnings = [event["message"] for event in events if event["reason"] == "LogNotKept"]
     assert warnings == ["worker-0, attempt 1 to 2: no log kept; the operator was away"]
+
+
+def test_a_job_another_manager_runs_is_left_alone_and_said_once(caplog: pytest.LogCaptureFixture) -> None:
+    """MultiKueue's copy on the manager cluster: no child, no status, no Event; the log says so once. The same
+    job named for the operator is run."""
+    events: list[Any] = []
+    setup = _Setup()
+    setup.reconciler = Reconciler(
+        setup.kube, BuildSettings(), lambda *a, **k: events.append((a, k)), clock=lambda: START
+    )
+    setup.job["spec"] = {**setup.job["spec"], "managedBy": "kueue.x-k8s.io/multikueue"}
+    with caplog.at_level("INFO", logger="disttrain_operator.runtime.reconciler"):
+        assert setup.reconcile([], []) == []
+        setup.reconciler.refuse(setup.job, Verdict("NameInUse", "a namesake"))
+        assert setup.reconcile([], []) == []
+    assert (setup.kube.statuses, events) == ([], [])
+    said = [record.getMessage() for record in caplog.records if "leaving" in record.getMessage()]
+    assert said == ["leaving DistTrainJob default/digits-mwms to kueue.x-k8s.io/multikueue"]
+
+    setup.job["spec"]["managedBy"] = "disttrain.io/operator"
+    assert any(item.startswith("Pod/") for item in setup.reconcile([], []))

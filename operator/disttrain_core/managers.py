@@ -1,0 +1,31 @@
+"""Whose job it is: `spec.managedBy` of a DistTrainJob, `spec.runPolicy.managedBy` of a TFJob. A job that
+names another manager (Kueue's MultiKueue, which mirrors a worker cluster's copy onto it) is left alone:
+no children, no status, no Events."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from disttrain_core.api.spec import MANAGED_BY_MAX_LENGTH, THIS_OPERATOR
+from disttrain_core.api.tenant_input import as_mapping
+from disttrain_core.api.tfjob import TRAINING_OPERATOR
+from disttrain_core.served import is_served
+
+# A TFJob's manifest may name training-operator, which the operator stands in for where it serves TFJobs.
+_OURS = frozenset({"", THIS_OPERATOR})
+_OURS_FOR_TFJOBS = _OURS | {TRAINING_OPERATOR}
+
+
+def manager(body: Mapping[str, Any]) -> str:
+    """The job's `managedBy` as written, cut to its bound; empty where unset."""
+    spec = as_mapping(body.get("spec"))
+    holder = as_mapping(spec.get("runPolicy")) if is_served(body) else spec
+    value = holder.get("managedBy")
+    return value[:MANAGED_BY_MAX_LENGTH] if isinstance(value, str) else ""
+
+
+def managed_elsewhere(body: Mapping[str, Any]) -> str | None:
+    """The other manager a job names, or None where it is this operator's to run."""
+    named = manager(body)
+    return None if named in (_OURS_FOR_TFJOBS if is_served(body) else _OURS) else named

@@ -1,0 +1,44 @@
+"""Whose job it is, from `managedBy` as each kind spells it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from disttrain_core.managers import managed_elsewhere
+
+
+def _job(manager: Any = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"replicaSpecs": {}}
+    if manager is not None:
+        spec["managedBy"] = manager
+    return {"apiVersion": "disttrain.io/v1alpha1", "kind": "DistTrainJob", "spec": spec}
+
+
+def _tfjob(manager: Any = None) -> dict[str, Any]:
+    run_policy = {} if manager is None else {"managedBy": manager}
+    return {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "spec": {"tfReplicaSpecs": {}, "runPolicy": run_policy}}
+
+
+@pytest.mark.parametrize(
+    ("body", "elsewhere"),
+    [
+        (_job(), None),
+        (_job(""), None),
+        (_job("disttrain.io/operator"), None),
+        (_job("kueue.x-k8s.io/multikueue"), "kueue.x-k8s.io/multikueue"),
+        (_job("kubeflow.org/training-operator"), "kubeflow.org/training-operator"),  # not a DistTrainJob's manager
+        (_tfjob(), None),
+        (_tfjob("kubeflow.org/training-operator"), None),  # the operator stands in for it
+        (_tfjob("disttrain.io/operator"), None),
+        (_tfjob("kueue.x-k8s.io/multikueue"), "kueue.x-k8s.io/multikueue"),
+        ({"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "spec": {"runPolicy": "junk"}}, None),
+    ],
+)
+def test_a_job_is_this_operator_s_unless_it_names_another_manager(body: dict[str, Any], elsewhere: str | None) -> None:
+    assert managed_elsewhere(body) == elsewhere
+
+
+def test_a_manager_past_the_bound_is_read_cut_to_it() -> None:
+    assert managed_elsewhere(_job("example.com/" + "x" * 500)) == ("example.com/" + "x" * 500)[:63]
