@@ -7,6 +7,10 @@ training-operator, one after the other in one run.
   the preempted run's time that went into the final model; 1.0 means the preemptions cost nothing.
 - **Steps redone per preemption**: the steps worker 0 trained over all its attempts, less the job's
   steps, over the evictions (from its log: each attempt's start step and the last step it reached).
+- **Where a restart's time goes**, from each eviction to worker 0's next attempt on the node (the old
+  pods saved, left and were replaced), to its `started` (TensorFlow loaded, the peers joined, the
+  collective set up), to its `training` (the checkpoint restored) and to its first step's report; the
+  benchmark reads worker 0's log as it is written.
 
 Periodic checkpoints are beyond the job (every 100,000 steps), as on a job whose checkpoints are costly: what a
 preemption costs is whatever the trainer and the operator make of it.
@@ -16,7 +20,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +41,74 @@ class Setup:
 
 
 @dataclass(frozen=True)
+class Restart:
+    """Seconds from an eviction to worker 0's next attempt: on the node, started, training, stepping."""
+
+    placed: float
+    started: float | None
+    training: float | None
+    stepping: float | None
+
+
+@dataclass(frozen=True)
 class Outcome:
     seconds: float  # creation to its end
     evictions: int
     trained: int  # steps worker 0 trained, over all its attempts
     restarts: int | None  # what the job's status counts against its backoffLimit (training-operator keeps none)
     failed: bool = False  # the job failed instead: its time counts for nothing
+    timings: tuple[Restart, ...] = ()
+
+
+@dataclass
+class _Attempt:
+    seen: float  # when its folder appeared on the node
+    read: int = 0  # how far its log was read
+    marks: dict[str, float] = field(default_factory=dict)  # the first time of each event of interest
+
+
+_MARKS = {"started": "started", "training": "training", "progress": "stepping"}
+
+
+class Follower:
+    """Worker 0's attempts on the process node, followed as they run: when each appeared, started, restored
+    and reported its first step (the trainer's log lines carry no time)."""
+
+    def __init__(self, scope: str) -> None:
+        self._pattern = f"{scope}_{JOB}-worker-0_*"
+        self._attempts: dict[Path, _Attempt] = {}
+
+    def poll(self) -> None:
+        now = time.monotonic()
+        for folder in (devcluster.state_dir() / devcluster.PROCESS_NODE / "pods").glob(self._pattern):
+            attempt = self._attempts.setdefault(folder, _Attempt(now))
+            try:
+                with (folder / "tensorflow.log").open("rb") as log:
+                    log.seek(attempt.read)
+                    text = log.read()
+            except FileNotFoundError:
+                continue
+            complete = text[: text.rfind(b"\n") + 1]
+            attempt.read += len(complete)
+            for line in complete.decode(errors="replace").splitlines():
+                event = json.loads(line).get("event") if line.startswith("{") else None
+                if event in _MARKS:
+                    attempt.marks.setdefault(_MARKS[event], now)
+
+    def restarts(self, evictions: list[float]) -> tuple[Restart, ...]:
+        """Each eviction's next attempt, as seconds after the eviction."""
+        found = []
+        attempts = sorted(self._attempts.values(), key=lambda attempt: attempt.seen)
+        for evicted in evictions:
+            after = next((attempt for attempt in attempts if attempt.seen > evicted), None)
+            if after is not None:
+                marks = [_since(after.marks.get(mark), evicted) for mark in ("started", "training", "stepping")]
+                found.append(Restart(round(after.seen - evicted, 1), *marks))
+        return tuple(found)
+
+
+def _since(at: float | None, evicted: float) -> float | None:
+    return None if at is None else round(at - evicted, 1)
 
 
 def _trainer_args(epochs: int) -> list[str]:
@@ -127,17 +193,20 @@ def run_once(bench: Cluster, side: Side, setup: Setup, every: float | None, log:
             checkpoints = log.parent / f"checkpoints-{scope}"
             checkpoints.mkdir(parents=True, exist_ok=True)
             path = f"/apis/{version}/namespaces/{scope}/{resource}"
+            follower = Follower(scope)
             began = time.monotonic()
             bench.kube.request("POST", path, {}, job(side, scope, setup.epochs, checkpoints))
             interval = every or 0.0
-            evictions, next_at = 0, began + interval
+            evicted: list[float] = []
+            next_at = began + interval
             while (ended := _ended(bench.kube.read(f"{path}/{JOB}", {}))) is None:
                 now = time.monotonic()
+                follower.poll()
                 if now - began > setup.limit:
                     raise RuntimeError(f"{side.name}: the job did not end within {setup.limit:.0f} s")
-                due = every is not None and evictions < setup.most and now >= next_at
-                if due and _evictable(bench, scope, f"{JOB}-worker-1"):
-                    evictions += _evict(bench, scope, f"{JOB}-worker-1")
+                due = every is not None and len(evicted) < setup.most and now >= next_at
+                if due and _evictable(bench, scope, f"{JOB}-worker-1") and _evict(bench, scope, f"{JOB}-worker-1"):
+                    evicted.append(now)
                     next_at = now + interval
                 time.sleep(0.2)
             seconds = time.monotonic() - began
@@ -146,7 +215,8 @@ def run_once(bench: Cluster, side: Side, setup: Setup, every: float | None, log:
             under_test.stop()
         trained = sum(reached - first for first, reached in _attempts(scope))
         counted = None if side.peer else int(status.get("restartCount", 0))
-        return Outcome(seconds, evictions, trained, counted, failed=ended == "Failed")
+        failed = ended == "Failed"
+        return Outcome(seconds, len(evicted), trained, counted, failed, follower.restarts(evicted))
 
 
 def measure(
@@ -163,8 +233,9 @@ def measure(
 
 
 def summary(outcomes: dict[str, dict[str, Outcome]], total: int, intervals: list[float]) -> str:
-    """`goodput steps=S every=30,60 operator_30=G operator_30_redone=R operator_30_evictions=E ...`; a job that
-    failed instead shows goodput 0 and `_failed=1`."""
+    """`goodput steps=S every=30,60 operator_30=G operator_30_redone=R operator_30_evictions=E ...`, and the
+    mean seconds from an eviction to worker 0's next first step (`_resumed`); a job that failed instead shows
+    goodput 0 and `_failed=1`."""
     parts = [f"goodput steps={total} every={','.join(str(int(n)) for n in intervals)}"]
     for side, runs in outcomes.items():
         clean = runs["clean"]
@@ -179,4 +250,7 @@ def summary(outcomes: dict[str, dict[str, Outcome]], total: int, intervals: list
             parts.append(f"{side}_{label}_redone={redone:.1f} {side}_{label}_evictions={outcome.evictions}")
             if outcome.restarts is not None:
                 parts.append(f"{side}_{label}_counted={outcome.restarts}")
+            stepping = [timing.stepping for timing in outcome.timings if timing.stepping is not None]
+            if stepping:
+                parts.append(f"{side}_{label}_resumed={sum(stepping) / len(stepping):.1f}")
     return " ".join(parts)

@@ -157,6 +157,37 @@ def running_pods(cluster: Cluster, namespace: str, job: str, count: int) -> dict
     return wait_for(f"{count} running pods of {job}", check, timeout=90)
 
 
+def unschedulable(cluster: Cluster, namespace: str, job: str, count: int) -> bool:
+    """`count` pods of the job exist and the scheduler found no node for any of them (a cordon holds them)."""
+    pods = cluster.job_pods(namespace, job).values()
+    reasons = [
+        next((c.get("reason") for c in pod["status"].get("conditions", []) if c["type"] == "PodScheduled"), None)
+        for pod in pods
+    ]
+    return reasons == ["Unschedulable"] * count
+
+
+def drain(cluster: Cluster, node: str, job: str, timeout: int) -> None:
+    """`kubectl drain` of the job's pods from `node`, as an admin does it: cordoned, its pods evicted and gone."""
+    selector = f"--pod-selector=disttrain.io/job-name={job}"
+    cluster.kubectl("drain", node, selector, "--ignore-daemonsets", "--delete-emptydir-data", f"--timeout={timeout}s")
+
+
+def drain_and_uncordon(cluster: Cluster, node: str, namespace: str, job: str, *, count: int, timeout: int) -> None:
+    """`drain`, and once the operator's next `count` pods wait out the cordon, `kubectl uncordon`."""
+    try:
+        drain(cluster, node, job, timeout)
+        wait_for("the next pods held back by the cordon", lambda: unschedulable(cluster, namespace, job, count))
+    finally:
+        cluster.kubectl("uncordon", node)
+
+
+def suspend(cluster: Cluster, namespace: str, job: str, value: bool) -> None:
+    """`spec.runPolicy.suspend` set as a user (or Kueue) sets it."""
+    patch = json.dumps({"spec": {"runPolicy": {"suspend": value}}})
+    cluster.kubectl("patch", "dtj", job, "-n", namespace, "--type=merge", "-p", patch)
+
+
 def job_where(cluster: Cluster, namespace: str, job: str, what: str, test: Any) -> dict[str, Any]:
     """The job once `test` holds of it. A job whose first status is not written yet (the operator holds
     it back up to 2 s, for its pods to run) reads with an empty one."""

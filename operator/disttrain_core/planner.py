@@ -27,12 +27,13 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from disttrain_contract.exit_codes import ExitCode
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import CleanPodPolicy, ReplicaType, RestartScope
 from disttrain_core.builders.naming import pod_name
 from disttrain_core.builders.objects import desired_objects
 from disttrain_core.builders.settings import BuildSettings
-from disttrain_core.failure_policy import Scope, response
+from disttrain_core.failure_policy import Response, Scope, response
 from disttrain_core.observed import PodView
 from disttrain_core.status import describe_failure, evaluation_due, is_finished
 from disttrain_core.types import Manifest, ObjectRef, Verdict, invalid_spec
@@ -102,10 +103,25 @@ def restart_for(
         victims = joined + [pod.name for pod, _ in failed if pod.replica_type is ReplicaType.EVALUATOR]
     else:
         victims = [pod.name for pod, _ in failed] + joined
-    uncounted = failed[0][1].uncounted if all(answer.uncounted is not None for _, answer in failed) else None
+    uncounted = _uncounted(failed)
     apart = ", not counted against backoffLimit" if uncounted is not None else ""
     message = f"{'; '.join(describe_failure(pod) + answer.says() for pod, answer in failed)}: {scope}{apart}"
     return Restart(tuple(dict.fromkeys(victims)), tuple(pod for pod, _ in failed), message, uncounted)
+
+
+def _uncounted(failed: Sequence[tuple[PodView, Response]]) -> str | None:
+    """Why a restart is not counted against backoffLimit (the first disruption's reason), or None where one
+    of its pods failed on the job's own account. A pod that left saying a peer was lost, beside a pod taken
+    away, lost that very pod: it is part of the disruption, unless a failurePolicy rule said otherwise."""
+    disruptions = [answer.uncounted for _, answer in failed if answer.uncounted is not None]
+    if not disruptions:
+        return None
+    own = [
+        pod
+        for pod, answer in failed
+        if answer.uncounted is None and (answer.rule is not None or pod.exit_code != ExitCode.PEER_LOST)
+    ]
+    return None if own else disruptions[0]
 
 
 def cleanup(job: DistTrainJob, pods: Sequence[PodView]) -> list[str]:

@@ -14,10 +14,11 @@ import pytest
 
 from cluster_support import OPERATOR_TEST_NAMESPACE, Cluster, GpuPool, OperatorProcess, operator_kubeconfig
 from disttrain_dev import cluster as devcluster
-from disttrain_dev import real_node
+from disttrain_dev import kueue, real_node
 from disttrain_dev.build import missing_binaries
 from disttrain_dev.polling import wait_for
 from disttrain_dev.versions import cache_paths
+from kueue_support import kueue_running
 from rbac_rights import AUDIT_TIME, Right, bound_rights, used_rights
 from support import ROOT
 
@@ -173,3 +174,13 @@ def pool(cluster: Cluster) -> Iterator[GpuPool]:
     created = GpuPool(cluster)
     yield created
     created.remove()
+
+
+@pytest.fixture(scope="module")
+def kueue_process(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Kueue, built from the source in shared/third_party, for the module that asks for it."""
+    problem = kueue.missing_source()
+    if problem:
+        pytest.skip(problem)
+    with kueue_running(cluster, tmp_path_factory.mktemp("kueue")):
+        yield

@@ -102,7 +102,7 @@ def test_goodput_under_evictions_beside_the_peer(bench_cluster: Cluster, process
     """Real trainers on the process node, worker 1 evicted once, 8 s in: disttrain's job goes on with the
     restart uncounted; training-operator fails the same job as a TFJob (it takes the evicted pod for a
     failed replica, whatever its restartPolicy)."""
-    last = _bench("goodput", "--epochs", "60", "--every", "8", "--evictions", "1", "--run-limit", "180", "--peer")
-    pattern = rf"goodput steps=1320 every=8 operator_8={FIGURE} operator_8_redone=-?{FIGURE} operator_8_evictions=1 "
-    pattern += r"operator_8_counted=0 peer_8=0.00 peer_8_failed=1 peer_8_evictions=1"
+    last = _bench("goodput", "--epochs", "30", "--every", "8", "--evictions", "1", "--run-limit", "180", "--peer")
+    pattern = rf"goodput steps=660 every=8 operator_8={FIGURE} operator_8_redone=-?{FIGURE} operator_8_evictions=1 "
+    pattern += rf"operator_8_counted=0 operator_8_resumed={FIGURE} peer_8=0.00 peer_8_failed=1 peer_8_evictions=1"
     assert re.fullmatch(pattern, last), last

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import signal
 import subprocess
 import time
@@ -24,12 +23,16 @@ from cluster_support import (
     Cluster,
     OperatorProcess,
     bridged_traffic_through_iptables,
+    drain_and_uncordon,
     holds,
     operator_kubeconfig,
     says_a_worker_is_unreachable,
+    suspend,
 )
 from disttrain_dev import cluster as devcluster
 from disttrain_dev.polling import wait_for
+from disttrain_dev.process_node import NODE_NAME as PROCESS_NODE
+from kueue_support import LOCAL_QUEUE, PRIORITY_LABEL, QUEUE_LABEL, evicted_by_kueue, local_queue
 
 pytestmark = [
     pytest.mark.tensorflow,
@@ -47,30 +50,37 @@ def _submit(
     counts: dict[str, int],
     epochs: int,
     *,
+    name: str = JOB,
     every_worker: bool = False,
     extra: tuple[str, ...] = (),
     checkpoint_every: int = 50,
     backoff_limit: int = 4,
+    labels: dict[str, str] | None = None,
+    cpu: str | None = None,
 ) -> int:
     """A job that checkpoints every 50 steps; returns its total step count. `every_worker`: the job succeeds
     once every worker did, so that none still running at the chief's end is stopped by the cleanup. `extra`:
-    more of the trainer's arguments."""
+    more of the trainer's arguments. `labels` on the job, and `cpu` requested by each pod, for a queue."""
     args = ["--model", "mlp", "--dataset", "digits", "--epochs", str(epochs)]
     args += ["--checkpoint-every", str(checkpoint_every), *extra]
-    manifest = job_manifest(JOB, strategy, counts, [*args, "--log-every", "5"])
+    manifest = job_manifest(name, strategy, counts, [*args, "--log-every", "5"])
     for spec in manifest["spec"]["replicaSpecs"].values():
         spec["restartPolicy"] = "ExitCode"
         spec["template"]["spec"]["automountServiceAccountToken"] = False
+        if cpu is not None:
+            spec["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": cpu}}
     manifest["spec"]["runPolicy"] = {"backoffLimit": backoff_limit}
     manifest["spec"]["checkpoint"] = {"size": "1Gi"}
     if every_worker:
         manifest["spec"]["successPolicy"] = "AllWorkers"
+    if labels:
+        manifest["metadata"]["labels"] = labels
     cluster.apply(namespace, json.dumps(manifest))
     return epochs * STEPS_PER_EPOCH
 
 
-def _job(cluster: Cluster, namespace: str) -> dict[str, Any]:
-    return cluster.job(namespace, JOB)
+def _job(cluster: Cluster, namespace: str, name: str = JOB) -> dict[str, Any]:
+    return cluster.job(namespace, name)
 
 
 def _at_step(cluster: Cluster, namespace: str, step: int) -> dict[str, Any]:
@@ -83,26 +93,21 @@ def _at_step(cluster: Cluster, namespace: str, step: int) -> dict[str, Any]:
     return wait_for(f"step {step}", check, timeout=240, interval=0.5)
 
 
-def _succeeded(cluster: Cluster, namespace: str, total: int) -> dict[str, Any]:
+def _succeeded(cluster: Cluster, namespace: str, total: int, name: str = JOB) -> dict[str, Any]:
     def check() -> dict[str, Any] | None:
-        job = _job(cluster, namespace)
+        job = _job(cluster, namespace, name)
         return job if holds(job, "Succeeded") else None
 
-    job = wait_for("Succeeded", check, timeout=300)
+    job = wait_for(f"{name} Succeeded", check, timeout=300)
     assert job["status"]["progress"]["step"] == total
     assert job["status"]["progress"]["totalSteps"] == total
     return job
 
 
-def _pod_folder(cluster: Cluster, namespace: str, pod: str) -> Path:
-    uid = cluster.get("pod", pod, namespace)["metadata"]["uid"]  # type: ignore[index]
+def _pod_folder(cluster: Cluster, namespace: str, pod: str, uid: str | None = None) -> Path:
+    """The process node's folder of the pod, or of its attempt of `uid`."""
+    uid = uid or cluster.get("pod", pod, namespace)["metadata"]["uid"]  # type: ignore[index]
     return devcluster.state_dir() / devcluster.PROCESS_NODE / "pods" / f"{namespace}_{pod}_{uid}"
-
-
-def _kill(cluster: Cluster, namespace: str, pod: str) -> None:
-    """The container's process dies at once, as on an OOM kill or a crash (exit 137)."""
-    pid = int((_pod_folder(cluster, namespace, pod) / "tensorflow.pid").read_text())
-    os.killpg(pid, signal.SIGKILL)
 
 
 def _chief_log(cluster: Cluster, namespace: str, pod: str) -> str:
@@ -111,21 +116,6 @@ def _chief_log(cluster: Cluster, namespace: str, pod: str) -> str:
 
 def _uids(cluster: Cluster, namespace: str) -> dict[str, str]:
     return {name: pod["metadata"]["uid"] for name, pod in cluster.job_pods(namespace, JOB).items()}
-
-
-def test_a_killed_multi_worker_restarts_the_job_and_resumes(
-    process_cluster: Cluster, operator: OperatorProcess, process_namespace: str
-) -> None:
-    total = _submit(process_cluster, process_namespace, "MultiWorkerMirrored", {"Worker": 2}, epochs=60)
-    _at_step(process_cluster, process_namespace, 200)
-    _kill(process_cluster, process_namespace, f"{JOB}-worker-1")
-
-    done = _succeeded(process_cluster, process_namespace, total)
-    assert done["status"]["restartCount"] == 1
-    log = _chief_log(process_cluster, process_namespace, f"{JOB}-worker-0")
-    restored = events(log, "restored")
-    assert restored and restored[-1]["step"] >= 200 - 50  # resumed from a checkpoint, not from zero
-    assert events(log, "finished")[-1]["steps"] == total
 
 
 def test_parameter_server_absorbs_an_evicted_worker_and_resumes_an_evicted_ps_where_it_stopped(
@@ -154,83 +144,126 @@ def test_parameter_server_absorbs_an_evicted_worker_and_resumes_an_evicted_ps_wh
     assert events(log, "finished")[-1]["steps"] == total
 
 
-def _restart_operator(operator: OperatorProcess) -> None:
-    operator.stop(signal.SIGKILL)
-    time.sleep(2)
-    operator.start()
-
-
-def _restart_api_server(operator: OperatorProcess) -> None:
-    devcluster.restart_component("kube-apiserver", pause=5)
-
-
-@pytest.mark.parametrize("disruption", [_restart_operator, _restart_api_server], ids=["operator", "api-server"])
-def test_the_control_plane_going_away_mid_job_costs_nothing(
-    process_cluster: Cluster,
-    operator: OperatorProcess,
-    process_namespace: str,
-    disruption: Callable[[OperatorProcess], None],
+def test_the_operator_and_the_api_server_going_away_mid_job_cost_nothing(
+    process_cluster: Cluster, operator: OperatorProcess, process_namespace: str
 ) -> None:
-    """The operator killed and restarted, or the API server restarted: no duplicate pod, no restart."""
+    """The operator killed and started again, and then the API server restarted, under one running job: no
+    duplicate pod, no restart."""
     total = _submit(
-        process_cluster, process_namespace, "MultiWorkerMirrored", {"Worker": 2}, epochs=80, every_worker=True
+        process_cluster, process_namespace, "MultiWorkerMirrored", {"Worker": 2}, epochs=100, every_worker=True
     )
     _at_step(process_cluster, process_namespace, 100)
     before = _uids(process_cluster, process_namespace)
-    disruption(operator)
+    operator.stop(signal.SIGKILL)
+    time.sleep(2)
+    operator.start()
+    _at_step(process_cluster, process_namespace, 400)  # read by the restarted operator
+    devcluster.restart_component("kube-apiserver", pause=5)
 
     done = _succeeded(process_cluster, process_namespace, total)
     assert _uids(process_cluster, process_namespace) == before  # the same two pods, never recreated
     assert done["status"].get("restartCount", 0) == 0
 
 
-def test_an_evicted_multi_worker_saves_with_its_peers_and_the_job_resumes_at_that_step(
+def _restored_since(cluster: Cluster, namespace: str, pod: str, before: str) -> int:
+    """The step that `pod`'s next attempt (a uid other than `before`) restored, once it logged it."""
+
+    def restored() -> int | None:
+        found = cluster.get("pod", pod, namespace)
+        if found is None or found["metadata"]["uid"] == before:
+            return None
+        log = _pod_folder(cluster, namespace, pod, found["metadata"]["uid"]) / "tensorflow.log"
+        try:
+            steps = events(log.read_text(errors="replace"), "restored")
+        except FileNotFoundError:  # not started on the node yet
+            return None
+        return int(steps[-1]["step"]) if steps else None
+
+    return wait_for(f"{pod}'s next attempt restored", restored, timeout=240)
+
+
+def _resumes_past(cluster: Cluster, namespace: str, fault: Callable[[], None], since: int) -> int:
+    """Once the status shows `since` + 200 steps, `fault`; then worker 0's next attempt must restore at least the
+    step shown before it. Returns the step it restored."""
+    shown = _at_step(cluster, namespace, since + 200)["status"]["progress"]["step"]
+    worker = f"{JOB}-worker-0"
+    before = _uids(cluster, namespace)[worker]
+    fault()
+    restored = _restored_since(cluster, namespace, worker, before)
+    assert restored >= shown
+    return restored
+
+
+def test_an_eviction_a_drain_and_a_suspend_cost_a_running_job_no_step(
     process_cluster: Cluster, operator: OperatorProcess, process_namespace: str
 ) -> None:
-    """Through the Eviction API, as `kubectl drain` and the autoscaler evict: no periodic checkpoint since the
-    start, and no restart allowed; the job still succeeds with exactly the steps of an uninterrupted run."""
+    """Worker 1 evicted through the Eviction API (as the autoscaler evicts), the node drained with `kubectl drain`
+    while the operator runs (the next pods wait out the cordon), and `runPolicy.suspend` set and cleared (as a
+    user or Kueue's preemption does), one after the other: with no periodic checkpoint since the start and no
+    restart allowed, the job resumes each time at the step it showed, and succeeds with exactly the steps of an
+    uninterrupted run."""
+    cluster, namespace = process_cluster, process_namespace
     total = _submit(
-        process_cluster,
-        process_namespace,
-        "MultiWorkerMirrored",
-        {"Worker": 2},
-        epochs=60,
-        checkpoint_every=5000,
-        backoff_limit=0,
+        cluster, namespace, "MultiWorkerMirrored", {"Worker": 2}, epochs=90, checkpoint_every=5000, backoff_limit=0
     )
-    shown = _at_step(process_cluster, process_namespace, 200)["status"]["progress"]["step"]
-    process_cluster.evict(process_namespace, f"{JOB}-worker-1")
+    step = _resumes_past(cluster, namespace, lambda: cluster.evict(namespace, f"{JOB}-worker-1"), 0)
+    evicted = _job(cluster, namespace)["status"]
+    assert (evicted.get("restartCount", 0), evicted["disruptions"]) == (0, 1)
+    assert evicted["lastDisruption"]["reason"] == "EvictionByEvictionAPI"
 
-    done = _succeeded(process_cluster, process_namespace, total)
-    assert (done["status"].get("restartCount", 0), done["status"]["disruptions"]) == (0, 1)
-    assert done["status"]["lastDisruption"]["reason"] == "EvictionByEvictionAPI"
-    log = _chief_log(process_cluster, process_namespace, f"{JOB}-worker-0")
-    assert events(log, "restored")[-1]["step"] >= shown
-    assert events(log, "finished")[-1]["steps"] == total
+    def drain() -> None:
+        drain_and_uncordon(cluster, PROCESS_NODE, namespace, JOB, count=2, timeout=120)
+
+    step = _resumes_past(cluster, namespace, drain, step)
+
+    def suspend_and_resume() -> None:
+        suspend(cluster, namespace, JOB, True)
+        wait_for("no pods", lambda: not cluster.job_pods(namespace, JOB), timeout=120)
+        assert holds(_job(cluster, namespace), "Suspended")
+        suspend(cluster, namespace, JOB, False)
+
+    _resumes_past(cluster, namespace, suspend_and_resume, step)
+    done = _succeeded(cluster, namespace, total)
+    assert (done["status"].get("restartCount", 0), done["status"]["disruptions"]) == (0, 2)
+    assert events(_chief_log(cluster, namespace, f"{JOB}-worker-0"), "finished")[-1]["steps"] == total
 
 
-def test_a_suspended_job_saves_first_and_resumes_at_that_step(
-    process_cluster: Cluster, operator: OperatorProcess, process_namespace: str
+def test_kueue_preempting_a_running_job_costs_it_no_step(
+    process_cluster: Cluster, operator: OperatorProcess, kueue_process: None, process_namespace: str
 ) -> None:
-    """`runPolicy.suspend` on a running job, as a user or Kueue's preemption sets it, then cleared."""
-    total = _submit(
-        process_cluster, process_namespace, "MultiWorkerMirrored", {"Worker": 2}, epochs=60, checkpoint_every=5000
-    )
-    shown = _at_step(process_cluster, process_namespace, 200)["status"]["progress"]["step"]
-
-    def suspend(value: bool) -> None:
-        patch = json.dumps({"spec": {"runPolicy": {"suspend": value}}})
-        process_cluster.kubectl("patch", "dtj", JOB, "-n", process_namespace, "--type=merge", "-p", patch)
-
-    suspend(True)
-    wait_for("no pods", lambda: not process_cluster.job_pods(process_namespace, JOB), timeout=120)
-    assert holds(_job(process_cluster, process_namespace), "Suspended")
-    suspend(False)
-
-    done = _succeeded(process_cluster, process_namespace, total)
+    """Kueue, built from its source, suspends a low-priority job mid-run for a higher one and admits it again once
+    that one finished: the low one's workers save on the way out, and with no restart allowed it resumes at
+    that step."""
+    queued = {QUEUE_LABEL: LOCAL_QUEUE}
+    with local_queue(process_cluster, process_namespace, {"cpu": 1}) as urgent:  # one job of 2 x 500m at a time
+        total = _submit(
+            process_cluster,
+            process_namespace,
+            "MultiWorkerMirrored",
+            {"Worker": 2},
+            epochs=60,
+            checkpoint_every=5000,
+            backoff_limit=0,
+            labels=queued,
+            cpu="500m",
+        )
+        shown = _at_step(process_cluster, process_namespace, 200)["status"]["progress"]["step"]
+        high = _submit(
+            process_cluster,
+            process_namespace,
+            "MultiWorkerMirrored",
+            {"Worker": 2},
+            epochs=2,
+            name="urgent",
+            labels={**queued, PRIORITY_LABEL: urgent},
+            cpu="500m",
+        )
+        evicted_by_kueue(process_cluster, process_namespace, JOB)
+        _succeeded(process_cluster, process_namespace, high, name="urgent")
+        done = _succeeded(process_cluster, process_namespace, total)
     assert done["status"].get("restartCount", 0) == 0
     log = _chief_log(process_cluster, process_namespace, f"{JOB}-worker-0")
-    assert events(log, "restored")[-1]["step"] >= shown  # saved as the workers left
+    assert events(log, "restored")[-1]["step"] >= shown
     assert events(log, "finished")[-1]["steps"] == total
 
 

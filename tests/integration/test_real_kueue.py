@@ -6,10 +6,7 @@ Served TFJobs take the same path."""
 from __future__ import annotations
 
 import json
-import subprocess
 import threading
-import urllib.request
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,108 +26,30 @@ from cluster_support import (
     running_pods,
 )
 from disttrain import Client, DistTrainJob
-from disttrain_cli.ports import free_port
-from disttrain_dev import kueue
-from disttrain_dev.cluster import crd_established
 from disttrain_dev.polling import wait_for
+from kueue_support import (
+    LOCAL_QUEUE,
+    PRIORITY_LABEL,
+    QUEUE_LABEL,
+    URGENT_PRIORITY,
+    WORKLOADS,
+    local_queue,
+    workload_condition,
+)
 from support import ROOT
 
-WORKLOADS = "workloads.kueue.x-k8s.io"
 FLAVOR_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
-PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 GPU = {"nvidia.com/gpu": 1}
-
-
-def _ready(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as response:
-            return bool(response.status == 200)
-    except OSError:
-        return False
-
-
-@pytest.fixture(scope="module")
-def kueue_process(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Kueue with DistTrainJobs as an external framework, its CRDs applied, for this module."""
-    problem = kueue.missing_source()
-    if problem:
-        pytest.skip(problem)
-    build = kueue.ensure_kueue()
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(build.crds))
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-k", str(ROOT / "crds" / "tfjob"))
-    for crd in ("workloads", "clusterqueues", "localqueues", "resourceflavors", "workloadpriorityclasses"):
-        wait_for(f"the {crd} CRD", lambda name=crd: crd_established(_crd(cluster, name)), timeout=60)  # type: ignore[misc]
-    cluster.kubectl("create", "namespace", kueue.NAMESPACE, check=False)
-    kueue.write_certificates()
-    folder = tmp_path_factory.mktemp("kueue")
-    health = free_port()
-    config = folder / "config.yaml"
-    config.write_text(kueue.configuration(health, free_port(), free_port()))
-    with (folder / "kueue.log").open("w") as log:
-        process = subprocess.Popen(
-            [str(build.binary), f"--config={config}", "--feature-gates=VisibilityOnDemand=false"],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=cluster.env,
-        )
-    try:
-        wait_for("Kueue ready", lambda: _ready(health) or process.poll() is not None, timeout=120)
-        assert process.poll() is None, (folder / "kueue.log").read_text()[-3000:]
-        yield
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-
-
-def _crd(cluster: Cluster, plural: str) -> dict[str, Any]:
-    found = cluster.kubectl("get", "crd", f"{plural}.kueue.x-k8s.io", "-o", "json", check=False)
-    return json.loads(found.stdout) if found.returncode == 0 else {}
 
 
 @pytest.fixture
 def queue(cluster: Cluster, kueue_process: None, namespace: str) -> Iterator[str]:
-    """A LocalQueue in the test's namespace, on a ClusterQueue of 4 GPUs that preempts lower priorities."""
-    suffix = uuid.uuid4().hex[:6]
-    flavor, cluster_queue = f"gpu-{suffix}", f"gpus-{suffix}"
-    quota = [{"name": "nvidia.com/gpu", "nominalQuota": 4}, {"name": "cpu", "nominalQuota": 100}]
-    quota.append({"name": "memory", "nominalQuota": "400Gi"})
-    objects = [
-        _object("ResourceFlavor", flavor, {"nodeLabels": {"type": "kwok"}, "tolerations": [FLAVOR_TOLERATION]}),
-        _object(
-            "ClusterQueue",
-            cluster_queue,
-            {
-                "namespaceSelector": {},
-                "preemption": {"withinClusterQueue": "LowerPriority"},
-                "resourceGroups": [
-                    {
-                        "coveredResources": ["nvidia.com/gpu", "cpu", "memory"],
-                        "flavors": [{"name": flavor, "resources": quota}],
-                    }
-                ],
-            },
-        ),
-        _object("WorkloadPriorityClass", f"urgent-{suffix}", None, value=1000),
-        {
-            **_object("LocalQueue", "team", {"clusterQueue": cluster_queue}),
-            "metadata": {"name": "team", "namespace": namespace},
-        },
-    ]
-    cluster.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
-    yield suffix
-    for kind, name in (
-        ("clusterqueue", cluster_queue),
-        ("resourceflavor", flavor),
-        ("workloadpriorityclass", f"urgent-{suffix}"),
-    ):
-        cluster.kubectl("delete", f"{kind}.kueue.x-k8s.io", name, "--wait=false", check=False)
-
-
-def _object(kind: str, name: str, spec: dict[str, Any] | None, **fields: Any) -> dict[str, Any]:
-    manifest: dict[str, Any] = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": kind, "metadata": {"name": name}}
-    if spec is not None:
-        manifest["spec"] = spec
-    return {**manifest, **fields}
+    """A LocalQueue in the test's namespace, on a ClusterQueue of 4 GPUs (on the kwok nodes) that preempts
+    lower priorities; yields the name of its higher WorkloadPriorityClass."""
+    quota: dict[str, int | str] = {"nvidia.com/gpu": 4, "cpu": 100, "memory": "400Gi"}
+    flavor = {"nodeLabels": {"type": "kwok"}, "tolerations": [FLAVOR_TOLERATION]}
+    with local_queue(cluster, namespace, quota, flavor) as urgent:
+        yield urgent
 
 
 def _job(name: str, labels: dict[str, str]) -> str:
@@ -144,11 +63,6 @@ def _workload(cluster: Cluster, namespace: str, job: str) -> dict[str, Any]:
     return wait_for(f"the Workload of {job}", lambda: cluster.get(WORKLOADS, f"disttrainjob-{job}", namespace))
 
 
-def _conditions(cluster: Cluster, namespace: str, job: str) -> dict[str, str]:
-    workload = cluster.get(WORKLOADS, f"disttrainjob-{job}", namespace) or {}
-    return {c["type"]: c["status"] for c in (workload.get("status") or {}).get("conditions") or []}
-
-
 def _suspended(cluster: Cluster, namespace: str, job: str) -> dict[str, Any]:
     return job_where(cluster, namespace, job, "suspended", lambda j: j["status"].get("phase") == "Suspended")
 
@@ -156,22 +70,22 @@ def _suspended(cluster: Cluster, namespace: str, job: str) -> dict[str, Any]:
 def _succeed(cluster: Cluster, namespace: str, job: str) -> None:
     cluster.set_pod_status(namespace, f"{job}-worker-0", "Succeeded", exit_code=0)
     job_where(cluster, namespace, job, "Succeeded", lambda j: holds(j, "Succeeded"))
-    wait_for(f"{job}'s Workload Finished", lambda: _conditions(cluster, namespace, job).get("Finished") == "True")
+    wait_for(f"{job}'s Workload Finished", lambda: workload_condition(cluster, namespace, job, "Finished") == "True")
 
 
 def test_jobs_are_admitted_within_quota_queue_and_start_when_it_frees(
     cluster: Cluster, operator: OperatorProcess, namespace: str, queue: str
 ) -> None:
-    cluster.apply(namespace, _job("first", {"kueue.x-k8s.io/queue-name": "team"}))
+    cluster.apply(namespace, _job("first", {QUEUE_LABEL: LOCAL_QUEUE}))
     pods = running_pods(cluster, namespace, "first", 4)
     for pod in pods.values():
         assert pod["spec"]["nodeSelector"] == {"type": "kwok"}
         assert FLAVOR_TOLERATION in pod["spec"]["tolerations"]
     assert cluster.has_event(namespace, "Admitted")
 
-    cluster.apply(namespace, _job("second", {"kueue.x-k8s.io/queue-name": "team"}))
+    cluster.apply(namespace, _job("second", {QUEUE_LABEL: LOCAL_QUEUE}))
     wait_for(
-        "second waits for quota", lambda: _conditions(cluster, namespace, "second").get("QuotaReserved") == "False"
+        "second waits for quota", lambda: workload_condition(cluster, namespace, "second", "QuotaReserved") == "False"
     )
     assert _suspended(cluster, namespace, "second")["spec"]["runPolicy"]["suspend"] is True
     assert cluster.job_pods(namespace, "second") == {}
@@ -184,21 +98,21 @@ def test_jobs_are_admitted_within_quota_queue_and_start_when_it_frees(
 def test_a_higher_workload_priority_class_preempts_and_the_lower_job_resumes(
     cluster: Cluster, operator: OperatorProcess, namespace: str, queue: str
 ) -> None:
-    cluster.apply(namespace, _job("low", {"kueue.x-k8s.io/queue-name": "team"}))
+    cluster.apply(namespace, _job("low", {QUEUE_LABEL: LOCAL_QUEUE}))
     running_pods(cluster, namespace, "low", 4)
     assert "priority" not in _workload(cluster, namespace, "low")["spec"]
 
-    urgent = f"urgent-{queue}"
-    cluster.apply(namespace, _job("high", {"kueue.x-k8s.io/queue-name": "team", PRIORITY_LABEL: urgent}))
+    urgent = queue  # the higher WorkloadPriorityClass
+    cluster.apply(namespace, _job("high", {QUEUE_LABEL: LOCAL_QUEUE, PRIORITY_LABEL: urgent}))
     workload = _workload(cluster, namespace, "high")
-    assert workload["spec"]["priority"] == 1000
+    assert workload["spec"]["priority"] == URGENT_PRIORITY
     assert workload["spec"]["priorityClassRef"] == {
         "group": "kueue.x-k8s.io",
         "kind": "WorkloadPriorityClass",
         "name": urgent,
     }
 
-    wait_for("low evicted", lambda: _conditions(cluster, namespace, "low").get("Evicted") == "True")
+    wait_for("low evicted", lambda: workload_condition(cluster, namespace, "low", "Evicted") == "True")
     low = _suspended(cluster, namespace, "low")
     template = low["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]
     assert "nodeSelector" not in template and not template.get("tolerations")  # restored from the Workload
@@ -229,18 +143,21 @@ def test_a_served_tfjob_waits_for_quota_starts_when_it_frees_and_releases_it(
     operator.stop()  # the serving operator acts on the DistTrainJob too: one operator at a time
     serving.start()
     try:
-        cluster.apply(namespace, _job("first", {"kueue.x-k8s.io/queue-name": "team"}))
+        cluster.apply(namespace, _job("first", {QUEUE_LABEL: LOCAL_QUEUE}))
         running_pods(cluster, namespace, "first", 4)
         template = {"spec": {"containers": [{"name": "tensorflow", "image": "i", "resources": {"limits": GPU}}]}}
         tfjob = {
             "apiVersion": "kubeflow.org/v1",
             "kind": "TFJob",
-            "metadata": {"name": "second", "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": "team"}},
+            "metadata": {"name": "second", "namespace": namespace, "labels": {QUEUE_LABEL: LOCAL_QUEUE}},
             "spec": {"tfReplicaSpecs": {"Worker": {"replicas": 4, "restartPolicy": "OnFailure", "template": template}}},
         }
         cluster.kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=baseline", "--overwrite")
         cluster.kubectl("apply", "-f", "-", stdin=json.dumps(tfjob))
-        wait_for("the TFJob waits", lambda: _conditions(cluster, namespace, "second").get("QuotaReserved") == "False")
+        wait_for(
+            "the TFJob waits",
+            lambda: workload_condition(cluster, namespace, "second", "QuotaReserved") == "False",
+        )
         held = json.loads(cluster.kubectl("get", "tfjob", "second", "-n", namespace, "-o", "json").stdout)
         assert held["spec"]["runPolicy"]["suspend"] is True
         assert _workload(cluster, namespace, "second")["metadata"]["ownerReferences"][0]["kind"] == "TFJob"
@@ -250,7 +167,8 @@ def test_a_served_tfjob_waits_for_quota_starts_when_it_frees_and_releases_it(
         assert all(pod["spec"]["nodeSelector"] == {"type": "kwok"} for pod in pods.values())
         cluster.set_pod_status(namespace, "second-worker-0", "Succeeded", exit_code=0)
         wait_for(
-            "the TFJob's Workload Finished", lambda: _conditions(cluster, namespace, "second").get("Finished") == "True"
+            "the TFJob's Workload Finished",
+            lambda: workload_condition(cluster, namespace, "second", "Finished") == "True",
         )
     finally:
         serving.stop()
@@ -263,8 +181,8 @@ def test_a_job_kueue_admits_is_then_placed_by_kube_scheduler_as_a_gang(
     """Kueue admits against quota (4 GPUs), not against free nodes: with 3 GPU slots free, the admitted
     4-pod job holds none of them until a fourth appears, and then all 4 are bound together."""
     pool.add(gpus=3)
-    cluster.apply(namespace, json.dumps(pool.job("admitted", 4, labels={"kueue.x-k8s.io/queue-name": "team"})))
-    wait_for("Kueue to admit it", lambda: _conditions(cluster, namespace, "admitted").get("Admitted") == "True")
+    cluster.apply(namespace, json.dumps(pool.job("admitted", 4, labels={QUEUE_LABEL: LOCAL_QUEUE})))
+    wait_for("Kueue to admit it", lambda: workload_condition(cluster, namespace, "admitted", "Admitted") == "True")
     group = wait_for("its PodGroup", lambda: cluster.get("podgroups.scheduling.k8s.io", "admitted", namespace))
     assert group["spec"]["schedulingPolicy"] == {"gang": {"minCount": 4}}
 

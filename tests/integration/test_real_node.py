@@ -29,14 +29,18 @@ from cluster_support import (
     Cluster,
     OperatorProcess,
     bridged_traffic_through_iptables,
+    drain,
+    drain_and_uncordon,
     holds,
     says_a_worker_is_unreachable,
+    suspend,
 )
 from disttrain import Client
 from disttrain_core.api.crd import KEPT_ON_UNINSTALL
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import containerd, images, node_kinds, real_node, versions
 from disttrain_dev.polling import wait_for
+from kueue_support import LOCAL_QUEUE, PRIORITY_LABEL, QUEUE_LABEL, evicted_by_kueue, local_queue
 from rbac_rights import AUDIT_TIME, refused_rights
 from support import ROOT, readme_block
 
@@ -116,10 +120,11 @@ def _submit(
     checkpoint_every: int | None = None,
     backoff_limit: int | None = None,
     every_worker: bool = False,
+    labels: dict[str, str] | None = None,
 ) -> str:
     """The example with more epochs (a fault then lands mid-run) and `extra` trainer flags, its logs kept on its
-    checkpoint volume with `logs_on_volume`, its name ending in `suffix`, its checkpoints and restarts as
-    given; with `every_worker` it succeeds once every worker did (none is stopped still running by the
+    checkpoint volume with `logs_on_volume`, its name ending in `suffix`, its checkpoints, restarts and labels
+    as given; with `every_worker` it succeeds once every worker did (none is stopped still running by the
     cleanup at worker 0's end). Returns its name."""
     flags = "".join(f', "{flag}"' for flag in extra)
     text = re.sub(r'"--epochs", "\d+"', f'"--epochs", "{epochs}"{flags}', example.read_text())
@@ -130,6 +135,9 @@ def _submit(
     if every_worker:
         text = text.replace("\nspec:\n", "\nspec:\n  successPolicy: AllWorkers\n", 1)
     text = re.sub(r"^  name: (\S+)$", rf"  name: \g<1>{suffix}", text, count=1, flags=re.MULTILINE)
+    if labels:
+        rendered = "".join(f"    {key}: {value}\n" for key, value in labels.items())
+        text = re.sub(r"^(  name: \S+\n)", rf"\g<1>  labels:\n{rendered}", text, count=1, flags=re.MULTILINE)
     if logs_on_volume:
         text = text.replace("\nspec:\n", "\nspec:\n  logs:\n    destination: CheckpointVolume\n", 1)
     cluster.apply(namespace, text)
@@ -140,10 +148,12 @@ def _step(cluster: Cluster, namespace: str, job: str) -> int:
     return int(cluster.job(namespace, job).get("status", {}).get("progress", {}).get("step", 0))
 
 
-# Some 15 s of training here (multi-worker at 90 steps/s, ParameterServer at 150): a fault that follows the
-# trainer's log lands well before the end, where the job's status, polled every 10 s, may come too late.
+# Some 15 s of training here (multi-worker at 90 steps/s): a fault that follows the trainer's log lands well
+# before the end, where the job's status, polled every 10 s, may come too late. The ParameterServer job (150
+# steps/s, half that while a worker is replaced) takes two faults, the second after the worker's return.
 FAULTED_EPOCHS = 60
-PS_FAULTED_EPOCHS = 150
+PS_FAULTED_EPOCHS = 200
+LONG_EPOCHS = 90  # some 22 s of training, for a run that takes two or three faults
 
 
 def _logged_step(cluster: Cluster, namespace: str, pod: str) -> int:
@@ -238,17 +248,6 @@ def test_the_installed_operator_leads_with_one_replica_and_serves_metrics(instal
     path = f"/api/v1/namespaces/{OPERATOR_NAMESPACE}/services/disttrain-operator-metrics:metrics/proxy/metrics"
     scraped = installed.kubectl("get", "--raw", path).stdout
     assert re.search(r"^disttrain_leader [01]\.0$", scraped, re.MULTILINE), scraped[-2000:]
-
-
-def test_the_parameter_server_example_trains_in_the_trainer_image(installed: Cluster, real_namespace: str) -> None:
-    """The MultiWorkerMirrored example is trained here by README's first command (CI's first step, or
-    tests/e2e/test_quickstart.py), by scripts/e2e.sh and under every fault below: this is the other one's."""
-    ps = _submit(installed, real_namespace, PS, epochs=4)
-    _wait_succeeded(installed, real_namespace, ps)
-    assert _finished_line(installed, real_namespace, f"{ps}-chief-0")["steps"] == 4 * STEPS_PER_EPOCH
-    volume = _host_folder(installed, real_namespace, f"{ps}-checkpoint")
-    assert (volume / "export" / "saved_model.pb").is_file(), sorted(p.name for p in volume.iterdir())
-    assert any(path.name.startswith("ckpt") for path in volume.rglob("*")), sorted(p.name for p in volume.iterdir())
 
 
 def test_readme_s_first_job_succeeds_as_written(installed: Cluster, plain_namespace: str) -> None:
@@ -373,49 +372,67 @@ def test_a_worker_killed_through_containerd_resumes_to_the_exact_step(installed:
     assert "restored" in last and last[-1] == "finished", last[-5:]
 
 
-def test_a_deleted_ps_pod_resumes_the_job_from_its_checkpoint(installed: Cluster, real_namespace: str) -> None:
-    """With its logs kept on the checkpoint volume by the trainer image, read back through a pod of that image."""
-    job = _submit(installed, real_namespace, PS, PS_FAULTED_EPOCHS, logs_on_volume=True)
-    _past_first_checkpoint(installed, real_namespace, f"{job}-chief-0")
-    installed.kubectl("delete", "pod", "-n", real_namespace, f"{job}-ps-0", "--wait=false")
+def test_parameter_server_absorbs_an_evicted_worker_and_resumes_an_evicted_ps_at_its_step(
+    installed: Cluster, real_namespace: str
+) -> None:
+    """The ParameterServer example (the MultiWorkerMirrored one is trained by README's first command, by
+    scripts/e2e.sh and under the faults below), with no periodic checkpoint since the start and no restart
+    allowed: the chief carries on past the worker, saves as the PS leaves, the job resumes there and exports
+    its model to the volume's folder. Its logs, kept on the checkpoint volume by the trainer image, are read
+    back through a pod of that image."""
+    job = _submit(
+        installed, real_namespace, PS, PS_FAULTED_EPOCHS, logs_on_volume=True, checkpoint_every=5000, backoff_limit=0
+    )
+    chief = f"{job}-chief-0"
+    _past_first_checkpoint(installed, real_namespace, chief)
+    chief_uid = _uid(installed, real_namespace, chief)
+    installed.evict(real_namespace, f"{job}-worker-0")
+    wait_for("worker 0 replaced", lambda: installed.job(real_namespace, job)["status"].get("disruptions") == 1)
+    past = _logged_step(installed, real_namespace, chief) + 100
+    wait_for(f"the chief past step {past}", lambda: _logged_step(installed, real_namespace, chief) > past, timeout=120)
+    assert _uid(installed, real_namespace, chief) == chief_uid  # the coordinator carried on
+
+    shown = _logged_step(installed, real_namespace, chief)
+    installed.evict(real_namespace, f"{job}-ps-0")
     _still_running(installed, real_namespace, job, PS_FAULTED_EPOCHS)
     finished = _wait_succeeded(installed, real_namespace, job)
-    assert finished["status"]["restartCount"] >= 1
-    logs = installed.kubectl("logs", "-n", real_namespace, f"{job}-chief-0").stdout
-    assert '"event": "restored"' in logs, logs[-2000:]  # the checkpoint outlived the pods
-    assert _finished_line(installed, real_namespace, f"{job}-chief-0")["steps"] == PS_FAULTED_EPOCHS * STEPS_PER_EPOCH
+    assert (finished["status"].get("restartCount", 0), finished["status"]["disruptions"]) == (0, 2)
+    restored = _restored(installed, real_namespace, chief)
+    assert restored is not None and restored >= shown  # saved as the PS left, not a periodic checkpoint
+    assert _finished_line(installed, real_namespace, chief)["steps"] == PS_FAULTED_EPOCHS * STEPS_PER_EPOCH
+    volume = _host_folder(installed, real_namespace, f"{job}-checkpoint")
+    assert (volume / "export" / "saved_model.pb").is_file(), sorted(p.name for p in volume.iterdir())
+    assert any(path.name.startswith("ckpt") for path in volume.rglob("*")), sorted(p.name for p in volume.iterdir())
     installed.kubectl("delete", "pods", "-n", real_namespace, "-l", f"disttrain.io/job-name={job}", "--wait=true")
     client = Client(kubeconfig=installed.kubeconfig, namespace=real_namespace)
     attempts = client.attempts(job, "ps-0")  # every pod is gone: all there is, is on the volume
     assert len(attempts) >= 2 and all(attempt.kept for attempt in attempts), attempts
-    deleted = [json.loads(line) for line in client.logs(job, "ps-0", attempt=1) if line.startswith("{")]
-    assert deleted[-1]["event"] == "serving", deleted  # what it said before it was deleted
+    evicted = [json.loads(line) for line in client.logs(job, "ps-0", attempt=1) if line.startswith("{")]
+    assert evicted[-1]["event"] == "serving", evicted  # what it said before it was evicted
     assert not installed.items("configmaps", real_namespace, f"disttrain.io/job-name={job}")
     assert not installed.items("pods", real_namespace, f"disttrain.io/log-reader-of={job}")
 
 
-def test_the_leading_operator_pod_deleted_mid_job(installed: Cluster, real_namespace: str) -> None:
-    job = _submit(installed, real_namespace, MWMS, epochs=FAULTED_EPOCHS)
-    _past_first_checkpoint(installed, real_namespace, f"{job}-worker-0")
+def test_the_leading_operator_pod_deleted_and_the_kubelet_restarted_mid_job(
+    installed: Cluster, real_namespace: str
+) -> None:
+    """One after the other under one running job: the standby operator takes over, and the containers outlive
+    their kubelet; nothing restarts."""
+    job = _submit(installed, real_namespace, MWMS, epochs=LONG_EPOCHS)
+    worker = f"{job}-worker-0"
+    _past_first_checkpoint(installed, real_namespace, worker)
     lease = installed.get("lease", "disttrain-operator", OPERATOR_NAMESPACE)
     assert lease is not None
     leader = lease["spec"]["holderIdentity"].rsplit("_", 1)[0]
     installed.kubectl("delete", "pod", "-n", OPERATOR_NAMESPACE, leader, "--wait=false")
-    _still_running(installed, real_namespace, job)
-    finished = _wait_succeeded(installed, real_namespace, job)
-    assert finished["status"]["restartCount"] == 0  # the training pods never noticed
-    assert _finished_line(installed, real_namespace, f"{job}-worker-0")["steps"] == FAULTED_EPOCHS * STEPS_PER_EPOCH
-    installed.kubectl("rollout", "status", "-n", OPERATOR_NAMESPACE, "deploy/disttrain-operator", "--timeout=120s")
-
-
-def test_a_restarted_kubelet_leaves_the_job_running(installed: Cluster, real_namespace: str) -> None:
-    job = _submit(installed, real_namespace, MWMS, epochs=FAULTED_EPOCHS)
-    _past_first_checkpoint(installed, real_namespace, f"{job}-worker-0")
-    _still_running(installed, real_namespace, job)  # checked first: the kubelet's stop waits for it to exit
+    past = _logged_step(installed, real_namespace, worker) + 300
+    wait_for(f"past step {past}", lambda: _logged_step(installed, real_namespace, worker) > past, timeout=120)
+    _still_running(installed, real_namespace, job, LONG_EPOCHS)  # checked first: the kubelet's stop waits for it
     devcluster.restart_component("kubelet", pause=2)
     finished = _wait_succeeded(installed, real_namespace, job)
-    assert finished["status"]["restartCount"] == 0  # containers outlive their kubelet
-    assert _finished_line(installed, real_namespace, f"{job}-worker-0")["steps"] == FAULTED_EPOCHS * STEPS_PER_EPOCH
+    assert finished["status"]["restartCount"] == 0  # the training pods never noticed
+    assert _finished_line(installed, real_namespace, worker)["steps"] == LONG_EPOCHS * STEPS_PER_EPOCH
+    installed.kubectl("rollout", "status", "-n", OPERATOR_NAMESPACE, "deploy/disttrain-operator", "--timeout=120s")
 
 
 def test_workers_cut_off_from_each_other_say_so_on_the_job_then_finish(installed: Cluster, real_namespace: str) -> None:
@@ -444,21 +461,83 @@ def test_workers_cut_off_from_each_other_say_so_on_the_job_then_finish(installed
     assert _finished_line(installed, real_namespace, f"{job}-worker-0")["steps"] == 8 * STEPS_PER_EPOCH
 
 
-def test_an_evicted_worker_of_the_trainer_image_costs_no_step(installed: Cluster, real_namespace: str) -> None:
-    """The trainer image on the real node: one MultiWorkerMirrored worker evicted with no periodic checkpoint
-    since the start and no restart allowed; its peer saves with it, and the job resumes at that step."""
+def _uid(cluster: Cluster, namespace: str, pod: str) -> str:
+    found = cluster.get("pod", pod, namespace)
+    assert found is not None, f"{pod} not found"
+    return str(found["metadata"]["uid"])
+
+
+def _restored(cluster: Cluster, namespace: str, pod: str) -> int | None:
+    """The step the pod's running trainer restored, once it said so."""
+    logs = cluster.kubectl("logs", "-n", namespace, pod, check=False).stdout
+    steps = [int(json.loads(line)["step"]) for line in logs.splitlines() if line.startswith('{"event": "restored"')]
+    return steps[-1] if steps else None
+
+
+def _resumed(cluster: Cluster, namespace: str, pod: str, before: str) -> int:
+    """The step that `pod`'s next attempt (a uid other than `before`) restored; and then, once it trained 100
+    steps past it, the step it logged last."""
+
+    def restored() -> int | None:
+        found = cluster.get("pod", pod, namespace)
+        return None if found is None or found["metadata"]["uid"] == before else _restored(cluster, namespace, pod)
+
+    step = wait_for(f"{pod}'s next attempt restored", restored, timeout=240)
+    wait_for(f"{pod} past step {step + 100}", lambda: _logged_step(cluster, namespace, pod) > step + 100, timeout=120)
+    return step
+
+
+def test_the_trainer_image_evicted_drained_and_suspended_costs_no_step(installed: Cluster, real_namespace: str) -> None:
+    """One MultiWorkerMirrored worker evicted, then the node drained with the operator running (its next pods wait
+    out the cordon), then the job suspended and resumed: with no periodic checkpoint since the start and no
+    restart allowed, the workers save together each time and the job resumes at that step."""
     job = _submit(
-        installed, real_namespace, MWMS, FAULTED_EPOCHS, suffix="-evicted", checkpoint_every=5000, backoff_limit=0
+        installed, real_namespace, MWMS, LONG_EPOCHS, suffix="-evicted", checkpoint_every=5000, backoff_limit=0
     )
-    wait_for("past step 100", lambda: _logged_step(installed, real_namespace, f"{job}-worker-0") > 100, timeout=180)
-    shown = _logged_step(installed, real_namespace, f"{job}-worker-0")
+    worker = f"{job}-worker-0"
+    wait_for("past step 100", lambda: _logged_step(installed, real_namespace, worker) > 100, timeout=180)
+
+    shown, uid = _logged_step(installed, real_namespace, worker), _uid(installed, real_namespace, worker)
     installed.evict(real_namespace, f"{job}-worker-1")
+    assert _resumed(installed, real_namespace, worker, uid) >= shown
+
+    shown, uid = _logged_step(installed, real_namespace, worker), _uid(installed, real_namespace, worker)
+    drain_and_uncordon(installed, real_node.NODE_NAME, real_namespace, job, count=2, timeout=DELETION_BOUND)
+    assert _resumed(installed, real_namespace, worker, uid) >= shown
+
+    shown, uid = _logged_step(installed, real_namespace, worker), _uid(installed, real_namespace, worker)
+    suspend(installed, real_namespace, job, True)
+    wait_for("no pods", lambda: not installed.job_pods(real_namespace, job), timeout=DELETION_BOUND)
+    suspend(installed, real_namespace, job, False)
+    assert _resumed(installed, real_namespace, worker, uid) >= shown
+
     finished = _wait_succeeded(installed, real_namespace, job)
-    assert (finished["status"].get("restartCount", 0), finished["status"]["disruptions"]) == (0, 1)
-    logs = installed.kubectl("logs", "-n", real_namespace, f"{job}-worker-0").stdout
-    restored = [json.loads(line) for line in logs.splitlines() if line.startswith('{"event": "restored"')]
-    assert restored and restored[-1]["step"] >= shown, logs[-2000:]
-    assert _finished_line(installed, real_namespace, f"{job}-worker-0")["steps"] == FAULTED_EPOCHS * STEPS_PER_EPOCH
+    assert (finished["status"].get("restartCount", 0), finished["status"]["disruptions"]) == (0, 2)
+    assert _finished_line(installed, real_namespace, worker)["steps"] == LONG_EPOCHS * STEPS_PER_EPOCH
+
+
+def test_kueue_preempting_the_trainer_image_costs_it_no_step(
+    installed: Cluster, kueue_process: None, real_namespace: str
+) -> None:
+    """Kueue, built from its source, suspends a low-priority job mid-run for a higher one and admits it again once
+    that one finished: the low one's workers save on the way out and, with no restart allowed, it resumes at
+    that step."""
+    quota: dict[str, int | str] = {"cpu": 1, "memory": "2Gi"}  # the example's two workers, one job at a time
+    with local_queue(installed, real_namespace, quota) as urgent:
+        queued = {QUEUE_LABEL: LOCAL_QUEUE}
+        low = _submit(installed, real_namespace, MWMS, LONG_EPOCHS, checkpoint_every=5000, backoff_limit=0,
+                      suffix="-low", labels=queued)  # fmt: skip
+        worker = f"{low}-worker-0"
+        wait_for("past step 100", lambda: _logged_step(installed, real_namespace, worker) > 100, timeout=180)
+        shown, uid = _logged_step(installed, real_namespace, worker), _uid(installed, real_namespace, worker)
+        high = _submit(installed, real_namespace, MWMS, 2, suffix="-high",
+                       labels={**queued, PRIORITY_LABEL: urgent})  # fmt: skip
+        evicted_by_kueue(installed, real_namespace, low)
+        _wait_succeeded(installed, real_namespace, high)
+        assert _resumed(installed, real_namespace, worker, uid) >= shown
+        finished = _wait_succeeded(installed, real_namespace, low)
+    assert finished["status"].get("restartCount", 0) == 0
+    assert _finished_line(installed, real_namespace, worker)["steps"] == LONG_EPOCHS * STEPS_PER_EPOCH
 
 
 # How long a deletion may take past the pods' grace period with no operator at all (docs/architecture.md).
@@ -485,8 +564,7 @@ def test_with_the_operator_stopped_an_eviction_and_a_drain_complete(installed: C
         wait_for("the evicted pod gone", lambda: installed.get("pod", f"{job}-worker-1", real_namespace) is None,
                  timeout=DELETION_BOUND)  # fmt: skip
         _still_running(installed, real_namespace, job)
-        drain = ["drain", real_node.NODE_NAME, f"--pod-selector=disttrain.io/job-name={job}", "--ignore-daemonsets"]
-        installed.kubectl(*drain, "--delete-emptydir-data", f"--timeout={DELETION_BOUND}s")
+        drain(installed, real_node.NODE_NAME, job, DELETION_BOUND)
         assert not installed.items("pods", real_namespace, f"disttrain.io/job-name={job}")
     finally:
         installed.kubectl("uncordon", real_node.NODE_NAME)

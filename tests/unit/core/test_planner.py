@@ -169,6 +169,26 @@ def test_a_disruption_restarts_past_the_backoff_limit_and_whatever_the_restart_p
     assert mixed.restart is None and mixed.fail is not None and mixed.fail.reason == "BackoffLimitExceeded"
 
 
+def test_a_peer_lost_beside_a_disruption_is_part_of_it_unless_a_rule_says_otherwise() -> None:
+    """Worker 0 left with `a peer was lost` as worker 1 was evicted, both seen in one view: one uncounted
+    restart. Alone, or under a rule that names its exit code, the same failure counts."""
+    job = _job({"Worker": 2}, backoffLimit=0)
+    evicted = _pod(ReplicaType.WORKER, 1, deleting=True, disruption="EvictionByEvictionAPI")
+    peer_lost = _pod(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=130)
+    beside = _plan(job, [peer_lost, evicted])
+    assert beside.fail is None and beside.restart is not None
+    assert beside.restart.disruption == "EvictionByEvictionAPI"
+    alone = _plan(job, [peer_lost, _pod(ReplicaType.WORKER, 1)])
+    assert alone.fail is not None and alone.fail.reason == "BackoffLimitExceeded"
+    ruled = _job(
+        {"Worker": 2},
+        backoffLimit=0,
+        failurePolicy=_rules({"action": "RestartJob", "onExitCodes": {"operator": "In", "values": [130]}}),
+    )
+    counted = _plan(ruled, [peer_lost, evicted])
+    assert counted.fail is not None and counted.fail.reason == "BackoffLimitExceeded"
+
+
 def _rules(*rules: dict[str, Any]) -> dict[str, Any]:
     return {"rules": list(rules)}
 
