@@ -26,6 +26,7 @@ import pytest
 import yaml
 
 from disttrain_cli.ports import free_port
+from disttrain_core.observed import unschedulable
 from disttrain_dev.cluster import NodeShape, fake_node
 from disttrain_dev.polling import wait_for
 from disttrain_dev.versions import cache_paths
@@ -157,14 +158,10 @@ def running_pods(cluster: Cluster, namespace: str, job: str, count: int) -> dict
     return wait_for(f"{count} running pods of {job}", check, timeout=90)
 
 
-def unschedulable(cluster: Cluster, namespace: str, job: str, count: int) -> bool:
+def all_unschedulable(cluster: Cluster, namespace: str, job: str, count: int) -> bool:
     """`count` pods of the job exist and the scheduler found no node for any of them (a cordon holds them)."""
     pods = cluster.job_pods(namespace, job).values()
-    reasons = [
-        next((c.get("reason") for c in pod["status"].get("conditions", []) if c["type"] == "PodScheduled"), None)
-        for pod in pods
-    ]
-    return reasons == ["Unschedulable"] * count
+    return len(pods) == count and all(unschedulable(pod) is not None for pod in pods)
 
 
 def drain(cluster: Cluster, node: str, job: str, timeout: int) -> None:
@@ -177,7 +174,7 @@ def drain_and_uncordon(cluster: Cluster, node: str, namespace: str, job: str, *,
     """`drain`, and once the operator's next `count` pods wait out the cordon, `kubectl uncordon`."""
     try:
         drain(cluster, node, job, timeout)
-        wait_for("the next pods held back by the cordon", lambda: unschedulable(cluster, namespace, job, count))
+        wait_for("the next pods held back by the cordon", lambda: all_unschedulable(cluster, namespace, job, count))
     finally:
         cluster.kubectl("uncordon", node)
 
