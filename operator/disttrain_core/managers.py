@@ -1,13 +1,15 @@
 """Whose job it is: `spec.managedBy` of a DistTrainJob, `spec.runPolicy.managedBy` of a TFJob. A job that
 names another manager (Kueue's MultiKueue, which mirrors a worker cluster's copy onto it) is left alone:
-no children, no status, no Events."""
+no children, no status, no Events. A value no manager could have (past an older CRD's schema) names none:
+the reconcile refuses it as an invalid spec, naming the field."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
-from disttrain_core.api.spec import MANAGED_BY_MAX_LENGTH, THIS_OPERATOR
+from disttrain_core.api.spec import MANAGED_BY_MAX_LENGTH, MANAGED_BY_PATTERN, THIS_OPERATOR
 from disttrain_core.api.tenant_input import as_mapping
 from disttrain_core.api.tfjob import TRAINING_OPERATOR
 from disttrain_core.served import is_served
@@ -18,11 +20,12 @@ _OURS_FOR_TFJOBS = _OURS | {TRAINING_OPERATOR}
 
 
 def manager(body: Mapping[str, Any]) -> str:
-    """The job's `managedBy` as written, cut to its bound; empty where unset."""
+    """The manager the job names; empty where it names none (unset, or not a manager's name)."""
     spec = as_mapping(body.get("spec"))
     holder = as_mapping(spec.get("runPolicy")) if is_served(body) else spec
     value = holder.get("managedBy")
-    return value[:MANAGED_BY_MAX_LENGTH] if isinstance(value, str) else ""
+    named = isinstance(value, str) and len(value) <= MANAGED_BY_MAX_LENGTH and re.fullmatch(MANAGED_BY_PATTERN, value)
+    return str(value) if named else ""
 
 
 def managed_elsewhere(body: Mapping[str, Any]) -> str | None:

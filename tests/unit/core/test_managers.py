@@ -40,5 +40,8 @@ def test_a_job_is_this_operator_s_unless_it_names_another_manager(body: dict[str
     assert managed_elsewhere(body) == elsewhere
 
 
-def test_a_manager_past_the_bound_is_read_cut_to_it() -> None:
-    assert managed_elsewhere(_job("example.com/" + "x" * 500)) == ("example.com/" + "x" * 500)[:63]
+@pytest.mark.parametrize("value", ["example.com/" + "x" * 60, "multikueue", "Example.com/x", 7, ["a/b"]])
+def test_a_value_no_manager_could_have_names_none(value: Any) -> None:
+    """Past an older CRD's schema: the job is not left alone, and the reconcile refuses its spec by name."""
+    assert managed_elsewhere(_job(value)) is None
+    assert managed_elsewhere(_tfjob(value)) is None

@@ -412,3 +412,12 @@ def test_a_job_another_manager_runs_is_left_alone_and_said_once(caplog: pytest.L
 
     setup.job["spec"]["managedBy"] = "disttrain.io/operator"
     assert any(item.startswith("Pod/") for item in setup.reconcile([], []))
+
+
+def test_a_managed_by_no_manager_could_have_is_refused_by_name() -> None:
+    """Past an older CRD's schema, `multikueue` (no domain) names no manager: the job fails, saying which field."""
+    setup = _Setup()
+    setup.job["spec"] = {**setup.job["spec"], "managedBy": "multikueue"}
+    assert setup.reconcile([], []) == []
+    (failed,) = [c for c in setup.kube.statuses[-1]["conditions"] if c["type"] == "Failed"]
+    assert failed["reason"] == "InvalidSpec" and "managedBy" in failed["message"]
