@@ -65,6 +65,9 @@ class _Attempt:
     seen: float  # when its folder appeared on the node
     read: int = 0  # how far its log was read
     marks: dict[str, float] = field(default_factory=dict)  # the first time of each event of interest
+    # (start step, last step reached) of each run in its log: a container restarted in place, as under
+    # restartPolicy OnFailure, writes on in the same log
+    runs: list[tuple[int, int]] = field(default_factory=list)
 
 
 _MARKS = {"started": "started", "training": "training", "progress": "stepping"}
@@ -72,7 +75,7 @@ _MARKS = {"started": "started", "training": "training", "progress": "stepping"}
 
 class Follower:
     """Worker 0's attempts on the process node, followed as they run: when each appeared, started, restored
-    and reported its first step (the trainer's log lines carry no time)."""
+    and reported its first step (the trainer's log lines carry no time), and the steps each trained."""
 
     def __init__(self, scope: str) -> None:
         self._pattern = f"{scope}_{JOB}-worker-0_*"
@@ -91,9 +94,19 @@ class Follower:
             complete = text[: text.rfind(b"\n") + 1]
             attempt.read += len(complete)
             for line in complete.decode(errors="replace").splitlines():
-                event = json.loads(line).get("event") if line.startswith("{") else None
+                record = json.loads(line) if line.startswith("{") else {}
+                event = record.get("event")
                 if event in _MARKS:
                     attempt.marks.setdefault(_MARKS[event], now)
+                if event == "training":
+                    attempt.runs.append((int(record["start"]), int(record["start"])))
+                elif event in ("progress", "finished") and attempt.runs:
+                    step = int(record.get("step", record.get("steps", 0)))
+                    attempt.runs[-1] = (attempt.runs[-1][0], max(attempt.runs[-1][1], step))
+
+    def trained(self) -> int:
+        """The steps worker 0 trained over all its attempts (poll once more after the job ended)."""
+        return sum(reached - first for attempt in self._attempts.values() for first, reached in attempt.runs)
 
     def restarts(self, evictions: list[float]) -> tuple[Restart, ...]:
         """Each eviction's next attempt, as seconds after the eviction."""
@@ -167,23 +180,6 @@ def _evict(bench: Cluster, scope: str, pod: str) -> bool:
     return status < 300
 
 
-def _attempts(scope: str) -> list[tuple[int, int]]:
-    """(start step, last step reached) of each attempt of worker 0, from the logs the process node keeps (a
-    container restarted in place, as under restartPolicy OnFailure, writes on in the same log)."""
-    found: list[tuple[int, int]] = []
-    folders = devcluster.state_dir() / devcluster.PROCESS_NODE / "pods"
-    for folder in sorted(folders.glob(f"{scope}_{JOB}-worker-0_*")):
-        for line in (folder / "tensorflow.log").read_text(errors="replace").splitlines():
-            record = json.loads(line) if line.startswith("{") else {}
-            if record.get("event") == "training":
-                start = int(record["start"])
-                found.append((start, start))
-            elif record.get("event") in ("progress", "finished") and found:
-                step = int(record.get("step", record.get("steps", 0)))
-                found[-1] = (found[-1][0], max(found[-1][1], step))
-    return found
-
-
 def run_once(bench: Cluster, side: Side, setup: Setup, every: float | None, log: Path) -> Outcome:
     """One job from creation to its end, worker 1 evicted every `every` seconds (None: never)."""
     version, resource = side.jobs
@@ -213,7 +209,8 @@ def run_once(bench: Cluster, side: Side, setup: Setup, every: float | None, log:
             status = (bench.kube.read(f"{path}/{JOB}", {}) or {}).get("status") or {}
         finally:
             under_test.stop()
-        trained = sum(reached - first for first, reached in _attempts(scope))
+        follower.poll()  # the lines written since the last poll, the last attempt's end among them
+        trained = follower.trained()
         counted = None if side.peer else int(status.get("restartCount", 0))
         failed = ended == "Failed"
         return Outcome(seconds, len(evicted), trained, counted, failed, follower.restarts(evicted))

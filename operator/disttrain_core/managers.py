@@ -19,16 +19,11 @@ _OURS = frozenset({"", THIS_OPERATOR})
 _OURS_FOR_TFJOBS = _OURS | {TRAINING_OPERATOR}
 
 
-def manager(body: Mapping[str, Any]) -> str:
-    """The manager the job names; empty where it names none (unset, or not a manager's name)."""
-    spec = as_mapping(body.get("spec"))
-    holder = as_mapping(spec.get("runPolicy")) if is_served(body) else spec
-    value = holder.get("managedBy")
-    named = isinstance(value, str) and len(value) <= MANAGED_BY_MAX_LENGTH and re.fullmatch(MANAGED_BY_PATTERN, value)
-    return str(value) if named else ""
-
-
 def managed_elsewhere(body: Mapping[str, Any]) -> str | None:
-    """The other manager a job names, or None where it is this operator's to run."""
-    named = manager(body)
-    return None if named in (_OURS_FOR_TFJOBS if is_served(body) else _OURS) else named
+    """The other manager a job names, or None where it is this operator's to run (unset, ours, or not a
+    manager's name)."""
+    served = is_served(body)
+    spec = as_mapping(body.get("spec"))
+    value = (as_mapping(spec.get("runPolicy")) if served else spec).get("managedBy")
+    named = isinstance(value, str) and len(value) <= MANAGED_BY_MAX_LENGTH and re.fullmatch(MANAGED_BY_PATTERN, value)
+    return str(value) if named and value not in (_OURS_FOR_TFJOBS if served else _OURS) else None
