@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -70,6 +70,7 @@ class PodView:
     resource_version: str | None = field(default=None, compare=False)  # the version seen, that a deletion names
     disruption: str | None = None  # why it was taken away on purpose, not for its own fault (`disruption`)
     conditions: frozenset[str] = frozenset()  # the types of its conditions that are True (`true_conditions`)
+    gone: bool = False  # removed from the API: what `remains` of it, kept until a reconcile acted on its loss
 
     @property
     def ended(self) -> bool:
@@ -85,6 +86,17 @@ class PodView:
         if self.deleting:
             return self.phase is not PodPhase.SUCCEEDED
         return self.phase is PodPhase.FAILED
+
+
+def remains(pod: PodView) -> PodView | None:
+    """What stays in sight of a pod removed from the API before it succeeded, until a reconcile acted on its
+    loss. A pod deleted with no grace period (kwok's, a forced deletion, an evicted pod on a node that
+    confirms at once) may be gone before the next reconcile reads its job: without its remains, that
+    reconcile finds the pod missing and creates it again alone, as if nothing had been lost. The remains
+    are going and let go (nothing runs), and keep the pod's name until its loss is handled."""
+    if pod.phase is PodPhase.SUCCEEDED:
+        return None
+    return replace(pod, deleting=True, released=True, gone=True, ready=False, log_due=False, log_due_body=None)
 
 
 def own_pods(job: DistTrainJob, pods: Sequence[PodView]) -> list[PodView]:

@@ -17,6 +17,9 @@ trainer's PREEMPTED exit) is a disruption: it restarts whatever the restart poli
 `runPolicy.failurePolicy` rules come before all of this (core/failure_policy.py): they fail the job,
 restart the whole job or the pod alone, or restart it uncounted (Ignore, counted as a disruption).
 
+A pod removed from the API before any plan saw it go is seen as its remains (`observed.remains`): lost,
+going, and holding its name until the restart it calls for is recorded; the next plan, at once, replaces it.
+
 A pod that ended is deleted only once its log is kept (`unkept`: core/kept_logs.py): no finalizer
 holds it, and its log goes with it.
 """
@@ -206,12 +209,14 @@ def plan(
     deadline = _after(job.status.start_time, run_policy.active_deadline_seconds)
     evaluated_by = evaluation_due(job, pods)  # the Evaluator's time for the final checkpoint runs out
     still_there = [pod.name for pod in pods if pod.uid in handled and not pod.deleting and pod not in keeping]
+    # The remains of a pod held its name until this restart: handled now, they give it up to the next plan.
+    freed = now if restart is not None and any(pod.gone for pod in restart.failed) else None
     return Plan(
         create=_startable(_missing(job, pods, children, settings), pods),
         delete=sorted({*(restart.pods if restart else ()), *still_there}),
         force_delete=stuck,
         restart=restart,
-        wake_at=min((at for at in (deadline, unstuck_at, evaluated_by, unplaced) if at is not None), default=None),
+        wake_at=min((at for at in (deadline, unstuck_at, evaluated_by, unplaced, freed) if at), default=None),
     )
 
 

@@ -36,7 +36,7 @@ from disttrain_core.api.spec import DistTrainJobSpec
 from disttrain_core.api.status import JobPhase
 from disttrain_core.kueue import WorkloadView
 from disttrain_core.managers import managed_elsewhere
-from disttrain_core.observed import PodView
+from disttrain_core.observed import PodView, remains
 from disttrain_core.tensorboard import TensorBoardView
 from disttrain_core.types import Body, JobKey, ObjectRef, Verdict
 from disttrain_kube.connection import NoClusterError, connect
@@ -170,7 +170,7 @@ def build_runtime(settings: OperatorSettings, kube: OperatorApi, indexes: Mappin
             kube, jobs.all_uids, utcnow, watched, ready=listings.done, interval=settings.log_sweep_seconds
         ),
         job_paths=job_paths,
-        pods=ObjectStore(),
+        pods=ObjectStore(remains),
         children=(ObjectStore(), ObjectStore()),
         workloads=ObjectStore(),
         tensorboards=ObjectStore(),
@@ -350,6 +350,7 @@ def _forget_departed(runtime: Runtime, key: JobKey) -> None:
         runtime.reconciler.forget(uid)
         runtime.logs.forget_job(uid)
     if departed:
+        runtime.pods.bury(key)
         runtime.progress.forget(key)
         runtime.wakeups.cancel(key)
         runtime.failures.forget(key)
@@ -375,6 +376,7 @@ def _reconcile_job(runtime: Runtime, key: JobKey) -> None:
     _forget_departed(runtime, key)
     jobs = runtime.jobs.views(key)
     if not jobs:
+        runtime.pods.bury(key)
         return
     body, *namesakes = jobs
 
@@ -393,6 +395,7 @@ def _reconcile_job(runtime: Runtime, key: JobKey) -> None:
             workload=workloads[0] if workloads else None,
             tensorboard=boards[0] if boards else None,
         )
+        runtime.pods.bury(key, runtime.reconciler.handled(body))
         for namesake in namesakes:
             runtime.reconciler.refuse(namesake, name_in_use(body))
 

@@ -146,14 +146,20 @@ class Reconciler:
         job = self._parsed(core, memory, current)
         if job is None:
             return
-        owned = own_pods(job, pods)
+        owned = [pod for pod in own_pods(job, pods) if not (pod.gone and pod.uid in memory.handled)]
         try:
-            job = self._kueue.follow(core, memory.wire, job, workload, has_pods=bool(owned))
+            job = self._kueue.follow(core, memory.wire, job, workload, has_pods=any(not pod.gone for pod in owned))
             self._reconcile(core, memory, job, owned, children, reported=reported, tensorboard=tensorboard)
         except RefusedError as error:  # the same write can never pass: the job says so, once
             verdict = Verdict("WriteRefused", f"the API server refused a write of the job's: {error}")
             self._fail_as_it_is(core, memory.written or core.get("status") or {}, verdict)
         memory.settled = _essence(core, memory.written)
+
+    def handled(self, body: Body) -> frozenset[str]:
+        """The uids of the job's pods whose loss was acted on (restarted, or deleted by the operator): what
+        remains of them in the pod watch may go."""
+        memory = self._jobs.get(str(body["metadata"]["uid"]))
+        return frozenset() if memory is None else frozenset(memory.handled)
 
     def refuse(self, body: Body, verdict: Verdict) -> None:
         """Fail a job the operator does not act on at all (another job holds its names): a Warning Event
@@ -316,7 +322,7 @@ class Reconciler:
         memory.handled.update(by_name[name].uid for name in next_plan.delete)  # not a loss to restart for
         for name in next_plan.delete:
             pod = by_name[name]
-            if pod.uid in expected:  # deleted already; the watch has yet to show it
+            if pod.uid in expected or pod.gone:  # deleted already; the watch has yet to show it, or shows its remains
                 continue
             try:
                 self._kube.delete_pod(namespace, name, resource_version=pod.resource_version)

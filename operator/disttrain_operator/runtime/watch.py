@@ -16,7 +16,7 @@ import fnmatch
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -73,12 +73,18 @@ class Resource(Generic[View]):
 
 
 class ObjectStore(Generic[View]):
-    """The views of one kind's objects by job, shared by its watch threads (writers) and the reconciles."""
+    """The views of one kind's objects by job, shared by its watch threads (writers) and the reconciles.
 
-    def __init__(self) -> None:
+    `remains`: what stays among its job's views of an object deleted from the API (None: nothing), until
+    `bury` lets it go. A pod deleted and removed at once could otherwise be gone before a reconcile saw it
+    go (`disttrain_core.observed.remains`)."""
+
+    def __init__(self, remains: Callable[[View], View | None] | None = None) -> None:
         self._lock = threading.Lock()
         self._jobs: dict[JobKey, dict[str, View]] = {}
-        self._owner: dict[str, JobKey] = {}  # uid -> its job
+        self._owner: dict[str, JobKey] = {}  # uid -> its job, for the objects in the API
+        self._remains = remains
+        self._buried: dict[JobKey, set[str]] = {}  # the uids of the remains kept, by job
 
     def views(self, key: JobKey) -> list[View]:
         with self._lock:
@@ -93,27 +99,48 @@ class ObjectStore(Generic[View]):
         same: a field left out of the comparison, such as the version a deletion names, stays current)."""
         with self._lock:
             if self._owner.get(uid, key) != key:  # relabelled to another job
-                self._jobs.get(self._owner[uid], {}).pop(uid, None)
+                self._drop(self._owner[uid], uid)
             views = self._jobs.setdefault(key, {})
             changed = views.get(uid) != view
             views[uid] = view
             self._owner[uid] = key
             return changed
 
-    def remove(self, uid: str) -> tuple[JobKey, View] | None:
-        """Forget an object; its job's key and its last view, or None when it was not kept."""
+    def remove(self, uid: str, *, deleted: bool = False, last: View | None = None) -> tuple[JobKey, View] | None:
+        """Forget an object; its job's key and its last view, or None when it was not kept. One `deleted` from
+        the API leaves its remains, made from `last` (its view as the deletion showed it) or else from the view
+        kept; then they are what is returned."""
         with self._lock:
             key = self._owner.pop(uid, None)
             if key is None:
                 return None
-            views = self._jobs.get(key, {})
-            view = views.pop(uid)
-            if not views:
-                self._jobs.pop(key, None)
-            return key, view
+            view = self._drop(key, uid)
+            left = self._remains(last if last is not None else view) if deleted and self._remains else None
+            if left is None:
+                return key, view
+            self._jobs.setdefault(key, {})[uid] = left
+            self._buried.setdefault(key, set()).add(uid)
+            return key, left
+
+    def bury(self, key: JobKey, uids: Collection[str] | None = None) -> None:
+        """Let go of the remains of the job's objects in `uids` (every one when None)."""
+        with self._lock:
+            kept = self._buried.get(key, set())
+            for uid in list(kept if uids is None else kept & set(uids)):
+                kept.discard(uid)
+                self._drop(key, uid)
+            if not kept:
+                self._buried.pop(key, None)
+
+    def _drop(self, key: JobKey, uid: str) -> View:
+        views = self._jobs[key]
+        view = views.pop(uid)
+        if not views:
+            self._jobs.pop(key)
+        return view
 
     def uids(self, within: Callable[[str], bool]) -> set[str]:
-        """The uids of the objects kept in the namespaces `within` accepts."""
+        """The uids of the objects kept in the namespaces `within` accepts (remains are no longer in the API)."""
         with self._lock:
             return {uid for uid, key in self._owner.items() if within(key[0])}
 
@@ -273,7 +300,7 @@ class ObjectWatch(Generic[View]):
         try:
             version = self._pages(path, scope, seen, touched)
             for uid in self._store.uids(scope.accepts) - seen:
-                removed = self._store.remove(uid)
+                removed = self._store.remove(uid, deleted=True)
                 if removed is not None:
                     touched.append((*removed, False))
             self._reconnects.succeeded()
@@ -370,11 +397,15 @@ class ObjectWatch(Generic[View]):
         return version
 
     def _apply(self, scope: Scope, kind: str | None, item: dict[str, Any]) -> None:
-        found = self._found(scope, item) if kind != "DELETED" else None
-        if found is not None:
+        found = self._found(scope, item)
+        uid = str((item.get("metadata") or {}).get("uid"))
+        if kind == "DELETED":
+            removed = self._store.remove(uid, deleted=True, last=None if found is None else found[2])
+        elif found is not None:
             if self._store.put(*found):
                 self._changed(found[0], found[2], True)
             return
-        removed = self._store.remove(str((item.get("metadata") or {}).get("uid")))  # deleted, or no longer ours
+        else:
+            removed = self._store.remove(uid)  # no longer ours
         if removed is not None:
             self._changed(*removed, False)

@@ -17,7 +17,7 @@ from disttrain_core.api.spec import ReplicaType
 from disttrain_core.api.status import DistTrainJobStatus, JobPhase, UnkeptLogs
 from disttrain_core.builders.naming import replica_labels
 from disttrain_core.builders.settings import BuildSettings
-from disttrain_core.observed import PodPhase, PodView, Unschedulable, pod_view
+from disttrain_core.observed import PodPhase, PodView, Unschedulable, pod_view, remains
 from disttrain_core.types import ObjectRef, Verdict
 from disttrain_kube.errors import HTTP_CONFLICT, ConflictError, RefusedError
 from disttrain_operator.runtime.expectations import EXPECTATION
@@ -174,6 +174,29 @@ def test_a_restarts_status_is_written_by_the_wake_when_its_pods_are_slow_to_go()
     setup.reconcile([replace(failed, deleting=True), *pods[1:]], children)
     assert len(setup.kube.statuses) == writes + 1
     assert setup.kube.statuses[-1]["phase"] == "Restarting"
+
+
+def test_a_pod_gone_before_a_reconcile_saw_it_go_restarts_the_job_as_the_disruption_it_was() -> None:
+    """kwok, or a deletion with no grace, removes an evicted pod at once. Its remains stand for it until the
+    restart is recorded (not counted: it was taken away), then give up its name to the replacement, which
+    waits for its peers to go as after any restart."""
+    setup = _Setup()
+    pods, children = setup.observed(setup.reconcile([], []), running=99)
+    setup.reconcile(pods, children)
+    evicted = remains(replace(pods[1], deleting=True, disruption="EvictionByEvictionAPI"))
+    assert evicted is not None
+    peers = [pod for pod in pods if pod is not pods[1]]
+    setup.now, setup.wakes = START + timedelta(seconds=10), []
+    assert setup.reconcile([*peers, evicted], children) == []
+    assert sorted(setup.kube.deleted) == sorted(pod.name for pod in peers)  # not the pod already gone
+    assert min(setup.wakes) == setup.now  # once recorded, its name is free: look again at once
+    assert evicted.uid in setup.reconciler.handled(setup.job)
+    going = [replace(pod, deleting=True) for pod in peers]
+    assert setup.reconcile([*going, evicted], children) == []
+    assert sorted(setup.reconcile([evicted], children)) == sorted(f"Pod/{pod.name}" for pod in pods)
+    status = setup.kube.statuses[-1]
+    assert (status["restartCount"], status["disruptions"]) == (0, 1)
+    assert status["lastDisruption"]["reason"] == "EvictionByEvictionAPI"
 
 
 class _ChangedOnce(RecordingApi):

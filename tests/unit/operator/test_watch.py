@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from disttrain_core.backoff import Backoff
-from disttrain_core.observed import PodPhase, PodView
+from disttrain_core.observed import PodPhase, PodView, remains
 from disttrain_core.types import JobKey, ObjectRef
 from disttrain_dev.polling import wait_for
 from disttrain_kube.errors import NotServedError, ResourceExpiredError, TransientApiError
@@ -145,6 +145,53 @@ def test_deletion_tells_the_last_view_and_a_gone_version_asks_for_a_relisting() 
         watch._watch(NAMESPACE, "10")
     assert store.views(("ns", "j")) == []
     assert [(key, view.uid, present) for key, view, present in told] == [(("ns", "j"), "u1", False)]
+
+
+def test_a_pod_deleted_before_it_succeeded_remains_until_buried() -> None:
+    """An evicted pod removed at once stays in sight, as its deletion showed it, until a reconcile acted on
+    its loss; a relisting leaves its remains alone; a succeeded pod or one no longer the job's leaves none."""
+    store: ObjectStore[PodView] = ObjectStore(remains)
+    evicted = _pod("j-worker-1", "u2")
+    evicted["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    disruption = {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}
+    evicted["status"]["conditions"] = [disruption]
+    unlabelled = _pod("j-worker-2", "u3")
+    unlabelled["metadata"]["labels"] = {}
+    events = [
+        {"type": "DELETED", "object": evicted},
+        {"type": "DELETED", "object": _pod("j-chief-0", "u1", phase="Succeeded")},
+        {"type": "MODIFIED", "object": unlabelled},
+    ]
+    pods = [_pod("j-chief-0", "u1"), _pod("j-worker-1", "u2"), _pod("j-worker-2", "u3")]
+    kube = _FakeKube([pods], events)
+    watch, told = _watch(kube, store)
+    watch._list(NAMESPACE)
+    told.clear()
+    watch._watch(NAMESPACE, "10")
+    [left] = store.views(("ns", "j"))
+    assert (left.uid, left.gone, left.disruption) == ("u2", True, "EvictionByEvictionAPI")
+    assert [(view.uid, present) for _, view, present in told] == [("u2", False), ("u1", False), ("u3", False)]
+    assert told[0][1] == left
+    kube.pages = [[]]
+    watch._list(NAMESPACE)
+    assert store.views(("ns", "j")) == [left]
+    store.bury(("ns", "j"), {"u9"})
+    assert store.views(("ns", "j")) == [left]
+    store.bury(("ns", "j"), {"u2"})
+    assert (store.views(("ns", "j")), store.job_keys()) == ([], [])
+
+
+def test_a_relisting_leaves_remains_of_pods_that_went_while_unwatched() -> None:
+    store: ObjectStore[PodView] = ObjectStore(remains)
+    kube = _FakeKube([[_pod("j-chief-0", "u1"), _pod("j-worker-0", "u2")]])
+    watch, _ = _watch(kube, store)
+    watch._list(NAMESPACE)
+    kube.pages = [[_pod("j-chief-0", "u1")]]
+    watch._list(NAMESPACE)
+    gone = {view.uid: view.gone for view in store.views(("ns", "j"))}
+    assert gone == {"u1": False, "u2": True}
+    store.bury(("ns", "j"))
+    assert [view.uid for view in store.views(("ns", "j"))] == ["u1"]
 
 
 def test_a_version_gone_before_the_stream_starts_lists_again() -> None:
