@@ -19,6 +19,7 @@ restart the whole job or the pod alone, or restart it uncounted (Ignore, counted
 
 A pod removed from the API before any plan saw it go is seen as its remains (`observed.remains`): lost,
 going, and holding its name until the restart it calls for is recorded; the next plan, at once, replaces it.
+A job that does not act on losses (`acts_on_losses`: suspended, finished, being deleted) lets them go.
 
 A pod that ended is deleted only once its log is kept (`unkept`: core/kept_logs.py): no finalizer
 holds it, and its log goes with it.
@@ -125,6 +126,13 @@ def _uncounted(failed: Sequence[tuple[PodView, Response]]) -> str | None:
         if answer.uncounted is None and (answer.rule is not None or pod.exit_code != ExitCode.PEER_LOST)
     ]
     return None if own else disruptions[0]
+
+
+def acts_on_losses(job: DistTrainJob) -> bool:
+    """Whether a pod lost now calls for a restart: not while the job is suspended, finished or being deleted
+    (its pods are stopped, or stay as they are)."""
+    finished = is_finished(job.status) or job.metadata.deletion_timestamp is not None
+    return not (finished or job.spec.run_policy.suspend)
 
 
 def cleanup(job: DistTrainJob, pods: Sequence[PodView]) -> list[str]:

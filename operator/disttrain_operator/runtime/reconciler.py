@@ -25,7 +25,7 @@ from disttrain_core.builders.settings import BuildSettings
 from disttrain_core.kueue import WorkloadView
 from disttrain_core.managers import managed_elsewhere
 from disttrain_core.observed import PodView, created_pod_view, own_pods
-from disttrain_core.planner import STUCK_TERMINATING, Plan, object_key, plan
+from disttrain_core.planner import STUCK_TERMINATING, Plan, acts_on_losses, object_key, plan
 from disttrain_core.served import Wire
 from disttrain_core.status import aggregate, failed_status, record_restart, with_unkept_logs
 from disttrain_core.tensorboard import TensorBoardView, is_tensorboard_object, with_tensorboard
@@ -146,9 +146,12 @@ class Reconciler:
         job = self._parsed(core, memory, current)
         if job is None:
             return
-        owned = [pod for pod in own_pods(job, pods) if not (pod.gone and pod.uid in memory.handled)]
+        owned = own_pods(job, pods)
         try:
             job = self._kueue.follow(core, memory.wire, job, workload, has_pods=any(not pod.gone for pod in owned))
+            if not acts_on_losses(job):  # what remains of a pod lost now calls for nothing, then or later
+                memory.handled.update(pod.uid for pod in owned if pod.gone)
+            owned = [pod for pod in owned if not (pod.gone and pod.uid in memory.handled)]
             self._reconcile(core, memory, job, owned, children, reported=reported, tensorboard=tensorboard)
         except RefusedError as error:  # the same write can never pass: the job says so, once
             verdict = Verdict("WriteRefused", f"the API server refused a write of the job's: {error}")

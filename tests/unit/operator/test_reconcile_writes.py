@@ -199,6 +199,32 @@ def test_a_pod_gone_before_a_reconcile_saw_it_go_restarts_the_job_as_the_disrupt
     assert status["lastDisruption"]["reason"] == "EvictionByEvictionAPI"
 
 
+def _suspended(setup: _Setup, suspend: bool, generation: int) -> None:
+    run_policy = {**setup.job["spec"].get("runPolicy", {}), "suspend": suspend}
+    setup.job["spec"] = {**setup.job["spec"], "runPolicy": run_policy}
+    setup.job["metadata"]["generation"] = generation
+
+
+def test_pods_gone_while_the_job_is_suspended_call_for_no_restart_once_it_resumes() -> None:
+    """An operator that took over from another sees the pods its predecessor stopped for a suspend go: what
+    remains of them is a loss that calls for nothing, then or when the job resumes."""
+    first = _Setup()
+    pods, children = first.observed(first.reconcile([], []), running=99)
+    first.reconcile(pods, children)
+    _suspended(first, True, 2)
+    first.reconcile(pods, children)
+    taken_over = _Setup()
+    taken_over.job = first.job
+    left = [remains(replace(pod, deleting=True)) for pod in pods]
+    gone = [pod for pod in left if pod is not None]
+    taken_over.reconcile(gone, children)
+    _suspended(taken_over, False, 3)
+    created = taken_over.reconcile(gone, children)
+    assert sorted(created) == sorted(f"Pod/{pod.name}" for pod in pods)
+    status = taken_over.kube.statuses[-1]
+    assert (status.get("restartCount", 0), status.get("disruptions", 0)) == (0, 0)
+
+
 class _ChangedOnce(RecordingApi):
     """Refuses the first deletion of one pod, as the API server does a pod that changed since it was seen."""
 
