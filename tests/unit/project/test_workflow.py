@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 
 import pytest
 import yaml
 
-from disttrain_dev.actionlint import ensure_actionlint
+from disttrain_dev.go_tools import ACTIONLINT
 from support import ROOT
 
 WORKFLOW = ROOT / ".github" / "workflows" / "ci.yml"
 
 
 def test_actionlint_finds_nothing_wrong() -> None:
-    if shutil.which("go") is None:
-        pytest.skip("actionlint is built from its Go module: needs Go")
+    unavailable = ACTIONLINT.unavailable()
+    if unavailable is not None:
+        pytest.skip(unavailable)
     result = subprocess.run(
-        [str(ensure_actionlint()), "-no-color", str(WORKFLOW)], capture_output=True, text=True, check=False
+        [str(ACTIONLINT.ensure()), "-no-color", str(WORKFLOW)], capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stdout + result.stderr
 
