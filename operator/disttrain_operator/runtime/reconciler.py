@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
@@ -158,11 +159,11 @@ class Reconciler:
             self._fail_as_it_is(core, memory.written or core.get("status") or {}, verdict)
         memory.settled = _essence(core, memory.written)
 
-    def handled(self, body: Body) -> frozenset[str]:
+    def handled(self, body: Body) -> AbstractSet[str]:
         """The uids of the job's pods whose loss was acted on (restarted, or deleted by the operator): what
-        remains of them in the pod watch may go."""
+        remains of them in the pod watch may go. The job's own set, read between its reconciles."""
         memory = self._jobs.get(str(body["metadata"]["uid"]))
-        return frozenset() if memory is None else frozenset(memory.handled)
+        return frozenset() if memory is None else memory.handled
 
     def refuse(self, body: Body, verdict: Verdict) -> None:
         """Fail a job the operator does not act on at all (another job holds its names): a Warning Event

@@ -16,7 +16,8 @@ import fnmatch
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -122,11 +123,13 @@ class ObjectStore(Generic[View]):
             self._buried.setdefault(key, set()).add(uid)
             return key, left
 
-    def bury(self, key: JobKey, uids: Collection[str] | None = None) -> None:
+    def bury(self, key: JobKey, uids: AbstractSet[str] | None = None) -> None:
         """Let go of the remains of the job's objects in `uids` (every one when None)."""
         with self._lock:
-            kept = self._buried.get(key, set())
-            for uid in list(kept if uids is None else kept & set(uids)):
+            kept = self._buried.get(key)
+            if not kept:  # the common case, after every reconcile
+                return
+            for uid in [uid for uid in kept if uids is None or uid in uids]:
                 kept.discard(uid)
                 self._drop(key, uid)
             if not kept:
