@@ -68,7 +68,7 @@ def _cell(text: str) -> str:
 def readme(chart: Path = CHART) -> str:
     text = (chart / "values.yaml").read_text(encoding="utf-8")
     values = yaml.safe_load(text)
-    rows = [f"| `{path}` | `{json.dumps(_value(values, path))}` | {_cell(text)} |" for path, text in described(text)]
+    rows = [f"| `{path}` | `{json.dumps(_value(values, path))}` | {_cell(what)} |" for path, what in described(text)]
     return HEADER + "\n".join(rows) + "\n"
 
 

@@ -10,6 +10,18 @@ imagePullPolicy: {{ . }}
 {{- end }}
 {{- end -}}
 
+{{/* Where the operator's pods (and the dashboard's) may run: the pod spec's node selector and tolerations. */}}
+{{- define "disttrain.placement" -}}
+{{- with .Values.operator.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.operator.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
 {{/* What the operator does in the namespaces it runs jobs in, and nothing more: watch its jobs and their
 pods, Services and PVCs; create (and, for restarts and cleanup, delete) pods; keep each pod's log in a
 ConfigMap before letting it go; report through status and Events; create PodGroups and Kueue Workloads
