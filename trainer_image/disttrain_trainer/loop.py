@@ -151,6 +151,17 @@ class _Run:
             shutil.rmtree(self._private or "", ignore_errors=True)
 
 
+_ITERATORS: list[Any] = []
+
+
+def _never_freed(iterator: Any) -> Any:
+    """Keep a dataset iterator until the process ends: freeing one waits for its input pipeline's threads, which
+    took a preempted MultiWorkerMirrored worker's whole grace period (30 s after both workers had saved, the
+    main thread in `~IteratorResource`). The trainer ends with os._exit (main.py), so nothing is lost."""
+    _ITERATORS.append(iterator)
+    return iterator
+
+
 def run_synchronous(config: TrainConfig, strategy: tf.distribute.Strategy, data: DataSet, chief: bool) -> None:
     """Mirrored, MultiWorkerMirrored, CentralStorage or the default strategy: every replica steps together."""
     multi_worker = strategy.extended._in_multi_worker_mode()
@@ -163,7 +174,7 @@ def run_synchronous(config: TrainConfig, strategy: tf.distribute.Strategy, data:
     local_replicas = max(1, strategy.num_replicas_in_sync // pipelines)
     start = run.done
     dataset_fn = training_pipeline(data, config.global_batch_size, config.seed, start * local_replicas)
-    iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
+    iterator = _never_freed(iter(strategy.distribute_datasets_from_function(dataset_fn)))
     replica_step = _step_fn(run.model, run.optimizer, config.global_batch_size)
 
     @tf.function
@@ -197,7 +208,7 @@ def run_coordinator(config: TrainConfig, strategy: tf.distribute.Strategy, data:
     if config.global_batch_size > len(data.x_train):
         message = f"--global-batch-size {config.global_batch_size} exceeds the {len(data.x_train)} examples"
         raise TrainerError(ExitCode.BAD_FLAGS, message)
-    iterator = iter(coordinator.create_per_worker_dataset(training_set(data)))
+    iterator = _never_freed(iter(coordinator.create_per_worker_dataset(training_set(data))))
     replica_step = _step_fn(run.model, run.optimizer, config.global_batch_size)
 
     @tf.function

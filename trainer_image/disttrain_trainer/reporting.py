@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import socketserver
 import sys
 import threading
 import time
@@ -58,6 +59,17 @@ def write_atomically(path: Path, text: str) -> None:
     temporary.replace(path)
 
 
+class _QuietlyNamedServer(ThreadingHTTPServer):
+    """HTTPServer names itself by a DNS lookup of its address (`socket.getfqdn`), which took 10 s in a pod
+    whose nameserver did not answer: the reporting task's whole start, and each restart's, waited on it. The
+    name is never used here."""
+
+    def server_bind(self) -> None:
+        socketserver.TCPServer.server_bind(self)
+        host, port = self.server_address[:2]
+        self.server_name, self.server_port = str(host), int(port)
+
+
 class ProgressServer:
     """Serves the latest progress record at GET /progress, for the operator to poll; 204 before the first."""
 
@@ -81,7 +93,7 @@ class ProgressServer:
             def log_message(self, format: str, *args: Any) -> None:
                 """Polls are not worth a log line each."""
 
-        self._http = ThreadingHTTPServer(("", port), Handler)
+        self._http = _QuietlyNamedServer(("", port), Handler)
         self._http.daemon_threads = True
         self.port = int(self._http.server_address[1])
         threading.Thread(target=self._http.serve_forever, name="progress-server", daemon=True).start()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -13,7 +14,7 @@ from disttrain_cli.ports import free_port
 from disttrain_contract.progress import PROGRESS_PORT_ENV, TERMINATION_MESSAGE_ENV
 from disttrain_core.progress import parse_progress
 from disttrain_operator.runtime.progress_poller import fetch_progress
-from disttrain_trainer.reporting import Progress, fail
+from disttrain_trainer.reporting import Progress, ProgressServer, fail
 
 
 def test_the_chief_serves_its_latest_report_and_leaves_it_as_termination_message(tmp_path: Path) -> None:
@@ -34,6 +35,22 @@ def test_the_chief_serves_its_latest_report_and_leaves_it_as_termination_message
             urllib.request.urlopen(f"http://127.0.0.1:{port}/other", timeout=2)
     finally:
         progress.server.close()
+
+
+def test_the_progress_server_starts_without_asking_dns_its_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Python's HTTPServer looks its address up in DNS (`socket.getfqdn`), 10 s in a pod whose nameserver
+    does not answer: the reporting task's start must not wait on it."""
+
+    def no_dns(name: str = "") -> str:
+        raise AssertionError(f"asked DNS for {name!r}")
+
+    monkeypatch.setattr(socket, "getfqdn", no_dns)
+    port = free_port()
+    server = ProgressServer(port)
+    try:
+        assert fetch_progress(f"http://127.0.0.1:{port}/progress") is None  # it answers: 204, nothing reported
+    finally:
+        server.close()
 
 
 def test_other_tasks_publish_nothing(tmp_path: Path) -> None:
