@@ -41,18 +41,29 @@ def _crd(cluster: Cluster, plural: str) -> dict[str, Any]:
 
 
 @contextmanager
-def kueue_running(cluster: Cluster, folder: Path) -> Iterator[None]:
-    """Kueue with DistTrainJobs (and TFJobs) as external frameworks, its CRDs applied, until the block ends."""
+def kueue_running(
+    cluster: Cluster, folder: Path, *, multikueue: bool = False, tfjob_integration: bool = False
+) -> Iterator[None]:
+    """Kueue with DistTrainJobs (and TFJobs) as external frameworks, its CRDs applied, until the block ends;
+    `multikueue`: as MultiKueue's manager; `tfjob_integration`: TFJobs queued by Kueue's own integration."""
     build = kueue.ensure_kueue()
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(build.crds))
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-k", str(ROOT / "crds" / "tfjob"))
-    for crd in ("workloads", "clusterqueues", "localqueues", "resourceflavors", "workloadpriorityclasses"):
+    for crd in (
+        "workloads",
+        "clusterqueues",
+        "localqueues",
+        "resourceflavors",
+        "workloadpriorityclasses",
+        "multikueueclusters",
+    ):
         wait_for(f"the {crd} CRD", lambda name=crd: crd_established(_crd(cluster, name)), timeout=60)  # type: ignore[misc]
     cluster.kubectl("create", "namespace", kueue.NAMESPACE, check=False)
     kueue.write_certificates()
     health = free_port()
     config = folder / "config.yaml"
-    config.write_text(kueue.configuration(health, free_port(), free_port()))
+    ports = (health, free_port(), free_port())
+    config.write_text(kueue.configuration(*ports, multikueue=multikueue, tfjob_integration=tfjob_integration))
     with (folder / "kueue.log").open("w") as log:
         process = subprocess.Popen(
             [str(build.binary), f"--config={config}", "--feature-gates=VisibilityOnDemand=false"],

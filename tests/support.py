@@ -30,9 +30,10 @@ def expected_message(path: Path) -> str:
     return first.removeprefix(EXPECT_PREFIX)
 
 
-def readme_block(marker: str) -> str:
-    """The fenced block between `<!-- marker -->` and `<!-- /marker -->` in README.md, as `.ci/run` reads it."""
-    text = (ROOT / "README.md").read_text()
+def readme_block(marker: str, document: Path = ROOT / "README.md") -> str:
+    """The fenced block between `<!-- marker -->` and `<!-- /marker -->` in README.md (or another page), as
+    `.ci/run` reads it."""
+    text = document.read_text()
     marked = text.split(f"<!-- {marker} -->\n", 1)[1].split(f"<!-- /{marker} -->", 1)[0]
     fenced = marked.split("```", 2)[1]
     return fenced.split("\n", 1)[1]  # past the fence's language

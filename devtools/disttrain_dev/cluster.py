@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import ssl
 import subprocess
@@ -37,9 +38,18 @@ POD_CIDR = "10.244.0.0/16"
 FAKE_POD_CIDR = "127.244.0.1/16"  # kwok's pods: loopback, see the kwok arguments
 
 
-def state_dir() -> Path:
+NAME_PATTERN = re.compile(r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$")
+
+
+def state_dir(name: str | None = None) -> Path:
+    """The local cluster's folder; a named control plane's lies beside it (`cluster-<name>`)."""
     configured = os.environ.get("DISTTRAIN_DEVCLUSTER_DIR")
-    return Path(configured) if configured else cache_root() / "cluster"
+    folder = Path(configured) if configured else cache_root() / "cluster"
+    if name is None:
+        return folder
+    if not NAME_PATTERN.match(name):
+        raise RuntimeError(f"{name!r} is not a control plane's name: lower-case letters, digits and '-'")
+    return folder.with_name(f"{folder.name}-{name}")
 
 
 @dataclass(frozen=True)
@@ -320,14 +330,27 @@ def _prepare(paths: CachePaths, folder: Path) -> None:
     pki.make_kubelet_client_certificate(folder / "pki")
 
 
-def up(shape: NodeShape | None = None, log: bool = True, process_node: bool = False, real_node: bool = False) -> Path:
+def up(
+    shape: NodeShape | None = None,
+    log: bool = True,
+    process_node: bool = False,
+    real_node: bool = False,
+    name: str | None = None,
+) -> Path:
     """Start the cluster (or find it running) and return its kubeconfig path.
 
     `process_node` adds the node whose pods run as real processes (`process_node`), and the
     namespace `local`, whose pods go there; `real_node` adds a kubelet and containerd node
     (`real_node`). A running cluster whose API server pods cannot reach is started anew for one.
+    `name` starts a second control plane of that name beside the local cluster (MultiKueue's manager
+    or another worker): its own etcd, API server, controllers and kwok's fake nodes. The process and
+    real nodes hold this machine's pod network, so they belong to the unnamed cluster alone.
     """
-    folder = state_dir()
+    if name is not None and (process_node or real_node):
+        raise RuntimeError(
+            "a named control plane has kwok's fake nodes only: the process and real nodes are the local cluster's"
+        )
+    folder = state_dir(name)
     running = running_state(folder)
     if running is not None and real_node and running.address != pod_network.GATEWAY:
         print("restarting the local cluster: a real node's pods need the API server on the pod bridge", file=sys.stderr)
@@ -339,7 +362,7 @@ def up(shape: NodeShape | None = None, log: bool = True, process_node: bool = Fa
         if real_node and "kubelet" not in running.pids:
             _start_real_node(ensure_binaries(), folder, running)
         return kubeconfig_path(folder)
-    down()
+    down(name)
     paths = ensure_binaries()
     node_paths = _real_node_binaries() if real_node else None  # a machine that cannot run one says so first
     started = time.monotonic()
@@ -358,8 +381,8 @@ def up(shape: NodeShape | None = None, log: bool = True, process_node: bool = Fa
         _save_state(folder, state)
         wait_for("kube-apiserver /readyz", lambda: _ready(state), 90)
         _write_kubeconfig(folder, state)
-        for name in ("kube-controller-manager", "kube-scheduler", "kwok"):
-            pids[name] = _start(folder, name, commands[name])
+        for component in ("kube-controller-manager", "kube-scheduler", "kwok"):
+            pids[component] = _start(folder, component, commands[component])
         state = replace(state, pids=pids)
         _save_state(folder, state)
         _install(paths, folder, shape or NodeShape())
@@ -369,10 +392,11 @@ def up(shape: NodeShape | None = None, log: bool = True, process_node: bool = Fa
             _start_real_node(paths, folder, state)
     except Exception as error:
         tails = _log_tails(folder)
-        down()
+        down(name)
         raise RuntimeError(f"the local cluster did not come up: {error}\n{tails}") from error
     if log:
-        print(f"local cluster up in {time.monotonic() - started:.1f}s, logs in {folder / 'logs'}", file=sys.stderr)
+        what = "local cluster" if name is None else f"control plane {name}"
+        print(f"{what} up in {time.monotonic() - started:.1f}s, logs in {folder / 'logs'}", file=sys.stderr)
     return kubeconfig_path(folder)
 
 
@@ -549,13 +573,14 @@ def _has_default_service_account(paths: CachePaths, folder: Path) -> bool:
     return True
 
 
-def down() -> None:
-    """Stop every process this state folder started and remove the folder."""
-    folder = state_dir()
+def down(name: str | None = None) -> None:
+    """Stop every process this state folder (the local cluster's, or a named control plane's) started and remove
+    the folder."""
+    folder = state_dir(name)
     state = _load_state(folder)
     if state is not None:
-        for name, pid in reversed(list(state.pids.items())):
-            if name == "containerd":  # the kubelet is stopped by now, so nothing starts them again
+        for component, pid in reversed(list(state.pids.items())):
+            if component == "containerd":  # the kubelet is stopped by now, so nothing starts them again
                 containerd.stop_containers(real_node.NodeFiles(folder), versions.node_cache_paths())
             _stop(pid)
     _unmount_under(folder)

@@ -27,7 +27,14 @@ import click
     show_default=True,
     help="with namespace: the node that the namespaces' pods run on",
 )
-def dev_cluster(action: str, names: tuple[str, ...], process_node: bool, real_node: bool, node: str) -> int:
+@click.option(
+    "--name",
+    default=None,
+    help="with up, down and kubeconfig: a second control plane of this name beside the local cluster (MultiKueue)",
+)
+def dev_cluster(
+    action: str, names: tuple[str, ...], *, process_node: bool, real_node: bool, node: str, name: str | None
+) -> int:
     """A local control plane with fake GPU nodes, built from Go modules (development, CI).
 
     NAMES: with load, Docker images to copy into the real node; with namespace, namespaces to create.
@@ -36,17 +43,18 @@ def dev_cluster(action: str, names: tuple[str, ...], process_node: bool, real_no
 
     try:
         if action == "up":
-            click.echo(cluster.up(process_node=process_node, real_node=real_node))
+            click.echo(cluster.up(process_node=process_node, real_node=real_node, name=name))
         elif action == "down":
-            cluster.down()
+            cluster.down(name)
         elif action == "load":
             cluster.load_images(list(names))
         elif action == "namespace":
             cluster.apply_namespaces(list(names), node)
-        elif cluster.running_state() is None:
-            raise RuntimeError("no local cluster is running; start one with `disttrain dev-cluster up`")
+        elif cluster.running_state(cluster.state_dir(name)) is None:
+            named = "" if name is None else f" --name {name}"
+            raise RuntimeError(f"no such control plane is running; start one with `disttrain dev-cluster up{named}`")
         else:
-            click.echo(cluster.kubeconfig_path())
+            click.echo(cluster.kubeconfig_path(cluster.state_dir(name)))
     except (RuntimeError, OSError, subprocess.CalledProcessError) as error:
         click.echo(f"error: {error}", err=True)
         return 1

@@ -26,6 +26,9 @@ METRICS_CERTS = Path("/etc/kueue/metrics/certs")
 NAMESPACE = "kueue-system"
 # DistTrainJobs, and TFJobs where the operator serves them: Kueue leaves both kinds' jobs to it.
 EXTERNAL_FRAMEWORKS = ["DistTrainJob.v1alpha1.disttrain.io", "TFJob.v1.kubeflow.org"]
+# What MultiKueue dispatches through its generic adapter, which reads `.spec.managedBy`.
+MULTIKUEUE_FRAMEWORKS = ["DistTrainJob.v1alpha1.disttrain.io"]
+TFJOB_INTEGRATION = "kubeflow.org/tfjob"  # Kueue's own, with MultiKueue's adapter for `.spec.runPolicy.managedBy`
 
 
 @dataclass(frozen=True)
@@ -75,9 +78,14 @@ def _build(build: KueueBuild) -> None:
     shutil.rmtree(source)
 
 
-def configuration(health_port: int, metrics_port: int, webhook_port: int) -> str:
-    """Kueue's configuration: DistTrainJobs and TFJobs as external frameworks, no leader election, local ports."""
-    config = {
+def configuration(
+    health_port: int, metrics_port: int, webhook_port: int, *, multikueue: bool = False, tfjob_integration: bool = False
+) -> str:
+    """Kueue's configuration: DistTrainJobs and TFJobs as external frameworks, no leader election, local ports;
+    `multikueue`: a manager cluster's, whose MultiKueue dispatches DistTrainJobs to worker clusters;
+    `tfjob_integration`: TFJobs queued by Kueue's own TFJob integration instead (MultiKueue's TFJob adapter
+    comes with it), the operator only running them (`DISTTRAIN_KUEUE_TFJOB_INTEGRATION`)."""
+    config: dict[str, object] = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
         "namespace": NAMESPACE,
@@ -88,6 +96,10 @@ def configuration(health_port: int, metrics_port: int, webhook_port: int) -> str
         "internalCertManagement": {"enable": False},
         "integrations": {"frameworks": [], "externalFrameworks": EXTERNAL_FRAMEWORKS},
     }
+    if tfjob_integration:
+        config["integrations"] = {"frameworks": [TFJOB_INTEGRATION], "externalFrameworks": MULTIKUEUE_FRAMEWORKS}
+    if multikueue:
+        config["multiKueue"] = {"externalFrameworks": [{"name": name} for name in MULTIKUEUE_FRAMEWORKS]}
     return json.dumps(config, indent=1)
 
 

@@ -14,6 +14,11 @@ its own job reconciler does for built-in kinds:
   `Requeued` True after a preemption), as Kueue's own job reconciler does for built-in kinds, and
   Kueue queues it again;
 - when the job ends, the Workload gets a `Finished` condition, which releases its quota;
+- under MultiKueue the manager cluster's copy of a job (`managedBy: kueue.x-k8s.io/multikueue`) gets its
+  Workload, suspension and resumption here too, and nothing else (MultiKueue runs it on a worker cluster
+  and copies its status back); the worker's copy names the Workload MultiKueue made for it
+  (`kueue.x-k8s.io/prebuilt-workload-name`, an annotation, or a label before Kueue's
+  WorkloadIdentifierAnnotations), and its operator waits for that one instead of making one;
 - the Workload carries the job's priority, as Kueue's own integrations set it: from the
   WorkloadPriorityClass the label `kueue.x-k8s.io/priority-class` names, else from the PriorityClass
   of the pods (`schedulingPolicy.priorityClass`, else a template's `priorityClassName`). Kueue orders
@@ -37,6 +42,8 @@ from disttrain_core.types import Manifest, Verdict
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+PREBUILT_WORKLOAD = "kueue.x-k8s.io/prebuilt-workload-name"  # an annotation's key, or a label's
+MULTIKUEUE = "kueue.x-k8s.io/multikueue"  # the managedBy of a job MultiKueue dispatches
 KUEUE_GROUP = "kueue.x-k8s.io"
 WORKLOAD_API_VERSION = f"{KUEUE_GROUP}/v1beta2"
 RESOURCE_FLAVOR_API_VERSION = WORKLOAD_API_VERSION
@@ -127,13 +134,19 @@ def pod_set_name(replica_type: ReplicaType) -> str:
     return replica_type.task_type
 
 
-def workload_name(job_name: str) -> str:
-    return f"disttrainjob-{job_name}"
+def prebuilt_workload(job: DistTrainJob) -> str | None:
+    """The Workload Kueue made for the job (MultiKueue's copy on a worker cluster), if it names one."""
+    metadata = job.metadata
+    return metadata.annotations.get(PREBUILT_WORKLOAD) or metadata.labels.get(PREBUILT_WORKLOAD) or None
+
+
+def workload_name(job: DistTrainJob) -> str:
+    return prebuilt_workload(job) or f"disttrainjob-{job.metadata.name}"
 
 
 def workload_reference(job: DistTrainJob) -> Manifest:
     """Enough of the job's Workload to address it."""
-    name, namespace = workload_name(job.metadata.name), job.metadata.namespace
+    name, namespace = workload_name(job), job.metadata.namespace
     return {"apiVersion": WORKLOAD_API_VERSION, "kind": "Workload", "metadata": {"name": name, "namespace": namespace}}
 
 
@@ -147,7 +160,7 @@ def workload(job: DistTrainJob, priority: int | None) -> Manifest:
     """The job's Workload: its pod sets are the replica types, with counts and original templates;
     `priority` is the value of `priority_class(job)`, None where that names nothing that exists."""
     metadata: Manifest = {
-        "name": workload_name(job.metadata.name),
+        "name": workload_name(job),
         "namespace": job.metadata.namespace,
         "labels": naming.job_labels(job.metadata.name),
         "ownerReferences": owner_references(job),
@@ -311,7 +324,7 @@ def kueue_step(
     if is_finished(job.status):
         return _finish(job, current)
     if current is None:
-        return _queue(job, priority)
+        return _queue(job, priority) if prebuilt_workload(job) is None else _await_prebuilt(job)
     if current.admitted and suspended:
         targets = {
             name: _admitted_info(original, current, name, flavor) for name, original in current.originals.items()
@@ -326,10 +339,7 @@ def kueue_step(
 
 def _queue(job: DistTrainJob, priority: Callable[[PriorityClassRef], int | None]) -> KueueStep:
     """A queued job's first step: its Workload, with its priority, and the job held suspended."""
-    hold = None if job.spec.run_policy.suspend else {"spec": {"runPolicy": {"suspend": True}}}
-    queued = Verdict(
-        "Queued", f"waiting in Kueue queue {queue_name(job)} (Workload {workload_name(job.metadata.name)})"
-    )
+    queued = Verdict("Queued", f"waiting in Kueue queue {queue_name(job)} (Workload {workload_name(job)})")
     source = priority_class(job)
     value = priority(source) if source is not None else None
     missing = None
@@ -337,7 +347,17 @@ def _queue(job: DistTrainJob, priority: Callable[[PriorityClassRef], int | None]
         missing = Verdict(
             "PriorityClassNotFound", f"{source.kind} {source.name} not found: the Workload has priority 0"
         )
-    return KueueStep(create=workload(job, value), job_patch=hold, event=queued, warning=missing)
+    return KueueStep(create=workload(job, value), job_patch=_hold(job), event=queued, warning=missing)
+
+
+def _hold(job: DistTrainJob) -> Manifest | None:
+    """The patch that suspends the job, where it runs."""
+    return None if job.spec.run_policy.suspend else {"spec": {"runPolicy": {"suspend": True}}}
+
+
+def _await_prebuilt(job: DistTrainJob) -> KueueStep:
+    """A job whose Workload Kueue makes (MultiKueue's, created before the job) is held until that one shows."""
+    return KueueStep(job_patch=_hold(job))
 
 
 def _finish(job: DistTrainJob, current: WorkloadView | None) -> KueueStep:

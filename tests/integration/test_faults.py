@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from trainer_support import events, job_manifest
 
 from cluster_support import (
     OPERATOR_TEST_NAMESPACE,
@@ -33,6 +32,7 @@ from disttrain_dev import cluster as devcluster
 from disttrain_dev.polling import wait_for
 from disttrain_dev.process_node import NODE_NAME as PROCESS_NODE
 from kueue_support import LOCAL_QUEUE, PRIORITY_LABEL, QUEUE_LABEL, evicted_by_kueue, local_queue
+from trainer_support import events, job_manifest
 
 pytestmark = [
     pytest.mark.tensorflow,

@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
-from trainer_support import Cluster, events, job_manifest, run_trainer
 
 from disttrain_cli.ports import free_port
 from disttrain_contract.exit_codes import ExitCode
@@ -21,6 +20,7 @@ from disttrain_core.progress import parse_evaluation, parse_progress
 from disttrain_dev.polling import wait_for
 from disttrain_operator.runtime.progress_poller import fetch_progress
 from support import ROOT
+from trainer_support import Cluster, events, job_manifest, run_trainer
 
 DIGITS_STEPS_PER_EPOCH = 1437 // 64  # the training split of the bundled digits at the default batch
 

@@ -157,7 +157,13 @@ def build_runtime(settings: OperatorSettings, kube: OperatorApi, indexes: Mappin
     logs = LogKeeper(kube, jobs.uids, wake=queue.add, ready=listings.done)
     runtime = Runtime(
         reconciler=Reconciler(
-            kube, settings.build, events, logs=logs, wake=wakeups.schedule, stuck_after=settings.stuck_after
+            kube,
+            settings.build,
+            events,
+            logs=logs,
+            wake=wakeups.schedule,
+            stuck_after=settings.stuck_after,
+            kueue_queues_tfjobs=settings.kueue_tfjob_integration,
         ),
         queue=queue,
         wakeups=wakeups,

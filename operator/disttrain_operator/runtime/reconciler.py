@@ -23,11 +23,11 @@ from disttrain_core.api.status import DistTrainJobStatus, Progress, UnkeptLogs
 from disttrain_core.api.validation import spec_violations
 from disttrain_core.builders.objects import UNWATCHED_KINDS
 from disttrain_core.builders.settings import BuildSettings
-from disttrain_core.kueue import WorkloadView
+from disttrain_core.kueue import MULTIKUEUE, QUEUE_LABEL, WorkloadView
 from disttrain_core.managers import managed_elsewhere
 from disttrain_core.observed import PodView, created_pod_view, own_pods
 from disttrain_core.planner import STUCK_TERMINATING, Plan, acts_on_losses, object_key, plan
-from disttrain_core.served import Wire
+from disttrain_core.served import Wire, is_served
 from disttrain_core.status import aggregate, failed_status, record_restart, with_unkept_logs
 from disttrain_core.tensorboard import TensorBoardView, is_tensorboard_object, with_tensorboard
 from disttrain_core.tfjob_conversion import UnconvertibleError
@@ -94,7 +94,11 @@ class Reconciler:
         clock: Callable[[], datetime] = utcnow,
         wake: Callable[[JobKey, datetime], None] | None = None,
         stuck_after: timedelta = STUCK_TERMINATING,
+        kueue_queues_tfjobs: bool = False,
     ) -> None:
+        """`kueue_queues_tfjobs`: Kueue's own TFJob integration queues served TFJobs (as it does training-operator's),
+        so Kueue's contract is not the operator's part for them."""
+        self._kueue_queues_tfjobs = kueue_queues_tfjobs
         self._logs = logs or _NoLogsKept()
         self._wake = wake
         self._stuck_after = stuck_after
@@ -133,6 +137,7 @@ class Reconciler:
         Calls for one job must not overlap (`JobQueue` sees to it); calls for different jobs may.
         """
         if self._left_alone(body):
+            self._follow_dispatched(body, workload)
             return
         memory = self._memory(str(body["metadata"]["uid"]))
         memory.wire = Wire.of(body)
@@ -149,7 +154,8 @@ class Reconciler:
             return
         owned = own_pods(job, pods)
         try:
-            job = self._kueue.follow(core, memory.wire, job, workload, has_pods=any(not pod.gone for pod in owned))
+            if self._follows_kueue(body):
+                job = self._kueue.follow(core, memory.wire, job, workload, has_pods=any(not pod.gone for pod in owned))
             if not acts_on_losses(job):  # what remains of a pod lost now calls for nothing, then or later
                 memory.handled.update(pod.uid for pod in owned if pod.gone)
             owned = [pod for pod in owned if not (pod.gone and pod.uid in memory.handled)]
@@ -188,6 +194,31 @@ class Reconciler:
             metadata = body["metadata"]
             logger.info("leaving %s %s/%s to %s", body.get("kind"), metadata.get("namespace"), metadata["name"], other)
         return True
+
+    def _follows_kueue(self, body: Body) -> bool:
+        """Kueue's contract is the operator's part for DistTrainJobs (an external framework to Kueue), and for
+        served TFJobs unless Kueue's own TFJob integration queues them."""
+        return not (self._kueue_queues_tfjobs and is_served(body))
+
+    def _follow_dispatched(self, body: Body, workload: WorkloadView | None) -> None:
+        """MultiKueue's copy of a queued job, on the manager cluster: Kueue's contract leaves its Workload, its
+        suspension and its resumption to the job's controller (Kueue's own job reconciler does them for built-in
+        kinds), and nothing else is done here: a worker cluster runs the job and MultiKueue copies its status
+        back. A copy that does not parse stays suspended, its Workload unmade: the worker's refusal is the one
+        the user reads."""
+        if managed_elsewhere(body) != MULTIKUEUE or not (body["metadata"].get("labels") or {}).get(QUEUE_LABEL):
+            return
+        if not self._follows_kueue(body):
+            return
+        wire = Wire.of(body)
+        try:
+            core = wire.body_in(body)
+            job = DistTrainJob.model_validate(core)
+        except (UnconvertibleError, pydantic.ValidationError) as error:
+            metadata = body["metadata"]
+            logger.info("not queueing %s/%s for MultiKueue: %s", metadata.get("namespace"), metadata["name"], error)
+            return
+        self._kueue.follow(core, wire, job, workload, has_pods=False)
 
     def _parsed(self, body: Body, memory: JobMemory, current: Mapping[str, Any]) -> DistTrainJob | None:
         """The job, or None when its spec was refused: the CRD's schema normally keeps such a spec out, but an

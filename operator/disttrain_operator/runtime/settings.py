@@ -41,6 +41,9 @@ class OperatorSettings(BaseSettings):
     stuck_pod_seconds: float = Field(STUCK_TERMINATING.total_seconds(), gt=0)
     metrics_port: int = Field(DEFAULT_METRICS_PORT, ge=1, le=65535)
     serve_tfjobs: bool = False  # also serve Kubeflow's TFJobs (`disttrain operator --serve-tfjobs`)
+    # Kueue's own TFJob integration (`kubeflow.org/tfjob`, as with training-operator) queues the served TFJobs:
+    # the operator runs them, Kueue makes their Workloads, suspends and resumes them (MultiKueue's TFJobs).
+    kueue_tfjob_integration: bool = False
     watch_seconds: int = Field(WATCH_SECONDS, ge=5)  # how long the API server keeps one watch open
     log_sweep_seconds: float = Field(SWEEP_SECONDS, gt=0)  # how often kept logs past their TTL are looked for
 

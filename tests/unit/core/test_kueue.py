@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from job_fixtures import T0, make_job
 
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.status import ConditionStatus, ConditionType, JobPhase
 from disttrain_core.kueue import (
+    PREBUILT_WORKLOAD,
     PRIORITY_CLASS_LABEL,
     KueueStep,
     PodSetInfo,
@@ -18,6 +20,7 @@ from disttrain_core.kueue import (
     merge_patch,
     released_status,
     workload,
+    workload_reference,
     workload_view,
 )
 from disttrain_core.status import with_condition
@@ -73,6 +76,26 @@ def test_a_queued_job_gets_its_workload_and_is_held_suspended() -> None:
     assert step.job_patch == {"spec": {"runPolicy": {"suspend": True}}}
     assert step.event is not None and step.event.reason == "Queued"
     assert kueue_step(_queued(suspend=True), None, _flavors, _no_priority, has_pods=False).job_patch is None
+
+
+@pytest.mark.parametrize("where", ["annotations", "labels"])
+def test_a_worker_cluster_s_copy_waits_for_the_workload_multikueue_made_and_runs_on_its_admission(where: str) -> None:
+    """MultiKueue creates the job on a worker cluster after its Workload, and names that one (an annotation, or
+    a label before Kueue's WorkloadIdentifierAnnotations): the job is held suspended until it shows, never
+    given a second one, and addressed by that name."""
+    queued = _queued()
+    named = {PREBUILT_WORKLOAD: "disttrainjob-job-from-manager"}
+    update = {"labels": {**QUEUE, **named}} if where == "labels" else {"annotations": named}
+    copy = queued.model_copy(update={"metadata": queued.metadata.model_copy(update=update)})
+    waiting = kueue_step(copy, None, _flavors, _no_priority, has_pods=False)
+    assert waiting == KueueStep(job_patch={"spec": {"runPolicy": {"suspend": True}}})
+    assert workload_reference(copy)["metadata"]["name"] == "disttrainjob-job-from-manager"
+    held = DistTrainJob.model_validate(merge_patch(copy.model_dump(mode="json", by_alias=True), waiting.job_patch))
+    assert kueue_step(held, None, _flavors, _no_priority, has_pods=False) == KueueStep()
+    admitted = workload_view(_workload_body(held, {"QuotaReserved": "True", "Admitted": "True"}))
+    assert admitted.name == "disttrainjob-job-from-manager"
+    step = kueue_step(held, admitted, _flavors, _no_priority, has_pods=False)
+    assert step.job_patch is not None and step.job_patch["spec"]["runPolicy"] == {"suspend": False}
 
 
 def test_admission_injects_flavors_and_check_updates_then_unsuspends() -> None:

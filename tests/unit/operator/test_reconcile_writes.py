@@ -13,10 +13,12 @@ import pytest
 from fakes import RecordingApi
 from prometheus_client import REGISTRY
 
+from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType
 from disttrain_core.api.status import DistTrainJobStatus, JobPhase, UnkeptLogs
 from disttrain_core.builders.naming import replica_labels
 from disttrain_core.builders.settings import BuildSettings
+from disttrain_core.kueue import MULTIKUEUE, QUEUE_LABEL, workload, workload_view
 from disttrain_core.observed import PodPhase, PodView, Unschedulable, pod_view, remains
 from disttrain_core.types import ObjectRef, Verdict
 from disttrain_kube.errors import HTTP_CONFLICT, ConflictError, RefusedError
@@ -461,6 +463,41 @@ def test_a_job_another_manager_runs_is_left_alone_and_said_once(caplog: pytest.L
 
     setup.job["spec"]["managedBy"] = "disttrain.io/operator"
     assert any(item.startswith("Pod/") for item in setup.reconcile([], []))
+
+
+class _QueueingApi(RecordingApi):
+    """Records the job patches Kueue's contract makes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.job_patches: list[dict[str, Any]] = []
+
+    def patch_job(self, job: Mapping[str, Any], patch: dict[str, Any]) -> None:
+        self.job_patches.append(patch)
+
+
+def test_multikueue_s_queued_copy_gets_its_workload_and_is_resumed_on_admission_and_nothing_else() -> None:
+    """On MultiKueue's manager cluster the job's controller does Kueue's part (Workload, suspend, resume) and
+    makes no pod, Service or status: a worker cluster runs the job."""
+    kube = _QueueingApi()
+    setup = _Setup(kube)
+    setup.job["metadata"]["labels"] = {QUEUE_LABEL: "team"}
+    setup.job["spec"] = {**setup.job["spec"], "managedBy": MULTIKUEUE}
+    assert setup.reconcile([], []) == [f"Workload/disttrainjob-{setup.job['metadata']['name']}"]
+    assert kube.job_patches == [{"spec": {"runPolicy": {"suspend": True}}}]
+    setup.job["spec"]["runPolicy"] = {**setup.job["spec"].get("runPolicy", {}), "suspend": True}
+    job = DistTrainJob.model_validate(setup.job)
+    admitted = dict(kube.manifests[0])
+    admitted["status"] = {"conditions": [{"type": "Admitted", "status": "True"}], "admission": {"clusterQueue": "q"}}
+    setup.reconciler.reconcile(setup.job, [], [], workload=workload_view(admitted))
+    assert kube.job_patches[-1]["spec"]["runPolicy"] == {"suspend": False}
+    assert (kube.created[1:], kube.statuses) == ([], [])
+    assert workload_view(admitted).name == workload(job, None)["metadata"]["name"]
+
+    del setup.job["metadata"]["labels"]  # a copy that is not queued is left alone, as any other manager's
+    other = _Setup(_QueueingApi())
+    other.job = setup.job
+    assert other.reconcile([], []) == []
 
 
 def test_a_managed_by_no_manager_could_have_is_refused_by_name() -> None:

@@ -123,6 +123,23 @@ def test_a_served_tfjob_is_reconciled_and_its_status_written_to_the_tfjob() -> N
     assert reconciler.echoes({**body, "status": written})  # its own write comes back: nothing to plan
 
 
+def test_a_queued_tfjob_is_left_to_kueue_s_own_tfjob_integration_where_the_operator_is_set_so() -> None:
+    """By default the operator makes a queued TFJob's Workload, as a DistTrainJob's; with Kueue's own TFJob
+    integration (MultiKueue's TFJobs) Kueue makes it and suspends the job, and the operator only runs it."""
+    queued = {**_tfjob(Worker=1), "metadata": {**_tfjob()["metadata"], "labels": {"kueue.x-k8s.io/queue-name": "q"}}}
+    queued["spec"]["runPolicy"] = {"suspend": True}
+    own = RecordingApi()
+    Reconciler(own, BuildSettings(), lambda *_, **__: None, clock=lambda: NOW).reconcile(queued, [], [])
+    assert "Workload/disttrainjob-mnist" in own.created and not [c for c in own.created if c.startswith("Pod/")]
+    left = RecordingApi()
+    reconciler = Reconciler(left, BuildSettings(), lambda *_, **__: None, clock=lambda: NOW, kueue_queues_tfjobs=True)
+    reconciler.reconcile(queued, [], [])
+    assert not [c for c in left.created if c.startswith(("Workload/", "Pod/"))]  # suspended, and no Workload
+    resumed = {**queued, "spec": {**queued["spec"], "runPolicy": {"suspend": False}}}
+    reconciler.reconcile({**resumed, "metadata": {**resumed["metadata"], "generation": 2}}, [], [])
+    assert "Pod/mnist-worker-0" in left.created and "Workload/disttrainjob-mnist" not in left.created
+
+
 def test_a_tfjob_disttrain_cannot_serve_fails_naming_the_field() -> None:
     kube = RecordingApi()
     reconciler = Reconciler(kube, BuildSettings(), lambda *_, **__: None, clock=lambda: NOW)
