@@ -18,7 +18,9 @@ its own job reconciler does for built-in kinds:
   Workload, suspension and resumption here too, and nothing else (MultiKueue runs it on a worker cluster
   and copies its status back); the worker's copy names the Workload MultiKueue made for it
   (`kueue.x-k8s.io/prebuilt-workload-name`, an annotation, or a label before Kueue's
-  WorkloadIdentifierAnnotations), and its operator waits for that one instead of making one;
+  WorkloadIdentifierAnnotations), and its operator waits for that one instead of making one: it is the
+  copy of the manager's, labelled with the job's name as every Workload the operator follows. The name
+  written on the job is never used to address one (its writer could name another job's);
 - the Workload carries the job's priority, as Kueue's own integrations set it: from the
   WorkloadPriorityClass the label `kueue.x-k8s.io/priority-class` names, else from the PriorityClass
   of the pods (`schedulingPolicy.priorityClass`, else a template's `priorityClassName`). Kueue orders
@@ -134,20 +136,20 @@ def pod_set_name(replica_type: ReplicaType) -> str:
     return replica_type.task_type
 
 
-def prebuilt_workload(job: DistTrainJob) -> str | None:
-    """The Workload Kueue made for the job (MultiKueue's copy on a worker cluster), if it names one."""
+def kueue_makes_its_workload(job: DistTrainJob) -> bool:
+    """The job names a Workload Kueue made for it (MultiKueue's copy on a worker cluster): none is made here."""
     metadata = job.metadata
-    return metadata.annotations.get(PREBUILT_WORKLOAD) or metadata.labels.get(PREBUILT_WORKLOAD) or None
+    return bool(metadata.annotations.get(PREBUILT_WORKLOAD) or metadata.labels.get(PREBUILT_WORKLOAD))
 
 
-def workload_name(job: DistTrainJob) -> str:
-    return prebuilt_workload(job) or f"disttrainjob-{job.metadata.name}"
+def workload_name(job_name: str) -> str:
+    return f"disttrainjob-{job_name}"
 
 
-def workload_reference(job: DistTrainJob) -> Manifest:
-    """Enough of the job's Workload to address it."""
-    name, namespace = workload_name(job), job.metadata.namespace
-    return {"apiVersion": WORKLOAD_API_VERSION, "kind": "Workload", "metadata": {"name": name, "namespace": namespace}}
+def workload_reference(job: DistTrainJob, current: WorkloadView) -> Manifest:
+    """Enough of the job's Workload, as its watch found it, to address it."""
+    metadata = {"name": current.name, "namespace": job.metadata.namespace}
+    return {"apiVersion": WORKLOAD_API_VERSION, "kind": "Workload", "metadata": metadata}
 
 
 def _pod_sets(job: DistTrainJob) -> list[tuple[ReplicaType, ReplicaSpec]]:
@@ -160,7 +162,7 @@ def workload(job: DistTrainJob, priority: int | None) -> Manifest:
     """The job's Workload: its pod sets are the replica types, with counts and original templates;
     `priority` is the value of `priority_class(job)`, None where that names nothing that exists."""
     metadata: Manifest = {
-        "name": workload_name(job),
+        "name": workload_name(job.metadata.name),
         "namespace": job.metadata.namespace,
         "labels": naming.job_labels(job.metadata.name),
         "ownerReferences": owner_references(job),
@@ -324,7 +326,7 @@ def kueue_step(
     if is_finished(job.status):
         return _finish(job, current)
     if current is None:
-        return _queue(job, priority) if prebuilt_workload(job) is None else _await_prebuilt(job)
+        return _await_prebuilt(job) if kueue_makes_its_workload(job) else _queue(job, priority)
     if current.admitted and suspended:
         targets = {
             name: _admitted_info(original, current, name, flavor) for name, original in current.originals.items()
@@ -339,7 +341,8 @@ def kueue_step(
 
 def _queue(job: DistTrainJob, priority: Callable[[PriorityClassRef], int | None]) -> KueueStep:
     """A queued job's first step: its Workload, with its priority, and the job held suspended."""
-    queued = Verdict("Queued", f"waiting in Kueue queue {queue_name(job)} (Workload {workload_name(job)})")
+    name = workload_name(job.metadata.name)
+    queued = Verdict("Queued", f"waiting in Kueue queue {queue_name(job)} (Workload {name})")
     source = priority_class(job)
     value = priority(source) if source is not None else None
     missing = None

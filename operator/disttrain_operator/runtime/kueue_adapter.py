@@ -49,7 +49,7 @@ class KueueAdapter:
         step = kueue_step(job, workload, self._flavor, self._priority, has_pods=has_pods)
         if step.release and workload is not None:
             self._kube.patch_object_status(
-                workload_reference(job), released_status(workload, format_time(self._clock()))
+                workload_reference(job, workload), released_status(workload, format_time(self._clock()))
             )
         if step.create is not None:
             try:
@@ -57,9 +57,9 @@ class KueueAdapter:
             except RefusedError as error:
                 self._emit(body, type="Warning", reason="CreateFailed", message=f"Workload was refused: {error}")
                 return job
-        if step.finish is not None:
+        if step.finish is not None and workload is not None:
             condition = finished_condition(step.finish, format_time(self._clock()))
-            self._kube.apply_status_condition(workload_reference(job), condition, MANAGER)
+            self._kube.apply_status_condition(workload_reference(job, workload), condition, MANAGER)
         if step.event is not None:
             self._emit(body, type="Normal", reason=step.event.reason, message=step.event.message)
         if step.warning is not None:

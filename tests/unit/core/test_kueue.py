@@ -81,19 +81,19 @@ def test_a_queued_job_gets_its_workload_and_is_held_suspended() -> None:
 @pytest.mark.parametrize("where", ["annotations", "labels"])
 def test_a_worker_cluster_s_copy_waits_for_the_workload_multikueue_made_and_runs_on_its_admission(where: str) -> None:
     """MultiKueue creates the job on a worker cluster after its Workload, and names that one (an annotation, or
-    a label before Kueue's WorkloadIdentifierAnnotations): the job is held suspended until it shows, never
-    given a second one, and addressed by that name."""
+    a label before Kueue's WorkloadIdentifierAnnotations): the job is held suspended until it shows, and never
+    given a second one. The Workload is addressed as its watch found it (labelled with the job's name), never
+    by the name on the job, which whoever edits the job writes."""
     queued = _queued()
-    named = {PREBUILT_WORKLOAD: "disttrainjob-job-from-manager"}
+    named = {PREBUILT_WORKLOAD: "../../../other-team/workloads/theirs"}  # anyone who can edit the job writes it
     update = {"labels": {**QUEUE, **named}} if where == "labels" else {"annotations": named}
     copy = queued.model_copy(update={"metadata": queued.metadata.model_copy(update=update)})
     waiting = kueue_step(copy, None, _flavors, _no_priority, has_pods=False)
     assert waiting == KueueStep(job_patch={"spec": {"runPolicy": {"suspend": True}}})
-    assert workload_reference(copy)["metadata"]["name"] == "disttrainjob-job-from-manager"
     held = DistTrainJob.model_validate(merge_patch(copy.model_dump(mode="json", by_alias=True), waiting.job_patch))
     assert kueue_step(held, None, _flavors, _no_priority, has_pods=False) == KueueStep()
     admitted = workload_view(_workload_body(held, {"QuotaReserved": "True", "Admitted": "True"}))
-    assert admitted.name == "disttrainjob-job-from-manager"
+    assert workload_reference(held, admitted)["metadata"]["name"] == "disttrainjob-job"  # the watch's, not the name
     step = kueue_step(held, admitted, _flavors, _no_priority, has_pods=False)
     assert step.job_patch is not None and step.job_patch["spec"]["runPolicy"] == {"suspend": False}
 
