@@ -136,8 +136,9 @@ class Reconciler:
         `tensorboard` its TensorBoard Deployment, if any.
         Calls for one job must not overlap (`JobQueue` sees to it); calls for different jobs may.
         """
-        if self._left_alone(body):
-            self._follow_dispatched(body, workload)
+        other = self._left_to(body)
+        if other is not None:
+            self._follow_dispatched(body, other, workload)
             return
         memory = self._memory(str(body["metadata"]["uid"]))
         memory.wire = Wire.of(body)
@@ -174,7 +175,7 @@ class Reconciler:
     def refuse(self, body: Body, verdict: Verdict) -> None:
         """Fail a job the operator does not act on at all (another job holds its names): a Warning Event
         and a Failed condition saying why, written once."""
-        if self._left_alone(body):
+        if self._left_to(body) is not None:
             return
         memory = self._memory(str(body["metadata"]["uid"]))
         memory.wire = Wire.of(body)
@@ -182,31 +183,31 @@ class Reconciler:
         self._fail_as_it_is(body, memory.written or body.get("status") or {}, verdict)  # the job's watch may lag
         memory.settled = _essence(body, memory.written)  # the echo of that write needs no reconcile
 
-    def _left_alone(self, body: Body) -> bool:
-        """A job whose `managedBy` names another manager is not touched (no children, status or Events): the
-        other manager runs it. The operator's log says so once."""
+    def _left_to(self, body: Body) -> str | None:
+        """The other manager a job's `managedBy` names, which runs it: the job is not touched (no children, status
+        or Events), and the operator's log says so once. None where the job is this operator's."""
         other = managed_elsewhere(body)
         if other is None:
-            return False
+            return None
         memory = self._memory(str(body["metadata"]["uid"]))
         if memory.left_to != other:
             memory.left_to = other
             metadata = body["metadata"]
             logger.info("leaving %s %s/%s to %s", body.get("kind"), metadata.get("namespace"), metadata["name"], other)
-        return True
+        return other
 
     def _follows_kueue(self, body: Body) -> bool:
         """Kueue's contract is the operator's part for DistTrainJobs (an external framework to Kueue), and for
         served TFJobs unless Kueue's own TFJob integration queues them."""
         return not (self._kueue_queues_tfjobs and is_served(body))
 
-    def _follow_dispatched(self, body: Body, workload: WorkloadView | None) -> None:
+    def _follow_dispatched(self, body: Body, other: str, workload: WorkloadView | None) -> None:
         """MultiKueue's copy of a queued job, on the manager cluster: Kueue's contract leaves its Workload, its
         suspension and its resumption to the job's controller (Kueue's own job reconciler does them for built-in
         kinds), and nothing else is done here: a worker cluster runs the job and MultiKueue copies its status
         back. A copy that does not parse stays suspended, its Workload unmade: the worker's refusal is the one
         the user reads."""
-        if managed_elsewhere(body) != MULTIKUEUE or not (body["metadata"].get("labels") or {}).get(QUEUE_LABEL):
+        if other != MULTIKUEUE or not (body["metadata"].get("labels") or {}).get(QUEUE_LABEL):
             return
         if not self._follows_kueue(body):
             return
