@@ -480,7 +480,7 @@ def _start_real_node(paths: CachePaths, folder: Path, state: ClusterState) -> Cl
     pids["containerd"] = _start(folder, "containerd", commands["containerd"], _node_environment(node))
     state = replace(state, pids=pids)
     _save_state(folder, state)
-    real_node.mount_pod_resources(files)
+    real_node.mount_kubelet_root(files)
     wait_for("containerd", lambda: containerd.ctr(files, node, "version", check=False).returncode == 0, 60)
     containerd.load_images(files, node, [containerd.ensure_pause_image(node), helper_image])
     objects = real_node.storage_objects()
@@ -591,8 +591,8 @@ def down(name: str | None = None) -> None:
 def _unmount_under(folder: Path, rounds: int = 5) -> None:
     """Whatever the kubelet or containerd left mounted in the folder: `rm -rf` must not reach through a mount.
 
-    In rounds, until none is left: the kubelet bind-mounts its root folder onto itself, so a mount made in
-    it before (the pod-resources tmpfs) shows twice, and the one beneath shows again once the bind is gone."""
+    In rounds, until none is left: the kubelet's root folder is bind-mounted onto itself and shared, so a mount
+    under it (the pod-resources tmpfs) can show twice, and one beneath shows again once the one above is gone."""
     prefixes = (f"{folder.resolve()}/", f"{real_node.containerd_state()}/")
     for _ in range(rounds):
         mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]

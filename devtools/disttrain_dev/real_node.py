@@ -270,12 +270,22 @@ def write_configuration(
     files.helper_pod.write_text(json.dumps(helper_pod(helper_image)))
 
 
-def mount_pod_resources(files: NodeFiles) -> None:
-    """A tmpfs under the kubelet's pod-resources folder. The kubelet makes its socket there under a temporary
-    name and renames it; on an overlay filesystem that rename can fail with EXDEV, and the kubelet exits (seen
-    in CI, and in k3s's: https://github.com/k3s-io/k3s/issues/4042). `dev-cluster down` unmounts it."""
+def mount_kubelet_root(files: NodeFiles) -> None:
+    """The kubelet's root folder as a shared mount of its own, with a tmpfs under its pod-resources folder.
+
+    The kubelet makes its pod-resources socket under a temporary name and renames it; on an overlay
+    filesystem that rename can fail with EXDEV, and the kubelet exits (seen in CI, and in k3s's:
+    https://github.com/k3s-io/k3s/issues/4042), hence the tmpfs. The kubelet also bind-mounts its root onto
+    itself, without the mounts under it, when the root is not on a shared mount; it does so while it makes
+    that socket, and the rename then fails with ENOENT (seen in CI). A root already shared is left as it is.
+    `dev-cluster down` unmounts both."""
+    root = str(files.kubelet_root)
+    files.kubelet_root.mkdir(parents=True, exist_ok=True)
+    if not os.path.ismount(root):
+        subprocess.run(["mount", "--bind", root, root], check=True)
+        subprocess.run(["mount", "--make-rshared", root], check=True)
     folder = files.kubelet_root / "pod-resources"
-    folder.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(exist_ok=True)
     if not os.path.ismount(folder):
         subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0750", "tmpfs", str(folder)], check=True)
 
