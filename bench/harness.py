@@ -31,7 +31,7 @@ from urllib3.exceptions import HTTPError
 
 from disttrain_core.builders.events import COMPONENT
 from disttrain_dev import cluster as devcluster
-from disttrain_dev import peer
+from disttrain_dev import node_kinds, peer
 from disttrain_dev.cluster import UNATTENDED_ANNOTATION, crd_established
 from disttrain_dev.kubelet import KubeletApi
 from disttrain_dev.polling import wait_for
@@ -48,6 +48,7 @@ JOB_SHAPE = {"Chief": 1, "Worker": 4, "PS": 2}
 PODS_PER_JOB = sum(JOB_SHAPE.values())
 BENCH_NODE_PODS = 500
 HTTP_GATEWAY_TIMEOUT = 504
+HTTP_NOT_FOUND = 404
 
 
 @dataclass
@@ -112,18 +113,40 @@ def parallel(tasks: list[Callable[[], object]], threads: int = THREADS) -> None:
             future.result()
 
 
+# On the benchmarks' own nodes and namespaces.
+BENCH_LABEL = "disttrain.io/bench"
+
+
 @contextmanager
 def namespace(bench: Cluster, prefix: str, *, process_node: bool = False) -> Iterator[str]:
-    """A namespace of the benchmark's own (whose pods run on the process node, with `process_node`), deleted
-    (and waited for) afterwards."""
+    """A namespace of the benchmark's own (whose pods run on the process node, with `process_node`), emptied
+    of its pods, Services and jobs afterwards. It is deleted with the benchmark's others at its end
+    (`delete_namespaces`): the namespace controller waits 5 s before it empties a deleted namespace, however
+    little it holds, and what it deletes then would count against the next round's quiet (`settle`)."""
     name = f"{prefix}-{uuid.uuid4().hex[:6]}"
-    plain = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-    bench.kube.create(devcluster.process_namespace(name) if process_node else plain)
+    labels = {BENCH_LABEL: "true"}
+    if process_node:
+        bench.kube.create(devcluster.node_namespace(name, node_kinds.PROCESS, labels))
+    else:
+        bench.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}})
     try:
         yield name
     finally:
-        remove_pods_and_services(bench, name)
-        devcluster_kubectl(bench, "delete", "namespace", name, "--wait=true", "--timeout=900s")
+        empty_namespace(bench, name)
+
+
+def delete_namespaces(bench: Cluster) -> None:
+    """Delete every namespace a benchmark made (this run's and any an interrupted run left) and wait until
+    they are gone: the cluster as the benchmark found it."""
+    selector = {"labelSelector": f"{BENCH_LABEL}=true"}
+    for item in bench.kube.list_metadata("/api/v1/namespaces", selector):
+        bench.kube.request("DELETE", f"/api/v1/namespaces/{item['metadata']['name']}", {}, None)
+    wait_for(
+        "the benchmark's namespaces deleted",
+        lambda: not bench.kube.list_metadata("/api/v1/namespaces", selector),
+        900,
+        0.25,
+    )
 
 
 def release_pods(bench: Cluster, scope: str) -> None:
@@ -135,18 +158,30 @@ def release_pods(bench: Cluster, scope: str) -> None:
     parallel([partial(bench.kube.patch_pod, scope, name, drop) for name in held])
 
 
-def remove_pods_and_services(bench: Cluster, scope: str) -> None:
-    """One collection delete each, pods at once (no kubelet tends the benchmark's own): the namespace
-    controller would delete them one by one at its client's 20 requests/s, minutes for thousands."""
+# What a round leaves in its namespace that lives on without an operator: its pods, its Services (the peer
+# makes thousands) and its jobs (TFJobs once the peer's definition is installed).
+LEFT_BY_A_ROUND = (
+    "/api/v1/namespaces/{scope}/pods",
+    "/api/v1/namespaces/{scope}/services",
+    "/apis/disttrain.io/v1alpha1/namespaces/{scope}/disttrainjobs",
+    "/apis/kubeflow.org/v1/namespaces/{scope}/tfjobs",
+)
+
+
+def empty_namespace(bench: Cluster, scope: str) -> None:
+    """One collection delete of each of `LEFT_BY_A_ROUND`, pods at once (no kubelet tends the benchmark's
+    own): the namespace controller would delete them one by one at its client's 20 requests/s, minutes for
+    thousands."""
     release_pods(bench, scope)
     now = {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0}
-    for kind in ("pods", "services"):
+    for collection in LEFT_BY_A_ROUND:
+        path = collection.format(scope=scope)
         for _ in range(20):  # a collection of thousands outlasts one request's 60 s: each call deletes more
-            status, text = bench.kube.request("DELETE", f"/api/v1/namespaces/{scope}/{kind}", {}, now)
+            status, text = bench.kube.request("DELETE", path, {}, now)
             if status != HTTP_GATEWAY_TIMEOUT:
                 break
-        if status >= 300:
-            raise RuntimeError(f"deleting the {kind} of {scope}: {status} {text[:300]}")
+        if status >= 300 and status != HTTP_NOT_FOUND:  # a kind not served (404) has left nothing
+            raise RuntimeError(f"deleting {path}: {status} {text[:300]}")
 
 
 def devcluster_kubectl(bench: Cluster, *args: str) -> str:
@@ -160,17 +195,17 @@ def devcluster_kubectl(bench: Cluster, *args: str) -> str:
 
 def ensure_capacity(bench: Cluster, pods: int) -> None:
     """Enough fake nodes (kwok) for `pods` more pods: the default four hold 440."""
-    nodes = bench.kube.list_items("/api/v1/nodes", {"labelSelector": "disttrain.io/bench=true"})
+    nodes = _bench_nodes(bench)
     shape = devcluster.NodeShape(cpu="4000", memory="16Ti", pods=BENCH_NODE_PODS)
     for index in range(len(nodes), -(-pods // BENCH_NODE_PODS)):
         node = devcluster.fake_node(f"bench-node-{index}", shape)
-        node["metadata"]["labels"]["disttrain.io/bench"] = "true"  # type: ignore[index]
+        node["metadata"]["labels"][BENCH_LABEL] = "true"  # type: ignore[index]
         bench.kube.create(node)
     wait_for("bench nodes ready", lambda: all(_ready(node) for node in _bench_nodes(bench)), timeout=120, interval=0.5)
 
 
 def _bench_nodes(bench: Cluster) -> list[dict[str, Any]]:
-    return bench.kube.list_items("/api/v1/nodes", {"labelSelector": "disttrain.io/bench=true"})
+    return bench.kube.list_items("/api/v1/nodes", {"labelSelector": f"{BENCH_LABEL}=true"})
 
 
 def _ready(node: dict[str, Any]) -> bool:

@@ -39,6 +39,7 @@ from harness import (
     Watch,
     apiserver_requests,
     bench_job,
+    delete_namespaces,
     ended_status,
     ensure_capacity,
     local_cluster,
@@ -595,6 +596,18 @@ def _record(args: argparse.Namespace, name: str, data: object) -> None:
     Path(args.record).write_text(json.dumps(recorded, indent=1) + "\n")
 
 
+def _on_the_cluster(benchmark: Callable[[argparse.Namespace], str]) -> Callable[[argparse.Namespace], str]:
+    """A benchmark of the local cluster, which deletes its namespaces at its end."""
+
+    def run(args: argparse.Namespace) -> str:
+        try:
+            return benchmark(args)
+        finally:
+            delete_namespaces(local_cluster())
+
+    return run
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench/run.py", description=__doc__.split("\n")[0])
     parser.add_argument("--record", help="a JSON file to keep the run's raw numbers in, by benchmark")
@@ -607,7 +620,7 @@ def main(argv: list[str] | None = None) -> int:
     admission_parser = benchmarks.add_parser("admission", parents=[sides], help="N jobs at once, side by side")
     admission_parser.add_argument("--jobs", type=int, default=50)
     admission_parser.add_argument("--rounds", type=int, default=3)
-    admission_parser.set_defaults(run=admission)
+    admission_parser.set_defaults(run=_on_the_cluster(admission))
     latency_parser = benchmarks.add_parser("latency", parents=[sides], help="a failed pod's replacement")
     latency_parser.add_argument("--jobs", type=int, default=200)
     latency_parser.add_argument("--failures", type=int, default=100)
@@ -618,18 +631,18 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="this operator again, serving also a hostile tenant's namespace with as many jobs failing as often",
     )
-    latency_parser.set_defaults(run=latency)
+    latency_parser.set_defaults(run=_on_the_cluster(latency))
     api_parser = benchmarks.add_parser("api", parents=[sides], help="API requests per job lifecycle")
     api_parser.add_argument("--jobs", type=int, default=20)
-    api_parser.set_defaults(run=api)
+    api_parser.set_defaults(run=_on_the_cluster(api))
     footprint_parser = benchmarks.add_parser("footprint", parents=[sides], help="memory and CPU with many jobs")
     footprint_parser.add_argument("--jobs", type=int, default=1000)
     footprint_parser.add_argument("--steady", type=float, default=30.0, help="seconds of running jobs to watch")
-    footprint_parser.set_defaults(run=footprint)
+    footprint_parser.set_defaults(run=_on_the_cluster(footprint))
     growth_parser = benchmarks.add_parser("growth", parents=[sides], help="admission at growing numbers of jobs")
     growth_parser.add_argument("--jobs", type=int, nargs="+", default=[250, 1000, 2500, 5000])
     growth_parser.add_argument("--no-floor", action="store_true", help="the operators alone: a size's run is shorter")
-    growth_parser.set_defaults(run=growth)
+    growth_parser.set_defaults(run=_on_the_cluster(growth))
     goodput_parser = benchmarks.add_parser("goodput", help="a job preempted every N seconds (TensorFlow)")
     goodput_parser.add_argument("--epochs", type=int, default=240, help="the job's length (22 steps an epoch)")
     goodput_parser.add_argument(
@@ -639,7 +652,7 @@ def main(argv: list[str] | None = None) -> int:
     goodput_parser.add_argument("--evictions", type=int, default=4, help="at most this many evictions a run")
     goodput_parser.add_argument("--run-limit", type=float, default=1800.0, help="seconds a run may take at most")
     goodput_parser.add_argument("--trainer-before", help="another checkout whose trainer runs the job too, as a side")
-    goodput_parser.set_defaults(run=goodput_benchmark)
+    goodput_parser.set_defaults(run=_on_the_cluster(goodput_benchmark))
     trainer_parser = benchmarks.add_parser("trainer", help="MultiWorkerMirrored against one process (TensorFlow)")
     trainer_parser.add_argument("--batch", type=int, default=256, help="global batch size")
     trainer_parser.add_argument("--steps", type=int, default=60)
