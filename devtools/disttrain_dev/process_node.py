@@ -10,6 +10,9 @@ and the agent then confirms the deletion. Images are not pulled: commands run in
 the agent was started from (where the trainer is installed), as the agent's user. Logs are in
 `<state>/pods/<namespace>_<pod>_<uid>/<container>.log` (its pid in `<container>.pid`), which
 `kubectl logs` reads through the API server (`node_logs`).
+
+Like a kubelet, it acts when something changes: a watch of its pods and each container's exit wake its
+loop at once; the loop also runs every `SYNC_SECONDS` (grace periods, heartbeats, a watch that broke).
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ NODE_KIND_LABEL = node_kinds.NODE_KIND_LABEL
 NODE_KIND = node_kinds.PROCESS
 TAINT = node_kinds.taint(NODE_KIND)
 SYNC_SECONDS = 0.5
+WATCH_SECONDS = 300  # a watch the API server ends after this long, to be opened again
 HEARTBEAT_SECONDS = 10.0
 LEASE_SECONDS = 40
 DEFAULT_GRACE_SECONDS = 30
@@ -97,6 +101,7 @@ class PodRun:
 
 class ProcessNode:
     def __init__(self, kube: KubeletApi, folder: Path, name: str = NODE_NAME) -> None:
+        self.wake = threading.Event()  # set when a pod of the node changed or one of its processes ended
         self._kube = kube
         self._folder = folder
         self.name = name
@@ -253,6 +258,9 @@ class ProcessNode:
                 command, env=environment, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )
         spec.log.with_suffix(".pid").write_text(f"{process.pid}\n")  # for fault tests and debugging
+        threading.Thread(
+            target=_wake_on_exit, args=(process, self.wake), name=f"exit of {process.pid}", daemon=True
+        ).start()
         return process
 
     def _follow(self, run: PodRun) -> None:
@@ -344,6 +352,26 @@ class ProcessNode:
             self._logs.shutdown()
 
 
+def _wake_on_exit(process: subprocess.Popen[bytes], wake: threading.Event) -> None:
+    process.wait()
+    wake.set()
+
+
+def _watch_pods(kube: KubeletApi, node: str, wake: threading.Event, stop: threading.Event) -> None:
+    """Set `wake` at every change to a pod bound to `node`, as long as the node runs; a broken watch is opened
+    again a second later (the loop's own period covers the gap)."""
+    query = {"watch": "true", "fieldSelector": f"spec.nodeName={node}", "timeoutSeconds": str(WATCH_SECONDS)}
+    while not stop.is_set():
+        try:
+            for _ in kube.stream_lines("/api/v1/pods", query, read_timeout=WATCH_SECONDS + 30):
+                wake.set()
+                if stop.is_set():
+                    return
+        except TransientApiError as error:
+            logger.info("watch of the node's pods: %s", error)
+            stop.wait(1)
+
+
 def _signal(processes: list[subprocess.Popen[bytes]], sig: signal.Signals) -> None:
     for process in processes:
         with contextlib.suppress(ProcessLookupError):
@@ -374,12 +402,15 @@ def serve(kube: KubeletApi, folder: Path, stop: threading.Event) -> None:
             logger.warning("registering the node: %s", error)
             stop.wait(1)
     logger.info("node %s ready", node.name)
+    watch = threading.Thread(target=_watch_pods, args=(kube, node.name, node.wake, stop), name="watch", daemon=True)
+    watch.start()
     while not stop.is_set():
         try:
             node.step()
         except TransientApiError as error:  # the API server restarting: the pods run on
             logger.warning("%s", error)
-        stop.wait(SYNC_SECONDS)
+        node.wake.wait(SYNC_SECONDS)
+        node.wake.clear()  # what woke it is in the next step's list
     node.shutdown()
 
 
