@@ -140,7 +140,7 @@ def delete_namespaces(bench: Cluster) -> None:
     they are gone: the cluster as the benchmark found it."""
     selector = {"labelSelector": f"{BENCH_LABEL}=true"}
     for item in bench.kube.list_metadata("/api/v1/namespaces", selector):
-        bench.kube.request("DELETE", f"/api/v1/namespaces/{item['metadata']['name']}", {}, None)
+        _delete(bench, f"/api/v1/namespaces/{item['metadata']['name']}")
     wait_for(
         "the benchmark's namespaces deleted",
         lambda: not bench.kube.list_metadata("/api/v1/namespaces", selector),
@@ -158,30 +158,29 @@ def release_pods(bench: Cluster, scope: str) -> None:
     parallel([partial(bench.kube.patch_pod, scope, name, drop) for name in held])
 
 
-# What a round leaves in its namespace that lives on without an operator: its pods, its Services (the peer
-# makes thousands) and its jobs (TFJobs once the peer's definition is installed).
-LEFT_BY_A_ROUND = (
-    "/api/v1/namespaces/{scope}/pods",
-    "/api/v1/namespaces/{scope}/services",
-    "/apis/disttrain.io/v1alpha1/namespaces/{scope}/disttrainjobs",
-    "/apis/kubeflow.org/v1/namespaces/{scope}/tfjobs",
-)
-
-
 def empty_namespace(bench: Cluster, scope: str) -> None:
-    """One collection delete of each of `LEFT_BY_A_ROUND`, pods at once (no kubelet tends the benchmark's
+    """What a round leaves in `scope` that would live on without an operator: its pods, its Services (the peer
+    makes thousands) and its jobs, one collection delete each, pods at once (no kubelet tends the benchmark's
     own): the namespace controller would delete them one by one at its client's 20 requests/s, minutes for
     thousands."""
     release_pods(bench, scope)
     now = {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0}
-    for collection in LEFT_BY_A_ROUND:
-        path = collection.format(scope=scope)
-        for _ in range(20):  # a collection of thousands outlasts one request's 60 s: each call deletes more
-            status, text = bench.kube.request("DELETE", path, {}, now)
-            if status != HTTP_GATEWAY_TIMEOUT:
-                break
-        if status >= 300 and status != HTTP_NOT_FOUND:  # a kind not served (404) has left nothing
-            raise RuntimeError(f"deleting {path}: {status} {text[:300]}")
+    for path in (f"/api/v1/namespaces/{scope}/pods", f"/api/v1/namespaces/{scope}/services"):
+        _delete(bench, path, now)
+    for side in (OPERATOR, PEER):
+        _delete(bench, side.jobs_path(scope), now)
+
+
+def _delete(bench: Cluster, path: str, options: dict[str, Any] | None = None) -> None:
+    """A DELETE, sent again while the API server times out on it (a collection of thousands outlasts one
+    request's 60 s: each call deletes more). Not found is as good: gone, or a kind not served (TFJobs before
+    the peer's definition is installed)."""
+    for _ in range(20):
+        status, text = bench.kube.request("DELETE", path, {}, options)
+        if status != HTTP_GATEWAY_TIMEOUT:
+            break
+    if status >= 300 and status != HTTP_NOT_FOUND:
+        raise RuntimeError(f"deleting {path}: {status} {text[:300]}")
 
 
 def devcluster_kubectl(bench: Cluster, *args: str) -> str:
