@@ -134,6 +134,18 @@ def workload_condition(cluster: Cluster, namespace: str, job: str, kind: str) ->
     return str(found[0]) if found else None
 
 
+def what_kueue_and_the_jobs_show(cluster: Cluster, namespace: str, jobs: list[str], operator_log: str) -> str:
+    """For a failure of a preemption test: each job's status and its Workload's, the namespace's pods, and the
+    operator's last lines (`operator_log`: the caller reads them, from a file or from the cluster)."""
+    parts = []
+    for job in jobs:
+        status = (cluster.get("disttrainjob", job, namespace) or {}).get("status")
+        workload = (cluster.get(WORKLOADS, f"disttrainjob-{job}", namespace) or {}).get("status")
+        parts.append(f"{job}: job status {status}\n{job}: workload status {workload}")
+    pods = cluster.kubectl("get", "pods", "-n", namespace, "-o", "wide", check=False).stdout
+    return "\n".join([*parts, f"pods:\n{pods}", f"operator:\n{operator_log}"])
+
+
 def evicted_by_kueue(cluster: Cluster, namespace: str, job: str) -> None:
     """Kueue evicted the job's Workload (for a higher priority) and every pod of the job has gone."""
     wait_for(f"{job} evicted", lambda: workload_condition(cluster, namespace, job, "Evicted") == "True")

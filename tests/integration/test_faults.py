@@ -31,7 +31,14 @@ from cluster_support import (
 from disttrain_dev import cluster as devcluster
 from disttrain_dev.polling import wait_for
 from disttrain_dev.process_node import NODE_NAME as PROCESS_NODE
-from kueue_support import LOCAL_QUEUE, PRIORITY_LABEL, QUEUE_LABEL, evicted_by_kueue, local_queue
+from kueue_support import (
+    LOCAL_QUEUE,
+    PRIORITY_LABEL,
+    QUEUE_LABEL,
+    evicted_by_kueue,
+    local_queue,
+    what_kueue_and_the_jobs_show,
+)
 from trainer_support import events, job_manifest
 
 pytestmark = [
@@ -260,7 +267,12 @@ def test_kueue_preempting_a_running_job_costs_it_no_step(
         )
         evicted_by_kueue(process_cluster, process_namespace, JOB)
         _succeeded(process_cluster, process_namespace, high, name="urgent")
-        done = _succeeded(process_cluster, process_namespace, total)
+        try:
+            done = _succeeded(process_cluster, process_namespace, total)
+        except TimeoutError as error:
+            log = "\n".join(operator.log_path.read_text(errors="replace").splitlines()[-60:])
+            seen = what_kueue_and_the_jobs_show(process_cluster, process_namespace, [JOB, "urgent"], log)
+            raise AssertionError(f"{error}\n{seen}") from None
     assert done["status"].get("restartCount", 0) == 0
     log = _chief_log(process_cluster, process_namespace, f"{JOB}-worker-0")
     assert events(log, "restored")[-1]["step"] >= shown

@@ -40,7 +40,14 @@ from disttrain_core.api.crd import KEPT_ON_UNINSTALL
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import containerd, images, node_kinds, real_node, versions
 from disttrain_dev.polling import wait_for
-from kueue_support import LOCAL_QUEUE, PRIORITY_LABEL, QUEUE_LABEL, WORKLOADS, evicted_by_kueue, local_queue
+from kueue_support import (
+    LOCAL_QUEUE,
+    PRIORITY_LABEL,
+    QUEUE_LABEL,
+    evicted_by_kueue,
+    local_queue,
+    what_kueue_and_the_jobs_show,
+)
 from rbac_rights import AUDIT_TIME, refused_rights
 from support import ROOT, readme_block
 
@@ -516,15 +523,6 @@ def test_the_trainer_image_evicted_drained_and_suspended_costs_no_step(installed
     assert _finished_line(installed, real_namespace, worker)["steps"] == LONG_EPOCHS * STEPS_PER_EPOCH
 
 
-def _what_the_low_job_saw(cluster: Cluster, namespace: str, job: str) -> str:
-    """The job's status, its Workload's conditions, its pods and the operator's last lines, for a failure."""
-    status = (cluster.get("disttrainjob", job, namespace) or {}).get("status")
-    workload = (cluster.get(WORKLOADS, f"disttrainjob-{job}", namespace) or {}).get("status", {}).get("conditions")
-    pods = cluster.kubectl("get", "pods", "-n", namespace, "-o", "wide", check=False).stdout
-    logs = cluster.kubectl("logs", "-n", OPERATOR_NAMESPACE, "-l", OPERATOR_LABEL, "--tail=60", check=False).stdout
-    return f"job status: {status}\nworkload: {workload}\npods:\n{pods}\noperator:\n{logs}"
-
-
 def test_kueue_preempting_the_trainer_image_costs_it_no_step(
     installed: Cluster, kueue_process: None, real_namespace: str
 ) -> None:
@@ -546,7 +544,9 @@ def test_kueue_preempting_the_trainer_image_costs_it_no_step(
         try:
             resumed = _resumed(installed, real_namespace, worker, uid)
         except TimeoutError as error:  # the in-cluster operator's log goes with its namespace: keep what it said
-            raise AssertionError(f"{error}\n{_what_the_low_job_saw(installed, real_namespace, low)}") from None
+            logs = installed.kubectl("logs", "-n", OPERATOR_NAMESPACE, "-l", OPERATOR_LABEL, "--tail=60", check=False)
+            seen = what_kueue_and_the_jobs_show(installed, real_namespace, [low, high], logs.stdout)
+            raise AssertionError(f"{error}\n{seen}") from None
         assert resumed >= shown
         finished = _wait_succeeded(installed, real_namespace, low)
     assert finished["status"].get("restartCount", 0) == 0
