@@ -241,22 +241,52 @@ RECONCILE_COUNT = "controller_runtime_reconcile_time_seconds_count"
 BRIDGE_NETFILTER = Path("/proc/sys/net/bridge/bridge-nf-call-iptables")
 
 
+@contextmanager
+def condition_messages(cluster: Cluster, namespace: str, job: str, kind: str) -> Iterator[list[str]]:
+    """The messages of the job's condition `kind` in every version of the job a watch sees, as they come: a
+    condition that holds for a moment (Restarting, until the restarted pods run) is not missed between reads."""
+    # One line of JSON per version: kubectl's watch fails on a jsonpath `range` after the first object.
+    template = '{.status.conditions}{"\\n"}'
+    command = [str(cache_paths().binary("kubectl")), "get", "disttrainjobs", "-n", namespace, "--watch"]
+    command += ["--field-selector", f"metadata.name={job}", "-o", f"jsonpath={template}"]
+    messages: list[str] = []
+    watch = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=cluster.env)
+
+    def read() -> None:
+        assert watch.stdout is not None
+        for line in watch.stdout:
+            conditions = json.loads(line) if line.strip() else []
+            messages.extend(str(c.get("message", "")) for c in conditions if c.get("type") == kind)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        yield messages
+    finally:
+        watch.terminate()
+        watch.wait()
+        reader.join()
+
+
 def says_a_worker_is_unreachable(cluster: Cluster, namespace: str, job: str, seconds: int, timeout: float) -> None:
     """Two workers cut off from each other both wait; whichever gives up first names the other, on the job's
-    Restarting condition and in an Event."""
+    Restarting condition and in an Event. Call it while they wait: the watch sees the job from then on."""
+    with condition_messages(cluster, namespace, job, "Restarting") as messages:
 
-    def said_on_the_job() -> str | None:
-        restarting = condition(cluster.job(namespace, job), "Restarting")
-        return restarting["message"] if restarting and "unreachable" in restarting["message"] else None
+        def said_on_the_job() -> str | None:
+            return next((message for message in messages if "unreachable" in message), None)
 
-    message = wait_for("the job to say which replica is unreachable", said_on_the_job, timeout=timeout)
+        message = wait_for("the job to say which replica is unreachable", said_on_the_job, timeout=timeout)
     # Both may give up within moments of each other and fail in the same restart: each then names the other.
     named = re.findall(
         rf"{job}-worker-(\d) failed [^;]*?peers unreachable after {seconds}s: {job}-worker-(\d)\.", message
     )
     assert named and all(failed != waited_for for failed, waited_for in named), message
-    said = cluster.items("events", namespace)
-    assert any(event["reason"] == "Restarting" and message in event["message"] for event in said), said
+
+    def said_in_an_event() -> bool:
+        return any(e["reason"] == "Restarting" and message in e["message"] for e in cluster.items("events", namespace))
+
+    wait_for("an Event saying the same", said_in_an_event, timeout=30)
 
 
 class SilencingProxy:

@@ -268,7 +268,6 @@ def flavor_info(flavor: Mapping[str, Any]) -> PodSetInfo:
 class KueueStep:
     create: Manifest | None = None
     job_patch: Manifest | None = None  # a JSON merge patch of the job
-    finish: Verdict | None = None  # the Workload's Finished condition
     event: Verdict | None = None  # what the step means to the job's owner
     warning: Verdict | None = None  # something the job's owner must fix
     release: bool = False  # clear the evicted Workload's admission (`released_status`)
@@ -323,8 +322,8 @@ def kueue_step(
     if queue_name(job) is None:
         return KueueStep()
     suspended = job.spec.run_policy.suspend
-    if is_finished(job.status):
-        return _finish(job, current)
+    if is_finished(job.status):  # its Workload is finished after the reconcile (`finish_verdict`)
+        return KueueStep()
     if current is None:
         return _await_prebuilt(job) if kueue_makes_its_workload(job) else _queue(job, priority)
     if current.admitted and suspended:
@@ -363,12 +362,16 @@ def _await_prebuilt(job: DistTrainJob) -> KueueStep:
     return KueueStep(job_patch=_hold(job))
 
 
-def _finish(job: DistTrainJob, current: WorkloadView | None) -> KueueStep:
-    """A finished job releases its quota once; a Workload already Finished needs nothing."""
-    if current is None or current.finished:
-        return KueueStep()
+def finish_verdict(job: DistTrainJob, current: WorkloadView | None) -> Verdict | None:
+    """The Workload's Finished condition, for a queued job whose status, as just decided, says it ended.
+
+    The reconcile that finds a job ended writes that status itself, and the echo of its own write calls for no
+    reconcile: the quota must be released in that same reconcile, not on a later event that may never come.
+    A Workload already Finished needs nothing."""
+    if queue_name(job) is None or not is_finished(job.status) or current is None or current.finished:
+        return None
     outcome = "Succeeded" if job.status.phase is JobPhase.SUCCEEDED else "Failed"
-    return KueueStep(finish=Verdict(f"Job{outcome}", f"the DistTrainJob {outcome.lower()}"))
+    return Verdict(f"Job{outcome}", f"the DistTrainJob {outcome.lower()}")
 
 
 def _admitted_info(

@@ -30,3 +30,9 @@ class JobMemory:
     tensorboard_refused: tuple[int | None, Verdict] | None = None  # the generation whose TensorBoard was refused
     wire: Wire = field(default_factory=Wire)  # how the job is read and written (a served TFJob's shape)
     left_to: str | None = None  # the other manager the job names, once the log said so
+
+    def tensorboard_refusal(self, generation: int | None) -> tuple[int | None, Verdict] | None:
+        """The TensorBoard refusal that still holds: a new spec may be accepted, so another generation's is dropped."""
+        if self.tensorboard_refused is not None and self.tensorboard_refused[0] != generation:
+            self.tensorboard_refused = None
+        return self.tensorboard_refused

@@ -1,5 +1,6 @@
-"""Kueue's contract for a queued job, done: `core.kueue.kueue_step` decides, this makes its calls (the
-Workload created, its quota released, its Finished condition, the job's suspend and pod set patches)."""
+"""Kueue's contract for a queued job, done: `core.kueue` decides (`kueue_step` before the reconcile's plan,
+`finish_verdict` after it), this makes its calls (the Workload created, its quota released, its Finished
+condition, the job's suspend and pod set patches)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from disttrain_core.kueue import (
     PodSetInfo,
     PriorityClassRef,
     WorkloadView,
+    finish_verdict,
     finished_condition,
     flavor_info,
     kueue_step,
@@ -57,9 +59,6 @@ class KueueAdapter:
             except RefusedError as error:
                 self._emit(body, type="Warning", reason="CreateFailed", message=f"Workload was refused: {error}")
                 return job
-        if step.finish is not None and workload is not None:
-            condition = finished_condition(step.finish, format_time(self._clock()))
-            self._kube.apply_status_condition(workload_reference(job, workload), condition, MANAGER)
         if step.event is not None:
             self._emit(body, type="Normal", reason=step.event.reason, message=step.event.message)
         if step.warning is not None:
@@ -69,6 +68,13 @@ class KueueAdapter:
         self._kube.patch_job(body, wire.patch_out(step.job_patch))
         patched = merge_patch(job.model_dump(mode="json", by_alias=True, exclude_none=True), step.job_patch)
         return DistTrainJob.model_validate(patched)
+
+    def finish(self, job: DistTrainJob, workload: WorkloadView | None) -> None:
+        """Release the quota of a job whose status, as the reconcile just decided it, says it ended."""
+        verdict = finish_verdict(job, workload)
+        if verdict is not None and workload is not None:
+            condition = finished_condition(verdict, format_time(self._clock()))
+            self._kube.apply_status_condition(workload_reference(job, workload), condition, MANAGER)
 
     def _priority(self, source: PriorityClassRef) -> int | None:
         found = self._kube.get_cluster_object(*source.path, source.name)

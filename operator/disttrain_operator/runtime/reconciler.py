@@ -154,13 +154,16 @@ class Reconciler:
         if job is None:
             return
         owned = own_pods(job, pods)
+        queued = self._follows_kueue(body)
         try:
-            if self._follows_kueue(body):
+            if queued:
                 job = self._kueue.follow(core, memory.wire, job, workload, has_pods=any(not pod.gone for pod in owned))
             if not acts_on_losses(job):  # what remains of a pod lost now calls for nothing, then or later
                 memory.handled.update(pod.uid for pod in owned if pod.gone)
             owned = [pod for pod in owned if not (pod.gone and pod.uid in memory.handled)]
-            self._reconcile(core, memory, job, owned, children, reported=reported, tensorboard=tensorboard)
+            decided = self._reconcile(core, memory, job, owned, children, reported=reported, tensorboard=tensorboard)
+            if queued and decided is not None:
+                self._kueue.finish(_with(job, decided), workload)
         except RefusedError as error:  # the same write can never pass: the job says so, once
             verdict = Verdict("WriteRefused", f"the API server refused a write of the job's: {error}")
             self._fail_as_it_is(core, memory.written or core.get("status") or {}, verdict)
@@ -220,6 +223,7 @@ class Reconciler:
             logger.info("not queueing %s/%s for MultiKueue: %s", metadata.get("namespace"), metadata["name"], error)
             return
         self._kueue.follow(core, wire, job, workload, has_pods=False)
+        self._kueue.finish(job, workload)  # the status MultiKueue copied back says it ended
 
     def _parsed(self, body: Body, memory: JobMemory, current: Mapping[str, Any]) -> DistTrainJob | None:
         """The job, or None when its spec was refused: the CRD's schema normally keeps such a spec out, but an
@@ -256,7 +260,8 @@ class Reconciler:
         *,
         reported: Progress | None,
         tensorboard: TensorBoardView | None,
-    ) -> None:
+    ) -> DistTrainJobStatus | None:
+        """Returns the status decided (written or held back for the batch); None when the job was deleted."""
         now, generation = self._clock(), job.metadata.generation
         recheck = memory.unwatched_since is not None and now - memory.unwatched_since >= UNWATCHED_RECHECK
         if memory.unwatched and recheck and any(pod.unschedulable for pod in pods):
@@ -286,7 +291,7 @@ class Reconciler:
             next_plan = plan_for(status)
         if next_plan.delete_job:
             self._delete_job(body)
-            return
+            return None
         retry = self._delete(body, memory, next_plan, pods, expected)
         if next_plan.restart is not None:  # decided: the pods it stops are handled, deleted now or by a later plan
             memory.handled.update(pod.uid for pod in next_plan.restart.failed)
@@ -298,9 +303,7 @@ class Reconciler:
                 generation,
                 disruption=next_plan.restart.disruption,
             )
-        refused = memory.tensorboard_refused
-        if refused is not None and refused[0] != generation:  # a new spec may be accepted: try again
-            refused = memory.tensorboard_refused = None
+        refused = memory.tensorboard_refusal(generation)
         creates = [
             manifest
             for manifest in next_plan.create
@@ -334,6 +337,7 @@ class Reconciler:
             self._wake((job.metadata.namespace, job.metadata.name), min(wakes))
         if retry is not None:
             raise retry
+        return status
 
     def _with_unkept_logs(self, body: Body, status: DistTrainJobStatus) -> DistTrainJobStatus:
         """The status with the attempts found without a kept log, and a Warning Event when there are new ones."""

@@ -15,6 +15,7 @@ from disttrain_core.kueue import (
     KueueStep,
     PodSetInfo,
     PriorityClassRef,
+    finish_verdict,
     flavor_info,
     kueue_step,
     merge_patch,
@@ -148,10 +149,11 @@ def test_a_finished_job_marks_its_workload_finished_once() -> None:
     )
     assert conditions[0].status is ConditionStatus.TRUE
     view = workload_view(_workload_body(job, {"Admitted": "True"}))
-    step = kueue_step(done, view, _flavors, _no_priority, has_pods=False)
-    assert step.finish == Verdict("JobSucceeded", "the DistTrainJob succeeded")
+    assert finish_verdict(done, view) == Verdict("JobSucceeded", "the DistTrainJob succeeded")
+    assert kueue_step(done, view, _flavors, _no_priority, has_pods=False) == KueueStep()  # nothing before the plan
+    assert finish_verdict(job, view) is None
     finished = workload_view(_workload_body(job, {"Admitted": "True", "Finished": "True"}))
-    assert kueue_step(done, finished, _flavors, _no_priority, has_pods=False).finish is None
+    assert finish_verdict(done, finished) is None
 
 
 def test_flavor_and_merge_patch_helpers() -> None:

@@ -466,14 +466,41 @@ def test_a_job_another_manager_runs_is_left_alone_and_said_once(caplog: pytest.L
 
 
 class _QueueingApi(RecordingApi):
-    """Records the job patches Kueue's contract makes."""
+    """Records the job patches and Workload conditions Kueue's contract makes."""
 
     def __init__(self) -> None:
         super().__init__()
         self.job_patches: list[dict[str, Any]] = []
+        self.workload_conditions: list[tuple[str, str, str]] = []  # the Workload, the condition's type and reason
 
     def patch_job(self, job: Mapping[str, Any], patch: dict[str, Any]) -> None:
         self.job_patches.append(patch)
+
+    def apply_status_condition(self, manifest: dict[str, Any], condition: dict[str, Any], field_manager: str) -> None:
+        self.workload_conditions.append((manifest["metadata"]["name"], condition["type"], condition["reason"]))
+
+
+def test_a_queued_job_releases_its_quota_in_the_reconcile_that_finds_it_ended() -> None:
+    """The echo of the operator's own status write calls for no reconcile, and pods left as they ended bring no
+    event: the Workload's Finished condition cannot wait for a later reconcile, or the quota is never released."""
+    kube = _QueueingApi()
+    setup = _Setup(kube)
+    setup.job["metadata"]["labels"] = {QUEUE_LABEL: "team"}
+    job = DistTrainJob.model_validate(setup.job)
+    admitted = workload(job, None)
+    admitted["status"] = {"conditions": [{"type": "Admitted", "status": "True"}], "admission": {"clusterQueue": "q"}}
+    view = workload_view(admitted)
+    setup.reconciler.reconcile(setup.job, [], [], workload=view)
+    pods, children = setup.observed(kube.created, running=2)
+    setup.reconciler.reconcile(setup.job, pods, children, workload=view)
+    assert kube.workload_conditions == []
+
+    ended = [replace(pod, phase=PodPhase.SUCCEEDED, ready=False, exit_code=0) for pod in pods]
+    setup.now = START + timedelta(seconds=30)
+    setup.reconciler.reconcile(setup.job, ended, children, workload=view)
+    assert kube.statuses[-1]["phase"] == "Succeeded"
+    assert kube.workload_conditions == [(view.name, "Finished", "JobSucceeded")]
+    assert setup.reconciler.echoes({**setup.job, "status": kube.statuses[-1]})  # no reconcile would follow
 
 
 def test_multikueue_s_queued_copy_gets_its_workload_and_is_resumed_on_admission_and_nothing_else() -> None:
