@@ -10,7 +10,7 @@
 #     and containerd on this machine); needs root, Docker, Go and the development tools installed
 #     (`pip install -e ./contract -e ./devtools -e '.[operator]'`). Its images are built from a base made of
 #     Debian packages, so no registry is needed.
-#   E2E_KEEP=1 keeps the cluster (local: the operator and the namespace e2e) afterwards.
+#   E2E_KEEP=1 keeps the cluster (local: the operator and the namespace e2e) and the images' e2e tags afterwards.
 #
 # Exit status 0: passed; 1: failed; 77: skipped (no Docker, or no cluster to run on).
 set -euo pipefail
@@ -44,6 +44,8 @@ cleanup() {
       # the development cluster is shared: take back what this run added to it
       local) kubectl delete namespace e2e disttrain-system --ignore-not-found --wait=true >/dev/null 2>&1 || true ;;
     esac
+    # the run's own names for the images: each run's would otherwise keep an image of every commit tested
+    docker rmi "disttrain/operator:$tag" "disttrain/trainer:$tag" >/dev/null 2>&1 || true
   fi
   rm -rf "$work"
 }

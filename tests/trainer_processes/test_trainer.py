@@ -72,6 +72,8 @@ def test_multi_worker_killed_mid_run_resumes_at_the_saved_step(tmp_path: Path) -
         for label in ("worker-0", "worker-1"):
             assert cluster.wait(label) == 0, cluster.output(label)
         for label in ("worker-0", "worker-1"):
+            # worker 0 holds the coordination service and may end first: no thread of a peer dies of it
+            assert "Exception in thread" not in cluster.output(label), cluster.output(label)
             (restored,) = events(cluster.output(label), "restored")
             assert restored["step"] == saved
             (finished,) = events(cluster.output(label), "finished")

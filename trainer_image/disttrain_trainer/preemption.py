@@ -30,6 +30,7 @@ from disttrain_trainer.peers import Answer, probe
 STOP = threading.Event()  # set by SIGTERM (main.py)
 
 _STEP_KEY = "disttrain/preemption/step"
+_SERVICE_GONE = (tf.errors.UnavailableError, tf.errors.CancelledError, tf.errors.AbortedError)
 _READ_KEY = "disttrain/preemption/read/{}"
 
 
@@ -45,9 +46,14 @@ class SaveTogether:
             threading.Thread(target=self._watch, name="preemption-watch", daemon=True).start()
 
     def _watch(self) -> None:
-        """Waits (in the coordination service) for a worker to name the step, then says it was read."""
-        self._named = int(context.context().get_config_key_value(_STEP_KEY))
-        context.context().set_config_key_value(_READ_KEY.format(self._own), "1")
+        """Waits (in the coordination service) for a worker to name the step, then says it was read. The service
+        ends with the worker that holds it (worker 0 at the end of every run, or a lost peer, which the next
+        collective reports): nothing is named then."""
+        try:
+            self._named = int(context.context().get_config_key_value(_STEP_KEY))
+            context.context().set_config_key_value(_READ_KEY.format(self._own), "1")
+        except _SERVICE_GONE:
+            return
 
     def save_now(self, step: int) -> bool:
         if len(self.workers) <= 1:
