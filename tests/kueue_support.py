@@ -127,10 +127,17 @@ def local_queue(
             cluster.kubectl("delete", f"{kind}.kueue.x-k8s.io", name, "--wait=false", check=False)
 
 
+def workload_status(cluster: Cluster, namespace: str, job: str) -> dict[str, Any]:
+    """The status of a DistTrainJob's Workload; empty while there is none."""
+    workload = cluster.get(WORKLOADS, f"disttrainjob-{job}", namespace) or {}
+    status: dict[str, Any] = workload.get("status") or {}
+    return status
+
+
 def workload_condition(cluster: Cluster, namespace: str, job: str, kind: str) -> str | None:
     """The status of a condition of a DistTrainJob's Workload; None before Kueue set it."""
-    workload = cluster.get(WORKLOADS, f"disttrainjob-{job}", namespace) or {}
-    found = [c["status"] for c in (workload.get("status") or {}).get("conditions") or [] if c["type"] == kind]
+    conditions = workload_status(cluster, namespace, job).get("conditions") or []
+    found = [c["status"] for c in conditions if c["type"] == kind]
     return str(found[0]) if found else None
 
 
@@ -140,8 +147,7 @@ def what_kueue_and_the_jobs_show(cluster: Cluster, namespace: str, jobs: list[st
     parts = []
     for job in jobs:
         status = (cluster.get("disttrainjob", job, namespace) or {}).get("status")
-        workload = (cluster.get(WORKLOADS, f"disttrainjob-{job}", namespace) or {}).get("status")
-        parts.append(f"{job}: job status {status}\n{job}: workload status {workload}")
+        parts.append(f"{job}: job status {status}\n{job}: workload status {workload_status(cluster, namespace, job)}")
     pods = cluster.kubectl("get", "pods", "-n", namespace, "-o", "wide", check=False).stdout
     return "\n".join([*parts, f"pods:\n{pods}", f"operator:\n{operator_log}"])
 
