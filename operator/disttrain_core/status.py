@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType, SuccessPolicy
 from disttrain_core.api.status import (
+    MAX_CONDITION_MESSAGE,
     MAX_DISRUPTION_MESSAGE,
     MAX_UNKEPT_LOGS,
     Condition,
@@ -57,6 +58,10 @@ def with_condition(
 
 def condition_holds(status: DistTrainJobStatus, kind: ConditionType) -> bool:
     return any(c.type is kind and c.status is ConditionStatus.TRUE for c in status.conditions)
+
+
+def _message(status: DistTrainJobStatus, kind: ConditionType) -> str:
+    return next((c.message for c in status.conditions if c.type is kind), "")
 
 
 def is_finished(status: DistTrainJobStatus) -> bool:
@@ -327,7 +332,10 @@ def aggregate(
             conditions, ConditionType.RUNNING, holds=True, verdict=verdict, now=now, generation=generation
         )
         if condition_holds(previous, ConditionType.RESTARTING):
-            recovered = Verdict("Recovered", "the restarted pods are running again")
+            cause = _message(previous, ConditionType.RESTARTING)
+            recovered = Verdict(
+                "Recovered", f"the restarted pods are running again after: {cause}"[:MAX_CONDITION_MESSAGE]
+            )
             conditions = with_condition(
                 conditions, ConditionType.RESTARTING, holds=False, verdict=recovered, now=now, generation=generation
             )

@@ -36,13 +36,16 @@ class ConditionStatus(StrEnum):
     UNKNOWN = "Unknown"
 
 
+MAX_CONDITION_MESSAGE = 32768  # metav1.Condition's bound on a message
+
+
 class Condition(ApiModel):
     """The metav1.Condition shape, so `kubectl wait --for=condition=...` and dashboards understand it."""
 
     type: ConditionType
     status: ConditionStatus
     reason: str = Field(min_length=1, max_length=1024, pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
-    message: str = Field("", max_length=32768)
+    message: str = Field("", max_length=MAX_CONDITION_MESSAGE)
     last_transition_time: datetime
     observed_generation: int | None = Field(None, ge=0)
 

@@ -153,6 +153,9 @@ def test_a_restart_is_counted_and_shown_until_the_pods_run_again() -> None:
     assert recovered.status.phase is JobPhase.RUNNING
     restart_condition = next(c for c in recovered.status.conditions if c.type is ConditionType.RESTARTING)
     assert (restart_condition.status, restart_condition.reason) == (ConditionStatus.FALSE, "Recovered")
+    assert restart_condition.message == (  # the cause stays on the job once the job runs again
+        "the restarted pods are running again after: worker-1 failed: the whole job restarts"
+    )
     assert recovered.status.restart_count == 1
 
 
