@@ -87,10 +87,10 @@ Submit = list[Callable[[str], object]]  # a task for each job, given the round's
 FLOOR = "floor"
 
 
-def _timed_admission(bench: Cluster, jobs: int, side: Side | None, submit: Submit) -> Admitted:
+def _timed_admission(bench: Cluster, jobs: int, side: Side | None, submit: Submit, quiet: float) -> Admitted:
     """From the first request until every pod and Service of `jobs` jobs exists; `side` None is the floor.
     Each round has a namespace, and an operator, of its own."""
-    settle(bench)
+    settle(bench, quiet)
     with namespace(bench, side.name if side else FLOOR) as scope:
         operator = side.start(bench, scope, LOGS / f"{scope}.log") if side else None
         pods = Watch(bench, f"/api/v1/namespaces/{scope}/pods").start()
@@ -174,9 +174,9 @@ def _rotated(sides: list[Rotated], shift: int) -> list[Rotated]:
     return sides[shift:] + sides[:shift]
 
 
-def _admission_round(bench: Cluster, jobs: int, side: Side | None) -> Admitted:
+def _admission_round(bench: Cluster, jobs: int, side: Side | None, quiet: float) -> Admitted:
     submit = _submit_jobs(bench, side, jobs) if side else _plain_client(bench, jobs)
-    return _timed_admission(bench, jobs, side, submit)
+    return _timed_admission(bench, jobs, side, submit, quiet)
 
 
 def admission(args: argparse.Namespace) -> str:
@@ -187,7 +187,7 @@ def admission(args: argparse.Namespace) -> str:
     measured: dict[str, list[Admitted]] = {side.name if side else FLOOR: [] for side in sides}
     for round_number in range(args.rounds):
         for side in _rotated(sides, round_number):
-            admitted = _admission_round(bench, args.jobs, side)
+            admitted = _admission_round(bench, args.jobs, side, args.quiet)
             name = side.name if side else FLOOR
             measured[name].append(admitted)
             spent = ""
@@ -308,10 +308,10 @@ class _Scene:
 
 
 @contextmanager
-def _scene(prefix: str, jobs: int, side: Side) -> Iterator[_Scene]:
+def _scene(prefix: str, jobs: int, side: Side, quiet: float) -> Iterator[_Scene]:
     bench = local_cluster()
     ensure_capacity(bench, jobs * PODS_PER_JOB * (2 if side.hostile_neighbour else 1))
-    settle(bench)
+    settle(bench, quiet)
     with namespace(bench, f"{prefix}-{side.name}") as scope, ExitStack() as teardown:  # the operator always stops
         also = [teardown.enter_context(namespace(bench, f"{prefix}-tenant-a"))] if side.hostile_neighbour else []
         operator = side.start(bench, scope, LOGS / f"{scope}.log", also)
@@ -359,7 +359,7 @@ def latency(args: argparse.Namespace) -> str:
 
 def _latency_round(args: argparse.Namespace, side: Side) -> list[float]:
     """One side's round: its jobs running and quiet, then `failures` workers Failed at `rate` per second."""
-    with _scene("latency", args.jobs, side) as scene:
+    with _scene("latency", args.jobs, side, args.quiet) as scene:
         scene.start_jobs(args.jobs)
         if scene.neighbour is not None:
             scene.neighbour.start(args.jobs)
@@ -481,9 +481,9 @@ def api(args: argparse.Namespace) -> str:
     """Requests per job from create to Succeeded to deleted, from kube-apiserver's own counters."""
     figures: dict[str, list[str]] = {}
     for side in _sides(args):
-        with _scene("api", args.jobs, side) as scene:
+        with _scene("api", args.jobs, side, args.quiet) as scene:
             bench, scope = scene.bench, scene.scope
-            settle(bench)
+            settle(bench, args.quiet)
             before = apiserver_requests(bench)
             names = scene.start_jobs(args.jobs)
             parallel([partial(set_pod_status, bench, scope, f"{name}-chief-0", ended_status(0)) for name in names])
@@ -513,7 +513,7 @@ def footprint(args: argparse.Namespace) -> str:
     """Each side's memory and CPU while `jobs` jobs are created, run, lose pods and run on."""
     figures: dict[str, list[str]] = {}
     for side in _sides(args):
-        with _scene("footprint", args.jobs, side) as scene:
+        with _scene("footprint", args.jobs, side, args.quiet) as scene:
             start = scene.operator.usage()
             last = start.cpu_seconds
 
@@ -562,7 +562,7 @@ def growth(args: argparse.Namespace) -> str:
     kept = [row for row in _recorded(args).get("growth", []) if row["jobs"] not in args.jobs]
     for size_number, jobs in enumerate(args.jobs):
         for side in _rotated(sides, size_number):
-            admitted = _admission_round(bench, jobs, side)
+            admitted = _admission_round(bench, jobs, side, args.quiet)
             rows.append({"jobs": jobs, "side": side.name if side else FLOOR, **vars(admitted)})
             _record(args, "growth", kept + rows)
             print(json.dumps(rows[-1]), flush=True)
@@ -616,6 +616,13 @@ def main(argv: list[str] | None = None) -> int:
     sides.add_argument("--peer-as-shipped", action="store_true", help="and training-operator as shipped")
     sides.add_argument("--baseline", help="another checkout whose operator runs as a side")
     sides.add_argument("--logs-unkept", action="store_true", help="this operator again, its jobs keeping no logs")
+    sides.add_argument(
+        "--quiet",
+        type=float,
+        default=3.0,
+        help="seconds without a write to pods or Services before each round (a shorter wait lets the last round's "
+        "deletions count against the next: CI's small runs, whose figures nothing reads, take 1)",
+    )
     benchmarks = parser.add_subparsers(dest="benchmark", required=True)
     admission_parser = benchmarks.add_parser("admission", parents=[sides], help="N jobs at once, side by side")
     admission_parser.add_argument("--jobs", type=int, default=50)

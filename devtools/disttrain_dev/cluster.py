@@ -421,12 +421,22 @@ def process_namespace(name: str) -> dict[str, object]:
 
 
 def apply_namespaces(names: list[str], kind: str) -> None:
-    """Create (or annotate) namespaces whose pods run on the node of `kind`."""
+    """Create (or annotate) namespaces whose pods run on the node of `kind`. One still being deleted (the
+    namespace controller takes 5 s or more) is waited for first: nothing could be made in it."""
+    paths, folder = ensure_binaries(), state_dir()
+    listed = json.loads(_kubectl(paths, folder, "get", "namespaces", "-o", "json"))["items"]
+    going = [
+        f"namespace/{item['metadata']['name']}"
+        for item in listed
+        if item["metadata"]["name"] in names and item["metadata"].get("deletionTimestamp")
+    ]
+    if going:
+        _kubectl(paths, folder, "wait", "--for=delete", *going, "--timeout=180s")
     items = [node_namespace(name, kind) for name in names]
     listing = json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
     # a field manager of its own: a later `kubectl apply --server-side` of the same namespace keeps these
     manager = "--field-manager=disttrain-dev-cluster"
-    _kubectl(ensure_binaries(), state_dir(), "apply", "--server-side", manager, "-f", "-", stdin=listing)
+    _kubectl(paths, folder, "apply", "--server-side", manager, "-f", "-", stdin=listing)
 
 
 def _start_process_node(paths: CachePaths, folder: Path, state: ClusterState) -> ClusterState:

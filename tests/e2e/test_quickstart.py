@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from cluster_support import Cluster
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import real_node
-from disttrain_dev.versions import cache_paths
 from support import ROOT
 
 pytestmark = pytest.mark.e2e
@@ -30,16 +30,13 @@ PROVEN_LOG = "DISTTRAIN_QUICKSTART_LOG"  # what README's first command printed, 
 
 @pytest.fixture
 def left_behind() -> Iterator[None]:
-    """The quickstart leaves its job (and on the real node, the operator) for the user: the test removes them."""
+    """The quickstart leaves its job (and on the real node, the operator) for the user: the test removes them,
+    and waits until their pods are gone."""
     yield
     if devcluster.running_state() is not None:
-        kubectl = [str(cache_paths().binary("kubectl")), "--kubeconfig", str(devcluster.kubeconfig_path())]
-        delete = ["delete", "namespace", "quickstart", "disttrain-system", "--ignore-not-found", "--timeout=180s"]
-        deleted = subprocess.run([*kubectl, *delete], capture_output=True, text=True, check=False, timeout=300)
-        if deleted.returncode != 0:  # say what holds the namespace
-            held = ["get", "pods,persistentvolumeclaims", "-n", "quickstart", "-o", "yaml"]
-            left = subprocess.run([*kubectl, *held], capture_output=True, text=True, check=False, timeout=60)
-            raise AssertionError(f"{deleted.stderr}\nleft in the namespace:\n{left.stdout[-6000:]}")
+        cluster = Cluster(devcluster.kubeconfig_path())
+        for name in ("quickstart", "disttrain-system"):
+            cluster.delete_namespace(name)
 
 
 @pytest.mark.parametrize("node", ["real", "process"])

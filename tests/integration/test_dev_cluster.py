@@ -1,4 +1,5 @@
-"""`disttrain dev-cluster`: a second, separate cluster comes up, is reused, and goes away completely."""
+"""`disttrain dev-cluster`: a second, separate cluster comes up, is reused, and goes away completely; a namespace
+still being deleted is made anew once it went."""
 
 from __future__ import annotations
 
@@ -6,14 +7,18 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
+import uuid
 from pathlib import Path
 
 from cluster_support import Cluster
+from disttrain_dev.polling import wait_for
 
 
-def _cli(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "DISTTRAIN_DEVCLUSTER_DIR": str(state)}
+def _cli(state: Path | None, *args: str) -> subprocess.CompletedProcess[str]:
+    """`disttrain dev-cluster ARGS` on the cluster whose state is in `state`; None: the suite's own."""
+    env = {**os.environ, **({"DISTTRAIN_DEVCLUSTER_DIR": str(state)} if state else {})}
     command = [sys.executable, "-m", "disttrain_cli.main", "dev-cluster", *args]
     return subprocess.run(command, capture_output=True, text=True, env=env, check=False, timeout=600)
 
@@ -54,3 +59,41 @@ def test_up_is_idempotent_and_down_removes_everything(cluster: Cluster, tmp_path
     assert _cli(state, "down").returncode == 0
     assert not state.exists()
     assert not any(_alive(pid) for pid in pids.values())
+
+
+HOLD = "disttrain.io/test-hold"
+
+
+def test_a_namespace_still_being_deleted_is_waited_for_and_made_anew(cluster: Cluster) -> None:
+    """`dev-cluster namespace NAME` just after `kubectl delete namespace NAME` (the quick start run again after
+    its namespace was deleted): nothing can be made in a namespace being deleted, so the command waits until
+    the old one went, and the new one takes objects."""
+    name = f"again-{uuid.uuid4().hex[:6]}"
+    assert _cli(None, "namespace", name, "--node", "process").returncode == 0
+    cluster.kubectl("create", "configmap", "held", "-n", name)
+
+    def hold(finalizers: list[str] | None) -> None:  # a ConfigMap that stays keeps its namespace deleting
+        patch = json.dumps({"metadata": {"finalizers": finalizers}})
+        cluster.kubectl("patch", "configmap", "held", "-n", name, "--type=merge", "-p", patch)
+
+    hold([HOLD])
+    old = cluster.get("namespace", name, "default")
+    assert old is not None
+    cluster.kubectl("delete", "namespace", name, "--wait=false")
+    wait_for(
+        "the namespace controller deleting what the namespace holds",
+        lambda: (cluster.get("configmap", "held", name) or {}).get("metadata", {}).get("deletionTimestamp"),
+        60,
+    )
+    releasing = threading.Timer(3, hold, [None])
+    releasing.start()
+    try:
+        again = _cli(None, "namespace", name, "--node", "process")
+    finally:
+        releasing.join()
+    assert again.returncode == 0, again.stderr
+    made = cluster.get("namespace", name, "default")
+    assert made is not None and made["metadata"]["uid"] != old["metadata"]["uid"]
+    assert "deletionTimestamp" not in made["metadata"]
+    cluster.kubectl("create", "configmap", "new", "-n", name)
+    cluster.delete_namespace(name)

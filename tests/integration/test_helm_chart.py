@@ -96,15 +96,14 @@ def helm_cluster(cluster: Cluster, operator: OperatorProcess) -> Iterator[Cluste
     operator.stop()
     built = images.ensure_images(ROOT)
     devcluster.load_images([f"{name}:{images.VERSION}" for name in built])
-    # an earlier test's deploy/ may still be going away; then the namespace places the operator on the real node
-    cluster.kubectl("wait", "--for=delete", f"namespace/{RELEASE_NAMESPACE}", "--timeout=120s", check=False)
+    # once an earlier test's deploy/ went, the namespace places the operator on the real node
     devcluster.apply_namespaces([RELEASE_NAMESPACE], node_kinds.REAL)
     try:
         yield cluster
     finally:
         helm("uninstall", "disttrain", "--namespace", RELEASE_NAMESPACE, "--wait", env=cluster.env)
         cluster.kubectl("replace", "-f", str(ROOT / "crds" / "disttrain.io_disttrainjobs.yaml"))
-        cluster.kubectl("delete", "namespace", RELEASE_NAMESPACE, "--wait=true", "--timeout=120s")
+        cluster.delete_namespace(RELEASE_NAMESPACE)
         operator.start()
 
 

@@ -80,16 +80,14 @@ def installed(real_cluster: Cluster, operator: OperatorProcess) -> Iterator[Clus
     operator.stop()
     built = images.ensure_images(ROOT)
     devcluster.load_images([f"{name}:{images.VERSION}" for name in built])
-    # an earlier test's deploy/ may still be going away
-    real_cluster.kubectl("wait", "--for=delete", f"namespace/{OPERATOR_NAMESPACE}", "--timeout=120s", check=False)
-    devcluster.apply_namespaces([OPERATOR_NAMESPACE], node_kinds.REAL)
+    devcluster.apply_namespaces([OPERATOR_NAMESPACE], node_kinds.REAL)  # after an earlier test's deploy/ went
     real_cluster.kubectl("apply", "--server-side", "-k", str(ROOT / "overlays" / "local-images"))
     since = datetime.now(UTC).strftime(AUDIT_TIME)
     real_cluster.kubectl("rollout", "status", "-n", OPERATOR_NAMESPACE, "deploy/disttrain-operator", "--timeout=180s")
     yield real_cluster
     account = f"system:serviceaccount:{OPERATOR_NAMESPACE}:disttrain-operator"
     refused = refused_rights(devcluster.audit_logs(), account, since, min(UNINSTALLED_AT, default=None))
-    real_cluster.kubectl("delete", "namespace", OPERATOR_NAMESPACE, "--wait=true", "--timeout=120s")
+    real_cluster.delete_namespace(OPERATOR_NAMESPACE)
     operator.start()
     assert not refused, f"the installed operator was refused rights: {sorted(refused)}"
 
