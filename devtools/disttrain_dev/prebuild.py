@@ -1,6 +1,7 @@
-"""`python -m disttrain_dev.prebuild`: build ahead what CI's lint step and the test command build in their
-set-up (helm, the peer, Kueue, Headlamp), so that CI runs those builds beside README's first command,
-whose downloads and waits leave the CPU idle, rather than one after another in the middle of the tests.
+"""`python -m disttrain_dev.prebuild`, from the checkout's root: build ahead what CI's lint step and the test
+command build in their set-up (helm, the peer, Kueue, Headlamp and its plugin's packages), so that CI runs
+those builds beside README's first command, whose downloads and waits leave the CPU idle, rather than one
+after another in the middle of the tests.
 
 Each build holds its cache folder's lock (`build.ensure_built`): a test that needs one still under way waits
 for it and then finds it done. A build that cannot run here (no source tarball) is said and left to its
@@ -10,19 +11,27 @@ tool's own output. Nothing goes to stdout.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from disttrain_dev import headlamp, kueue, peer
 from disttrain_dev.go_tools import HELM
+
+
+def _no_npm() -> str | None:
+    return None if shutil.which("npm") else "npm is not installed"
+
 
 BUILDS: tuple[tuple[str, Callable[[], object], Callable[[], str | None]], ...] = (
     ("helm", HELM.ensure, HELM.unavailable),
     ("the peer (training-operator)", peer.ensure_peer, lambda: None),  # needs only Go, which CI has
     ("Kueue", kueue.ensure_kueue, kueue.missing_source),
     ("Headlamp", headlamp.ensure_headlamp, headlamp.missing_requirement),
+    ("the Headlamp plugin's packages", lambda: headlamp.plugin_packages(Path(headlamp.PLUGIN_FOLDER)), _no_npm),
 )
 
 
