@@ -18,6 +18,9 @@ from cluster_support import Cluster, OperatorProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 FIGURE = r"\d+\.\d+"
+# Rounds start after 1 s without a write to pods or Services, not the 3 s of the runs whose figures
+# docs/benchmarks.md quotes: nothing here reads a figure.
+QUIET = ("--quiet", "1")
 
 
 @pytest.fixture(scope="module")
@@ -29,8 +32,7 @@ def bench_cluster(cluster: Cluster, operator: OperatorProcess) -> Iterator[Clust
 
 
 def _bench(*args: str) -> str:
-    """`python bench/run.py ARGS`; its last line. Rounds start after 1 s without a write to pods or Services,
-    not the 3 s of the runs whose figures docs/benchmarks.md quotes: nothing here reads a figure."""
+    """`python bench/run.py ARGS`; its last line."""
     command = [sys.executable, str(ROOT / "bench" / "run.py"), *args]
     result = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
     assert result.returncode == 0, f"{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
@@ -38,13 +40,13 @@ def _bench(*args: str) -> str:
 
 
 def test_admission_against_the_floor_and_both_peers(bench_cluster: Cluster) -> None:
-    last = _bench("admission", "--quiet", "1", "--jobs", "2", "--rounds", "1", "--peer", "--peer-as-shipped")
+    last = _bench("admission", *QUIET, "--jobs", "2", "--rounds", "1", "--peer", "--peer-as-shipped")
     assert re.fullmatch(rf"admission jobs=2 operator/floor={FIGURE} operator/peer={FIGURE}", last), last
 
 
 def test_latency_beside_a_hostile_tenant_and_the_peer(bench_cluster: Cluster) -> None:
     args = ("--jobs", "3", "--failures", "3", "--rate", "5", "--rounds", "1", "--hostile-neighbour", "--peer")
-    last = _bench("latency", "--quiet", "1", *args)
+    last = _bench("latency", *QUIET, *args)
     expected = rf"latency jobs=3 p50={FIGURE}s p99={FIGURE}s "
     expected += rf"operator-beside-hostile_p50={FIGURE}s operator-beside-hostile_p99={FIGURE}s "
     expected += rf"operator-beside-hostile_p99_ratio={FIGURE} peer_p50={FIGURE}s peer_p99={FIGURE}s"
@@ -52,7 +54,7 @@ def test_latency_beside_a_hostile_tenant_and_the_peer(bench_cluster: Cluster) ->
 
 
 def test_api_requests_attributed_to_each_side(bench_cluster: Cluster) -> None:
-    last = _bench("api", "--quiet", "1", "--jobs", "2", "--logs-unkept", "--peer")
+    last = _bench("api", *QUIET, "--jobs", "2", "--logs-unkept", "--peer")
     pattern = rf"api jobs=2 requests/job=({FIGURE}) writes/job=({FIGURE}) minimum=16 "
     pattern += rf"operator-logs-unkept_requests/job=({FIGURE}) operator-logs-unkept_writes/job=({FIGURE}) "
     pattern += rf"peer_requests/job=({FIGURE}) peer_writes/job=({FIGURE})"
@@ -67,7 +69,7 @@ def test_api_requests_attributed_to_each_side(bench_cluster: Cluster) -> None:
 
 
 def test_footprint_beside_the_peer(bench_cluster: Cluster) -> None:
-    last = _bench("footprint", "--quiet", "1", "--jobs", "3", "--steady", "1", "--peer")
+    last = _bench("footprint", *QUIET, "--jobs", "3", "--steady", "1", "--peer")
     pattern = rf"footprint jobs=3 pods=21 peak_rss_mb=\d+ cpu_s={FIGURE} peer_peak_rss_mb=\d+ peer_cpu_s={FIGURE}"
     assert re.fullmatch(pattern, last), last
 
@@ -76,7 +78,7 @@ def test_growth_is_recorded_and_plotted(bench_cluster: Cluster, tmp_path: Path) 
     record = tmp_path / "run.json"
     earlier = {"jobs": 7, "side": "floor", "pods_seconds": 1.0, "services_seconds": 1.0, "cpu_seconds": None}
     record.write_text(json.dumps({"growth": [earlier]}))  # a size measured by an earlier run stays
-    _bench("--record", str(record), "growth", "--quiet", "1", "--jobs", "1", "2", "--peer")
+    _bench("--record", str(record), "growth", *QUIET, "--jobs", "1", "2", "--peer")
     rows = json.loads(record.read_text())["growth"]
     assert rows[0] == earlier
     assert [(row["jobs"], row["side"]) for row in rows[1:]] == [  # each size starts one side later
