@@ -10,7 +10,8 @@
 #                kubelet and containerd running the images built here (`disttrain_dev.images`), with
 #                the operator installed in the cluster from overlays/local-images, as users install it.
 #   process node otherwise (root only): pods run as processes of this machine, and the operator runs
-#                here too (`disttrain operator`).
+#                here too, in the background until `disttrain dev-cluster down` (`disttrain dev-cluster
+#                operator`).
 # DISTTRAIN_QUICKSTART_NODE=real|process chooses. Stop everything with `disttrain dev-cluster down`.
 #
 # It installs into the Python environment that `python3` runs in when that is a virtual environment, and
@@ -53,14 +54,7 @@ if [ "$node" = real ]; then
   kubectl rollout status -n disttrain-system deploy/disttrain-operator --timeout=180s
 else
   disttrain dev-cluster namespace quickstart --node process
-  log=${TMPDIR:-/tmp}/disttrain-operator.log
-  disttrain operator --all-namespaces --liveness=http://127.0.0.1:18080/healthz >"$log" 2>&1 &
-  operator_pid=$!
-  trap 'kill $operator_pid 2>/dev/null || true' EXIT
-  for _ in $(seq 1 60); do
-    curl -fs http://127.0.0.1:18080/healthz >/dev/null 2>&1 && break
-    sleep 1
-  done
+  disttrain dev-cluster operator  # in the background until `disttrain dev-cluster down`
 fi
 kubectl label namespace quickstart pod-security.kubernetes.io/enforce=restricted --overwrite >/dev/null
 
@@ -80,16 +74,5 @@ else
 fi
 echo "checkpoints and exported model, in the job's volume on this machine ($folder):"
 (cd "$folder" && ls -C . export)
-if [ "$node" = process ]; then
-  # the operator stops with this script: first let it keep the ended pods' logs and release the pods, or
-  # their finalizer would hold them (and a deletion of the namespace) until an operator runs again
-  for _ in $(seq 1 120); do
-    held=$(kubectl get pods -n quickstart -l disttrain.io/job-name=digits-mwms \
-      -o jsonpath='{range .items[*]}{.metadata.finalizers}{"\n"}{end}' | grep -c 'disttrain.io/keep-log' || true)
-    [ "$held" = 0 ] && break
-    sleep 1
-  done
-  [ "$held" = 0 ] || echo "warning: $held pods still wait for the operator to keep their logs" >&2
-fi
 echo "KUBECONFIG=$KUBECONFIG"
 echo "kubectl of the cluster's version: $kubectl_bin"

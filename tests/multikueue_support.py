@@ -13,8 +13,9 @@ from pathlib import Path
 
 from cluster_support import Cluster
 from disttrain_dev import cluster as devcluster
+from disttrain_dev import readme
 from disttrain_dev.versions import cache_paths
-from support import ROOT, readme_block
+from support import ROOT
 
 PAGE = ROOT / "docs" / "multi-cluster.md"
 PAGE_NAMESPACE = "team-a"  # the namespace of the page's LocalQueue, a test's own in its place
@@ -30,7 +31,7 @@ def control_plane(name: str) -> Iterator[Cluster]:
 
 
 def page_block(marker: str) -> str:
-    return readme_block(marker, PAGE)
+    return readme.block(marker, PAGE)
 
 
 def run_page_block(marker: str, cluster: Cluster, folder: Path, namespace: str, **variables: str) -> None:

@@ -30,15 +30,6 @@ def expected_message(path: Path) -> str:
     return first.removeprefix(EXPECT_PREFIX)
 
 
-def readme_block(marker: str, document: Path = ROOT / "README.md") -> str:
-    """The fenced block between `<!-- marker -->` and `<!-- /marker -->` in README.md (or another page), as
-    `.ci/run` reads it."""
-    text = document.read_text()
-    marked = text.split(f"<!-- {marker} -->\n", 1)[1].split(f"<!-- /{marker} -->", 1)[0]
-    fenced = marked.split("```", 2)[1]
-    return fenced.split("\n", 1)[1]  # past the fence's language
-
-
 @contextmanager
 def http_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[ThreadingHTTPServer]:
     """A server on a free local port answering with `handler`, on a thread of its own, until the block ends;

@@ -7,11 +7,9 @@ ports, logs and kubeconfig live in one state folder that `down` removes.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
-import signal
 import ssl
 import subprocess
 import sys
@@ -24,7 +22,19 @@ from typing import Any
 from disttrain_cli.ports import free_port
 from disttrain_core.api import crd
 from disttrain_core.api import job as api
-from disttrain_dev import containerd, images, kwok_stages, node_build, node_kinds, pki, pod_network, real_node, versions
+from disttrain_dev import (
+    background,
+    containerd,
+    images,
+    kwok_stages,
+    local_operator,
+    node_build,
+    node_kinds,
+    pki,
+    pod_network,
+    real_node,
+    versions,
+)
 from disttrain_dev.build import ensure_binaries
 from disttrain_dev.polling import wait_for
 from disttrain_dev.versions import CachePaths, cache_root
@@ -78,16 +88,6 @@ class NodeShape:
     pods: int = 110
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def kubeconfig_path(folder: Path | None = None) -> Path:
     return (folder or state_dir()) / "kubeconfig"
 
@@ -134,7 +134,7 @@ def _load_state(folder: Path) -> ClusterState | None:
 def running_state(folder: Path | None = None) -> ClusterState | None:
     """The cluster of this state folder if every process is alive and the API server answers."""
     state = _load_state(folder or state_dir())
-    if state is None or not all(_alive(pid) for pid in state.pids.values()):
+    if state is None or not all(background.alive(pid) for pid in state.pids.values()):
         return None
     return state if _ready(state) else None
 
@@ -159,11 +159,7 @@ def compact_etcd(folder: Path | None = None) -> int:
 
 
 def _start(folder: Path, name: str, command: list[str], env: dict[str, str] | None = None) -> int:
-    log = (folder / "logs" / f"{name}.log").open("ab")
-    process = subprocess.Popen(
-        command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=folder, env=env
-    )
-    return process.pid
+    return background.start(folder / "logs" / f"{name}.log", command, env, cwd=folder)
 
 
 def _kubectl(paths: CachePaths, folder: Path, *args: str, stdin: str | None = None) -> str:
@@ -420,10 +416,28 @@ def process_namespace(name: str) -> dict[str, object]:
     return node_namespace(name, node_kinds.PROCESS)
 
 
-def apply_namespaces(names: list[str], kind: str) -> None:
-    """Create (or annotate) namespaces whose pods run on the node of `kind`. One still being deleted (the
-    namespace controller takes 5 s or more) is waited for first: nothing could be made in it."""
+def node_kind_running(state: ClusterState) -> str:
+    """The node that namespaces send their pods to when none is named: the real node where it runs (it runs
+    the images users run), else the process node."""
+    if "kubelet" in state.pids:
+        return node_kinds.REAL
+    if PROCESS_NODE in state.pids:
+        return node_kinds.PROCESS
+    raise RuntimeError(
+        "the local cluster runs neither the real node nor the process node: "
+        "`disttrain dev-cluster up --real-node` or `--process-node` adds one"
+    )
+
+
+def apply_namespaces(names: list[str], kind: str | None = None) -> str:
+    """Create (or annotate) namespaces whose pods run on the node of `kind` (by default, the one the cluster
+    runs: `node_kind_running`); that kind. One still being deleted (the namespace controller takes 5 s or
+    more) is waited for first: nothing could be made in it."""
     paths, folder = ensure_binaries(), state_dir()
+    state = running_state(folder)
+    if state is None:
+        raise RuntimeError("the local cluster is not running; start it with `disttrain dev-cluster up`")
+    kind = kind or node_kind_running(state)
     listed = json.loads(_kubectl(paths, folder, "get", "namespaces", "-o", "json"))["items"]
     going = [
         f"namespace/{item['metadata']['name']}"
@@ -437,6 +451,7 @@ def apply_namespaces(names: list[str], kind: str) -> None:
     # a field manager of its own: a later `kubectl apply --server-side` of the same namespace keeps these
     manager = "--field-manager=disttrain-dev-cluster"
     _kubectl(paths, folder, "apply", "--server-side", manager, "-f", "-", stdin=listing)
+    return kind
 
 
 def _start_process_node(paths: CachePaths, folder: Path, state: ClusterState) -> ClusterState:
@@ -524,7 +539,7 @@ def restart_component(name: str, pause: float = 0) -> None:
     state = _load_state(folder)
     if state is None:
         raise RuntimeError("no local cluster is running")
-    _stop(state.pids[name])
+    background.stop(state.pids[name])
     time.sleep(pause)
     if name in real_node.COMPONENTS:
         node = node_build.ensure_node_binaries()
@@ -587,12 +602,13 @@ def down(name: str | None = None) -> None:
     """Stop every process this state folder (the local cluster's, or a named control plane's) started and remove
     the folder."""
     folder = state_dir(name)
+    local_operator.stop(folder)
     state = _load_state(folder)
     if state is not None:
         for component, pid in reversed(list(state.pids.items())):
             if component == "containerd":  # the kubelet is stopped by now, so nothing starts them again
                 containerd.stop_containers(real_node.NodeFiles(folder), versions.node_cache_paths())
-            _stop(pid)
+            background.stop(pid)
     _unmount_under(folder)
     if folder.exists():
         subprocess.run(["rm", "-rf", str(folder)], check=True)
@@ -613,26 +629,6 @@ def _unmount_under(folder: Path, rounds: int = 5) -> None:
             subprocess.run(["umount", "-l", target], capture_output=True, check=False)
 
 
-def _stop(pid: int, grace: float = 10) -> None:
-    try:
-        os.killpg(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and _alive(pid):
-        time.sleep(0.1)
-        _reap(pid)
-    if _alive(pid):
-        os.killpg(pid, signal.SIGKILL)
-        _reap(pid)
-
-
-def _reap(pid: int) -> None:
-    """Collect the exit status of a child of this process, so it does not linger as a zombie."""
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)
-
-
 def load_images(tags: list[str]) -> None:
     """Copy Docker images into the real node's containerd (as `kind load docker-image` does)."""
     state = running_state()
@@ -641,3 +637,14 @@ def load_images(tags: list[str]) -> None:
     copied = containerd.load_images(real_node.NodeFiles(state_dir()), versions.node_cache_paths(), tags)
     for tag in tags:
         print(f"{tag}: {'loaded' if tag in copied else 'already on the node'}", file=sys.stderr)
+
+
+def start_operator() -> str:
+    """The operator in the background for every namespace of the running local cluster (found running, or
+    started); what it is and where it logs."""
+    folder = state_dir()
+    if running_state(folder) is None:
+        raise RuntimeError("the local cluster is not running; start it with `disttrain dev-cluster up`")
+    started = local_operator.start(folder, kubeconfig_path(folder))
+    log = folder / local_operator.LOG
+    return f"the operator runs (pid {started.pid}) until `disttrain dev-cluster down`; its log: {log}"

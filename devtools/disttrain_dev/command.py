@@ -1,4 +1,5 @@
-"""`disttrain dev-cluster up|down|kubeconfig|load|namespace`: added to `disttrain` where this package is installed."""
+"""`disttrain dev-cluster up|down|kubeconfig|load|namespace|operator`: added to `disttrain` where this package
+is installed."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import click
 
 
 @click.command("dev-cluster")
-@click.argument("action", type=click.Choice(["up", "down", "kubeconfig", "load", "namespace"]))
+@click.argument("action", type=click.Choice(["up", "down", "kubeconfig", "load", "namespace", "operator"]))
 @click.argument("names", nargs=-1)
 @click.option(
     "--process-node",
@@ -23,9 +24,10 @@ import click
 @click.option(
     "--node",
     type=click.Choice(["process", "real"]),
-    default="real",
-    show_default=True,
-    help="with namespace: the node that the namespaces' pods run on",
+    default=None,
+    envvar="DISTTRAIN_DEV_NODE",
+    help="with namespace: the node that the namespaces' pods run on [default: the real node where it runs, "
+    "else the process node]",
 )
 @click.option(
     "--name",
@@ -33,11 +35,13 @@ import click
     help="with up, down and kubeconfig: a second control plane of this name beside the local cluster (MultiKueue)",
 )
 def dev_cluster(
-    action: str, names: tuple[str, ...], *, process_node: bool, real_node: bool, node: str, name: str | None
+    action: str, names: tuple[str, ...], *, process_node: bool, real_node: bool, node: str | None, name: str | None
 ) -> int:
     """A local control plane with fake GPU nodes, built from Go modules (development, CI).
 
     NAMES: with load, Docker images to copy into the real node; with namespace, namespaces to create.
+    `operator` runs `disttrain operator` for every namespace in the background, until `down`, for jobs on the
+    process node (on the real node, install it in the cluster: overlays/local-images).
     """
     from disttrain_dev import cluster  # noqa: PLC0415 - `disttrain --help` need not import the cluster
 
@@ -49,7 +53,10 @@ def dev_cluster(
         elif action == "load":
             cluster.load_images(list(names))
         elif action == "namespace":
-            cluster.apply_namespaces(list(names), node)
+            kind = cluster.apply_namespaces(list(names), node)
+            click.echo(f"{', '.join(names)}: pods run on the {kind} node", err=True)
+        elif action == "operator":
+            click.echo(cluster.start_operator(), err=True)
         elif cluster.running_state(cluster.state_dir(name)) is None:
             named = "" if name is None else f" --name {name}"
             raise RuntimeError(f"no such control plane is running; start one with `disttrain dev-cluster up{named}`")

@@ -1,13 +1,14 @@
-"""README's first command, `scripts/quickstart.sh`, run as a user runs it, on each node it can choose.
+"""README's first command, `scripts/quickstart.sh`, then README's first job, run as a user runs them, on each
+node the quick start can choose.
 
-It installs the packages into the environment that runs the tests (already installed there, so pip only
-checks), reuses the running local
-cluster, trains the digits example to Succeeded and lists the exported model. Needs root; the real
-node also needs what `real_node.missing_requirement` names.
+The quick start installs the packages into the environment that runs the tests (already installed there,
+so pip only checks), reuses the running local cluster, trains the digits example to Succeeded and lists
+the exported model; README's first job then runs word for word with what it printed. Needs root; the
+real node also needs what `real_node.missing_requirement` names.
 
-CI runs README's first command itself, first thing, in a new virtual environment, and names what it
-printed in `DISTTRAIN_QUICKSTART_LOG`: the node it chose is then checked on that output rather than
-trained a second time (one proof of each path)."""
+CI runs README's first command and first job itself, first thing, in a new virtual environment, and
+names what they printed in `DISTTRAIN_QUICKSTART_LOG`: the node it chose is then checked on that output
+rather than trained a second time (one proof of each path)."""
 
 from __future__ import annotations
 
@@ -21,22 +22,25 @@ import pytest
 
 from cluster_support import Cluster
 from disttrain_dev import cluster as devcluster
-from disttrain_dev import real_node
+from disttrain_dev import local_operator, readme, real_node
 from support import ROOT
 
 pytestmark = pytest.mark.e2e
-PROVEN_LOG = "DISTTRAIN_QUICKSTART_LOG"  # what README's first command printed, where CI ran it
+PROVEN_LOG = "DISTTRAIN_QUICKSTART_LOG"  # what README's first command and first job printed, where CI ran them
+FIRST_JOB_NAMESPACE = "first"  # README's
+FIRST_JOB_STEPS = 5 * (1437 // 64)  # README's first job: the digits training split, 5 epochs at a batch of 64
 
 
 @pytest.fixture
 def left_behind() -> Iterator[None]:
-    """The quickstart leaves its job (and on the real node, the operator) for the user: the test removes them,
-    and waits until their pods are gone."""
+    """The quickstart leaves its job and the operator for the user, and README's first job adds one: the test
+    removes them, waiting until their pods are gone, then stops the operator it left on this machine."""
     yield
     if devcluster.running_state() is not None:
         cluster = Cluster(devcluster.kubeconfig_path())
-        for name in ("quickstart", "disttrain-system"):
+        for name in ("quickstart", FIRST_JOB_NAMESPACE, "disttrain-system"):
             cluster.delete_namespace(name)
+    local_operator.stop(devcluster.state_dir())
 
 
 @pytest.mark.parametrize("node", ["real", "process"])
@@ -55,8 +59,11 @@ def test_the_quickstart_trains_the_example_and_shows_the_model(node: str, left_b
     env = {**os.environ, "PATH": path, "DISTTRAIN_QUICKSTART_NODE": node}
     script = ["bash", str(ROOT / "scripts" / "quickstart.sh")]
     result = subprocess.run(script, env=env, capture_output=True, text=True, timeout=1800, check=False)
-    assert result.returncode == 0, (result.stdout + result.stderr)[-5000:]
-    _check(result.stdout + result.stderr, node)
+    printed = result.stdout + result.stderr
+    assert result.returncode == 0, printed[-5000:]
+    first_job = readme.run_first_job(printed, {"DISTTRAIN_DEV_NODE": node})  # CI's cluster runs both nodes
+    _check(f"{printed}{readme.FIRST_JOB_HEADER}\n{first_job.stdout}{first_job.stderr}", node)
+    assert first_job.returncode == 0, (first_job.stdout + first_job.stderr)[-5000:]
 
 
 def _check(output: str, node: str) -> None:
@@ -68,4 +75,9 @@ def _check(output: str, node: str) -> None:
     header = "NAME PHASE STRATEGY READY RESTARTS STEP EPOCH LOSS EVAL-STEP EVAL-ACCURACY AGE"
     assert header in " ".join(output.split())
     assert "kubectl of the cluster's version: " in output
-    assert "still wait for the operator" not in output
+    # then README's first job, as written, on the same cluster
+    assert readme.FIRST_JOB_HEADER in output, "README's first job did not run after the quick start"
+    first_job = output.split(readme.FIRST_JOB_HEADER, 1)[1]
+    assert f"pods run on the {node} node" in first_job
+    assert "dtj/digits condition met" in first_job
+    assert f'"event": "finished", "steps": {FIRST_JOB_STEPS}' in first_job

@@ -14,7 +14,7 @@ import pytest
 
 from cluster_support import OPERATOR_TEST_NAMESPACE, Cluster, GpuPool, OperatorProcess, operator_kubeconfig
 from disttrain_dev import cluster as devcluster
-from disttrain_dev import kueue, real_node
+from disttrain_dev import kueue, local_operator, real_node
 from disttrain_dev.build import missing_binaries
 from disttrain_dev.polling import wait_for
 from disttrain_dev.versions import cache_paths
@@ -41,10 +41,13 @@ def cluster() -> Cluster:
     """The local cluster, started (or reused) once; left running for the next run, as `up` is idempotent.
 
     With its real node wherever this machine can run one: adding it later would move the API server
-    to the pod bridge under the feet of the operator that earlier tests started."""
+    to the pod bridge under the feet of the operator that earlier tests started. The operator that README's
+    quick start leaves running on this machine is stopped: each test runs the operator it proves."""
     if missing_binaries(cache_paths()) and shutil.which("go") is None:
         pytest.skip("the local control plane needs Go once to build its binaries, and none is on PATH")
-    return Cluster(devcluster.up(real_node=real_node.missing_requirement() is None))
+    kubeconfig = devcluster.up(real_node=real_node.missing_requirement() is None)
+    local_operator.stop(devcluster.state_dir())
+    return Cluster(kubeconfig)
 
 
 @pytest.fixture(scope="session")

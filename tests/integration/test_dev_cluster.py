@@ -1,5 +1,5 @@
-"""`disttrain dev-cluster`: a second, separate cluster comes up, is reused, and goes away completely; a namespace
-still being deleted is made anew once it went."""
+"""`disttrain dev-cluster`: a second, separate cluster comes up, is reused, runs an operator in the background,
+and goes away completely, the operator with it; a namespace still being deleted is made anew once it went."""
 
 from __future__ import annotations
 
@@ -56,9 +56,21 @@ def test_up_is_idempotent_and_down_removes_everything(cluster: Cluster, tmp_path
     assert all(node["status"]["allocatable"]["nvidia.com/gpu"] == "8" for node in nodes)
     assert second.get("crd", "disttrainjobs.disttrain.io", "default") is not None
 
+    # no node runs pods here: a namespace must name one, and says why where it does not
+    refused = _cli(state, "namespace", "nowhere")
+    assert refused.returncode == 1 and "runs neither the real node nor the process node" in refused.stderr
+
+    # the operator in the background (the quick start's on the process node): started once, stopped by down
+    started = _cli(state, "operator")
+    assert started.returncode == 0, started.stderr
+    operator = json.loads((state / "operator.json").read_text())
+    assert f"(pid {operator['pid']})" in started.stderr and _alive(operator["pid"])
+    assert _cli(state, "operator").returncode == 0
+    assert json.loads((state / "operator.json").read_text()) == operator  # found running, not started again
+
     assert _cli(state, "down").returncode == 0
     assert not state.exists()
-    assert not any(_alive(pid) for pid in pids.values())
+    assert not any(_alive(pid) for pid in [*pids.values(), operator["pid"]])
 
 
 HOLD = "disttrain.io/test-hold"

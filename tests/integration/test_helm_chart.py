@@ -18,10 +18,10 @@ import yaml
 from chart_support import CHART, helm, template
 from cluster_support import Cluster, OperatorProcess, running_pods
 from disttrain_dev import cluster as devcluster
-from disttrain_dev import images, node_kinds, real_node
+from disttrain_dev import images, node_kinds, readme, real_node
 from disttrain_dev.polling import wait_for
 from rbac_rights import AUDIT_TIME, refused_rights
-from support import ROOT, readme_block
+from support import ROOT
 
 # Objects kustomize gives a namespace although the API server keeps none for them (cluster-scoped).
 CLUSTER_SCOPED = {
@@ -135,7 +135,7 @@ def test_install_upgrade_and_uninstall_keep_the_crds_and_the_jobs(
     """README's `helm install`, with the images loaded into the real node rather than pulled from a registry.
     The CRDs exist already (the suite's own, applied by kubectl): `--take-ownership --force-conflicts`, and
     `--force-conflicts` on upgrades, as an admin moving from kustomize does."""
-    command = shlex.split(readme_block("install-helm"))
+    command = shlex.split(readme.block("install-helm"))
     assert command[:4] == ["helm", "install", "disttrain", "charts/disttrain"]
     arguments = [argument.replace("image.registry=REGISTRY/", "image.registry=") for argument in command[4:]]
     local = ["--set", "image.pullPolicy=Never", "--force-conflicts", "--wait", "--timeout", "180s"]

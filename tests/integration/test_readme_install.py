@@ -13,11 +13,12 @@ import yaml
 
 from cluster_support import Cluster
 from disttrain_core.api.crd import KEPT_ON_UNINSTALL
-from support import ROOT, readme_block
+from disttrain_dev import readme
+from support import ROOT
 
 
 def test_readme_s_overlay_names_the_operator_image_of_your_registry(cluster: Cluster) -> None:
-    commands = readme_block("install")
+    commands = readme.block("install")
     overlay = commands.split("<<'EOF'\n", 1)[1].split("\nEOF\n", 1)[0]
     assert "kubectl apply --server-side -k overlays/mine/" in commands
     folder = ROOT / "overlays" / f"readme-{uuid.uuid4().hex[:8]}"  # beside overlays/mine, at the same depth

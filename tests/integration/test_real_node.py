@@ -38,7 +38,7 @@ from cluster_support import (
 from disttrain import Client
 from disttrain_core.api.crd import KEPT_ON_UNINSTALL
 from disttrain_dev import cluster as devcluster
-from disttrain_dev import containerd, images, node_kinds, real_node, versions
+from disttrain_dev import containerd, images, node_kinds, readme, real_node, versions
 from disttrain_dev.polling import wait_for
 from kueue_support import (
     LOCAL_QUEUE,
@@ -49,7 +49,7 @@ from kueue_support import (
     what_kueue_and_the_jobs_show,
 )
 from rbac_rights import AUDIT_TIME, refused_rights
-from support import ROOT, readme_block
+from support import ROOT
 
 pytestmark = pytest.mark.real_node
 MWMS = ROOT / "examples" / "local-multi-worker-digits.yaml"
@@ -257,7 +257,7 @@ def test_the_installed_operator_leads_with_one_replica_and_serves_metrics(instal
 
 def test_readme_s_first_job_succeeds_as_written(installed: Cluster, plain_namespace: str) -> None:
     """README's first job, applied, waited for and read as README shows it."""
-    installed.apply(plain_namespace, readme_block("first-job"))
+    installed.apply(plain_namespace, readme.block("first-job"))
     _wait_succeeded(installed, plain_namespace, "digits")
     assert _finished_line(installed, plain_namespace, "digits-worker-0")["steps"] == 5 * STEPS_PER_EPOCH
     table = installed.kubectl("get", "dtj", "-n", plain_namespace).stdout.split()

@@ -25,3 +25,11 @@ def test_a_failing_tool_raises_with_its_own_message_on_stderr(capfd: pytest.Capt
     with pytest.raises(subprocess.CalledProcessError):
         run_tool([sys.executable, "-c", "import sys; sys.exit('the mirror did not answer')"])
     assert "the mirror did not answer" in capfd.readouterr().err
+
+
+def test_go_s_line_per_module_downloaded_is_counted_not_shown(capfd: pytest.CaptureFixture[str]) -> None:
+    script = "print('go: downloading k8s.io/api v0.36.3'); print('go: downloading k8s.io/utils v0.1'); print('built')"
+    run_tool([sys.executable, "-c", script])
+    _, printed, took = capfd.readouterr().err.splitlines()
+    assert printed == "built"
+    assert took.endswith("(2 Go modules downloaded)")

@@ -16,6 +16,7 @@ from disttrain_dev import chart_readme, images
 from support import ROOT
 
 GOLDEN = ROOT / "tests" / "golden" / "chart"
+GOTOOL = pytest.mark.gotool  # runs helm, built from its Go module
 # Each install mode's values; the golden file of each is tests/golden/chart/<mode>.yaml.
 MODES: dict[str, dict[str, Any]] = {
     "cluster-wide": {},
@@ -39,11 +40,13 @@ MODES: dict[str, dict[str, Any]] = {
 }
 
 
+@GOTOOL
 def test_the_chart_lints_strictly() -> None:
     result = helm("lint", "--strict", str(CHART))
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@GOTOOL
 @pytest.mark.parametrize("mode", sorted(MODES))
 def test_each_install_mode_renders_its_golden_objects(mode: str, update_golden: bool) -> None:
     objects = [item for item in template(MODES[mode]) if item["kind"] != "CustomResourceDefinition"]
@@ -60,6 +63,7 @@ def _crd(path: Path) -> dict[str, Any]:
     return crd
 
 
+@GOTOOL
 def test_the_crds_are_the_generated_ones_kept_on_uninstall() -> None:
     """Templates, so that `helm upgrade` upgrades them: crds/, as `disttrain crd generate` made it, and kept."""
     crds = {
@@ -74,6 +78,7 @@ def test_the_crds_are_the_generated_ones_kept_on_uninstall() -> None:
     assert not [item for item in template({"crds": {"enabled": False}}) if item["kind"].endswith("Definition")]
 
 
+@GOTOOL
 @pytest.mark.parametrize("mode", sorted(MODES))
 def test_helm_uninstall_keeps_what_deploys_uninstall_keeps(mode: str) -> None:
     """The CRDs (and the users' jobs with them), the roles users read them by, the jobs' namespace: each object
@@ -89,6 +94,7 @@ def test_helm_uninstall_keeps_what_deploys_uninstall_keeps(mode: str) -> None:
     assert {"disttrainjobs.disttrain.io", "disttrain-edit", "disttrain-view"} <= kept
 
 
+@GOTOOL
 @pytest.mark.parametrize(
     ("value", "named"),
     [

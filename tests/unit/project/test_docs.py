@@ -12,7 +12,8 @@ import pytest
 
 from disttrain_cli.main import main
 from disttrain_core.api import yaml_io
-from support import ROOT, readme_block
+from disttrain_dev import readme
+from support import ROOT
 
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
@@ -34,7 +35,7 @@ def test_readme_s_links_lead_to_files_of_the_repository() -> None:
 
 def test_readme_s_first_job_renders_two_workers(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     manifest = tmp_path / "job.yaml"
-    manifest.write_text(readme_block("first-job"))
+    manifest.write_text(readme.block("first-job"))
     assert main(["render", str(manifest)]) == 0
     kinds = [document["kind"] for document in yaml_io.load_all(capsys.readouterr().out)]
     assert kinds == ["Service", "PersistentVolumeClaim", "Pod", "Pod"]

@@ -13,6 +13,7 @@ from support import ROOT
 WORKFLOW = ROOT / ".github" / "workflows" / "ci.yml"
 
 
+@pytest.mark.gotool
 def test_actionlint_finds_nothing_wrong() -> None:
     unavailable = ACTIONLINT.unavailable()
     if unavailable is not None:
