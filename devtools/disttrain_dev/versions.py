@@ -17,7 +17,7 @@ STAGING_VERSION = "v0" + KUBERNETES_VERSION.removeprefix("v1")  # k8s.io/api v0.
 ETCD_VERSION = "v3.6.10"
 KWOK_VERSION = "v0.8.0"
 
-# The staging modules k8s.io/kubernetes replaces with ./staging/...; each is published on its own.
+# The staging modules k8s.io/kubernetes replaces with its own staging folders; each is published on its own.
 STAGING_MODULES = (
     "api",
     "apiextensions-apiserver",

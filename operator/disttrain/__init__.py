@@ -3,7 +3,6 @@
 Installs without kopf or TensorFlow (the base distribution); the operator itself is `disttrain[operator]`.
 """
 
-from disttrain.attempts import Attempt
 from disttrain.client import Client, JobEvent, WatchEvent
 from disttrain.errors import (
     ApiError,
@@ -18,6 +17,7 @@ from disttrain.errors import (
     TensorBoardUnavailableError,
     WaitTimeoutError,
 )
+from disttrain.kept_log_reader import Attempt
 from disttrain_core.api.job import DistTrainJob
 
 __all__ = [

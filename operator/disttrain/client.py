@@ -18,7 +18,6 @@ from typing import Any
 
 from kubernetes import client
 
-from disttrain.attempts import Attempt, KeptLog, kept_logs_of, kept_replicas, replica_label
 from disttrain.calls import call, client_error
 from disttrain.errors import (
     ApiError,
@@ -31,9 +30,9 @@ from disttrain.errors import (
     WaitTimeoutError,
 )
 from disttrain.forward import LocalPort, PortForward, ServiceProxy
+from disttrain.kept_log_reader import Attempt, KeptLog, kept_logs_of, kept_logs_on_volume, kept_replicas, replica_label
 from disttrain.logs import ReplicaLog, ReplicaLogs, replica_task
 from disttrain.resources import RESOURCES, JobKind, Resource, readable_jobs, resource_of, typed_job
-from disttrain.volume_logs import volume_logs_of
 from disttrain_contract.timestamps import parse_time
 from disttrain_core.api import yaml_io
 from disttrain_core.api.job import DistTrainJob
@@ -359,7 +358,7 @@ class Client:
                 raise LogsUnavailableError(f"{label} keeps its logs on the checkpoint volume: `{command}` reads them")
             if found.spec.logs.on_volume:
                 live_uid = pod["metadata"]["uid"] if pod is not None else None
-                return volume_logs_of(self._kube, found, label, live_uid=live_uid)
+                return kept_logs_on_volume(self._kube, found, label, live_uid=live_uid)
             return kept_logs_of(self._kube, namespace, name, found.kind, job_uid=found.metadata.uid, replica=label)
 
         return ReplicaLogs(name, label, read_kept, found, log, pod)

@@ -12,9 +12,9 @@ from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any
 
-from disttrain.attempts import Attempt, KeptLog, live_attempt
 from disttrain.calls import client_error
 from disttrain.errors import AttemptNotFoundError, LogsUnavailableError, ReplicaNotFoundError
+from disttrain.kept_log_reader import Attempt, KeptLog, live_attempt
 from disttrain.pod_reads import read_pod, wait_for_pod_change
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType

@@ -2,7 +2,7 @@
 
 Pods are the bulk of what streams through the operator; keeping a small frozen view of each (instead
 of the full body) keeps memory flat with thousands of pods, and gives the pure status and planner
-code plain typed input. Only a pod whose log is due keeps its body, until the log keeper let it go: the
+code plain typed input. Only a pod whose log is due keeps its body, until the kept-log keeper let it go: the
 keeper starts from it instead of reading the pod again, one request less before its replacement.
 """
 
@@ -62,9 +62,9 @@ class PodView:
     evaluation: Evaluation | None = None  # an Evaluator's scores, from its termination message
     finished_at: datetime | None = None  # when its container ended, for a pod that ended
     message: str | None = None  # why a failed container says it failed: the trainer's error, or its own text
-    log_due: bool = False  # its log is to be kept now (core/kept_logs.py), if it is not already
+    log_due: bool = False  # its log is to be kept now (`disttrain_core.kept_logs`), if it is not already
     log_due_body: Body | None = field(default=None, compare=False, repr=False)  # when log_due
-    attempt: int | None = None  # which attempt of its replica it is (builders/log_keeping.py)
+    attempt: int | None = None  # which attempt of its replica it is (`disttrain_core.kept_logs.pods`)
     released: bool = False  # deleted with no grace left: only a finalizer (another's) keeps it
     unschedulable: Unschedulable | None = None  # the scheduler found no place for it (or for its gang)
     resource_version: str | None = field(default=None, compare=False)  # the version seen, that a deletion names

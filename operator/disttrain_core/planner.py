@@ -14,14 +14,14 @@ failed too, each failure one more restart. An Evaluator restarts alone. Each res
 once against backoffLimit; past it the job fails with BackoffLimitExceeded. A restart for pods that were
 all taken away on purpose (`PodView.disruption`: an eviction, a preemption, a drain, a lost node, the
 trainer's PREEMPTED exit) is a disruption: it restarts whatever the restart policy, and counts apart.
-`runPolicy.failurePolicy` rules come before all of this (core/failure_policy.py): they fail the job,
+`runPolicy.failurePolicy` rules come before all of this (`disttrain_core.failure_policy`): they fail the job,
 restart the whole job or the pod alone, or restart it uncounted (Ignore, counted as a disruption).
 
 A pod removed from the API before any plan saw it go is seen as its remains (`observed.remains`): lost,
 going, and holding its name until the restart it calls for is recorded; the next plan, at once, replaces it.
 A job that does not act on losses (`acts_on_losses`: suspended, finished, being deleted) lets them go.
 
-A pod that ended is deleted only once its log is kept (`unkept`: core/kept_logs.py): no finalizer
+A pod that ended is deleted only once its log is kept (`unkept`: `disttrain_core.kept_logs`): no finalizer
 holds it, and its log goes with it.
 """
 
@@ -190,7 +190,7 @@ def plan(
 ) -> Plan:
     """The next actions for a job whose status was just aggregated from the same pods; `awaited`: the
     names of pods created but not in the view yet; `unkept`: the uids of pods that ended and whose log is
-    not kept yet, which stay until it is (the log keeper wakes the job then)."""
+    not kept yet, which stay until it is (the kept-log keeper wakes the job then)."""
     run_policy = job.spec.run_policy
     keeping = [pod for pod in pods if pod.uid in unkept]
     winding_down = _winding_down(job, pods, keeping, now)
@@ -264,7 +264,7 @@ def _unplaced_gang(job: DistTrainJob, pods: Sequence[PodView], now: datetime) ->
 def _stuck(pods: Sequence[PodView], now: datetime, stuck_after: timedelta) -> tuple[list[str], datetime | None]:
     """Pods terminating for longer than `stuck_after` past their deletion time, and when the next one will be.
     A pod whose containers ended, or whose node let it go, is held by a finalizer (another's, or an earlier
-    version's log keeper's), not by a node that stopped reporting: removing it by force would change nothing."""
+    version's kept-log keeper's), not by a node that stopped reporting: removing it by force would change nothing."""
     stuck: list[tuple[str, datetime]] = []
     pending: list[tuple[str, datetime]] = []
     for pod in pods:

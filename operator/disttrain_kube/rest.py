@@ -63,7 +63,7 @@ class Kube:
         resources: Resources | None = None,
     ) -> None:
         """`timeout`: (connect, read) seconds of every request that names none of its own: a request that hangs
-        must not hold a reconcile, a log keeper or a lease renewal for ever."""
+        must not hold a reconcile, a kept-log keeper or a lease renewal for ever."""
         self.api_client = api_client
         self._timeout = timeout
         self._on_error = on_error or _ignore

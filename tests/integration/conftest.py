@@ -76,7 +76,11 @@ HELD_ACCOUNTS = {
 
 # The operator's rights that the code uses on paths this suite cannot take, and where each is proven instead.
 UNEXERCISED: dict[Right, str] = {
-    ("", "pods", "get"): "the log keeper reads a pod only to retry a release refused as stale: test_log_keeping.py",
+    (
+        "",
+        "pods",
+        "get",
+    ): "the kept-log keeper reads a pod only to retry a release refused as stale: test_kept_log_keeper.py",
     ("scheduling.volcano.sh", "podgroups", "create"): "Volcano is not run here: the gang builders' golden files",
     ("scheduling.x-k8s.io", "podgroups", "create"): "the coscheduling plugin is not run here: the same golden files",
     ("scheduling.k8s.io", "priorityclasses", "get"): "a queued job whose pods name a PriorityClass: test_kueue.py",

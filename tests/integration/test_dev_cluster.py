@@ -61,10 +61,10 @@ def test_up_is_idempotent_and_down_removes_everything(cluster: Cluster, tmp_path
     assert refused.returncode == 1 and "runs neither the real node nor the process node" in refused.stderr
 
     # the operator in the background (the quick start's on the process node): started once, stopped by down
-    started = _cli(state, "operator")
-    assert started.returncode == 0, started.stderr
+    launched = _cli(state, "operator")
+    assert launched.returncode == 0, launched.stderr
     operator = json.loads((state / "operator.json").read_text())
-    assert f"(pid {operator['pid']})" in started.stderr and _alive(operator["pid"])
+    assert f"(pid {operator['pid']})" in launched.stderr and _alive(operator["pid"])
     assert _cli(state, "operator").returncode == 0
     assert json.loads((state / "operator.json").read_text()) == operator  # found running, not started again
 

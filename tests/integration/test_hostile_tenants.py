@@ -65,7 +65,7 @@ def test_a_hostile_tenant_harms_only_its_own_jobs(
     log_start = operator.log_path.stat().st_size
     try:
         tenant = _tenant(cluster, a_namespace, tmp_path)
-        # A: pods that tell the log keeper to keep -1 bytes (once an endless loop on a keeper thread).
+        # A: pods that tell the kept-log keeper to keep -1 bytes (once an endless loop on a keeper thread).
         tenant.apply(a_namespace, json.dumps(script_job("noisy", "echo start; sleep 4; echo end", replicas=2)))
         wait_for("A's pods", lambda: len(tenant.items("pods", a_namespace, "disttrain.io/job-name=noisy")) == 2)
         for index in (0, 1):

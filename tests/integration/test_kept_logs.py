@@ -94,7 +94,7 @@ def test_logs_without_a_ttl_go_with_their_job_and_a_job_may_keep_none(
 
 
 # The program a pod of one's own runs to keep its log on the volume as the trainer does
-# (disttrain_contract.volume_logs): its first attempt prints more than it may keep and fails.
+# (disttrain_contract.kept_logs): its first attempt prints more than it may keep and fails.
 ON_VOLUME = """
 import os, sys, time
 from disttrain_trainer import log_copy

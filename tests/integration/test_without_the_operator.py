@@ -16,7 +16,7 @@ from typing import Any
 from cluster_support import OPERATOR_TEST_NAMESPACE, Cluster, OperatorProcess, job_where, script_job
 from disttrain import Client
 from disttrain_core.api.spec import ReplicaType
-from disttrain_core.builders.log_keeping import LEGACY_LOG_FINALIZER  # what earlier versions put on pods
+from disttrain_core.kept_logs import LEGACY_LOG_FINALIZER  # what earlier versions put on pods
 from disttrain_dev import cluster as devcluster
 from disttrain_dev.polling import wait_for
 from rbac_rights import AUDIT_TIME, audit_events

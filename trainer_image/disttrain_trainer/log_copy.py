@@ -1,6 +1,6 @@
 """The trainer's own copy of what it prints, kept on the checkpoint volume when the job asks for it.
 
-With `spec.logs.destination: CheckpointVolume` the operator names a folder (`disttrain_contract.volume_logs`).
+With `spec.logs.destination: CheckpointVolume` the operator names a folder (`disttrain_contract.kept_logs`).
 Standard output and standard error are redirected at the file-descriptor level, so TensorFlow's C++
 logs are copied too: a thread per stream hands each chunk on to the container's own stream, which the
 kubelet still serves, and each whole line to the attempt's file, so lines of the two streams never mix
@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO
 
-from disttrain_contract.volume_logs import (
+from disttrain_contract.kept_logs import (
     DEFAULT_LOG_BYTES,
     LOG_DIR_ENV,
     LOG_MAX_BYTES_ENV,

@@ -53,7 +53,7 @@ class ObjectMeta(ApiModel):
 
 
 class DistTrainJob(ApiModel):
-    """A job as the core works on it: a DistTrainJob, or a TFJob served in its terms (`core/served.py`),
+    """A job as the core works on it: a DistTrainJob, or a TFJob served in its terms (`disttrain_core.served`),
     whose apiVersion and kind its children's owner references and labels name."""
 
     model_config = ConfigDict(extra="ignore")

@@ -11,8 +11,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchem
 from pydantic.alias_generators import to_camel
 
 from disttrain_contract.evaluation import DEFAULT_FINAL_EVALUATION_SECONDS
+from disttrain_contract.kept_logs import DEFAULT_LOG_BYTES
 from disttrain_contract.progress import DEFAULT_PROGRESS_PORT
-from disttrain_contract.volume_logs import DEFAULT_LOG_BYTES
 from disttrain_core.api.quantity import resource_problems
 from disttrain_core.api.rules import Rule, schema_rules
 from disttrain_core.api.vendor_schema import SCHEMA_FILE

@@ -18,8 +18,8 @@ from typing import Annotated, Any, Self
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, WrapValidator
 
+from disttrain_contract.kept_logs import DEFAULT_LOG_BYTES
 from disttrain_contract.timestamps import parse_time
-from disttrain_contract.volume_logs import DEFAULT_LOG_BYTES
 from disttrain_core.api.job import GROUP
 from disttrain_core.api.spec import MAX_ATTEMPT, MAX_LOG_BYTES, MAX_SECONDS, MIN_LOG_BYTES
 
@@ -68,7 +68,7 @@ class _Annotations(BaseModel):
 
 
 class PodLogNotes(_Annotations):
-    """What a pod says of its log's keeping (builders/log_keeping.py writes it from `spec.logs`)."""
+    """What a pod says of its log's keeping (`disttrain_core.kept_logs.pods` writes it from `spec.logs`)."""
 
     max_bytes: LogBytes = Field(DEFAULT_LOG_BYTES, alias=LOG_MAX_BYTES)
     attempt: Attempt = Field(None, alias=ATTEMPT)

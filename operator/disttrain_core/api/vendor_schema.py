@@ -1,7 +1,7 @@
 """Turn Kubernetes' published OpenAPI v3 document into the PodTemplateSpec schema the CRD embeds.
 
 Run by hand when the Kubernetes pin moves; the output is committed beside this module. The input is
-`api/openapi-spec/v3/api__v1_openapi.json` of the `k8s.io/kubernetes` module (the local cluster's build
+`k8s.io/kubernetes/api/openapi-spec/v3/api__v1_openapi.json`, in the module (the local cluster's build
 puts it in the Go module cache). The result is a structural schema: references inlined, descriptions,
 defaults and merge hints dropped (they only grow the CRD), quantities and int-or-string fields made
 `x-kubernetes-int-or-string`, and embedded ObjectMeta reduced to what a template may set.

@@ -13,10 +13,11 @@ from disttrain_contract.progress import (
     PROGRESS_PORT_ENV,
     TERMINATION_MESSAGE_ENV,
 )
+from disttrain_core import kept_logs
 from disttrain_core.api import tfjob
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType
-from disttrain_core.builders import log_keeping, naming, tensorboard, volume_readers
+from disttrain_core.builders import naming, tensorboard, volume_readers
 from disttrain_core.builders.gang import GANG_KINDS
 from disttrain_core.builders.naming import tensorflow_container
 from disttrain_core.builders.settings import BuildSettings
@@ -170,12 +171,12 @@ def pod(job: DistTrainJob, replica_type: ReplicaType, index: int, settings: Buil
         mount = {"name": naming.CHECKPOINT_VOLUME, "mountPath": mount_path}
         container["volumeMounts"] = _replace_named(container.get("volumeMounts", []), [mount])
     env += _progress_env(job, container) + tensorboard.trainer_env(job)
-    env += log_keeping.trainer_env(job, replica_type, index)
+    env += kept_logs.trainer_env(job, replica_type, index)
     container["env"] = _replace_named(container.get("env", []), env)
     container["ports"] = _with_port(container.get("ports", []), naming.TF_PORT_NAME, job.spec.port)
     container["ports"] = _with_port(container["ports"], naming.PROGRESS_PORT_NAME, job.spec.progress_port)
 
-    annotations = log_keeping.pod_annotations(job, replica_type, index, template_metadata.get("annotations"))
+    annotations = kept_logs.pod_annotations(job, replica_type, index, template_metadata.get("annotations"))
     metadata = _metadata(job, name, labels, annotations)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
 

@@ -15,7 +15,7 @@ until every watch, kopf's included, was listed once, so a restarted operator see
 before it plans anything. A job's deletion is only named to the queue (`Departures`), whose thread for
 the job forgets it. Events are posted by a thread of their own (`EventPoster`).
 
-`disttrain operator` (cli/operator_command.py) starts kopf with these handlers; kopf's settings are set
+`disttrain operator` (`disttrain_cli.operator_command`) starts kopf with these handlers; kopf's settings are set
 in the start-up handler, and everything the operator runs is one `Runtime` in kopf's memo.
 """
 
@@ -48,7 +48,7 @@ from disttrain_operator.runtime.event_poster import EventApi, EventPoster
 from disttrain_operator.runtime.failures import FailurePolicy
 from disttrain_operator.runtime.indexed_jobs import IndexedJobs, JobIndex
 from disttrain_operator.runtime.job_queue import JobQueue
-from disttrain_operator.runtime.log_keeper import KeptLogSweeper, LogApi, LogKeeper, SweepApi
+from disttrain_operator.runtime.kept_log_keeper import KeptLogKeeper, KeptLogSweeper, LogApi, SweepApi
 from disttrain_operator.runtime.progress_poller import ProgressPoller, progress_url
 from disttrain_operator.runtime.reconciler import JobApi, Reconciler, utcnow
 from disttrain_operator.runtime.settings import OperatorSettings
@@ -100,7 +100,7 @@ class Runtime:
     failures: FailurePolicy
     events: EventPoster
     jobs: IndexedJobs
-    logs: LogKeeper
+    logs: KeptLogKeeper
     sweeper: KeptLogSweeper
     job_paths: Sequence[str]  # what kopf watches, as the liveness probe names it
     pods: ObjectStore[PodView]
@@ -154,7 +154,7 @@ def build_runtime(settings: OperatorSettings, kube: OperatorApi, indexes: Mappin
     wakeups = Wakeups(queue.add)
     events = EventPoster(kube, clock=utcnow)
     jobs = IndexedJobs([indexes[kind.index] for kind in kinds])
-    logs = LogKeeper(kube, jobs.uids, wake=queue.add, ready=listings.done)
+    logs = KeptLogKeeper(kube, jobs.uids, wake=queue.add, ready=listings.done)
     runtime = Runtime(
         reconciler=Reconciler(
             kube,
@@ -315,7 +315,7 @@ def watches_listed(*, memo: kopf.Memo, **_: Any) -> dict[str, bool]:
 @kopf.on.probe(id="threads")
 def threads_running(*, memo: kopf.Memo, **_: Any) -> int:
     """On the liveness endpoint: how many parts run their threads. A thread that ended unasked fails the
-    probe (500), so that the kubelet restarts the operator rather than leave log keeping, a watch or the
+    probe (500), so that the kubelet restarts the operator rather than leave the keeping of logs, a watch or the
     sweep dead while the rest goes on."""
     parts = runtime_of(memo).parts()
     ended = [name for part in parts for name in part.ended()]

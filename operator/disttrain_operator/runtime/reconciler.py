@@ -59,7 +59,7 @@ class JobApi(Protocol):
 
 
 class LogState(Protocol):
-    """What the log keeper (runtime/log_keeper.py) knows that a plan and a status need."""
+    """What the kept-log keeper (runtime/kept_log_keeper.py) knows that a plan and a status need."""
 
     def settled(self, uid: str) -> bool: ...
     def unkept(self, job_uid: str) -> list[UnkeptLogs]: ...

@@ -15,7 +15,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from disttrain_core.builders.gang import GangScheduler
 from disttrain_core.builders.settings import BuildSettings
 from disttrain_core.planner import STUCK_TERMINATING
-from disttrain_operator.runtime.log_keeper import SWEEP_SECONDS
+from disttrain_operator.runtime.kept_log_keeper import SWEEP_SECONDS
 from disttrain_operator.runtime.watch import WATCH_SECONDS
 
 ENV_PREFIX = "DISTTRAIN_"

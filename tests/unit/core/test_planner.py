@@ -354,7 +354,7 @@ def test_only_a_pod_the_scheduler_found_no_place_for_is_unschedulable() -> None:
 
 def test_a_pod_that_ended_is_deleted_only_once_its_log_is_kept() -> None:
     """No finalizer holds it, so its log goes with it: a restart, a cleanup, a suspension and the job's TTL
-    wait for the log keeper, which wakes the job once the log is settled."""
+    wait for the kept-log keeper, which wakes the job once the log is settled."""
     failed = _pod(ReplicaType.WORKER, 1, PodPhase.FAILED, exit_code=130)
     pods = [_pod(ReplicaType.WORKER, 0), failed]
     waiting = _plan(_job({"Worker": 2}), pods, unkept={failed.uid})

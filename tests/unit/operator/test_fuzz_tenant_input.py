@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from disttrain.client import _count
-from disttrain_contract.volume_logs import DEFAULT_LOG_BYTES
+from disttrain_contract.kept_logs import DEFAULT_LOG_BYTES
 from disttrain_core import kept_logs
 from disttrain_core.api.quantity import MAX_QUANTITY, QuantityError, parse_quantity
 from disttrain_core.api.spec import MAX_ATTEMPT, MAX_LOG_BYTES, MAX_SECONDS, MIN_LOG_BYTES

@@ -1,4 +1,5 @@
-"""Leader election's decisions and lease records; the real race runs in tests/integration/test_high_availability.py."""
+"""Leader election's decisions and lease records; the real race runs in test_faults.py (the standby replica
+takes over mid-job)."""
 
 from __future__ import annotations
 

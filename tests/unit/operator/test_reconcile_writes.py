@@ -407,7 +407,7 @@ def test_a_write_of_the_job_the_api_server_refuses_fails_it_once_instead_of_a_re
 
 
 class _Logs:
-    """The log keeper as a reconcile asks it: which pods' logs are settled, which attempts went unkept."""
+    """The kept-log keeper as a reconcile asks it: which pods' logs are settled, which attempts went unkept."""
 
     def __init__(self) -> None:
         self.unsettled: set[str] = set()

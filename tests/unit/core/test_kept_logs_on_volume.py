@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from disttrain_contract.volume_logs import (
+from disttrain_contract.kept_logs import (
     LOG_DIR_ENV,
     LOG_MAX_BYTES_ENV,
     POD_UID_ENV,
@@ -24,10 +24,10 @@ from disttrain_contract.volume_logs import (
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import MAX_LOG_BYTES, ReplicaType
 from disttrain_core.api.validation import InvalidManifestError, validated
-from disttrain_core.builders.log_keeping import KEPT_ATTEMPTS_PER_REPLICA
-from disttrain_core.builders.log_reader import READER_OF_LABEL, SCRIPT, reader_pod
 from disttrain_core.builders.objects import pod
 from disttrain_core.builders.settings import BuildSettings
+from disttrain_core.kept_logs import KEPT_ATTEMPTS_PER_REPLICA
+from disttrain_core.kept_logs.reader_pod import READER_OF_LABEL, SCRIPT, reader_pod
 from disttrain_trainer.log_copy import BoundedFile
 
 ON_VOLUME = {"destination": "CheckpointVolume", "maxBytesPerAttempt": 4096}

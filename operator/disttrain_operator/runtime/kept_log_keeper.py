@@ -1,4 +1,4 @@
-"""Keeps each attempt's log (core/kept_logs.py says what and why) on threads of its own, so a node slow to
+"""Keeps each attempt's log (`disttrain_core.kept_logs` says what and why) on threads of its own, so a node slow to
 send a log never holds a reconcile. The pod watch offers every pod whose log is due; the threads start
 once every watch and kopf's index listed once, so a pod is never judged orphaned while its job is merely
 not indexed yet. A pod that ended is kept at once, and its job woken: the planner deletes no such pod
@@ -83,7 +83,7 @@ def precise_now() -> datetime:
     return datetime.now(UTC)
 
 
-class LogKeeper(Workers):
+class KeptLogKeeper(Workers):
     def __init__(
         self,
         kube: LogApi,

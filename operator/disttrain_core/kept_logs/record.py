@@ -1,89 +1,39 @@
-"""Logs that outlive their pods: each attempt's log kept in a ConfigMap once its container ended.
-
-No finalizer holds a pod for its log, so nothing stays Terminating when the operator is gone
-(docs/architecture.md weighs the choice). The operator keeps the log of a pod that ended before it
-deletes the pod itself (a restart, a cleanup: core/planner.py waits for it), and follows to its end the
-log of a pod deleted while it runs (a restart's peers, an eviction, the job's deletion). A pod carries
-which attempt of its replica it is and what to keep (`LOG_MAX_BYTES`, `LOG_TTL`), so a pod whose job is
-already gone is still handled as asked, and an attempt that went unkept (the operator was not running,
-or the pod was gone before its log could be read) shows as a gap in its replica's numbers
-(`unkept_before`), which the job's status names.
-
-A ConfigMap is owned by the job, and goes with it, unless `logs.ttlSecondsAfterJobDeleted` asks to keep
-it longer: then it is owned by nothing, and once its job is gone, `sweep` marks when that was first seen
-and deletes it after the TTL. Pods made by earlier versions hold `LEGACY_LOG_FINALIZER`: their log is
-kept as any other, then `release_patch` lets them go.
-"""
+"""A kept log's record, the ConfigMap: built from a pod and the tail of its log (`kept_log`), read back
+(`KeptLogRecord.of`), a replica's records put in the order of its attempts, and those that go past the
+budget (`surplus`)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from disttrain_contract.timestamps import format_micro_time, format_time
-from disttrain_contract.volume_logs import from_a_line
-from disttrain_core.api.job import GROUP
+from disttrain_contract.kept_logs import from_a_line
+from disttrain_contract.timestamps import format_micro_time, parse_time
 from disttrain_core.api.spec import LABEL_NAME_PATTERN, ReplicaType
-from disttrain_core.api.tenant_input import (
-    ATTEMPT,
-    JOB_GONE_SINCE,
-    LOG_MAX_BYTES,
-    LOG_TTL,
-    KeptLogNotes,
-    PodLogNotes,
-)
+from disttrain_core.api.tenant_input import ATTEMPT, LOG_TTL, KeptLogNotes, PodLogNotes
 from disttrain_core.builders import naming
-from disttrain_core.builders.log_keeping import KEPT_ATTEMPTS_PER_REPLICA, LEGACY_LOG_FINALIZER
-from disttrain_core.builders.naming import tensorflow_container
+from disttrain_core.kept_logs.names import (
+    ENDED,
+    EXIT_CODE,
+    JOB_KIND_LABEL,
+    JOB_UID_LABEL,
+    KEPT_AT,
+    KEPT_LOG_LABEL,
+    LOG_BYTES,
+    LOG_KEY,
+    OUTLIVES_JOB_LABEL,
+    POD_UID,
+    STARTED,
+    kept_log_name,
+)
+from disttrain_core.kept_logs.pods import container_status
+from disttrain_core.kept_logs.policy import KEPT_ATTEMPTS_PER_REPLICA
 from disttrain_core.types import Body, Manifest
 
-KEPT_LOG_LABEL = f"{GROUP}/kept-log-of"  # the replica, `worker-1`: what selects a job's kept logs
-JOB_UID_LABEL = f"{GROUP}/job-uid"
-JOB_KIND_LABEL = f"{GROUP}/job-kind"
-OUTLIVES_JOB_LABEL = f"{GROUP}/kept-past-job"  # on those with a TTL, which `sweep` looks after
-POD_UID = f"{GROUP}/pod-uid"
-STARTED = f"{GROUP}/started"
-ENDED = f"{GROUP}/ended"
-EXIT_CODE = f"{GROUP}/exit-code"
-LOG_BYTES = f"{GROUP}/log-bytes"  # how long the log was; the ConfigMap keeps its last max-bytes
-KEPT_AT = f"{GROUP}/kept-at"  # microseconds: two attempts can end within one second
-LOG_KEY = "log"
 _LABEL_VALUE = re.compile(LABEL_NAME_PATTERN)
-
-
-def held(metadata: Mapping[str, Any]) -> bool:
-    """An earlier version's pod, held by its finalizer until its log is kept."""
-    return LEGACY_LOG_FINALIZER in (metadata.get("finalizers") or ())
-
-
-def keeps_log(metadata: Mapping[str, Any]) -> bool:
-    """Its job keeps its pods' logs in ConfigMaps."""
-    annotations = metadata.get("annotations")
-    return (isinstance(annotations, Mapping) and LOG_MAX_BYTES in annotations) or held(metadata)
-
-
-def ended(body: Body) -> bool:
-    return (body.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-
-
-def log_due(body: Body) -> bool:
-    """The pod's log is to be kept now: its containers ended, or it is being deleted (its log is followed
-    to its end)."""
-    metadata = body.get("metadata") or {}
-    return keeps_log(metadata) and (ended(body) or metadata.get("deletionTimestamp") is not None)
-
-
-def to_follow(body: Body) -> bool:
-    """Being deleted while its container may still run: its log is complete only once the stream ends."""
-    return not ended(body) and (body.get("metadata") or {}).get("deletionTimestamp") is not None
-
-
-def kept_log_name(pod: Body) -> str:
-    metadata = pod["metadata"]
-    return f"{metadata['name']}-log-{str(metadata['uid'])[:8]}"
 
 
 @dataclass(frozen=True)
@@ -119,27 +69,6 @@ def _text(tail: LogTail, limit: int) -> str:
     return text
 
 
-def logged_container(pod: Body) -> str:
-    """The container whose log is kept: the TensorFlow one."""
-    return str(tensorflow_container(pod["spec"]["containers"])["name"])
-
-
-def _container_status(pod: Body) -> Mapping[str, Any]:
-    statuses = (pod.get("status") or {}).get("containerStatuses") or []
-    return next((entry for entry in statuses if entry.get("name") == logged_container(pod)), {})
-
-
-def started(pod: Body) -> bool:
-    """Its container ran: a pod that never did has no log to keep."""
-    status = _container_status(pod)
-    state, last = status.get("state") or {}, status.get("lastState") or {}
-    return "running" in state or "terminated" in state or "terminated" in last
-
-
-def _terminated(pod: Body) -> Mapping[str, Any]:
-    return dict((_container_status(pod).get("state") or {}).get("terminated") or {})
-
-
 def controller(pod: Body) -> Mapping[str, Any] | None:
     owners = (pod.get("metadata") or {}).get("ownerReferences") or []
     return next((owner for owner in owners if owner.get("controller")), None)
@@ -153,15 +82,6 @@ def replica_of(pod: Body) -> str | None:
     except (KeyError, ValueError):
         return None
     return f"{replica_type.task_type}-{index}"
-
-
-def outlives_job(pod: Body) -> bool:
-    """Its kept log stays past its job (`logs.ttlSecondsAfterJobDeleted`)."""
-    return PodLogNotes.of(pod.get("metadata")).ttl_seconds > 0
-
-
-def max_bytes(pod: Body) -> int:
-    return PodLogNotes.of(pod.get("metadata")).max_bytes
 
 
 def kept_log_selector(pod: Body) -> str | None:
@@ -224,6 +144,10 @@ def surplus(kept: Iterable[Body], keep: int = KEPT_ATTEMPTS_PER_REPLICA) -> list
     return ordered[1 : len(ordered) - keep + 1] if len(ordered) > keep else []
 
 
+def _terminated(pod: Body) -> Mapping[str, Any]:
+    return dict((container_status(pod).get("state") or {}).get("terminated") or {})
+
+
 def kept_log(pod: Body, tail: LogTail, now: datetime, *, job_present: bool, attempt: int = 1) -> Manifest | None:
     """The ConfigMap that keeps a pod's log; None when nothing should keep it: its job is gone and kept
     nothing past itself, or the pod is no replica of a job."""
@@ -270,47 +194,33 @@ def kept_log(pod: Body, tail: LogTail, now: datetime, *, job_present: bool, atte
     return manifest
 
 
-def release_patch(pod: Body) -> list[dict[str, Any]]:
-    """A JSON patch that drops an earlier version's log finalizer, refused (422) if the finalizers changed since
-    `pod` was read, or the pod of that name is another one."""
-    finalizers = list(pod["metadata"].get("finalizers") or [])
-    others = [finalizer for finalizer in finalizers if finalizer != LEGACY_LOG_FINALIZER]
-    return [
-        {"op": "test", "path": "/metadata/uid", "value": pod["metadata"]["uid"]},
-        {"op": "test", "path": "/metadata/finalizers", "value": finalizers},
-        {"op": "replace", "path": "/metadata/finalizers", "value": others},
-    ]
+def _int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
 
 
 @dataclass(frozen=True)
-class Sweep:
-    """What to do with the kept logs that may outlive their jobs: mark when their job was first seen gone,
-    unmark those whose job is back (the operator's view was not complete), delete those whose TTL ran out."""
+class KeptLogRecord:
+    """What a kept log's ConfigMap says of its attempt, read back as `kept_log` wrote it (a value that is
+    missing or not a number reads as None)."""
 
-    mark: list[Body]
-    unmark: list[Body]
-    delete: list[Body]
+    pod_uid: str
+    started: datetime | None
+    ended: datetime | None
+    exit_code: int | None
+    log_bytes: int | None  # how long the log was; `text` is its last `logs.maxBytesPerAttempt`
+    text: str
 
-
-def sweep(kept: Iterable[Body], job_uids: set[str], now: datetime) -> Sweep:
-    """Over the kept logs labelled `OUTLIVES_JOB_LABEL`; `job_uids`: the jobs that exist."""
-    mark: list[Body] = []
-    unmark: list[Body] = []
-    delete: list[Body] = []
-    for item in kept:
-        metadata = item.get("metadata") or {}
-        notes = KeptLogNotes.of(metadata)
-        gone_since = notes.gone_since(now)
-        if (metadata.get("labels") or {}).get(JOB_UID_LABEL) in job_uids:
-            if gone_since is not None:
-                unmark.append(item)
-        elif gone_since is None:
-            mark.append(item)
-        elif now >= gone_since + timedelta(seconds=notes.ttl_seconds):
-            delete.append(item)
-    return Sweep(mark, unmark, delete)
-
-
-def gone_since_patch(now: datetime | None) -> dict[str, Any]:
-    """Marks (or, with None, unmarks) when the job of a kept log was first seen gone."""
-    return {"metadata": {"annotations": {JOB_GONE_SINCE: None if now is None else format_time(now)}}}
+    @classmethod
+    def of(cls, item: Mapping[str, Any]) -> KeptLogRecord:
+        notes = dict((item.get("metadata") or {}).get("annotations") or {})
+        return cls(
+            pod_uid=str(notes.get(POD_UID, "")),
+            started=parse_time(notes.get(STARTED)),
+            ended=parse_time(notes.get(ENDED)),
+            exit_code=_int(notes.get(EXIT_CODE)),
+            log_bytes=_int(notes.get(LOG_BYTES)),
+            text=str((item.get("data") or {}).get(LOG_KEY, "")),
+        )

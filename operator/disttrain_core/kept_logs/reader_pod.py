@@ -1,19 +1,19 @@
-"""The pod that reads a replica's logs kept on the checkpoint volume (`logs.destination: CheckpointVolume`)
-for the client: nothing but a pod can read a claim. It runs the job's own TensorFlow image (which has
-Python, and can read what the job's pods wrote) with the claim read-only, prints one JSON line per
-attempt file, `{"file", "number", "modified"}`, with its `text` for the first attempt and the latest
-ones (KEPT_ATTEMPTS_PER_REPLICA in all, as in ConfigMaps), and ends: what it prints stays far below the
-size at which the kubelet rotates a container's log (10 MiB by default), so no line is cut there. It
-carries no job-name label, so the operator does not take it for one of the job's pods; it is owned by
-the job and ends within `DEADLINE_SECONDS`."""
+"""The pod that reads a replica's kept logs back from the checkpoint volume for the client, since nothing but
+a pod can read a claim. It runs the job's own TensorFlow image (which has Python, and can read what the
+job's pods wrote) with the claim read-only, prints one JSON line per attempt file, `{"file", "number",
+"modified"}`, with its `text` for the first attempt and the latest ones (KEPT_ATTEMPTS_PER_REPLICA in all,
+as in ConfigMaps), and ends: what it prints stays far below the size at which the kubelet rotates a
+container's log (10 MiB by default). It carries no job-name label, so the operator does not take it for
+one of the job's pods; it is owned by the job and ends within `DEADLINE_SECONDS`."""
 
 from __future__ import annotations
 
-from disttrain_contract.volume_logs import LOG_SUFFIX
+from disttrain_contract.kept_logs import LOG_SUFFIX
 from disttrain_core.api.job import GROUP, DistTrainJob
 from disttrain_core.builders import volume_readers
-from disttrain_core.builders.log_keeping import KEPT_ATTEMPTS_PER_REPLICA, volume_log_dir
 from disttrain_core.builders.objects import owner_references
+from disttrain_core.kept_logs.policy import KEPT_ATTEMPTS_PER_REPLICA
+from disttrain_core.kept_logs.volume import volume_log_dir
 from disttrain_core.types import Manifest
 
 READER_OF_LABEL = f"{GROUP}/log-reader-of"

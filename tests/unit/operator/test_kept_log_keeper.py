@@ -13,25 +13,25 @@ from typing import Any
 import pytest
 
 from disttrain import AttemptNotFoundError
-from disttrain.attempts import Attempt, KeptLog
+from disttrain.kept_log_reader import Attempt, KeptLog
 from disttrain.logs import ReplicaLogs
-from disttrain_contract.volume_logs import DEFAULT_LOG_BYTES
+from disttrain_contract.kept_logs import DEFAULT_LOG_BYTES
 from disttrain_core import kept_logs, served
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType
 from disttrain_core.api.status import UnkeptLogs
 from disttrain_core.api.tenant_input import ATTEMPT, JOB_GONE_SINCE, LOG_MAX_BYTES, LOG_TTL
-from disttrain_core.builders.log_keeping import (
+from disttrain_core.builders.objects import pod
+from disttrain_core.builders.settings import BuildSettings
+from disttrain_core.kept_logs import (
     KEPT_ATTEMPTS_PER_REPLICA,
     KEPT_BYTES_PER_JOB,
     LEGACY_LOG_FINALIZER,
 )
-from disttrain_core.builders.objects import pod
-from disttrain_core.builders.settings import BuildSettings
 from disttrain_core.observed import pod_view
 from disttrain_dev.polling import wait_for
 from disttrain_kube.errors import LogUnreadableError, TransientApiError
-from disttrain_operator.runtime.log_keeper import KEEP_TRIES, UNKEPT, KeptLogSweeper, LogKeeper
+from disttrain_operator.runtime.kept_log_keeper import KEEP_TRIES, UNKEPT, KeptLogKeeper, KeptLogSweeper
 from disttrain_operator.runtime.watch import Scope
 
 NOW = datetime(2026, 11, 25, 12, 0, 0, 123456, tzinfo=UTC)
@@ -177,10 +177,10 @@ class _LogApi:
         return True
 
 
-def _keep(api: _LogApi, job_uids: set[str], uid: str = POD_UID, body: dict[str, Any] | None = None) -> LogKeeper:
+def _keep(api: _LogApi, job_uids: set[str], uid: str = POD_UID, body: dict[str, Any] | None = None) -> KeptLogKeeper:
     """The keeper's work on one pod, until it says the pod's log is settled (it wakes the pod's job)."""
     settled = threading.Event()
-    keeper = LogKeeper(
+    keeper = KeptLogKeeper(
         api, lambda key: job_uids, wake=lambda key: settled.set(), clock=lambda: NOW, threads=2, retry_seconds=0.01
     )
     keeper.start()
@@ -371,7 +371,7 @@ def test_the_keeper_starts_from_the_pod_as_watched_and_reads_it_only_to_try_agai
     see it is still there, once to try again) and the log is kept once."""
     watched = _pod(_job(), "Failed", finalizers=[LEGACY_LOG_FINALIZER])
     api = _CountingLogApi(watched, conflicts)
-    keeper = LogKeeper(api, lambda key: {JOB_UID}, clock=lambda: NOW, threads=1, retry_seconds=0.01)
+    keeper = KeptLogKeeper(api, lambda key: {JOB_UID}, clock=lambda: NOW, threads=1, retry_seconds=0.01)
     keeper.start()
     keeper.offer(("team", "mnist"), "team", "mnist-worker-1", POD_UID, watched)
     assert api.released.wait(timeout=10)
@@ -458,7 +458,7 @@ def test_a_pod_deleted_while_it_runs_is_followed_and_one_that_ended_never_waits_
     ended = _pod(job, "Failed", name="mnist-worker-3", uid="00000003-0000-0000-0000-000000000000")
     ended["metadata"]["labels"]["disttrain.io/replica-index"] = "3"
     api = _FollowedLogApi({**deleting, "mnist-worker-3": ended})
-    keeper = LogKeeper(api, lambda key: {JOB_UID}, clock=lambda: NOW, threads=3, max_follows=2)
+    keeper = KeptLogKeeper(api, lambda key: {JOB_UID}, clock=lambda: NOW, threads=3, max_follows=2)
     keeper.start()
     try:
         for name, body in [*deleting.items(), ("mnist-worker-3", ended)]:
@@ -515,7 +515,7 @@ def test_one_namespace_s_slow_pods_hold_no_follow_another_namespace_needs() -> N
     other = _pod(job, uid="00000009-0000-0000-0000-000000000000", deletionTimestamp="2026-11-25T12:00:00Z")
     other["metadata"].update(name="other-worker-1", namespace="other-team")
     api = _FollowedLogApi({**slow, "other-worker-1": other})
-    keeper = LogKeeper(
+    keeper = KeptLogKeeper(
         api, lambda key: {JOB_UID}, clock=lambda: NOW, threads=4, max_follows=3, max_follows_per_namespace=2
     )
     keeper.start()

@@ -1,0 +1,114 @@
+"""Kept logs: each attempt's log kept after its pod is gone, in a ConfigMap the operator writes once the
+container ended (or, with `logs.destination: CheckpointVolume`, in a file the trainer writes on the
+checkpoint volume). One noun for one thing: a replica's attempts are its pods, numbered as they were
+made; an attempt's kept log is its record.
+
+- `names`: the ConfigMap's name, labels and annotations;
+- `record`: the record built from a pod and the tail of its log, and read back;
+- `pods`: what a pod carries so that its log is kept, and when that is due;
+- `policy`: what a job may keep, and the sweep of those that outlive their job;
+- `volume` and `reader_pod`: the logs on the checkpoint volume.
+
+The operator's keeper (disttrain_operator) and the client's reader (disttrain) are thin I/O shells over
+these. This module names what they use; `reader_pod` is imported from its module, as it builds on the
+job's own objects.
+"""
+
+from disttrain_core.kept_logs.names import (
+    ENDED,
+    EXIT_CODE,
+    JOB_KIND_LABEL,
+    JOB_UID_LABEL,
+    KEPT_AT,
+    KEPT_LOG_LABEL,
+    LEGACY_LOG_FINALIZER,
+    LOG_BYTES,
+    LOG_KEY,
+    OUTLIVES_JOB_LABEL,
+    POD_UID,
+    STARTED,
+    kept_log_name,
+)
+from disttrain_core.kept_logs.pods import (
+    held,
+    keeps_log,
+    log_due,
+    logged_container,
+    max_bytes,
+    outlives_job,
+    pod_annotations,
+    release_patch,
+    started,
+    to_follow,
+)
+from disttrain_core.kept_logs.policy import (
+    KEPT_ATTEMPTS_PER_REPLICA,
+    KEPT_BYTES_PER_JOB,
+    Sweep,
+    gone_since_patch,
+    kept_bytes_per_attempt,
+    sweep,
+)
+from disttrain_core.kept_logs.record import (
+    KeptLogRecord,
+    LogTail,
+    attempt_numbers,
+    controller,
+    in_order,
+    kept_log,
+    kept_log_selector,
+    log_tail,
+    next_attempt,
+    pod_attempt,
+    replica_of,
+    surplus,
+    unkept_before,
+)
+from disttrain_core.kept_logs.volume import trainer_env, volume_log_dir
+
+__all__ = [
+    "ENDED",
+    "EXIT_CODE",
+    "JOB_KIND_LABEL",
+    "JOB_UID_LABEL",
+    "KEPT_AT",
+    "KEPT_ATTEMPTS_PER_REPLICA",
+    "KEPT_BYTES_PER_JOB",
+    "KEPT_LOG_LABEL",
+    "LEGACY_LOG_FINALIZER",
+    "LOG_BYTES",
+    "LOG_KEY",
+    "OUTLIVES_JOB_LABEL",
+    "POD_UID",
+    "STARTED",
+    "KeptLogRecord",
+    "LogTail",
+    "Sweep",
+    "attempt_numbers",
+    "controller",
+    "gone_since_patch",
+    "held",
+    "in_order",
+    "keeps_log",
+    "kept_bytes_per_attempt",
+    "kept_log",
+    "kept_log_name",
+    "kept_log_selector",
+    "log_due",
+    "log_tail",
+    "logged_container",
+    "max_bytes",
+    "next_attempt",
+    "outlives_job",
+    "pod_annotations",
+    "pod_attempt",
+    "release_patch",
+    "replica_of",
+    "started",
+    "surplus",
+    "sweep",
+    "to_follow",
+    "trainer_env",
+    "unkept_before",
+    "volume_log_dir",
+]

@@ -1,0 +1,105 @@
+"""What a pod carries so that its log is kept, and when that is due: its attempt and bounds as annotations
+the operator writes (`pod_annotations`), the container whose log it is, and whether it ended or is being
+deleted. No finalizer holds a pod for its log, so nothing stays Terminating when the operator is gone
+(docs/architecture.md weighs the choice); pods of earlier versions still hold `LEGACY_LOG_FINALIZER`
+until `release_patch` lets them go."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from disttrain_core.api.job import DistTrainJob
+from disttrain_core.api.spec import ReplicaType
+from disttrain_core.api.tenant_input import ATTEMPT, LOG_MAX_BYTES, LOG_TTL, OPERATOR_POD_ANNOTATIONS, PodLogNotes
+from disttrain_core.builders.naming import tensorflow_container
+from disttrain_core.kept_logs.names import LEGACY_LOG_FINALIZER
+from disttrain_core.kept_logs.policy import kept_bytes_per_attempt
+from disttrain_core.types import Body
+
+
+def attempt(job: DistTrainJob, replica_type: ReplicaType, index: int) -> int:
+    """The attempt a new pod of the replica is: one more than its latest pod's (`status...attempts`)."""
+    status = job.status.replica_statuses.get(replica_type)
+    made = status.attempts if status is not None else []
+    return (made[index] if index < len(made) else 0) + 1
+
+
+def pod_annotations(
+    job: DistTrainJob, replica_type: ReplicaType, index: int, template: Mapping[str, str] | None
+) -> dict[str, str]:
+    """The template's annotations with the operator's own: the attempt; how much of its log to keep, unless
+    the job keeps none in ConfigMaps; no TTL when its logs go with it. A template's value for one of the
+    operator's keys is dropped: the spec's bounds hold, whatever the template says."""
+    annotations = {key: value for key, value in (template or {}).items() if key not in OPERATOR_POD_ANNOTATIONS}
+    annotations[ATTEMPT] = str(attempt(job, replica_type, index))
+    logs = job.spec.logs
+    if not logs.in_config_maps:
+        return annotations
+    ttl = logs.ttl_seconds_after_job_deleted
+    return {**annotations, LOG_MAX_BYTES: str(kept_bytes_per_attempt(job)), **({LOG_TTL: str(ttl)} if ttl else {})}
+
+
+def held(metadata: Mapping[str, Any]) -> bool:
+    """An earlier version's pod, held by its finalizer until its log is kept."""
+    return LEGACY_LOG_FINALIZER in (metadata.get("finalizers") or ())
+
+
+def keeps_log(metadata: Mapping[str, Any]) -> bool:
+    """Its job keeps its pods' logs in ConfigMaps."""
+    annotations = metadata.get("annotations")
+    return (isinstance(annotations, Mapping) and LOG_MAX_BYTES in annotations) or held(metadata)
+
+
+def ended(body: Body) -> bool:
+    return (body.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def log_due(body: Body) -> bool:
+    """The pod's log is to be kept now: its containers ended, or it is being deleted (its log is followed
+    to its end)."""
+    metadata = body.get("metadata") or {}
+    return keeps_log(metadata) and (ended(body) or metadata.get("deletionTimestamp") is not None)
+
+
+def to_follow(body: Body) -> bool:
+    """Being deleted while its container may still run: its log is complete only once the stream ends."""
+    return not ended(body) and (body.get("metadata") or {}).get("deletionTimestamp") is not None
+
+
+def logged_container(pod: Body) -> str:
+    """The container whose log is kept: the TensorFlow one."""
+    return str(tensorflow_container(pod["spec"]["containers"])["name"])
+
+
+def container_status(pod: Body) -> Mapping[str, Any]:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return next((entry for entry in statuses if entry.get("name") == logged_container(pod)), {})
+
+
+def started(pod: Body) -> bool:
+    """Its container ran: a pod that never did has no log to keep."""
+    status = container_status(pod)
+    state, last = status.get("state") or {}, status.get("lastState") or {}
+    return "running" in state or "terminated" in state or "terminated" in last
+
+
+def outlives_job(pod: Body) -> bool:
+    """Its kept log stays past its job (`logs.ttlSecondsAfterJobDeleted`)."""
+    return PodLogNotes.of(pod.get("metadata")).ttl_seconds > 0
+
+
+def max_bytes(pod: Body) -> int:
+    return PodLogNotes.of(pod.get("metadata")).max_bytes
+
+
+def release_patch(pod: Body) -> list[dict[str, Any]]:
+    """A JSON patch that drops an earlier version's log finalizer, refused (422) if the finalizers changed since
+    `pod` was read, or the pod of that name is another one."""
+    finalizers = list(pod["metadata"].get("finalizers") or [])
+    others = [finalizer for finalizer in finalizers if finalizer != LEGACY_LOG_FINALIZER]
+    return [
+        {"op": "test", "path": "/metadata/uid", "value": pod["metadata"]["uid"]},
+        {"op": "test", "path": "/metadata/finalizers", "value": finalizers},
+        {"op": "replace", "path": "/metadata/finalizers", "value": others},
+    ]
