@@ -25,8 +25,13 @@ if ! python3 -c 'import sys; sys.exit(sys.prefix == sys.base_prefix)'; then
   source .venv/bin/activate
   echo "installing into $PWD/.venv: activate it to use disttrain afterwards (source .venv/bin/activate)"
 fi
-# '.[operator]' before ./devtools: otherwise pip 23.2 looks for devtools' dependency `disttrain` on PyPI
-python3 -m pip install --quiet -e ./contract -e '.[operator]' -e './trainer_image[tensorflow]' -e ./devtools
+# '.[operator]' before ./devtools: otherwise pip 23.2 looks for devtools' dependency `disttrain` on PyPI.
+# The control plane compiles (once; it takes the CPU) while TensorFlow downloads (which mostly waits).
+python3 -m pip install --quiet -e ./contract -e '.[operator]' -e ./devtools
+python3 -m disttrain_dev.build >/dev/null &
+control_plane=$!
+python3 -m pip install --quiet -e './trainer_image[tensorflow]'
+wait "$control_plane"
 node=${DISTTRAIN_QUICKSTART_NODE:-}
 if [ -z "$node" ]; then
   why_not=$(python3 -c 'from disttrain_dev.real_node import missing_requirement; print(missing_requirement() or "")')

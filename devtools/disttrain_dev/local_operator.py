@@ -48,7 +48,8 @@ def start(folder: Path, kubeconfig: Path) -> LocalOperator:
     port = free_port()
     command = [sys.executable, "-m", "disttrain_cli.main", "operator", "--all-namespaces"]
     command.append(f"--liveness=http://127.0.0.1:{port}/healthz")
-    env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+    # a port of its own for metrics: the default (9090) stays free for an operator run by hand, or a test's
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig), "DISTTRAIN_METRICS_PORT": str(free_port())}
     started = LocalOperator(background.start(folder / LOG, command, env, cwd=folder), port)
     (folder / RECORD).write_text(json.dumps(asdict(started)) + "\n")
 

@@ -42,7 +42,10 @@ def dashboard_command(
     Prints the address it serves on; Ctrl-C stops it.
     """
     if find_spec("starlette") is None or find_spec("uvicorn") is None:
-        click.echo("error: `disttrain dashboard` needs its extra: pip install 'disttrain[dashboard]'", err=True)
+        click.echo(
+            "error: `disttrain dashboard` needs its extra: pip install ./contract '.[dashboard]' in a checkout",
+            err=True,
+        )
         return 1
     import uvicorn  # noqa: PLC0415
 

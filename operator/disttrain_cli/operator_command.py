@@ -16,7 +16,7 @@ import click
 if TYPE_CHECKING:
     from types import FrameType
 
-    from disttrain_operator.runtime.leader_election import LeaderElector
+    from disttrain_operator.runtime.leader_election import LeaderElector, Timing
     from disttrain_operator.runtime.settings import OperatorSettings
 
 LOG_FORMATS = ("plain", "full", "json")  # kopf.LogFormat by name
@@ -79,7 +79,9 @@ def operator_command(arguments: tuple[str, ...]) -> int:
     """Run the operator (kopf with disttrain's handlers); `disttrain operator --help` lists its options."""
     if find_spec("kopf") is None:
         click.echo(
-            "error: `disttrain operator` needs the operator's extra: pip install 'disttrain[operator]'", err=True
+            "error: `disttrain operator` needs the operator's extra: "
+            "pip install ./contract '.[operator]' in a checkout",
+            err=True,
         )
         return 1
     return run_operator(arguments)
@@ -97,6 +99,7 @@ def run_operator(argv: Sequence[str]) -> int:
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    timing = _timing(args, parser) if args.leader_elect else None  # a wrong argument says so before anything
     settings = read_settings(args)
     _serve_metrics(settings.metrics_port)
     kopf.configure(
@@ -111,7 +114,7 @@ def run_operator(argv: Sequence[str]) -> int:
     if settings.serve_tfjobs:
         _check_tfjob_ownership(adopt=args.adopt_tfjobs)
         handlers.serve_tfjobs()
-    elector = _lead(args, parser) if args.leader_elect else None
+    elector = _lead(args, timing) if timing is not None else None
     try:
         kopf.run(
             standalone=True,
@@ -152,16 +155,21 @@ def _check_tfjob_ownership(adopt: bool) -> None:
         raise SystemExit(f"error: not serving TFJobs: {problem}")
 
 
-def _lead(args: argparse.Namespace, parser: argparse.ArgumentParser) -> LeaderElector:
+def _timing(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Timing:
+    from disttrain_operator.runtime.leader_election import Timing  # noqa: PLC0415
+
+    try:
+        return Timing(args.lease_seconds, args.renew_seconds, args.retry_seconds)
+    except ValueError as error:
+        parser.error(str(error))
+
+
+def _lead(args: argparse.Namespace, timing: Timing) -> LeaderElector:
     """Wait for the Lease, answering the liveness probe meanwhile; kopf takes the probe's port over after."""
     from disttrain_kube.connection import connect  # noqa: PLC0415
     from disttrain_kube.rest import Kube  # noqa: PLC0415
     from disttrain_operator.runtime import leader_election, metrics  # noqa: PLC0415
 
-    try:
-        timing = leader_election.Timing(args.lease_seconds, args.renew_seconds, args.retry_seconds)
-    except ValueError as error:
-        parser.error(str(error))
     elector = leader_election.LeaderElector(
         Kube(connect(in_cluster_first=True, retries=0).api_client, on_error=metrics.count_api_error),
         args.lease_namespace or leader_election.default_namespace(),

@@ -17,7 +17,7 @@ EXIT_CODE = f"{GROUP}/exit-code"
 LOG_BYTES = f"{GROUP}/log-bytes"  # how long the log was; the ConfigMap keeps its last max-bytes
 KEPT_AT = f"{GROUP}/kept-at"  # microseconds: two attempts can end within one second
 LOG_KEY = "log"
-# Pods that earlier versions made carry it until their log is kept (core/kept_logs.py lets them go).
+# Pods that earlier versions made carry it until their log is kept (`pods.release_patch` lets them go).
 LEGACY_LOG_FINALIZER = f"{GROUP}/keep-log"
 
 

@@ -16,7 +16,7 @@ from support import ROOT
 PATH = re.compile(r"(?<![\w./:@-])((?:\.{1,2}/)?(?:[\w.-]+/)+[\w.-]*)")
 NAMED = re.compile(r"\.(py|md|yaml|yml|sh|json|toml|txt|cfg|ts|tsx)$|/$")
 COMMENTED = (".sh", ".yaml", ".yml", ".toml", "Dockerfile", ".ci/run")
-OUTSIDE = ("shared/",)  # the folder beside every checkout (docs name ../shared/ by its place in it)
+OUTSIDE = ("shared/",)  # the folder beside every checkout, which the docs name from the repository
 
 
 def _tracked() -> tuple[set[str], set[str]]:
