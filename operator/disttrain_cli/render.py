@@ -33,6 +33,9 @@ def render_objects(text: str, settings: BuildSettings, namespace: str | None = N
             where = describe_document(number, document)
             details = "\n".join(f"  {violation}" for violation in error.violations)
             raise RenderError(f"{where} is not a valid DistTrainJob:\n{details}") from error
+        unmet = settings.gang.unmet_need(job)  # what the operator would fail the job for, before any pod
+        if unmet is not None:
+            raise RenderError(f"{describe_document(number, document)} would fail: {unmet}")
         objects.extend(desired_objects(job, settings))
     return objects
 

@@ -135,7 +135,8 @@ def test_install_upgrade_and_uninstall_keep_the_crds_and_the_jobs(
     """README's `helm install`, with the images loaded into the real node rather than pulled from a registry.
     The CRDs exist already (the suite's own, applied by kubectl): `--take-ownership --force-conflicts`, and
     `--force-conflicts` on upgrades, as an admin moving from kustomize does."""
-    command = shlex.split(readme.block("install-helm"))
+    install, label = readme.block("install-helm").splitlines()
+    command = shlex.split(install)
     assert command[:4] == ["helm", "install", "disttrain", "charts/disttrain"]
     arguments = [argument.replace("image.registry=REGISTRY/", "image.registry=") for argument in command[4:]]
     local = ["--set", "image.pullPolicy=Never", "--force-conflicts", "--wait", "--timeout", "180s"]
@@ -143,6 +144,10 @@ def test_install_upgrade_and_uninstall_keep_the_crds_and_the_jobs(
     since = datetime.now(UTC).strftime(AUDIT_TIME)
     installed = helm("install", "disttrain", str(CHART), *arguments, *local, "--take-ownership", env=helm_cluster.env)
     assert installed.returncode == 0, installed.stderr
+    assert shlex.split(label)[0] == "kubectl"
+    helm_cluster.kubectl(*shlex.split(label)[1:])
+    labels = (helm_cluster.get("namespace", RELEASE_NAMESPACE, "") or {})["metadata"].get("labels") or {}
+    assert labels.get("pod-security.kubernetes.io/enforce") == "restricted"
     deployment = helm_cluster.get("deployment", "disttrain-operator", RELEASE_NAMESPACE)
     assert deployment is not None and deployment["status"].get("readyReplicas") == 2
     helm_cluster.apply(namespace, MWMS)

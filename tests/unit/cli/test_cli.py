@@ -39,6 +39,19 @@ def test_render_shows_the_gang_an_operator_that_makes_every_job_one_would_add(
     assert "PodGroup" in {document["kind"] for document in yaml_io.load_all(capsys.readouterr().out)}
 
 
+def test_render_refuses_a_topology_key_as_an_operator_of_another_gang_scheduler_would() -> None:
+    """The operator fails such a job before any pod (the planner's `unmet_need`); render says the same."""
+    job = (ROOT / "examples" / "multi-worker-mirrored-gpu.yaml").read_text()
+    job = job.replace(
+        "  runPolicy:\n", "  runPolicy:\n    schedulingPolicy: {topologyKey: topology.kubernetes.io/zone}\n"
+    )
+    assert "topologyKey" in job
+    refused = _run("render", "-", "--gang-scheduler", "volcano", "--gang-by-default", stdin=job)
+    assert refused.returncode != 0
+    assert "(mnist-mwms) would fail: schedulingPolicy.topologyKey needs" in refused.stderr, refused.stderr
+    assert _run("render", "-", "--gang-scheduler", "kubernetes", "--gang-by-default", stdin=job).returncode == 0
+
+
 def test_render_reads_stdin_and_takes_a_namespace() -> None:
     result = _run("render", "-", "--namespace", "research", stdin=EXAMPLES[0].read_text())
     assert result.returncode == 0, result.stderr

@@ -12,6 +12,8 @@ import pytest
 
 from disttrain_cli.main import main
 from disttrain_core.api import yaml_io
+from disttrain_core.api.kubernetes_version import KUBERNETES_VERSION
+from disttrain_core.api.status import DistTrainJobStatus
 from disttrain_dev import readme
 from support import ROOT
 
@@ -39,3 +41,16 @@ def test_readme_s_first_job_renders_two_workers(capsys: pytest.CaptureFixture[st
     assert main(["render", str(manifest)]) == 0
     kinds = [document["kind"] for document in yaml_io.load_all(capsys.readouterr().out)]
     assert kinds == ["Service", "PersistentVolumeClaim", "Pod", "Pod"]
+
+
+def test_the_api_page_names_every_status_field_and_printer_column() -> None:
+    page = (ROOT / "docs" / "api.md").read_text()
+    fields = [field.alias or name for name, field in DistTrainJobStatus.model_fields.items()]
+    assert [field for field in fields if f"`{field}`" not in page] == []
+    (definition,) = yaml_io.load_all((ROOT / "crds" / "disttrain.io_disttrainjobs.yaml").read_text())
+    columns = [column["name"] for column in definition["spec"]["versions"][0]["additionalPrinterColumns"]]
+    assert [column for column in columns if column not in page] == []
+
+
+def test_the_admins_page_names_the_kubernetes_version_every_test_runs_on() -> None:
+    assert f"({KUBERNETES_VERSION}, the version the local cluster builds" in (ROOT / "docs" / "admins.md").read_text()
