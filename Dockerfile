@@ -1,5 +1,5 @@
 # The operator image: `docker build -t disttrain/operator:0.1.0 .`; it also serves `disttrain dashboard`.
-# It holds the operator (operator/) and the contract it shares with the trainer (contract/), nothing
+# It holds the operator (src/) and the contract it shares with the trainer (contract/), nothing
 # else: neither the trainer nor the development tools. Every Python package comes from constraints.txt
 # (the versions the tests passed with); the final stage installs the built wheels offline and keeps
 # neither pip nor any build tool.
@@ -8,7 +8,7 @@ ARG PYTHON_IMAGE=python:3.11.11-slim-bookworm
 FROM ${PYTHON_IMAGE} AS build
 WORKDIR /src
 COPY pyproject.toml README.md constraints.txt ./
-COPY operator ./operator
+COPY src ./src
 COPY contract ./contract
 RUN pip wheel --no-cache-dir --constraint constraints.txt --wheel-dir /wheels ./contract '.[operator,dashboard]'
 

@@ -399,10 +399,12 @@ class Usage:
 
 
 def _cli_module(source: str | None) -> str:
-    """The `disttrain` command's module in a checkout: `disttrain_cli.main`; in checkouts from before the
-    command was a package of its own, `disttrain_operator.cli.main`, and from before the operator's layers
-    were folders, `disttrain_operator.cli`."""
-    if source is None or (Path(source) / "operator" / "disttrain_cli" / "main.py").exists():
+    """The `disttrain` command's module in a checkout: `disttrain_cli.main` (under `src/`, or `operator/` in
+    checkouts from before); in checkouts from before the command was a package of its own,
+    `disttrain_operator.cli.main`, and from before the operator's layers were folders, `disttrain_operator.cli`."""
+    if source is None or any(
+        (Path(source) / top / "disttrain_cli" / "main.py").exists() for top in ("src", "operator")
+    ):
         return "disttrain_cli.main"
     if (Path(source) / "operator" / "disttrain_operator" / "cli" / "main.py").exists():
         return "disttrain_operator.cli.main"

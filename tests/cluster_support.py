@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
-from disttrain_cli.ports import free_port
+from disttrain.local.ports import free_port
 from disttrain_core.observed import unschedulable
 from disttrain_dev.cluster import NodeShape, fake_node
 from disttrain_dev.polling import wait_for

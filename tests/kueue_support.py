@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster_support import Cluster
-from disttrain_cli.ports import free_port
+from disttrain.local.ports import free_port
 from disttrain_dev import kueue
 from disttrain_dev.cluster import crd_established
 from disttrain_dev.polling import wait_for

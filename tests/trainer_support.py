@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from disttrain_cli.local_run import LocalProcess, local_processes
+from disttrain.local.run import LocalProcess, local_processes
 from disttrain_core.api.parsing import parse_job
 from disttrain_dev.polling import wait_for
 

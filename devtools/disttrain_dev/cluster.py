@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from disttrain_cli.ports import free_port
+from disttrain.local.ports import free_port
 from disttrain_core.api import crd
 from disttrain_core.api import job as api
 from disttrain_dev import (

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from disttrain_cli.ports import free_port
+from disttrain.local.ports import free_port
 from disttrain_dev.build import ensure_built, run_go
 from disttrain_dev.polling import wait_for
 from disttrain_dev.third_party import SourceTarball, answers

@@ -9,7 +9,7 @@ from typing import Any
 from disttrain_contract.timestamps import format_micro_time
 from disttrain_kube.errors import HTTP_CONFLICT, HTTP_NOT_FOUND, error_for
 from disttrain_kube.rest import POD_PATH, Kube
-from disttrain_operator.runtime.leases import read_lease, write_lease
+from disttrain_operator.leases import read_lease, write_lease
 
 NODE_LEASE_NAMESPACE = "kube-node-lease"
 

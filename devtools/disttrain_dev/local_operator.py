@@ -12,7 +12,7 @@ import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from disttrain_cli.ports import free_port
+from disttrain.local.ports import free_port
 from disttrain_dev import background
 from disttrain_dev.polling import wait_for
 

@@ -32,7 +32,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from disttrain_cli.containers import UnsupportedContainerError
+from disttrain.local.containers import UnsupportedContainerError
 from disttrain_contract.timestamps import format_time
 from disttrain_dev import node_kinds, node_logs, pod_network
 from disttrain_dev.kubelet import KubeletApi

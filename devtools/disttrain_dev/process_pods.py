@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from disttrain_cli.containers import UnsupportedContainerError, command_line, environment
+from disttrain.local.containers import UnsupportedContainerError, command_line, environment
 from disttrain_contract.progress import DEFAULT_TERMINATION_MESSAGE_PATH, TERMINATION_MESSAGE_ENV
 from disttrain_contract.timestamps import format_time
 

@@ -49,7 +49,7 @@ def test_the_operator_image_runs_the_operator_as_non_root_and_holds_nothing_else
     tag = built[images.OPERATOR.name]
     assert _user(tag) == "65532:65532"
     assert _run(tag, "-c", PRESENT.format(tools="pip pip3 gcc cc make")).returncode == 0
-    imports = "import disttrain_operator.runtime.handlers, disttrain_contract; print('ok')"
+    imports = "import disttrain_operator.handlers, disttrain_contract; print('ok')"
     assert _run(tag, "-c", imports, entrypoint="python").stdout.strip() == "ok"
     # kopf names itself after the user when POD_ID is unset: the user must have a passwd entry
     assert (

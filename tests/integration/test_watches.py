@@ -17,7 +17,7 @@ import yaml
 from cluster_support import Cluster, OperatorProcess, SilencingProxy, operator_kubeconfig
 from disttrain_dev import cluster as devcluster
 from disttrain_dev.polling import wait_for
-from disttrain_operator.runtime.watched import CLAIMS, DISTTRAIN_JOBS, PODS, SERVICES, TENSORBOARDS, WORKLOADS
+from disttrain_operator.watched import CLAIMS, DISTTRAIN_JOBS, PODS, SERVICES, TENSORBOARDS, WORKLOADS
 from support import ROOT
 
 EXAMPLE = ROOT / "examples" / "multi-worker-mirrored-gpu.yaml"

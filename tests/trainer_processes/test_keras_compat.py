@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from disttrain_cli.ports import free_port
+from disttrain.local.ports import free_port
 
 TASK = Path(__file__).with_name("keras_fit_task.py")
 

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from disttrain_cli.local_run import local_processes
+from disttrain.local.run import local_processes
 from disttrain_core.api.parsing import parse_job
 from disttrain_core.api.spec import ReplicaType
 

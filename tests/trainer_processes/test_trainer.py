@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from disttrain_cli.ports import free_port
+from disttrain.local.ports import free_port
 from disttrain_contract.exit_codes import ExitCode
 from disttrain_contract.progress import PROGRESS_PORT_ENV
 from disttrain_core.progress import parse_evaluation, parse_progress
 from disttrain_dev.polling import wait_for
-from disttrain_operator.runtime.progress_poller import fetch_progress
+from disttrain_operator.progress_poller import fetch_progress
 from support import ROOT
 from trainer_support import Cluster, events, job_manifest, run_trainer
 

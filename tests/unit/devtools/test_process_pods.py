@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from disttrain_cli.containers import UnsupportedContainerError
+from disttrain.local.containers import UnsupportedContainerError
 from disttrain_dev.process_pods import (
     ContainerState,
     Mount,

@@ -10,7 +10,7 @@ import pytest
 
 from disttrain_core.builders.events import COMPONENT, MESSAGE_LIMIT
 from disttrain_kube.errors import TransientApiError
-from disttrain_operator.runtime.event_poster import EventBudget, EventPoster
+from disttrain_operator.event_poster import EventBudget, EventPoster
 
 JOB = {
     "apiVersion": "disttrain.io/v1alpha1",

@@ -17,8 +17,8 @@ from prometheus_client import REGISTRY
 
 from disttrain_kube.errors import ApiError, RefusedError, TransientApiError
 from disttrain_kube.rest import Kube
-from disttrain_operator.runtime import metrics
-from disttrain_operator.runtime.failures import SURFACE_AFTER, FailurePolicy
+from disttrain_operator import metrics
+from disttrain_operator.failures import SURFACE_AFTER, FailurePolicy
 from support import http_server
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -27,10 +27,10 @@ from disttrain_core.builders.naming import JOB_NAME_LABEL
 from disttrain_core.builders.settings import BuildSettings
 from disttrain_core.managers import managed_elsewhere
 from disttrain_core.progress import parse_evaluation, parse_progress
-from disttrain_operator.runtime.reconciler import Reconciler
-from disttrain_operator.runtime.status_writer import dump_status
-from disttrain_operator.runtime.watch import Listings, ObjectStore, ObjectWatch, Reconnects, Scope
-from disttrain_operator.runtime.watched import WORKLOADS
+from disttrain_operator.reconciler import Reconciler
+from disttrain_operator.status_writer import dump_status
+from disttrain_operator.watch import Listings, ObjectStore, ObjectWatch, Reconnects, Scope
+from disttrain_operator.watched import WORKLOADS
 
 NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -11,7 +11,7 @@ import threading
 from prometheus_client import REGISTRY
 
 from disttrain_dev.polling import wait_for
-from disttrain_operator.runtime.job_queue import JobQueue
+from disttrain_operator.job_queue import JobQueue
 
 
 class _Recorder:

@@ -31,8 +31,8 @@ from disttrain_core.kept_logs import (
 from disttrain_core.observed import pod_view
 from disttrain_dev.polling import wait_for
 from disttrain_kube.errors import LogUnreadableError, TransientApiError
-from disttrain_operator.runtime.kept_log_keeper import KEEP_TRIES, UNKEPT, KeptLogKeeper, KeptLogSweeper
-from disttrain_operator.runtime.watch import Scope
+from disttrain_operator.kept_log_keeper import KEEP_TRIES, UNKEPT, KeptLogKeeper, KeptLogSweeper
+from disttrain_operator.watch import Scope
 
 NOW = datetime(2026, 11, 25, 12, 0, 0, 123456, tzinfo=UTC)
 JOB_UID = "job-uid-1"

@@ -12,7 +12,7 @@ from kubernetes import client
 from disttrain_cli.main import main
 from disttrain_kube.errors import TransientApiError
 from disttrain_kube.rest import Kube
-from disttrain_operator.runtime.leader_election import Decision, LeaderElector, Timing, claimed, decide, released
+from disttrain_operator.leader_election import Decision, LeaderElector, Timing, claimed, decide, released
 
 HELD = {"holderIdentity": "a_1", "leaseDurationSeconds": 15, "renewTime": "t0", "leaseTransitions": 2}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import REGISTRY
 
-from disttrain_operator.runtime import metrics
+from disttrain_operator import metrics
 
 
 def _count(name: str, namespace: str) -> float:

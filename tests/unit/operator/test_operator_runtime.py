@@ -12,7 +12,7 @@ from fakes import RecordingApi
 
 from disttrain_core import served
 from disttrain_core.types import JobKey
-from disttrain_operator.runtime.handlers import (
+from disttrain_operator.handlers import (
     Runtime,
     _reconcile_job,
     build_runtime,
@@ -20,11 +20,11 @@ from disttrain_operator.runtime.handlers import (
     nothing_to_index,
     tune,
 )
-from disttrain_operator.runtime.indexed_jobs import IndexedJobs, copied
-from disttrain_operator.runtime.job_queue import JobQueue
-from disttrain_operator.runtime.settings import OperatorSettings
-from disttrain_operator.runtime.watch import Scope
-from disttrain_operator.runtime.watched import DISTTRAIN_JOBS, SERVED_TFJOBS, job_body
+from disttrain_operator.indexed_jobs import IndexedJobs, copied
+from disttrain_operator.job_queue import JobQueue
+from disttrain_operator.settings import OperatorSettings
+from disttrain_operator.watch import Scope
+from disttrain_operator.watched import DISTTRAIN_JOBS, SERVED_TFJOBS, job_body
 
 KEY = ("team", "mnist")
 EVERYWHERE = Scope(None)

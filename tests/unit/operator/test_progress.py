@@ -16,7 +16,7 @@ from disttrain_core.api.status import MAX_HISTORY, Progress, ProgressPoint
 from disttrain_core.observed import PodPhase, pod_view
 from disttrain_core.progress import newest, parse_progress, reporting_task, with_report
 from disttrain_core.status import aggregate
-from disttrain_operator.runtime.progress_poller import (
+from disttrain_operator.progress_poller import (
     ProgressPoller,
     SilentTrainerError,
     fetch_progress,

@@ -22,10 +22,10 @@ from disttrain_core.kueue import MULTIKUEUE, QUEUE_LABEL, workload, workload_vie
 from disttrain_core.observed import PodPhase, PodView, Unschedulable, pod_view, remains
 from disttrain_core.types import ObjectRef, Verdict
 from disttrain_kube.errors import HTTP_CONFLICT, ConflictError, RefusedError
-from disttrain_operator.runtime.expectations import EXPECTATION
-from disttrain_operator.runtime.job_memory import JobMemory
-from disttrain_operator.runtime.reconciler import UNWATCHED_RECHECK, Reconciler
-from disttrain_operator.runtime.status_writer import RESTART_HOLD, STATUS_BATCH, StatusWriter
+from disttrain_operator.expectations import EXPECTATION
+from disttrain_operator.job_memory import JobMemory
+from disttrain_operator.reconciler import UNWATCHED_RECHECK, Reconciler
+from disttrain_operator.status_writer import RESTART_HOLD, STATUS_BATCH, StatusWriter
 from support import EXAMPLES, load_one
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -453,7 +453,7 @@ def test_a_job_another_manager_runs_is_left_alone_and_said_once(caplog: pytest.L
         setup.kube, BuildSettings(), lambda *a, **k: events.append((a, k)), clock=lambda: START
     )
     setup.job["spec"] = {**setup.job["spec"], "managedBy": "kueue.x-k8s.io/multikueue"}
-    with caplog.at_level("INFO", logger="disttrain_operator.runtime.reconciler"):
+    with caplog.at_level("INFO", logger="disttrain_operator.reconciler"):
         assert setup.reconcile([], []) == []
         setup.reconciler.refuse(setup.job, Verdict("NameInUse", "a namesake"))
         assert setup.reconcile([], []) == []

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from disttrain.local.ports import free_port
 from disttrain_cli.operator_command import run_operator
-from disttrain_cli.ports import free_port
 
 
 def test_a_metrics_port_that_is_taken_stops_the_operator_before_it_starts_anything(

@@ -21,9 +21,9 @@ from disttrain_core.builders.settings import BuildSettings
 from disttrain_core.tensorboard import TensorBoardView, tensorboard_view, with_tensorboard
 from disttrain_core.types import Verdict
 from disttrain_kube.errors import RefusedError
-from disttrain_operator.runtime.job_memory import JobMemory
-from disttrain_operator.runtime.reconciler import Reconciler
-from disttrain_operator.runtime.status_writer import StatusWriter
+from disttrain_operator.job_memory import JobMemory
+from disttrain_operator.reconciler import Reconciler
+from disttrain_operator.status_writer import StatusWriter
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 

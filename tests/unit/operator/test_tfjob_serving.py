@@ -21,10 +21,10 @@ from disttrain_core.builders.naming import tensorflow_container
 from disttrain_core.builders.objects import desired_objects
 from disttrain_core.builders.settings import BuildSettings
 from disttrain_core.observed import PodPhase, PodView
-from disttrain_operator.runtime.handlers import name_in_use
-from disttrain_operator.runtime.indexed_jobs import IndexedJobs
-from disttrain_operator.runtime.reconciler import Reconciler
-from disttrain_operator.runtime.tfjob_ownership import refusal
+from disttrain_operator.handlers import name_in_use
+from disttrain_operator.indexed_jobs import IndexedJobs
+from disttrain_operator.reconciler import Reconciler
+from disttrain_operator.tfjob_ownership import refusal
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -9,7 +9,7 @@ import threading
 from datetime import UTC, datetime, timedelta
 
 from disttrain_core.types import JobKey
-from disttrain_operator.runtime.wakeups import Wakeups
+from disttrain_operator.wakeups import Wakeups
 
 
 def test_the_latest_request_of_each_job_comes_due_once_and_a_cancelled_one_never() -> None:

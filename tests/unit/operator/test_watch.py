@@ -13,7 +13,7 @@ from disttrain_core.observed import PodPhase, PodView, remains
 from disttrain_core.types import JobKey, ObjectRef
 from disttrain_dev.polling import wait_for
 from disttrain_kube.errors import NotServedError, ResourceExpiredError, TransientApiError
-from disttrain_operator.runtime.watch import (
+from disttrain_operator.watch import (
     Listings,
     ObjectStore,
     ObjectWatch,
@@ -22,7 +22,7 @@ from disttrain_operator.runtime.watch import (
     Scope,
     scopes,
 )
-from disttrain_operator.runtime.watched import DISTTRAIN_JOBS, PODS, SERVICES, WORKLOADS
+from disttrain_operator.watched import DISTTRAIN_JOBS, PODS, SERVICES, WORKLOADS
 
 
 def _pod(name: str, uid: str, *, job: str = "j", namespace: str = "ns", phase: str = "Running") -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from disttrain_operator.runtime.workers import Workers
+from disttrain_operator.workers import Workers
 
 
 class _Broken(Workers):

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from disttrain_cli.ports import free_port
+from disttrain.local.ports import free_port
 from disttrain_contract.exit_codes import ExitCode, TrainerError
 from disttrain_trainer.peers import Answer, probe, wait_for_peers
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from disttrain_core.served import Wire
 from disttrain_core.types import ObjectRef, Verdict
-from disttrain_operator.runtime.expectations import Expectations
+from disttrain_operator.expectations import Expectations
 
 
 @dataclass

@@ -42,18 +42,18 @@ from disttrain_core.types import Body, JobKey, ObjectRef, Verdict
 from disttrain_kube.connection import NoClusterError, connect
 from disttrain_kube.errors import NotServedError
 from disttrain_kube.rest import WATCH_SILENCE_MARGIN, Kube
-from disttrain_operator.runtime import metrics
-from disttrain_operator.runtime.departures import Departures
-from disttrain_operator.runtime.event_poster import EventApi, EventPoster
-from disttrain_operator.runtime.failures import FailurePolicy
-from disttrain_operator.runtime.indexed_jobs import IndexedJobs, JobIndex
-from disttrain_operator.runtime.job_queue import JobQueue
-from disttrain_operator.runtime.kept_log_keeper import KeptLogKeeper, KeptLogSweeper, LogApi, SweepApi
-from disttrain_operator.runtime.progress_poller import ProgressPoller, progress_url
-from disttrain_operator.runtime.reconciler import JobApi, Reconciler, utcnow
-from disttrain_operator.runtime.settings import OperatorSettings
-from disttrain_operator.runtime.wakeups import Wakeups
-from disttrain_operator.runtime.watch import (
+from disttrain_operator import metrics
+from disttrain_operator.departures import Departures
+from disttrain_operator.event_poster import EventApi, EventPoster
+from disttrain_operator.failures import FailurePolicy
+from disttrain_operator.indexed_jobs import IndexedJobs, JobIndex
+from disttrain_operator.job_queue import JobQueue
+from disttrain_operator.kept_log_keeper import KeptLogKeeper, KeptLogSweeper, LogApi, SweepApi
+from disttrain_operator.progress_poller import ProgressPoller, progress_url
+from disttrain_operator.reconciler import JobApi, Reconciler, utcnow
+from disttrain_operator.settings import OperatorSettings
+from disttrain_operator.wakeups import Wakeups
+from disttrain_operator.watch import (
     ListAndWatch,
     Listings,
     ObjectStore,
@@ -62,7 +62,7 @@ from disttrain_operator.runtime.watch import (
     Resource,
     scopes,
 )
-from disttrain_operator.runtime.watched import (
+from disttrain_operator.watched import (
     CLAIMS,
     DISTTRAIN_JOBS,
     PODS,

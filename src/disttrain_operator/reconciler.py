@@ -33,10 +33,10 @@ from disttrain_core.tensorboard import TensorBoardView, is_tensorboard_object, w
 from disttrain_core.tfjob_conversion import UnconvertibleError
 from disttrain_core.types import Body, JobKey, Manifest, ObjectRef, Verdict, invalid_spec
 from disttrain_kube.errors import RefusedError, TransientApiError
-from disttrain_operator.runtime.expectations import EXPECTATION, Expected
-from disttrain_operator.runtime.job_memory import JobMemory
-from disttrain_operator.runtime.kueue_adapter import KueueAdapter
-from disttrain_operator.runtime.status_writer import RESTART_HOLD, EventSink, StatusWriter
+from disttrain_operator.expectations import EXPECTATION, Expected
+from disttrain_operator.job_memory import JobMemory
+from disttrain_operator.kueue_adapter import KueueAdapter
+from disttrain_operator.status_writer import RESTART_HOLD, EventSink, StatusWriter
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ class JobApi(Protocol):
 
 
 class LogState(Protocol):
-    """What the kept-log keeper (runtime/kept_log_keeper.py) knows that a plan and a status need."""
+    """What the kept-log keeper (`disttrain_operator.kept_log_keeper`) knows that a plan and a status need."""
 
     def settled(self, uid: str) -> bool: ...
     def unkept(self, job_uid: str) -> list[UnkeptLogs]: ...

@@ -7,7 +7,7 @@ import re
 
 from prometheus_client import REGISTRY
 
-from disttrain_operator.runtime import metrics
+from disttrain_operator import metrics
 from support import ROOT
 
 DASHBOARD = ROOT / "deploy" / "grafana-dashboard.json"

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from disttrain_cli.ports import free_port
+from disttrain.local.ports import free_port
 from disttrain_contract.progress import PROGRESS_PORT_ENV, TERMINATION_MESSAGE_ENV
 from disttrain_core.progress import parse_progress
-from disttrain_operator.runtime.progress_poller import fetch_progress
+from disttrain_operator.progress_poller import fetch_progress
 from disttrain_trainer.reporting import Progress, ProgressServer, fail
 
 

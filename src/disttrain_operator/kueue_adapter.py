@@ -27,7 +27,7 @@ from disttrain_core.kueue import (
 from disttrain_core.served import Wire
 from disttrain_core.types import Body, Manifest
 from disttrain_kube.errors import RefusedError
-from disttrain_operator.runtime.status_writer import EventSink
+from disttrain_operator.status_writer import EventSink
 
 
 class KueueApi(Protocol):

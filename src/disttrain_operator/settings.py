@@ -15,8 +15,8 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from disttrain_core.builders.gang import GangScheduler
 from disttrain_core.builders.settings import BuildSettings
 from disttrain_core.planner import STUCK_TERMINATING
-from disttrain_operator.runtime.kept_log_keeper import SWEEP_SECONDS
-from disttrain_operator.runtime.watch import WATCH_SECONDS
+from disttrain_operator.kept_log_keeper import SWEEP_SECONDS
+from disttrain_operator.watch import WATCH_SECONDS
 
 ENV_PREFIX = "DISTTRAIN_"
 DEFAULT_RECONCILE_WORKERS = min(32, (os.cpu_count() or 1) + 4)  # asyncio's default pool, where kopf ran handlers

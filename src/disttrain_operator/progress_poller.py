@@ -29,7 +29,7 @@ from disttrain_core.backoff import Backoff
 from disttrain_core.observed import PodPhase, PodView, find_pod
 from disttrain_core.progress import parse_progress, reporting_task
 from disttrain_core.types import JobKey
-from disttrain_operator.runtime.workers import ended_threads
+from disttrain_operator.workers import ended_threads
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from disttrain_core.types import JobKey
-from disttrain_operator.runtime.workers import Workers
+from disttrain_operator.workers import Workers
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from disttrain_cli import ports
+from disttrain.local import ports
 
 
 def test_ports_lie_below_the_ranges_the_kernel_and_kubernetes_hand_out_and_never_repeat() -> None:
@@ -24,5 +24,5 @@ def test_a_port_some_address_holds_is_passed_over(monkeypatch: pytest.MonkeyPatc
             spare.bind(("127.0.0.1", 0))
             free = spare.getsockname()[1]
         draws = iter([held, free])
-        monkeypatch.setattr("disttrain_cli.ports.random.randrange", lambda low, high: next(draws))
+        monkeypatch.setattr("disttrain.local.ports.random.randrange", lambda low, high: next(draws))
         assert ports.free_port() == free

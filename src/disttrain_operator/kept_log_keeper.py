@@ -36,9 +36,9 @@ from disttrain_core.backoff import Backoff
 from disttrain_core.types import Body, JobKey, Manifest
 from disttrain_kube.errors import LogUnreadableError, RefusedError, TransientApiError
 from disttrain_kube.rest import POD_PATH
-from disttrain_operator.runtime import metrics
-from disttrain_operator.runtime.watch import Scope
-from disttrain_operator.runtime.workers import Workers
+from disttrain_operator import metrics
+from disttrain_operator.watch import Scope
+from disttrain_operator.workers import Workers
 
 logger = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from collections import deque
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
-from disttrain_operator.runtime import metrics
-from disttrain_operator.runtime.workers import Workers
+from disttrain_operator import metrics
+from disttrain_operator.workers import Workers
 
 logger = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 from disttrain_contract.timestamps import format_micro_time
 from disttrain_kube.errors import TransientApiError
 from disttrain_kube.rest import Kube
-from disttrain_operator.runtime.leases import read_lease, write_lease
+from disttrain_operator.leases import read_lease, write_lease
 
 logger = logging.getLogger(__name__)
 

@@ -23,8 +23,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
-from disttrain_cli.containers import UnsupportedContainerError, command_line, environment
-from disttrain_cli.ports import free_port
+from disttrain.local.containers import UnsupportedContainerError, command_line, environment
+from disttrain.local.ports import free_port
 from disttrain_contract.progress import PROGRESS_PORT_ENV, TERMINATION_MESSAGE_ENV
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType

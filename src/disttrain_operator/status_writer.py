@@ -18,8 +18,8 @@ from disttrain_core.status import failed_status
 from disttrain_core.tensorboard import FAILURE_REASONS
 from disttrain_core.types import Body, Verdict
 from disttrain_kube.errors import RefusedError
-from disttrain_operator.runtime import metrics
-from disttrain_operator.runtime.job_memory import JobMemory
+from disttrain_operator import metrics
+from disttrain_operator.job_memory import JobMemory
 
 logger = logging.getLogger(__name__)
 

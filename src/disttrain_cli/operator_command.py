@@ -16,8 +16,8 @@ import click
 if TYPE_CHECKING:
     from types import FrameType
 
-    from disttrain_operator.runtime.leader_election import LeaderElector, Timing
-    from disttrain_operator.runtime.settings import OperatorSettings
+    from disttrain_operator.leader_election import LeaderElector, Timing
+    from disttrain_operator.settings import OperatorSettings
 
 LOG_FORMATS = ("plain", "full", "json")  # kopf.LogFormat by name
 
@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
 def read_settings(args: argparse.Namespace) -> OperatorSettings:
     """The environment's settings, with what the command line says of namespaces and TFJobs; a bad
     variable is named here, before the Lease or kopf."""
-    from disttrain_operator.runtime.settings import OperatorSettings, SettingsError  # noqa: PLC0415
+    from disttrain_operator.settings import OperatorSettings, SettingsError  # noqa: PLC0415
 
     try:
         settings = OperatorSettings.from_environment()
@@ -95,7 +95,7 @@ def run_operator(argv: Sequence[str]) -> int:
     """
     import kopf  # noqa: PLC0415 - only the operator pays for importing kopf
 
-    from disttrain_operator.runtime import handlers  # noqa: PLC0415
+    from disttrain_operator import handlers  # noqa: PLC0415
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -132,7 +132,7 @@ def run_operator(argv: Sequence[str]) -> int:
 def _serve_metrics(port: int) -> None:
     """Serve /metrics before the Lease and kopf. A port that is taken stops the operator here, with the
     reason: in kopf's start-up it would be tried again every minute, the liveness probe failing meanwhile."""
-    from disttrain_operator.runtime import metrics  # noqa: PLC0415
+    from disttrain_operator import metrics  # noqa: PLC0415
 
     try:
         metrics.serve(port)
@@ -145,7 +145,7 @@ def _check_tfjob_ownership(adopt: bool) -> None:
     """Exit with the reason when another controller owns TFJobs here (see `tfjob_ownership`)."""
     from disttrain_kube.connection import connect  # noqa: PLC0415
     from disttrain_kube.rest import Kube  # noqa: PLC0415
-    from disttrain_operator.runtime import tfjob_ownership  # noqa: PLC0415
+    from disttrain_operator import tfjob_ownership  # noqa: PLC0415
 
     definition = Kube(connect(in_cluster_first=True).api_client).read(
         tfjob_ownership.CRD_PATH, {"name": tfjob_ownership.CRD_NAME}
@@ -156,7 +156,7 @@ def _check_tfjob_ownership(adopt: bool) -> None:
 
 
 def _timing(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Timing:
-    from disttrain_operator.runtime.leader_election import Timing  # noqa: PLC0415
+    from disttrain_operator.leader_election import Timing  # noqa: PLC0415
 
     try:
         return Timing(args.lease_seconds, args.renew_seconds, args.retry_seconds)
@@ -168,7 +168,7 @@ def _lead(args: argparse.Namespace, timing: Timing) -> LeaderElector:
     """Wait for the Lease, answering the liveness probe meanwhile; kopf takes the probe's port over after."""
     from disttrain_kube.connection import connect  # noqa: PLC0415
     from disttrain_kube.rest import Kube  # noqa: PLC0415
-    from disttrain_operator.runtime import leader_election, metrics  # noqa: PLC0415
+    from disttrain_operator import leader_election, metrics  # noqa: PLC0415
 
     elector = leader_election.LeaderElector(
         Kube(connect(in_cluster_first=True, retries=0).api_client, on_error=metrics.count_api_error),

@@ -20,8 +20,8 @@ from disttrain_contract.timestamps import format_time
 from disttrain_core.builders.events import event_manifest
 from disttrain_core.types import Body, Manifest
 from disttrain_kube.errors import RefusedError, TransientApiError
-from disttrain_operator.runtime import metrics
-from disttrain_operator.runtime.workers import Workers
+from disttrain_operator import metrics
+from disttrain_operator.workers import Workers
 
 logger = logging.getLogger(__name__)
 

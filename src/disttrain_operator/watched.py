@@ -17,7 +17,7 @@ from disttrain_core.kueue import WORKLOAD_API_VERSION, WorkloadView, workload_vi
 from disttrain_core.observed import PodView, pod_view
 from disttrain_core.tensorboard import TensorBoardView, tensorboard_view
 from disttrain_core.types import JobKey, ObjectRef
-from disttrain_operator.runtime.watch import Found, Resource
+from disttrain_operator.watch import Found, Resource
 
 
 def job_body(body: Mapping[str, Any]) -> dict[str, Any]:

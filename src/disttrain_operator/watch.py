@@ -25,8 +25,8 @@ from disttrain_core.backoff import Backoff
 from disttrain_core.types import JobKey
 from disttrain_kube.errors import NotServedError, ResourceExpiredError, TransientApiError
 from disttrain_kube.rest import WATCH_SILENCE_MARGIN, watch_events
-from disttrain_operator.runtime import metrics
-from disttrain_operator.runtime.workers import ended_threads
+from disttrain_operator import metrics
+from disttrain_operator.workers import ended_threads
 
 logger = logging.getLogger(__name__)
 

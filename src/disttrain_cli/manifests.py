@@ -103,7 +103,7 @@ def local_run_command(file: str, workdir: str | None) -> int:
 
     FILE is a DistTrainJob manifest, or - for standard input.
     """
-    from disttrain_cli import local_run  # noqa: PLC0415
+    from disttrain.local import run as local_run  # noqa: PLC0415
     from disttrain_core.api import yaml_io  # noqa: PLC0415
     from disttrain_core.api.parsing import parse_job  # noqa: PLC0415
     from disttrain_core.api.validation import InvalidManifestError  # noqa: PLC0415
