@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from disttrain_dev.go_tools import HELM
-from support import ROOT
+from repository import ROOT
 
 CHART = ROOT / "charts" / "disttrain"
 

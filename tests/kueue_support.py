@@ -13,12 +13,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from cluster_support import Cluster
 from disttrain.local.ports import free_port
 from disttrain_dev import kueue
 from disttrain_dev.cluster import crd_established
 from disttrain_dev.polling import wait_for
-from support import ROOT
+from kube_cluster import Cluster
+from repository import ROOT
 
 WORKLOADS = "workloads.kueue.x-k8s.io"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"

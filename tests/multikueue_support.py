@@ -11,11 +11,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from cluster_support import Cluster
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import readme
 from disttrain_dev.versions import cache_paths
-from support import ROOT
+from kube_cluster import Cluster
+from repository import ROOT
 
 PAGE = ROOT / "docs" / "multi-cluster.md"
 PAGE_NAMESPACE = "team-a"  # the namespace of the page's LocalQueue, a test's own in its place

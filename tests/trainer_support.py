@@ -15,20 +15,15 @@ from typing import Any
 from disttrain.local.run import LocalProcess, local_processes
 from disttrain_core.api.parsing import parse_job
 from disttrain_dev.polling import wait_for
+from job_builder import JobBuilder
 
 
 def job_manifest(name: str, strategy: str, counts: dict[str, int], args: list[str]) -> dict[str, Any]:
-    container = {"name": "tensorflow", "image": "trainer", "command": ["disttrain-train"], "args": args}
-    template = {"spec": {"containers": [container]}}
-    return {
-        "apiVersion": "disttrain.io/v1alpha1",
-        "kind": "DistTrainJob",
-        "metadata": {"name": name},
-        "spec": {
-            "strategy": strategy,
-            "replicaSpecs": {kind: {"replicas": count, "template": template} for kind, count in counts.items()},
-        },
-    }
+    """A job whose replicas run the trainer with `args`."""
+    builder = JobBuilder(name).strategy(strategy)
+    for kind, count in counts.items():
+        builder.replicas(kind, count, {"image": "trainer", "command": ["disttrain-train"], "args": args})
+    return builder.obj()
 
 
 def events(output: str, kind: str) -> list[dict[str, Any]]:
@@ -42,7 +37,7 @@ def events(output: str, kind: str) -> list[dict[str, Any]]:
 
 
 @dataclass
-class Cluster:
+class LocalJob:
     """The replicas of one job as processes, each restartable with the same TF_CONFIG."""
 
     workdir: Path
@@ -51,7 +46,7 @@ class Cluster:
     logs: dict[str, list[Path]] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, manifest: dict[str, Any], workdir: Path) -> Cluster:
+    def of(cls, manifest: dict[str, Any], workdir: Path) -> LocalJob:
         plan = local_processes(parse_job(manifest), workdir)
         (workdir / "checkpoints").mkdir(parents=True, exist_ok=True)
         return cls(workdir, {process.label: process for process in plan})

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from cluster_support import Cluster
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import local_operator, readme, real_node
-from support import ROOT
+from kube_cluster import Cluster
+from repository import ROOT
 
 pytestmark = pytest.mark.e2e
 PROVEN_LOG = "DISTTRAIN_QUICKSTART_LOG"  # what README's first command and first job printed, where CI ran them
@@ -79,5 +79,5 @@ def _check(output: str, node: str) -> None:
     assert readme.FIRST_JOB_HEADER in output, "README's first job did not run after the quick start"
     first_job = output.split(readme.FIRST_JOB_HEADER, 1)[1]
     assert f"pods run on the {node} node" in first_job
-    assert "dtj/digits condition met" in first_job
+    assert "disttrainjob.disttrain.io/digits condition met" in first_job
     assert f'"event": "finished", "steps": {FIRST_JOB_STEPS}' in first_job

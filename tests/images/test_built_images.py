@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from disttrain_dev import headlamp, images
-from support import ROOT
+from repository import ROOT
 
 pytestmark = pytest.mark.docker
 

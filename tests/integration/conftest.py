@@ -12,15 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from cluster_support import OPERATOR_TEST_NAMESPACE, Cluster, GpuPool, OperatorProcess, operator_kubeconfig
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import kueue, local_operator, real_node
 from disttrain_dev.build import missing_binaries
 from disttrain_dev.polling import wait_for
 from disttrain_dev.versions import cache_paths
+from kube_cluster import OPERATOR_TEST_NAMESPACE, Cluster, operator_kubeconfig
 from kueue_support import kueue_running
+from operator_process import OperatorProcess
+from pod_checks import GpuPool
 from rbac_rights import AUDIT_TIME, Right, bound_rights, used_rights
-from support import ROOT
+from repository import ROOT
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

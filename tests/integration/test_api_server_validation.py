@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 
-from cluster_support import OPERATOR_TEST_NAMESPACE, Cluster, OperatorProcess
 from disttrain_core.api.parsing import parse_job
 from disttrain_core.api.validation import InvalidManifestError, validated
 from disttrain_dev.polling import wait_for
-from support import EXAMPLES, INVALID_CORPUS, ROOT, VALID_CORPUS, expected_message, load_one
+from kube_cluster import OPERATOR_TEST_NAMESPACE, Cluster
+from operator_process import OperatorProcess
+from repository import EXAMPLES, INVALID_CORPUS, ROOT, VALID_CORPUS, expected_message, load_one
 
 
 def test_crd_is_established_and_applies_client_side(cluster: Cluster) -> None:

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster_support import Cluster, OperatorProcess
+from kube_cluster import Cluster
+from operator_process import OperatorProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 FIGURE = r"\d+\.\d+"

@@ -21,19 +21,13 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from cluster_support import (
-    OPERATOR_TEST_NAMESPACE,
-    Cluster,
-    OperatorProcess,
-    TrainerProgress,
-    account_kubeconfig,
-    holds,
-    job_where,
-    running_pods,
-    script_job,
-)
 from disttrain_dev.cluster import UNATTENDED_ANNOTATION
-from support import ROOT
+from job_builder import JobBuilder
+from job_checks import TrainerProgress, holds, job_where
+from kube_cluster import OPERATOR_TEST_NAMESPACE, Cluster, account_kubeconfig
+from operator_process import OperatorProcess
+from pod_checks import running_pods
+from repository import ROOT
 
 CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOTS = ROOT / "docs" / "images"
@@ -233,7 +227,9 @@ def test_a_replicas_log_is_shown_as_text(
     process_cluster: Cluster, operator: OperatorProcess, process_namespace: str, dashboard: Dashboard, page: Page
 ) -> None:
     """On the process node, whose pods write real logs: the log page reads it (from the pod, or as kept)."""
-    process_cluster.apply(process_namespace, json.dumps(script_job("echo", f"echo '{HOSTILE}'; echo done")))
+    process_cluster.apply(
+        process_namespace, json.dumps(JobBuilder("echo").script(f"echo '{HOSTILE}'; echo done").obj())
+    )
     job_where(process_cluster, process_namespace, "echo", "Succeeded", lambda j: holds(j, "Succeeded"))
     sign_in(page, dashboard, viewer_token(process_cluster, process_namespace, "viewer", process_namespace))
     page.goto(f"{dashboard.url}jobs/DistTrainJob/{process_namespace}/echo/logs/worker-0")

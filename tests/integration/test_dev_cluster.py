@@ -12,8 +12,8 @@ import time
 import uuid
 from pathlib import Path
 
-from cluster_support import Cluster
 from disttrain_dev.polling import wait_for
+from kube_cluster import Cluster
 
 
 def _cli(state: Path | None, *args: str) -> subprocess.CompletedProcess[str]:

@@ -17,20 +17,11 @@ from typing import Any
 
 import pytest
 
-from cluster_support import (
-    OPERATOR_TEST_NAMESPACE,
-    Cluster,
-    OperatorProcess,
-    bridged_traffic_through_iptables,
-    drain_and_uncordon,
-    holds,
-    operator_kubeconfig,
-    says_a_worker_is_unreachable,
-    suspend,
-)
 from disttrain_dev import cluster as devcluster
 from disttrain_dev.polling import wait_for
 from disttrain_dev.process_node import NODE_NAME as PROCESS_NODE
+from job_checks import holds, says_a_worker_is_unreachable, suspend
+from kube_cluster import OPERATOR_TEST_NAMESPACE, Cluster, operator_kubeconfig
 from kueue_support import (
     LOCAL_QUEUE,
     PRIORITY_LABEL,
@@ -39,6 +30,9 @@ from kueue_support import (
     local_queue,
     what_kueue_and_the_jobs_show,
 )
+from network_faults import bridged_traffic_through_iptables
+from operator_process import OperatorProcess
+from pod_checks import drain_and_uncordon
 from trainer_support import events, job_manifest
 
 pytestmark = [

@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, expect, sync_playwright
 
-from cluster_support import Cluster, OperatorProcess, running_pods
 from disttrain_dev import headlamp
-from support import ROOT
+from kube_cluster import Cluster
+from operator_process import OperatorProcess
+from pod_checks import running_pods
+from repository import ROOT
 
 PLUGIN = ROOT / headlamp.PLUGIN_FOLDER
 CHROMIUM = Path("/usr/bin/chromium")

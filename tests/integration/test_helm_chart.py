@@ -16,12 +16,14 @@ import pytest
 import yaml
 
 from chart_support import CHART, helm, template
-from cluster_support import Cluster, OperatorProcess, running_pods
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import images, node_kinds, readme, real_node
 from disttrain_dev.polling import wait_for
+from kube_cluster import Cluster
+from operator_process import OperatorProcess
+from pod_checks import running_pods
 from rbac_rights import AUDIT_TIME, refused_rights
-from support import ROOT
+from repository import ROOT
 
 # Objects kustomize gives a namespace although the API server keeps none for them (cluster-scoped).
 CLUSTER_SCOPED = {

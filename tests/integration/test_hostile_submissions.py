@@ -13,8 +13,10 @@ from functools import partial
 import pytest
 from hostile import ACCEPTED_BY_THE_API_SERVER, REFUSED, Hostile, job
 
-from cluster_support import Cluster, OperatorProcess, condition, holds
 from disttrain_dev.polling import wait_for
+from job_checks import condition, holds
+from kube_cluster import Cluster
+from operator_process import OperatorProcess
 
 
 @pytest.mark.parametrize("hostile", REFUSED, ids=lambda hostile: hostile.name)

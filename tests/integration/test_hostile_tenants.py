@@ -11,11 +11,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cluster_support import Cluster, OperatorProcess, holds, job_where, script_job, token_kubeconfig, two_attempts_job
 from disttrain import Client
 from disttrain_dev import cluster as devcluster
 from disttrain_dev.polling import wait_for
-from support import ROOT
+from job_builder import JobBuilder, two_attempts_job
+from job_checks import holds, job_where
+from kube_cluster import Cluster, token_kubeconfig
+from operator_process import OperatorProcess
+from repository import ROOT
 
 USER_ROLES = ROOT / "deploy" / "user-roles" / "roles.yaml"
 OUTLIVES = "disttrain.io/kept-past-job"
@@ -48,7 +51,7 @@ def _forged_kept_log(name: str, annotations: dict[str, str]) -> str:
 
 def _evaluated_job() -> dict[str, Any]:
     """A worker that succeeds, and an Evaluator whose scores diverged (NaN, Infinity) as Python writes them."""
-    manifest = script_job("diverged", "sleep 1; exit 0")
+    manifest = JobBuilder("diverged").script("sleep 1; exit 0").obj()
     evaluator = json.loads(json.dumps(manifest["spec"]["replicaSpecs"]["Worker"]))
     script = f"sleep 2; printf '%s' '{NAN_SCORES}' > \"$DISTTRAIN_TERMINATION_MESSAGE_PATH\""
     evaluator["template"]["spec"]["containers"][0]["command"] = ["sh", "-c", script]
@@ -66,7 +69,7 @@ def test_a_hostile_tenant_harms_only_its_own_jobs(
     try:
         tenant = _tenant(cluster, a_namespace, tmp_path)
         # A: pods that tell the kept-log keeper to keep -1 bytes (once an endless loop on a keeper thread).
-        tenant.apply(a_namespace, json.dumps(script_job("noisy", "echo start; sleep 4; echo end", replicas=2)))
+        tenant.apply(a_namespace, json.dumps(JobBuilder("noisy").script("echo start; sleep 4; echo end", 2).obj()))
         wait_for("A's pods", lambda: len(tenant.items("pods", a_namespace, "disttrain.io/job-name=noisy")) == 2)
         for index in (0, 1):
             tenant.kubectl("annotate", "pod", f"noisy-worker-{index}", "-n", a_namespace,

@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from cluster_support import Cluster, OperatorProcess, script_job, two_attempts_job
 from disttrain import AttemptNotFoundError, Client, InvalidJobError, JobNotFoundError
 from disttrain_dev.polling import wait_for
+from job_builder import JobBuilder, two_attempts_job
+from kube_cluster import Cluster
+from operator_process import OperatorProcess
 
 
 def _kept(cluster: Cluster, namespace: str, job: str) -> list[str]:
@@ -121,7 +123,7 @@ def test_logs_kept_on_the_checkpoint_volume_are_read_back_through_a_pod_after_cl
 ) -> None:
     client = Client(kubeconfig=process_cluster.kubeconfig, namespace=process_namespace)
     logs = {"destination": "CheckpointVolume", "maxBytesPerAttempt": 1024}
-    manifest = script_job("vol", "", spec={"runPolicy": {"cleanPodPolicy": "All"}, "logs": logs})
+    manifest = JobBuilder("vol").script("").run_policy(cleanPodPolicy="All").spec(logs=logs).obj()
     worker = manifest["spec"]["replicaSpecs"]["Worker"]
     worker["restartPolicy"] = "ExitCode"
     container = worker["template"]["spec"]["containers"][0]

@@ -9,11 +9,14 @@ import urllib.request
 from datetime import UTC, datetime
 from typing import Any
 
-from cluster_support import Cluster, OperatorProcess, TrainerProgress, condition, holds, job_where, running_pods
 from disttrain_contract.timestamps import format_time
 from disttrain_dev.cluster import UNATTENDED_ANNOTATION
 from disttrain_dev.polling import wait_for
-from support import ROOT
+from job_checks import TrainerProgress, condition, holds, job_where
+from kube_cluster import Cluster
+from operator_process import OperatorProcess
+from pod_checks import running_pods
+from repository import ROOT
 
 MWMS = (ROOT / "examples" / "multi-worker-mirrored-gpu.yaml").read_text()
 PS = (ROOT / "examples" / "parameter-server.yaml").read_text()

@@ -18,13 +18,15 @@ from typing import Any
 import pytest
 import yaml
 
-from cluster_support import Cluster, OperatorProcess, holds, operator_kubeconfig
 from disttrain_core.kueue import MULTIKUEUE, PREBUILT_WORKLOAD, QUEUE_LABEL
 from disttrain_dev import kueue
 from disttrain_dev.polling import wait_for
+from job_checks import holds
+from kube_cluster import Cluster, operator_kubeconfig
 from kueue_support import LOCAL_QUEUE, WORKLOADS, kueue_running, local_queue
 from multikueue_support import control_plane, page_block, run_page_block
-from support import ROOT
+from operator_process import OperatorProcess
+from repository import ROOT
 from trainer_support import job_manifest
 
 pytestmark = pytest.mark.integration

@@ -14,21 +14,14 @@ from typing import Any
 
 import pytest
 
-from cluster_support import (
-    Cluster,
-    GpuPool,
-    OperatorProcess,
-    bound_pods,
-    condition,
-    gang_waits,
-    holds,
-    job_where,
-    replaced_as_a_gang,
-)
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import images, node_kinds, real_node
 from disttrain_dev.polling import wait_for
-from support import ROOT, load_one
+from job_checks import condition, holds, job_where
+from kube_cluster import Cluster
+from operator_process import OperatorProcess
+from pod_checks import GpuPool, bound_pods, gang_waits, replaced_as_a_gang
+from repository import ROOT, load_one
 
 ZONE = "topology.kubernetes.io/zone"
 

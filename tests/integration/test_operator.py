@@ -11,12 +11,15 @@ from typing import Any
 
 import yaml
 
-from cluster_support import Cluster, OperatorProcess, account_kubeconfig, condition, holds, script_job
 from disttrain_cli.render import render_objects
 from disttrain_core.builders.settings import BuildSettings
 from disttrain_dev.polling import wait_for
 from disttrain_dev.versions import cache_paths
-from support import ROOT
+from job_builder import JobBuilder
+from job_checks import condition, holds
+from kube_cluster import Cluster, account_kubeconfig
+from operator_process import OperatorProcess
+from repository import ROOT
 
 MWMS = ROOT / "examples" / "multi-worker-mirrored-gpu.yaml"
 PS = ROOT / "examples" / "parameter-server.yaml"
@@ -347,7 +350,7 @@ def test_the_admin_cli_prints_a_replicas_log(
     process_cluster: Cluster, operator: OperatorProcess, process_namespace: str
 ) -> None:
     """`disttrain jobs logs` through the API server, from the process node's log endpoint."""
-    job = script_job("echo", "for i in 1 2 3; do echo line $i; done")
+    job = JobBuilder("echo").script("for i in 1 2 3; do echo line $i; done").obj()
     process_cluster.apply(process_namespace, json.dumps(job))
     _wait_condition(process_cluster, process_namespace, "echo", "Succeeded")
     command = [sys.executable, "-m", "disttrain_cli.main", "jobs", "logs", "echo", "--replica", "worker-0"]

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from cluster_support import Cluster
 from disttrain_dev.polling import wait_for
 from disttrain_kube.connection import connect
 from disttrain_kube.errors import ConflictError
 from disttrain_kube.rest import Kube
+from kube_cluster import Cluster
 
 NODE = "gpu-node-0"  # a kwok node: it reports the pod Running, and the test plays its end
 

@@ -8,8 +8,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cluster_support import Cluster, bridged_traffic_through_iptables
 from disttrain_dev.polling import wait_for
+from kube_cluster import Cluster
+from network_faults import bridged_traffic_through_iptables
 
 
 def _pod(name: str, script: str, restart_policy: str = "Never", **spec: Any) -> str:

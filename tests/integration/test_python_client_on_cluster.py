@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from cluster_support import Cluster, OperatorProcess, script_job
 from disttrain import (
     Client,
     DistTrainJob,
@@ -28,7 +27,10 @@ from disttrain import (
 )
 from disttrain_core.api import yaml_io
 from disttrain_dev.polling import wait_for
-from support import ROOT
+from job_builder import JobBuilder
+from kube_cluster import Cluster
+from operator_process import OperatorProcess
+from repository import ROOT
 
 MWMS = ROOT / "examples" / "multi-worker-mirrored-gpu.yaml"
 
@@ -120,7 +122,7 @@ echo "first attempt"; touch "$MARKER"; sleep 3; exit 137
 
 
 def _echo_job(name: str, script: str, env: list[dict[str, str]]) -> dict[str, Any]:
-    return script_job(name, script, env=env, worker={"restartPolicy": "ExitCode"})
+    return JobBuilder(name).script(script, env=env, restartPolicy="ExitCode").obj()
 
 
 def test_follow_waits_through_pending_and_goes_on_through_a_restart(

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 import yaml
 
-from cluster_support import Cluster
 from disttrain_core.api.crd import KEPT_ON_UNINSTALL
 from disttrain_dev import readme
-from support import ROOT
+from kube_cluster import Cluster
+from repository import ROOT
 
 
 def test_readme_s_overlay_names_the_operator_image_of_your_registry(cluster: Cluster) -> None:

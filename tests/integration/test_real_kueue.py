@@ -13,20 +13,10 @@ from typing import Any
 
 import pytest
 
-from cluster_support import (
-    Cluster,
-    GpuPool,
-    OperatorProcess,
-    bound_pods,
-    gang_waits,
-    holds,
-    job_where,
-    operator_kubeconfig,
-    replaced_as_a_gang,
-    running_pods,
-)
 from disttrain import Client, DistTrainJob
 from disttrain_dev.polling import wait_for
+from job_checks import holds, job_where
+from kube_cluster import Cluster, operator_kubeconfig
 from kueue_support import (
     LOCAL_QUEUE,
     PRIORITY_LABEL,
@@ -36,7 +26,9 @@ from kueue_support import (
     local_queue,
     workload_condition,
 )
-from support import ROOT
+from operator_process import OperatorProcess
+from pod_checks import GpuPool, bound_pods, gang_waits, replaced_as_a_gang, running_pods
+from repository import ROOT
 
 FLAVOR_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 GPU = {"nvidia.com/gpu": 1}

@@ -25,21 +25,13 @@ from typing import Any
 
 import pytest
 
-from cluster_support import (
-    Cluster,
-    OperatorProcess,
-    bridged_traffic_through_iptables,
-    drain,
-    drain_and_uncordon,
-    holds,
-    says_a_worker_is_unreachable,
-    suspend,
-)
 from disttrain import Client
 from disttrain_core.api.crd import KEPT_ON_UNINSTALL
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import containerd, images, node_kinds, readme, real_node, versions
 from disttrain_dev.polling import wait_for
+from job_checks import holds, says_a_worker_is_unreachable, suspend
+from kube_cluster import Cluster
 from kueue_support import (
     LOCAL_QUEUE,
     PRIORITY_LABEL,
@@ -48,8 +40,11 @@ from kueue_support import (
     local_queue,
     what_kueue_and_the_jobs_show,
 )
+from network_faults import bridged_traffic_through_iptables
+from operator_process import OperatorProcess
+from pod_checks import drain, drain_and_uncordon
 from rbac_rights import AUDIT_TIME, refused_rights
-from support import ROOT
+from repository import ROOT
 
 pytestmark = pytest.mark.real_node
 MWMS = ROOT / "examples" / "local-multi-worker-digits.yaml"

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from cluster_support import Cluster, OperatorProcess, operator_kubeconfig
 from disttrain import Client, JobNotFoundError
 from disttrain_core.api import crd, yaml_io
 from disttrain_dev import cluster as devcluster
@@ -22,7 +21,9 @@ from disttrain_dev import images, kubeflow_sdk, node_kinds, peer, real_node
 from disttrain_dev.build import module_dir
 from disttrain_dev.cluster import crd_established
 from disttrain_dev.polling import wait_for
-from support import ROOT
+from kube_cluster import Cluster, operator_kubeconfig
+from operator_process import OperatorProcess
+from repository import ROOT
 
 TFJOB_CRD = "tfjobs.kubeflow.org"
 

@@ -15,10 +15,14 @@ from typing import Any
 
 import pytest
 
-from cluster_support import Cluster, OperatorProcess, condition, holds, job_where, running_pods, script_job
 from disttrain import Client
 from disttrain_dev.polling import wait_for
-from support import ROOT
+from job_builder import JobBuilder
+from job_checks import condition, holds, job_where
+from kube_cluster import Cluster
+from operator_process import OperatorProcess
+from pod_checks import running_pods
+from repository import ROOT
 
 MWMS = (ROOT / "examples" / "multi-worker-mirrored-gpu.yaml").read_text()
 WITH_TENSORBOARD = MWMS.replace("  checkpoint:\n", "  tensorboard: {}\n  checkpoint:\n", 1)
@@ -80,7 +84,7 @@ def test_disttrain_jobs_tensorboard_answers_on_the_process_node(
     """The process node serves no port-forward: `disttrain jobs tensorboard` relays through the Service proxy,
     to the TensorBoard the operator runs over a job's volume (here a job that writes no summaries)."""
     pytest.importorskip("tensorboard")
-    manifest = script_job("board", "sleep 600", spec={"checkpoint": {"size": "1Gi"}, "tensorboard": {}})
+    manifest = JobBuilder("board").script("sleep 600").spec(checkpoint={"size": "1Gi"}, tensorboard={}).obj()
     process_cluster.apply(process_namespace, json.dumps(manifest))
     job_where(process_cluster, process_namespace, "board", "TensorBoardReady", lambda j: holds(j, "TensorBoardReady"))
     command = [

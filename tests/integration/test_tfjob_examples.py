@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from cluster_support import Cluster
 from disttrain_cli.convert import convert_text
 from disttrain_cli.render import render
 from disttrain_core.api import yaml_io
@@ -15,6 +14,7 @@ from disttrain_core.builders.settings import BuildSettings
 from disttrain_core.tfjob_conversion import is_tfjob
 from disttrain_dev import peer
 from disttrain_dev.build import module_dir
+from kube_cluster import Cluster
 
 
 def _examples() -> list[Path]:

@@ -14,11 +14,13 @@ from typing import Any
 import pytest
 import yaml
 
-from cluster_support import Cluster, OperatorProcess, SilencingProxy, operator_kubeconfig
 from disttrain_dev import cluster as devcluster
 from disttrain_dev.polling import wait_for
 from disttrain_operator.watched import CLAIMS, DISTTRAIN_JOBS, PODS, SERVICES, TENSORBOARDS, WORKLOADS
-from support import ROOT
+from kube_cluster import Cluster, operator_kubeconfig
+from network_faults import SilencingProxy
+from operator_process import OperatorProcess
+from repository import ROOT
 
 EXAMPLE = ROOT / "examples" / "multi-worker-mirrored-gpu.yaml"
 WORKERS = 4

@@ -13,12 +13,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from cluster_support import OPERATOR_TEST_NAMESPACE, Cluster, OperatorProcess, job_where, script_job
 from disttrain import Client
 from disttrain_core.api.spec import ReplicaType
 from disttrain_core.kept_logs import LEGACY_LOG_FINALIZER  # what earlier versions put on pods
 from disttrain_dev import cluster as devcluster
 from disttrain_dev.polling import wait_for
+from job_builder import JobBuilder
+from job_checks import job_where
+from kube_cluster import OPERATOR_TEST_NAMESPACE, Cluster
+from operator_process import OperatorProcess
 from rbac_rights import AUDIT_TIME, audit_events
 
 # How long a deletion may take past the pods' grace period with no operator at all (docs/architecture.md).
@@ -48,8 +51,8 @@ def test_with_the_operator_killed_a_namespace_of_running_and_finished_jobs_goes_
     process_cluster: Cluster, operator: OperatorProcess, process_namespace: str
 ) -> None:
     client = Client(kubeconfig=process_cluster.kubeconfig, namespace=process_namespace)
-    client.create(script_job("running", RUNS_UNTIL_STOPPED, replicas=2))
-    finished = client.create(script_job("finished", "echo done"))  # its pod stays: cleanPodPolicy Running
+    client.create(JobBuilder("running").script(RUNS_UNTIL_STOPPED, 2).obj())
+    finished = client.create(JobBuilder("finished").script("echo done").obj())  # its pod stays: cleanPodPolicy Running
     client.wait(finished, "Succeeded", timeout=120)
     wait_for("the running job's pods", lambda: _running(process_cluster, process_namespace, "running", 2), timeout=90)
     operator.stop(signal.SIGKILL)
@@ -65,7 +68,7 @@ def test_started_again_on_a_namespace_half_deleted_the_operator_makes_nothing_th
 ) -> None:
     """A job another controller's finalizer holds while its namespace goes: the operator, back, writes its
     status (a sign it saw it) and asks for no pod, which the API server would refuse there anyway."""
-    manifest = script_job("held", RUNS_UNTIL_STOPPED)
+    manifest = JobBuilder("held").script(RUNS_UNTIL_STOPPED).obj()
     manifest["metadata"]["finalizers"] = [HELD]
     process_cluster.apply(process_namespace, json.dumps(manifest))
     job_where(process_cluster, process_namespace, "held", "its worker active", _active(1))
@@ -115,7 +118,7 @@ def test_an_attempt_that_went_while_no_operator_ran_is_named_in_the_job_s_status
     process_cluster: Cluster, operator: OperatorProcess, process_namespace: str, tmp_path: Path
 ) -> None:
     env = [{"name": "MARKER", "value": str(tmp_path / "attempted")}]
-    manifest = script_job("missed", SECOND_ENDS, env=env, worker={"restartPolicy": "OnFailure"})
+    manifest = JobBuilder("missed").script(SECOND_ENDS, env=env, restartPolicy="OnFailure").obj()
     client = Client(kubeconfig=process_cluster.kubeconfig, namespace=process_namespace)
     job = client.create(manifest)
     job_where(process_cluster, process_namespace, "missed", "its first attempt active", _active(1))
@@ -148,7 +151,7 @@ def test_a_pod_an_earlier_version_held_is_let_go_once_its_log_is_kept(
     process_cluster: Cluster, operator: OperatorProcess, process_namespace: str
 ) -> None:
     client = Client(kubeconfig=process_cluster.kubeconfig, namespace=process_namespace)
-    job = client.create(script_job("upgraded", "echo from before the upgrade; sleep 3"))
+    job = client.create(JobBuilder("upgraded").script("echo from before the upgrade; sleep 3").obj())
     wait_for("its pod running", lambda: _running(process_cluster, process_namespace, "upgraded", 1), timeout=90)
     hold = json.dumps([{"op": "add", "path": "/metadata/finalizers", "value": [LEGACY_LOG_FINALIZER]}])
     process_cluster.kubectl("patch", "pod", "upgraded-worker-0", "-n", process_namespace, "--type=json", "-p", hold)

@@ -19,8 +19,8 @@ from disttrain_contract.progress import PROGRESS_PORT_ENV
 from disttrain_core.progress import parse_evaluation, parse_progress
 from disttrain_dev.polling import wait_for
 from disttrain_operator.progress_poller import fetch_progress
-from support import ROOT
-from trainer_support import Cluster, events, job_manifest, run_trainer
+from repository import ROOT
+from trainer_support import LocalJob, events, job_manifest, run_trainer
 
 DIGITS_STEPS_PER_EPOCH = 1437 // 64  # the training split of the bundled digits at the default batch
 
@@ -56,78 +56,78 @@ def test_local_run_of_the_example_trains_two_identical_workers_to_90_percent(tmp
 def test_multi_worker_killed_mid_run_resumes_at_the_saved_step(tmp_path: Path) -> None:
     epochs, every = 40, 20
     args = ["--epochs", str(epochs), "--checkpoint-every", str(every), "--log-every", "5", "--collective", "RING"]
-    cluster = Cluster.of(job_manifest("mwms", "MultiWorkerMirrored", {"Worker": 2}, args), tmp_path)
+    local = LocalJob.of(job_manifest("mwms", "MultiWorkerMirrored", {"Worker": 2}, args), tmp_path)
     total = epochs * DIGITS_STEPS_PER_EPOCH
     try:
         for label in ("worker-0", "worker-1"):
-            cluster.start(label)
-        cluster.wait_for_step(3 * every)
-        cluster.kill("worker-1")
-        assert cluster.wait("worker-0", timeout=120) == ExitCode.PEER_LOST, cluster.output("worker-0")
-        saved = cluster.saved_step()
+            local.start(label)
+        local.wait_for_step(3 * every)
+        local.kill("worker-1")
+        assert local.wait("worker-0", timeout=120) == ExitCode.PEER_LOST, local.output("worker-0")
+        saved = local.saved_step()
         assert 0 < saved < total
 
         for label in ("worker-0", "worker-1"):
-            cluster.start(label)
+            local.start(label)
         for label in ("worker-0", "worker-1"):
-            assert cluster.wait(label) == 0, cluster.output(label)
+            assert local.wait(label) == 0, local.output(label)
         for label in ("worker-0", "worker-1"):
             # worker 0 holds the coordination service and may end first: no thread of a peer dies of it
-            assert "Exception in thread" not in cluster.output(label), cluster.output(label)
-            (restored,) = events(cluster.output(label), "restored")
+            assert "Exception in thread" not in local.output(label), local.output(label)
+            (restored,) = events(local.output(label), "restored")
             assert restored["step"] == saved
-            (finished,) = events(cluster.output(label), "finished")
+            (finished,) = events(local.output(label), "finished")
             assert finished["steps"] == total
-        digests = {events(cluster.output(label), "finished")[0]["weights"] for label in ("worker-0", "worker-1")}
+        digests = {events(local.output(label), "finished")[0]["weights"] for label in ("worker-0", "worker-1")}
         assert len(digests) == 1
-        assert cluster.progress()["step"] == total
+        assert local.progress()["step"] == total
     finally:
-        cluster.stop_all()
+        local.stop_all()
 
 
 def test_sigterm_saves_exits_preempted_and_the_rerun_finishes_exactly(tmp_path: Path) -> None:
     """Also the progress contract: served while training, left as termination message at each exit."""
     args = ["--epochs", "60", "--checkpoint-every", "1000", "--log-every", "5"]
-    cluster = Cluster.of(job_manifest("single", "MultiWorkerMirrored", {"Worker": 1}, args), tmp_path)
+    local = LocalJob.of(job_manifest("single", "MultiWorkerMirrored", {"Worker": 1}, args), tmp_path)
     total = 60 * DIGITS_STEPS_PER_EPOCH
     port = free_port()
     message = tmp_path / "worker-0.termination-message"
     try:
-        cluster.start("worker-0", {PROGRESS_PORT_ENV: str(port)})
-        cluster.wait_for_step(50)
+        local.start("worker-0", {PROGRESS_PORT_ENV: str(port)})
+        local.wait_for_step(50)
         served = fetch_progress(f"http://127.0.0.1:{port}/progress")
         assert served is not None and served.step is not None and served.step >= 50 and served.total_steps == total
-        cluster.kill("worker-0", signal.SIGTERM)
-        assert cluster.running["worker-0"].returncode == ExitCode.PREEMPTED
-        saved = cluster.saved_step()
+        local.kill("worker-0", signal.SIGTERM)
+        assert local.running["worker-0"].returncode == ExitCode.PREEMPTED
+        saved = local.saved_step()
         assert saved >= 50  # written on SIGTERM, not at a periodic boundary (every 1000 steps)
         last_report = parse_progress(message.read_text())
         assert last_report is not None and last_report.step == saved  # the status shows the saved step
-        cluster.start("worker-0")
-        assert cluster.wait("worker-0") == 0, cluster.output("worker-0")
-        assert events(cluster.output("worker-0"), "restored")[0]["step"] == saved
-        assert events(cluster.output("worker-0"), "finished")[0]["steps"] == total
+        local.start("worker-0")
+        assert local.wait("worker-0") == 0, local.output("worker-0")
+        assert events(local.output("worker-0"), "restored")[0]["step"] == saved
+        assert events(local.output("worker-0"), "finished")[0]["steps"] == total
         final = parse_progress(message.read_text())
         assert final is not None and final.step == total
     finally:
-        cluster.stop_all()
+        local.stop_all()
 
 
 def test_a_worker_signalled_while_it_starts_leaves_then_with_nothing_to_save(tmp_path: Path) -> None:
     """The signal waits for the trainer's handler (TensorFlow's own would take it while it starts), and then
     ends the wait for a peer that never comes (its name never resolves)."""
     args = ["--epochs", "1", "--peer-wait-seconds", "120"]
-    cluster = Cluster.of(job_manifest("starting", "MultiWorkerMirrored", {"Worker": 2}, args), tmp_path)
-    own = json.loads(cluster.processes["worker-0"].env["TF_CONFIG"])["cluster"]["worker"][0]
+    local = LocalJob.of(job_manifest("starting", "MultiWorkerMirrored", {"Worker": 2}, args), tmp_path)
+    own = json.loads(local.processes["worker-0"].env["TF_CONFIG"])["cluster"]["worker"][0]
     tf_config = {"cluster": {"worker": [own, "never.invalid:2222"]}, "task": {"type": "worker", "index": 0}}
     try:
-        cluster.start("worker-0", {"TF_CONFIG": json.dumps(tf_config)})
-        wait_for("the wait for worker 1", lambda: "waiting for peers" in cluster.output("worker-0"), timeout=60)
-        cluster.kill("worker-0", signal.SIGTERM)
-        assert cluster.running["worker-0"].returncode == ExitCode.PREEMPTED, cluster.output("worker-0")
-        assert "nothing to save" in cluster.output("worker-0")
+        local.start("worker-0", {"TF_CONFIG": json.dumps(tf_config)})
+        wait_for("the wait for worker 1", lambda: "waiting for peers" in local.output("worker-0"), timeout=60)
+        local.kill("worker-0", signal.SIGTERM)
+        assert local.running["worker-0"].returncode == ExitCode.PREEMPTED, local.output("worker-0")
+        assert "nothing to save" in local.output("worker-0")
     finally:
-        cluster.stop_all()
+        local.stop_all()
 
 
 def _left_at(output: str) -> int:
@@ -141,57 +141,57 @@ def test_one_signalled_multi_worker_makes_every_worker_save_at_the_same_step(tmp
     """An eviction of one worker, periodic checkpoints far apart: nothing since the last one is lost."""
     epochs = 200
     args = ["--epochs", str(epochs), "--checkpoint-every", "5000", "--log-every", "5", "--collective", "RING"]
-    cluster = Cluster.of(job_manifest("mwms", "MultiWorkerMirrored", {"Worker": 2}, args), tmp_path)
+    local = LocalJob.of(job_manifest("mwms", "MultiWorkerMirrored", {"Worker": 2}, args), tmp_path)
     total = epochs * DIGITS_STEPS_PER_EPOCH
     try:
         for label in ("worker-0", "worker-1"):
-            cluster.start(label)
-        shown = cluster.wait_for_step(60)
-        cluster.kill("worker-1", signal.SIGTERM)
-        assert cluster.wait("worker-0", timeout=120) == ExitCode.PREEMPTED, cluster.output("worker-0")
-        assert cluster.running["worker-1"].returncode == ExitCode.PREEMPTED, cluster.output("worker-1")
-        saved = cluster.saved_step()
+            local.start(label)
+        shown = local.wait_for_step(60)
+        local.kill("worker-1", signal.SIGTERM)
+        assert local.wait("worker-0", timeout=120) == ExitCode.PREEMPTED, local.output("worker-0")
+        assert local.running["worker-1"].returncode == ExitCode.PREEMPTED, local.output("worker-1")
+        saved = local.saved_step()
         assert saved >= shown
-        assert _left_at(cluster.output("worker-0")) == _left_at(cluster.output("worker-1")) == saved
-        assert cluster.progress()["step"] == saved
+        assert _left_at(local.output("worker-0")) == _left_at(local.output("worker-1")) == saved
+        assert local.progress()["step"] == saved
 
         for label in ("worker-0", "worker-1"):
-            cluster.start(label)
+            local.start(label)
         for label in ("worker-0", "worker-1"):
-            assert cluster.wait(label) == 0, cluster.output(label)
-            assert events(cluster.output(label), "restored")[0]["step"] == saved
-            assert events(cluster.output(label), "finished")[0]["steps"] == total
-        digests = {events(cluster.output(label), "finished")[0]["weights"] for label in ("worker-0", "worker-1")}
+            assert local.wait(label) == 0, local.output(label)
+            assert events(local.output(label), "restored")[0]["step"] == saved
+            assert events(local.output(label), "finished")[0]["steps"] == total
+        digests = {events(local.output(label), "finished")[0]["weights"] for label in ("worker-0", "worker-1")}
         assert len(digests) == 1
     finally:
-        cluster.stop_all()
+        local.stop_all()
 
 
 def test_parameter_server_tolerates_a_worker_and_resumes_after_a_ps_loss(tmp_path: Path) -> None:
     args = ["--epochs", "60", "--checkpoint-every", "40", "--log-every", "10"]
     counts = {"Chief": 1, "Worker": 2, "PS": 1}
-    cluster = Cluster.of(job_manifest("pss", "ParameterServer", counts, args), tmp_path)
+    local = LocalJob.of(job_manifest("pss", "ParameterServer", counts, args), tmp_path)
     total = 60 * DIGITS_STEPS_PER_EPOCH
     try:
         for label in ("ps-0", "worker-0", "worker-1", "chief-0"):
-            cluster.start(label)
-        cluster.wait_for_step(40)
-        cluster.kill("worker-1")  # tolerated: its steps go to worker-0
-        reached = cluster.wait_for_step(cluster.progress()["step"] + 60)
-        cluster.start("worker-1")  # re-admitted
-        cluster.wait_for_step(reached + 40)
+            local.start(label)
+        local.wait_for_step(40)
+        local.kill("worker-1")  # tolerated: its steps go to worker-0
+        reached = local.wait_for_step(local.progress()["step"] + 60)
+        local.start("worker-1")  # re-admitted
+        local.wait_for_step(reached + 40)
 
-        cluster.kill("ps-0")
-        assert cluster.wait("chief-0", timeout=120) == ExitCode.PEER_LOST, cluster.output("chief-0")
-        saved = cluster.saved_step()
-        cluster.start("ps-0")
-        cluster.start("chief-0")
-        assert cluster.wait("chief-0", timeout=600) == 0, cluster.output("chief-0")
-        assert events(cluster.output("chief-0"), "restored")[0]["step"] == saved
-        assert events(cluster.output("chief-0"), "finished")[0]["steps"] == total
-        assert cluster.running["worker-0"].poll() is None  # servers serve until told to stop
+        local.kill("ps-0")
+        assert local.wait("chief-0", timeout=120) == ExitCode.PEER_LOST, local.output("chief-0")
+        saved = local.saved_step()
+        local.start("ps-0")
+        local.start("chief-0")
+        assert local.wait("chief-0", timeout=600) == 0, local.output("chief-0")
+        assert events(local.output("chief-0"), "restored")[0]["step"] == saved
+        assert events(local.output("chief-0"), "finished")[0]["steps"] == total
+        assert local.running["worker-0"].poll() is None  # servers serve until told to stop
     finally:
-        cluster.stop_all()
+        local.stop_all()
 
 
 def test_parameter_server_signalled_saves_from_its_servers_before_they_go(tmp_path: Path) -> None:
@@ -199,27 +199,27 @@ def test_parameter_server_signalled_saves_from_its_servers_before_they_go(tmp_pa
     the chief has saved and left, and the rerun resumes at that step."""
     args = ["--epochs", "40", "--checkpoint-every", "5000", "--log-every", "10"]
     counts = {"Chief": 1, "Worker": 2, "PS": 1}
-    cluster = Cluster.of(job_manifest("pss", "ParameterServer", counts, args), tmp_path)
+    local = LocalJob.of(job_manifest("pss", "ParameterServer", counts, args), tmp_path)
     total = 40 * DIGITS_STEPS_PER_EPOCH
     labels = ("ps-0", "worker-0", "worker-1", "chief-0")
     try:
         for label in labels:
-            cluster.start(label)
-        shown = cluster.wait_for_step(60)
+            local.start(label)
+        shown = local.wait_for_step(60)
         for label in labels:
-            cluster.running[label].send_signal(signal.SIGTERM)
+            local.running[label].send_signal(signal.SIGTERM)
         for label in labels:
-            assert cluster.wait(label, timeout=60) == ExitCode.PREEMPTED, cluster.output(label)
-        saved = cluster.saved_step()
-        assert saved >= shown and _left_at(cluster.output("chief-0")) == saved
+            assert local.wait(label, timeout=60) == ExitCode.PREEMPTED, local.output(label)
+        saved = local.saved_step()
+        assert saved >= shown and _left_at(local.output("chief-0")) == saved
 
         for label in labels:
-            cluster.start(label)
-        assert cluster.wait("chief-0", timeout=600) == 0, cluster.output("chief-0")
-        assert events(cluster.output("chief-0"), "restored")[0]["step"] == saved
-        assert events(cluster.output("chief-0"), "finished")[0]["steps"] == total
+            local.start(label)
+        assert local.wait("chief-0", timeout=600) == 0, local.output("chief-0")
+        assert events(local.output("chief-0"), "restored")[0]["step"] == saved
+        assert events(local.output("chief-0"), "finished")[0]["steps"] == total
     finally:
-        cluster.stop_all()
+        local.stop_all()
 
 
 @pytest.mark.parametrize("strategy", ["mirrored", "central-storage"])

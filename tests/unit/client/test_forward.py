@@ -16,7 +16,7 @@ import pytest
 from kubernetes import client
 
 from disttrain.forward import PortForward, ServiceProxy
-from support import http_server
+from local_http import http_server
 
 PROXY = "/api/v1/namespaces/team/services/mnist-tensorboard:http/proxy"
 

@@ -17,7 +17,7 @@ from disttrain.client import _about_job, _manifest, _settled
 from disttrain.logs import LONGEST_LINE, _split, replica_task
 from disttrain.resources import readable_jobs, typed_job
 from disttrain_core.api.spec import ReplicaType
-from support import ROOT
+from repository import ROOT
 
 TEMPLATE = {"spec": {"containers": [{"name": "tensorflow", "image": "trainer"}]}}
 

@@ -19,7 +19,7 @@ from disttrain_core.builders.objects import desired_objects, pod
 from disttrain_core.builders.settings import BuildSettings
 from disttrain_core.served import job_manifest
 from disttrain_core.types import Manifest
-from support import EXAMPLES, ROOT, load_one
+from repository import EXAMPLES, ROOT, load_one
 
 GOLDEN = ROOT / "tests" / "golden"
 DEFAULT = BuildSettings()

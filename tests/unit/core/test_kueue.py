@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from job_fixtures import T0, make_job
 
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.status import ConditionStatus, ConditionType, JobPhase
@@ -26,6 +25,7 @@ from disttrain_core.kueue import (
 )
 from disttrain_core.status import with_condition
 from disttrain_core.types import Verdict
+from job_builder import T0, make_job
 
 QUEUE = {"kueue.x-k8s.io/queue-name": "team-a"}
 GPU_FLAVOR = PodSetInfo({"pool": "a100"}, ({"key": "gpu", "operator": "Exists"},))

@@ -17,7 +17,7 @@ from disttrain_core.observed import PodPhase, PodView, Unschedulable, unschedula
 from disttrain_core.planner import Plan, object_key, plan
 from disttrain_core.status import aggregate, failure
 from disttrain_core.types import ObjectRef, Verdict
-from support import ROOT, load_one
+from repository import ROOT, load_one
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 SETTINGS = BuildSettings()

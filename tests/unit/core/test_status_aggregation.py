@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from job_fixtures import T0, TEMPLATE, make_job, make_pod, running_pods
-
 from disttrain_core.api.job import DistTrainJob
-from disttrain_core.api.parsing import parse_job
 from disttrain_core.api.spec import ReplicaType, RestartPolicy
 from disttrain_core.api.status import ConditionStatus, ConditionType, Evaluation, JobPhase
 from disttrain_core.builders.settings import BuildSettings
 from disttrain_core.observed import PodPhase, PodView
 from disttrain_core.planner import plan
 from disttrain_core.status import aggregate, condition_holds, record_restart
+from job_builder import T0, JobBuilder, make_job, make_pod, running_pods
 
 T1 = T0 + timedelta(minutes=1)
 SETTINGS = BuildSettings()
@@ -98,15 +96,7 @@ def test_evaluator_failure_is_reported_not_fatal() -> None:
 
 
 def test_exit_code_policy_fails_only_on_permanent_codes() -> None:
-    spec = {"replicas": 2, "restartPolicy": "ExitCode", "template": TEMPLATE}
-    job = parse_job(
-        {
-            "apiVersion": "disttrain.io/v1alpha1",
-            "kind": "DistTrainJob",
-            "metadata": {"name": "job"},
-            "spec": {"replicaSpecs": {"Worker": spec}},
-        }
-    )
+    job = JobBuilder().workers(2, restartPolicy="ExitCode").job()
     retryable = [make_pod(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=137)]
     assert _next(job, retryable).status.phase is not JobPhase.FAILED
     permanent = [make_pod(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=2)]

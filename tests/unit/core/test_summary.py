@@ -10,7 +10,7 @@ import pytest
 
 from disttrain.resources import typed_job
 from disttrain_core.summary import summary
-from support import ROOT
+from repository import ROOT
 
 FIXTURES = sorted((ROOT / "tests" / "fixtures" / "summaries").glob("*.json"))
 

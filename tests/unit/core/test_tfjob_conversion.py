@@ -15,7 +15,7 @@ from disttrain_core.api import yaml_io
 from disttrain_core.api.parsing import parse_job
 from disttrain_core.builders.settings import BuildSettings
 from disttrain_core.tfjob_conversion import UnconvertibleError, convert
-from support import ROOT
+from repository import ROOT
 
 EVERY_FIELD = ROOT / "tests" / "tfjobs" / "every-field.yaml"
 GOLDEN = ROOT / "tests" / "golden" / "tfjob-every-field.yaml"

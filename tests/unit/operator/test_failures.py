@@ -19,7 +19,7 @@ from disttrain_kube.errors import ApiError, RefusedError, TransientApiError
 from disttrain_kube.rest import Kube
 from disttrain_operator import metrics
 from disttrain_operator.failures import SURFACE_AFTER, FailurePolicy
-from support import http_server
+from local_http import http_server
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 KEY = ("team", "mnist")

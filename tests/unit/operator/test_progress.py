@@ -9,7 +9,6 @@ from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler
 
 import pytest
-from job_fixtures import T0, make_job, make_pod, running_pods
 
 from disttrain_core.api.spec import ReplicaType
 from disttrain_core.api.status import MAX_HISTORY, Progress, ProgressPoint
@@ -22,7 +21,8 @@ from disttrain_operator.progress_poller import (
     fetch_progress,
     progress_url,
 )
-from support import http_server
+from job_builder import T0, make_job, make_pod, running_pods
+from local_http import http_server
 
 
 def _report(step: int, at: datetime | None) -> Progress:

@@ -26,7 +26,7 @@ from disttrain_operator.expectations import EXPECTATION
 from disttrain_operator.job_memory import JobMemory
 from disttrain_operator.reconciler import UNWATCHED_RECHECK, Reconciler
 from disttrain_operator.status_writer import RESTART_HOLD, STATUS_BATCH, StatusWriter
-from support import EXAMPLES, load_one
+from repository import EXAMPLES, load_one
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 

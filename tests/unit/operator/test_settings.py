@@ -9,7 +9,7 @@ import pytest
 from disttrain_cli.operator_command import run_operator
 from disttrain_core.builders.gang import GangScheduler
 from disttrain_operator.settings import DEFAULT_METRICS_PORT, OperatorSettings, SettingsError
-from support import ROOT
+from repository import ROOT
 
 
 def test_variables_set_the_settings_and_empty_ones_keep_the_defaults(monkeypatch: pytest.MonkeyPatch) -> None:

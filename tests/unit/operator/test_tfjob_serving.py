@@ -10,7 +10,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from fakes import RecordingApi
-from job_fixtures import make_pod
 
 from disttrain_core import served
 from disttrain_core.api import crd
@@ -25,6 +24,7 @@ from disttrain_operator.handlers import name_in_use
 from disttrain_operator.indexed_jobs import IndexedJobs
 from disttrain_operator.reconciler import Reconciler
 from disttrain_operator.tfjob_ownership import refusal
+from job_builder import make_pod
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

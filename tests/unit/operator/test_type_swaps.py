@@ -19,7 +19,7 @@ from disttrain_cli.render import RenderError, render_objects
 from disttrain_core.builders.settings import BuildSettings
 from disttrain_core.managers import managed_elsewhere
 from disttrain_operator.reconciler import Reconciler
-from support import EXAMPLES, VALID_CORPUS, load_one
+from repository import EXAMPLES, VALID_CORPUS, load_one
 
 MANIFESTS = [load_one(path) for path in [*EXAMPLES, *VALID_CORPUS]]
 

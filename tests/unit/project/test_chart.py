@@ -13,7 +13,7 @@ import yaml
 from chart_support import CHART, helm, template
 from disttrain_core.api.crd import KEPT_ON_UNINSTALL as KEPT
 from disttrain_dev import chart_readme, images
-from support import ROOT
+from repository import ROOT
 
 GOLDEN = ROOT / "tests" / "golden" / "chart"
 GOTOOL = pytest.mark.gotool  # runs helm, built from its Go module

@@ -10,7 +10,7 @@ import tokenize
 from collections.abc import Iterator
 from pathlib import Path
 
-from support import ROOT
+from repository import ROOT
 
 # A path with a slash that names a file by its extension, or a folder by its closing slash.
 PATH = re.compile(r"(?<![\w./:@-])((?:\.{1,2}/)?(?:[\w.-]+/)+[\w.-]*)")

@@ -15,7 +15,7 @@ from disttrain_core.api import yaml_io
 from disttrain_core.api.kubernetes_version import KUBERNETES_VERSION
 from disttrain_core.api.status import DistTrainJobStatus
 from disttrain_dev import readme
-from support import ROOT
+from repository import ROOT
 
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from rbac_rights import bound_rights, refused_rights, role_rights, used_rights
-from support import ROOT
+from repository import ROOT
 
 
 def test_a_namespaced_operator_holds_every_right_of_a_cluster_wide_one() -> None:

@@ -1,11 +1,8 @@
-"""Paths, loaders and a local HTTP server, shared by the tests."""
+"""The repository as the tests read it: its root, examples and corpus of manifests, and how a corpus file says
+what its rejection must contain."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -28,16 +25,3 @@ def expected_message(path: Path) -> str:
     first = path.read_text().splitlines()[0]
     assert first.startswith(EXPECT_PREFIX), f"{path} must start with '{EXPECT_PREFIX}...'"
     return first.removeprefix(EXPECT_PREFIX)
-
-
-@contextmanager
-def http_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[ThreadingHTTPServer]:
-    """A server on a free local port answering with `handler`, on a thread of its own, until the block ends;
-    its loop looks for the shutdown every 20 ms (Python's default, 0.5 s, was most of these tests' time)."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()

@@ -1,0 +1,128 @@
+"""Jobs for the tests, built a step at a time as JobSet's tests build theirs (`MakeJobSet(...).Obj()`):
+`JobBuilder("demo").workers(2).run_policy(backoffLimit=0).obj()` is the manifest, `.job()` the parsed
+job; each test says only what matters to it. Also the pod views of the core's unit tests, and jobs
+whose workers run a shell script, which the process node runs for real."""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from disttrain_core.api.job import DistTrainJob
+from disttrain_core.api.parsing import parse_job
+from disttrain_core.api.spec import ReplicaType
+from disttrain_core.observed import PodPhase, PodView
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+API_VERSION = "disttrain.io/v1alpha1"
+
+
+class JobBuilder:
+    """A DistTrainJob manifest. Replicas run a `tensorflow` container of image `i` unless told otherwise."""
+
+    def __init__(self, name: str = "job", namespace: str | None = None) -> None:
+        self._metadata: dict[str, Any] = {"name": name, **({"namespace": namespace} if namespace else {})}
+        self._spec: dict[str, Any] = {"replicaSpecs": {}}
+        self._status: dict[str, Any] | None = None
+
+    def replicas(self, kind: str, count: int, container: dict[str, Any] | None = None, **replica: Any) -> JobBuilder:
+        """`count` replicas of `kind` (Chief, Worker, PS, Evaluator); `container` adds to or overrides the
+        TensorFlow container's fields, `replica` the replica spec's (restartPolicy, ...)."""
+        tensorflow = {"name": "tensorflow", "image": "i", **(container or {})}
+        self._spec["replicaSpecs"][kind] = {
+            "replicas": count,
+            **replica,
+            "template": {"spec": {"containers": [tensorflow]}},
+        }
+        return self
+
+    def workers(self, count: int, container: dict[str, Any] | None = None, **replica: Any) -> JobBuilder:
+        return self.replicas("Worker", count, container, **replica)
+
+    def script(
+        self, script: str, replicas: int = 1, env: list[dict[str, str]] | None = None, **replica: Any
+    ) -> JobBuilder:
+        """Workers that run `script` with sh, which the process node runs as a process."""
+        container = {"image": "none", "command": ["sh", "-c", script], **({"env": env} if env else {})}
+        return self.workers(replicas, container, **replica)
+
+    def strategy(self, strategy: str) -> JobBuilder:
+        return self.spec(strategy=strategy)
+
+    def spec(self, **fields: Any) -> JobBuilder:
+        self._spec.update(copy.deepcopy(fields))
+        return self
+
+    def run_policy(self, **fields: Any) -> JobBuilder:
+        self._spec.setdefault("runPolicy", {}).update(copy.deepcopy(fields))
+        return self
+
+    def metadata(self, **fields: Any) -> JobBuilder:
+        self._metadata.update(copy.deepcopy(fields))
+        return self
+
+    def status(self, **fields: Any) -> JobBuilder:
+        self._status = {**(self._status or {}), **copy.deepcopy(fields)}
+        return self
+
+    def obj(self) -> dict[str, Any]:
+        """The manifest, a copy: the builder can go on."""
+        manifest = {"apiVersion": API_VERSION, "kind": "DistTrainJob", "metadata": self._metadata, "spec": self._spec}
+        if self._status is not None:
+            manifest["status"] = self._status
+        return copy.deepcopy(manifest)
+
+    def job(self) -> DistTrainJob:
+        """The job as the API server would take it (the CRD's defaults and rules applied), with its status."""
+        return parse_job(self.obj())
+
+
+def make_job(counts: dict[str, int], **spec: Any) -> DistTrainJob:
+    """A job named `job` (generation 3) with these replica counts; ParameterServer when it has a PS."""
+    builder = JobBuilder().metadata(generation=3)
+    for kind, count in counts.items():
+        builder.replicas(kind, count)
+    return builder.strategy("ParameterServer" if "PS" in counts else "MultiWorkerMirrored").spec(**spec).job()
+
+
+def make_pod(kind: ReplicaType, index: int, phase: PodPhase, *, job: str = "job", **fields: Any) -> PodView:
+    """A task of the job named `job` (`make_job`'s by default)."""
+    name = f"{job}-{kind.task_type}-{index}"
+    fields = {"name": name, "uid": f"uid-{name}", **fields}
+    return PodView(replica_type=kind, index=index, phase=phase, **fields)
+
+
+def running_pods(kind: ReplicaType, count: int) -> list[PodView]:
+    return [make_pod(kind, index, PodPhase.RUNNING, ready=True) for index in range(count)]
+
+
+# worker-1's first attempt fails (137, retried); the whole job restarts, so worker-0's first attempt is
+# deleted while it runs and says so on SIGTERM; both succeed the second time.
+# The job succeeds with worker 0: its second attempt waits (30 s at most) until every peer's second attempt ran,
+# or a fast node could end the job, and remove its pods, before a peer's second attempt started.
+TWO_ATTEMPTS = """
+marker="$MARKER-$HOSTNAME"
+if [ -e "$marker" ]; then
+  echo "$HOSTNAME second attempt"; touch "$marker-again"
+  case "$HOSTNAME" in
+    *worker-0) for _ in $(seq 1 300); do
+        [ "$(ls "$MARKER"-*-again 2>/dev/null | wc -l)" -ge "$WORKERS" ] && break; sleep 0.1
+      done ;;
+  esac
+  exit 0
+fi
+touch "$marker"; echo "$HOSTNAME first attempt"
+case "$HOSTNAME" in
+  *worker-1) sleep 2; echo "$HOSTNAME fails"; exit 137 ;;
+  *) trap 'echo "$HOSTNAME stopped"; exit 143' TERM; while true; do sleep 0.2; done ;;
+esac
+"""
+
+
+def two_attempts_job(name: str, marker: Path, logs: dict[str, Any], workers: int = 2) -> dict[str, Any]:
+    """Workers that each run twice (TWO_ATTEMPTS), their pods removed once the job ends."""
+    env = [{"name": "MARKER", "value": str(marker)}, {"name": "WORKERS", "value": str(workers)}]
+    builder = JobBuilder(name).script(TWO_ATTEMPTS, workers, env, restartPolicy="ExitCode")
+    return builder.run_policy(cleanPodPolicy="All").spec(logs=logs).obj()

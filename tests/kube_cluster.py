@@ -1,0 +1,156 @@
+"""The local cluster as the tests reach it: kubectl with a kubeconfig (`Cluster`), and kubeconfigs for an
+account's token (the operator's, a tenant's)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from disttrain_dev.versions import cache_paths
+from repository import ROOT
+
+OPERATOR_TEST_NAMESPACE = "disttrain-operator-under-test"
+
+
+@dataclass(frozen=True)
+class Cluster:
+    kubeconfig: Path
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
+
+    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+        command = [str(cache_paths().binary("kubectl")), *args]
+        result = subprocess.run(command, input=stdin, capture_output=True, text=True, env=self.env, check=False)
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed:\n{result.stderr}")
+        return result
+
+    def delete_namespace(self, name: str) -> None:
+        """Delete the namespace, and wait until its pods are gone: the next test finds the nodes free. Its
+        other content goes meanwhile: the namespace controller starts 5 s after a deletion (time for every
+        API server to see it) and looks again 5 s later while pods remain, where a pod deleted goes at
+        once (or as its grace period lets its processes end). No object can be made in it once deleting."""
+        self.kubectl("delete", "namespace", name, "--ignore-not-found", "--wait=false")
+        self.kubectl("delete", "pods", "--all", "-n", name, "--ignore-not-found", "--wait=true", "--timeout=120s")
+
+    def get(self, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
+        result = self.kubectl("get", kind, name, "-n", namespace, "-o", "json", check=False)
+        return json.loads(result.stdout) if result.returncode == 0 else None
+
+    def items(self, kind: str, namespace: str, selector: str | None = None) -> list[dict[str, Any]]:
+        args = ["get", kind, "-n", namespace, "-o", "json", *(["-l", selector] if selector else [])]
+        items: list[dict[str, Any]] = json.loads(self.kubectl(*args).stdout)["items"]
+        return items
+
+    def set_pod_status(
+        self,
+        namespace: str,
+        name: str,
+        phase: str,
+        exit_code: int | None = None,
+        message: str | None = None,
+        *,
+        finished_at: str | None = None,
+    ) -> None:
+        """Play the kubelet: end a pod with a phase, the tensorflow container's exit code, termination message
+        and end time."""
+        status: dict[str, Any] = {"phase": phase}
+        if exit_code is not None:
+            terminated: dict[str, Any] = {"exitCode": exit_code, "reason": "Completed" if exit_code == 0 else "Error"}
+            if message is not None:
+                terminated["message"] = message
+            if finished_at is not None:
+                terminated["finishedAt"] = finished_at
+            status["containerStatuses"] = [
+                {
+                    "name": "tensorflow",
+                    "image": "disttrain/trainer:0.1.0",
+                    "imageID": "",
+                    "ready": False,
+                    "restartCount": 0,
+                    "state": {"terminated": terminated},
+                }
+            ]
+        self.patch_pod_status(namespace, name, status)
+
+    def patch_pod_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        patch = json.dumps({"status": status})
+        self.kubectl("patch", "pod", name, "-n", namespace, "--subresource=status", "--type=merge", "-p", patch)
+
+    def evict(self, namespace: str, name: str) -> None:
+        """Evict a pod through the Eviction API, as `kubectl drain` and the cluster autoscaler do."""
+        eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}/eviction"
+        self.kubectl("create", "--raw", path, "-f", "-", stdin=json.dumps(eviction))
+
+    def apply(self, namespace: str, text: str) -> None:
+        self.kubectl("apply", "-n", namespace, "-f", "-", stdin=text)
+
+    def create_claim(self, namespace: str, name: str) -> None:
+        """An existing PVC, as a job's `checkpoint.claimName` expects (the parameter server example's)."""
+        claim = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name},
+            "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}},
+        }
+        self.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(claim))
+
+    def job_pods(self, namespace: str, job: str) -> dict[str, dict[str, Any]]:
+        return {pod["metadata"]["name"]: pod for pod in self.items("pods", namespace, f"disttrain.io/job-name={job}")}
+
+    def has_event(self, namespace: str, reason: str) -> bool:
+        return any(event["reason"] == reason for event in self.items("events", namespace))
+
+    def job(self, namespace: str, name: str) -> dict[str, Any]:
+        job = self.get("disttrainjob", name, namespace)
+        assert job is not None, f"job {namespace}/{name} is gone"
+        return job
+
+
+def operator_kubeconfig(cluster: Cluster, folder: Path, rbac: Path = ROOT / "deploy" / "rbac.yaml") -> Path:
+    """Credentials of the operator's own ServiceAccount with deploy/rbac.yaml's rules (or another file's,
+    such as an overlay's additions), not an admin's."""
+    return account_kubeconfig(cluster, folder, rbac, "disttrain-operator")
+
+
+def account_kubeconfig(
+    cluster: Cluster, folder: Path, rbac: Path, account: str, namespace: str = OPERATOR_TEST_NAMESPACE
+) -> Path:
+    """Credentials of `account`, a ServiceAccount with the rules of an RBAC file of deploy/.
+
+    The cluster-wide objects are the file's, renamed, and the namespaced ones (the ServiceAccount and
+    any Role) move to `namespace`, so that tests installing deploy/ itself leave them alone.
+    """
+    cluster.kubectl("create", "namespace", namespace, check=False)
+    documents = [doc for doc in yaml.safe_load_all(rbac.read_text()) if doc]
+    for document in documents:
+        if document["kind"] in {"ServiceAccount", "Role", "RoleBinding"}:
+            document["metadata"]["namespace"] = namespace
+        else:
+            document["metadata"]["name"] = f"{OPERATOR_TEST_NAMESPACE}-{document['metadata']['name']}"
+        if document["kind"] == "ClusterRoleBinding":
+            document["roleRef"]["name"] = f"{OPERATOR_TEST_NAMESPACE}-{document['roleRef']['name']}"
+        if document["kind"].endswith("RoleBinding"):
+            document["subjects"][0]["namespace"] = namespace
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": documents}))
+    return token_kubeconfig(cluster, folder, namespace, account)
+
+
+def token_kubeconfig(cluster: Cluster, folder: Path, namespace: str, account: str) -> Path:
+    """A kubeconfig that authenticates as the ServiceAccount, with a token of a day."""
+    token = cluster.kubectl("create", "token", account, "-n", namespace, "--duration=24h").stdout.strip()
+    config = json.loads(cluster.kubeconfig.read_text())
+    config["users"] = [{"name": "admin", "user": {"token": token}}]
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{account}.kubeconfig"
+    path.write_text(json.dumps(config))
+    return path
