@@ -37,8 +37,8 @@ from disttrain_dev.kubelet import KubeletApi
 from disttrain_dev.polling import wait_for
 from disttrain_dev.third_party import answers
 from disttrain_dev.versions import cache_paths
+from disttrain_kube.api_errors import TransientApiError
 from disttrain_kube.connection import connect
-from disttrain_kube.errors import TransientApiError
 
 ROOT = Path(__file__).resolve().parent.parent
 # The operator's reconcile threads (DISTTRAIN_RECONCILE_WORKERS), and as many threads for the floor: its

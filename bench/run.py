@@ -53,7 +53,7 @@ from harness import (
 
 from disttrain_cli.render import render_objects
 from disttrain_core.api.tenant_input import JOB_GONE_SINCE, LOG_MAX_BYTES, LOG_TTL
-from disttrain_core.builders.settings import BuildSettings
+from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.kept_logs import JOB_UID_LABEL, KEPT_LOG_LABEL, OUTLIVES_JOB_LABEL
 from disttrain_dev.polling import wait_for
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from disttrain_contract.timestamps import format_micro_time
-from disttrain_kube.errors import HTTP_CONFLICT, HTTP_NOT_FOUND, error_for
+from disttrain_kube.api_errors import HTTP_CONFLICT, HTTP_NOT_FOUND, error_for
 from disttrain_kube.rest import POD_PATH, Kube
 from disttrain_operator.leases import read_lease, write_lease
 

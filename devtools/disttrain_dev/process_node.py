@@ -49,8 +49,8 @@ from disttrain_dev.process_pods import (
     restarts,
     service_names,
 )
+from disttrain_kube.api_errors import TransientApiError
 from disttrain_kube.connection import connect
-from disttrain_kube.errors import TransientApiError
 
 logger = logging.getLogger("disttrain.process-node")
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from disttrain.errors import ApiError, DisttrainError, InvalidJobError, JobExistsError, JobNotFoundError
-from disttrain_kube import errors
+from disttrain_kube import api_errors
 
 Answer = TypeVar("Answer")
 
@@ -16,15 +16,15 @@ def call(request: Callable[[], Answer], *, what: str) -> Answer:
     """The request's answer; its failure as the client's error, named by `what`."""
     try:
         return request()
-    except errors.ApiError as error:
+    except api_errors.ApiError as error:
         raise client_error(error, what) from error
 
 
-def client_error(error: errors.ApiError, what: str) -> DisttrainError:
-    if isinstance(error, errors.NotFoundError):
+def client_error(error: api_errors.ApiError, what: str) -> DisttrainError:
+    if isinstance(error, api_errors.NotFoundError):
         return JobNotFoundError(f"{what}: not found")
-    if isinstance(error, errors.ConflictError):
+    if isinstance(error, api_errors.ConflictError):
         return JobExistsError(f"{what}: {error.reason}")
-    if isinstance(error, errors.RefusedError):
+    if isinstance(error, api_errors.RefusedError):
         return InvalidJobError(f"{what}: {error.reason}")
     return ApiError(error.status, f"{what}: {error.reason}")

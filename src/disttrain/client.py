@@ -30,9 +30,9 @@ from disttrain.errors import (
     WaitTimeoutError,
 )
 from disttrain.forward import LocalPort, PortForward, ServiceProxy
+from disttrain.job_kinds import RESOURCES, JobKind, Resource, readable_jobs, resource_of, typed_job
 from disttrain.kept_log_reader import Attempt, KeptLog, kept_logs_of, kept_logs_on_volume, kept_replicas, replica_label
 from disttrain.logs import ReplicaLog, ReplicaLogs, replica_task
-from disttrain.resources import RESOURCES, JobKind, Resource, readable_jobs, resource_of, typed_job
 from disttrain_contract.timestamps import parse_time
 from disttrain_core.api import yaml_io
 from disttrain_core.api.job import DistTrainJob
@@ -48,8 +48,8 @@ from disttrain_core.builders.tensorboard import (
 )
 from disttrain_core.observed import pod_ready
 from disttrain_core.summary import kept_log_command
+from disttrain_kube.api_errors import NO_ANSWER, ResourceExpiredError, TransientApiError
 from disttrain_kube.connection import Connection, NoClusterError, connect
-from disttrain_kube.errors import NO_ANSWER, ResourceExpiredError, TransientApiError
 from disttrain_kube.rest import PODS_PATH, WATCH_SILENCE_MARGIN, Kube, watch_events
 
 _WATCH_SECONDS = 60  # one watch request; a wait longer than this watches again from where it was

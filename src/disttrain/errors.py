@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from disttrain_core.api.job import DistTrainJob
-from disttrain_kube import errors
+from disttrain_kube import api_errors
 
 
 class DisttrainError(Exception):
     """Every error the client raises."""
 
 
-class ApiError(DisttrainError, errors.ApiError):
+class ApiError(DisttrainError, api_errors.ApiError):
     """The API server refused the request, or could not be reached (`status` 0): `disttrain_kube`'s error,
     as the client raises it."""
 

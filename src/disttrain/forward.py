@@ -29,7 +29,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.stream import portforward
 from websocket import WebSocketException
 
-from disttrain_kube.errors import NETWORK_ERRORS
+from disttrain_kube.api_errors import NETWORK_ERRORS
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from disttrain_core.api.spec import ReplicaType
 from disttrain_core.builders.naming import pod_name, tensorflow_container
 from disttrain_core.progress import reporting_task
 from disttrain_core.summary import replica_pods
-from disttrain_kube.errors import NO_ANSWER, LogUnreadableError, TransientApiError
+from disttrain_kube.api_errors import NO_ANSWER, LogUnreadableError, TransientApiError
 from disttrain_kube.rest import Kube
 
 _CHUNK = 1 << 16

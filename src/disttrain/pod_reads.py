@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from disttrain.calls import call
-from disttrain_kube.errors import ApiError
+from disttrain_kube.api_errors import ApiError
 from disttrain_kube.rest import PODS_PATH, WATCH_SILENCE_MARGIN, Kube, watch_events
 
 

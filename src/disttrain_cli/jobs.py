@@ -23,7 +23,7 @@ from rich.text import Text
 
 from disttrain import Client, DisttrainError, DistTrainJob
 from disttrain.client import WatchEvent
-from disttrain.resources import RESOURCES, JobKind, readable_jobs, resource_of
+from disttrain.job_kinds import RESOURCES, JobKind, readable_jobs, resource_of
 from disttrain_cli import job_tables
 from disttrain_cli.main import invoke
 from disttrain_core.api import yaml_io

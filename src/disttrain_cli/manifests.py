@@ -10,8 +10,8 @@ import click
 
 from disttrain_cli.render import RenderError, render
 from disttrain_core.api import crd
+from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.gang import GangScheduler
-from disttrain_core.builders.settings import BuildSettings
 
 
 def _read_input(source: str) -> str:

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from types import FrameType
 
     from disttrain_operator.leader_election import LeaderElector, Timing
-    from disttrain_operator.settings import OperatorSettings
+    from disttrain_operator.operator_settings import OperatorSettings
 
 LOG_FORMATS = ("plain", "full", "json")  # kopf.LogFormat by name
 
@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
 def read_settings(args: argparse.Namespace) -> OperatorSettings:
     """The environment's settings, with what the command line says of namespaces and TFJobs; a bad
     variable is named here, before the Lease or kopf."""
-    from disttrain_operator.settings import OperatorSettings, SettingsError  # noqa: PLC0415
+    from disttrain_operator.operator_settings import OperatorSettings, SettingsError  # noqa: PLC0415
 
     try:
         settings = OperatorSettings.from_environment()

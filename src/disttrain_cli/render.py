@@ -9,8 +9,8 @@ import yaml
 from disttrain_core.api import yaml_io
 from disttrain_core.api.parsing import parse_job
 from disttrain_core.api.validation import InvalidManifestError
+from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.objects import desired_objects
-from disttrain_core.builders.settings import BuildSettings
 from disttrain_core.types import Manifest
 
 

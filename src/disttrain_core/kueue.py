@@ -39,7 +39,7 @@ from disttrain_core.api.status import JobPhase
 from disttrain_core.api.tenant_input import as_list, as_mapping
 from disttrain_core.builders import naming
 from disttrain_core.builders.objects import owner_references
-from disttrain_core.status import is_finished
+from disttrain_core.status_from_pods import is_finished
 from disttrain_core.types import Manifest, Verdict
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"

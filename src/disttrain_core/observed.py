@@ -70,7 +70,7 @@ class PodView:
     resource_version: str | None = field(default=None, compare=False)  # the version seen, that a deletion names
     disruption: str | None = None  # why it was taken away on purpose, not for its own fault (`disruption`)
     conditions: frozenset[str] = frozenset()  # the types of its conditions that are True (`true_conditions`)
-    gone: bool = False  # removed from the API: what `remains` of it, kept until a reconcile acted on its loss
+    gone: bool = False  # removed from the API: its view `after_removal`, kept until a reconcile acted on its loss
 
     @property
     def ended(self) -> bool:
@@ -88,7 +88,7 @@ class PodView:
         return self.phase is PodPhase.FAILED
 
 
-def remains(pod: PodView) -> PodView | None:
+def after_removal(pod: PodView) -> PodView | None:
     """What stays in sight of a pod removed from the API before it succeeded, until a reconcile acted on its
     loss. A pod deleted with no grace period (kwok's, a forced deletion, an evicted pod on a node that
     confirms at once) may be gone before the next reconcile reads its job: without its remains, that

@@ -17,7 +17,7 @@ trainer's PREEMPTED exit) is a disruption: it restarts whatever the restart poli
 `runPolicy.failurePolicy` rules come before all of this (`disttrain_core.failure_policy`): they fail the job,
 restart the whole job or the pod alone, or restart it uncounted (Ignore, counted as a disruption).
 
-A pod removed from the API before any plan saw it go is seen as its remains (`observed.remains`): lost,
+A pod removed from the API before any plan saw it go is seen as its remains (`observed.after_removal`): lost,
 going, and holding its name until the restart it calls for is recorded; the next plan, at once, replaces it.
 A job that does not act on losses (`acts_on_losses`: suspended, finished, being deleted) lets them go.
 
@@ -34,12 +34,12 @@ from datetime import datetime, timedelta
 from disttrain_contract.exit_codes import ExitCode
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import CleanPodPolicy, ReplicaType, RestartScope
+from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.naming import pod_name
 from disttrain_core.builders.objects import desired_objects
-from disttrain_core.builders.settings import BuildSettings
 from disttrain_core.failure_policy import Response, Scope, response
 from disttrain_core.observed import PodView
-from disttrain_core.status import describe_failure, evaluation_due, is_finished
+from disttrain_core.status_from_pods import describe_failure, evaluation_due, is_finished
 from disttrain_core.types import Manifest, ObjectRef, Verdict, invalid_spec
 
 

@@ -54,7 +54,7 @@ def replica_names(body: Mapping[str, Any]) -> dict[str, str]:
     return names
 
 
-def wire_status(status: Mapping[str, Any], names: Mapping[str, str], now: str) -> dict[str, Any]:
+def tfjob_status(status: Mapping[str, Any], names: Mapping[str, str], now: str) -> dict[str, Any]:
     """The core's status as a TFJob's: TFJob's reasons and `lastUpdateTime`, replica statuses under the
     spec's own keys, `lastReconcileTime`."""
     wired = dict(copy.deepcopy(status))
@@ -85,7 +85,7 @@ _CONDITION_FIELDS = frozenset(Condition.model_json_schema(by_alias=True)["proper
 
 
 def core_status(wired: Any) -> dict[str, Any]:
-    """A TFJob's status as the core reads it: the inverse of `wire_status`. A status of another shape (a
+    """A TFJob's status as the core reads it: the inverse of `tfjob_status`. A status of another shape (a
     TFJob's status is anyone's who may write it under another controller's CRD) reads as what it holds of
     the right shape; the core's models judge the rest."""
     wired = as_mapping(wired)
@@ -112,7 +112,7 @@ def core_status(wired: Any) -> dict[str, Any]:
     return status
 
 
-def wire_patch(patch: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, Any]:
+def tfjob_patch(patch: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, Any]:
     """A merge patch of the core's job (Kueue's suspend and templates) in TFJob's field names."""
     spec = dict(patch.get("spec") or {})
     if "replicaSpecs" in spec:
@@ -121,14 +121,14 @@ def wire_patch(patch: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, 
 
 
 @dataclass(frozen=True)
-class Wire:
+class JobShape:
     """How one job is read and written: a DistTrainJob as it is, a served TFJob translated here and
     nowhere else, on its way in (`body_in`, `bare_in`, `status_in`) and out (`status_out`, `patch_out`)."""
 
     names: Mapping[str, str] | None = None  # a served TFJob's replica type keys (`replica_names`)
 
     @classmethod
-    def of(cls, body: Body) -> Wire:
+    def of(cls, body: Body) -> JobShape:
         return cls(replica_names(body)) if is_served(body) else cls()
 
     def body_in(self, body: Body) -> Body:
@@ -147,7 +147,7 @@ class Wire:
         return status if self.names is None else core_status(status)
 
     def status_out(self, status: dict[str, Any], now: str) -> dict[str, Any]:
-        return status if self.names is None else wire_status(status, self.names, now)
+        return status if self.names is None else tfjob_status(status, self.names, now)
 
     def patch_out(self, patch: dict[str, Any]) -> dict[str, Any]:
-        return patch if self.names is None else wire_patch(patch, self.names)
+        return patch if self.names is None else tfjob_patch(patch, self.names)

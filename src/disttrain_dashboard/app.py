@@ -30,8 +30,8 @@ from starlette.templating import Jinja2Templates
 
 from disttrain import Client, DisttrainError, DistTrainJob, JobEvent
 from disttrain.errors import ApiError, JobNotFoundError, LogsUnavailableError
+from disttrain.job_kinds import RESOURCES, JobKind
 from disttrain.logs import replicas
-from disttrain.resources import RESOURCES, JobKind
 from disttrain_core.api.status import JobPhase
 from disttrain_core.summary import (
     age,

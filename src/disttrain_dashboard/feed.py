@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 
 from disttrain import Client, DisttrainError, DistTrainJob, JobNotFoundError
-from disttrain.resources import JobKind
+from disttrain.job_kinds import JobKind
 
 log = logging.getLogger(__name__)
 

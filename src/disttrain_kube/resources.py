@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from disttrain_core.api import job, tfjob
-from disttrain_kube.errors import HTTP_NOT_FOUND, RefusedError
+from disttrain_kube.api_errors import HTTP_NOT_FOUND, RefusedError
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ its model classes: the builders already produce JSON, and validating every pod t
 models costs time and refuses valid objects (integer quantities). Every request has a timeout.
 urllib3 repeats a request that could not connect, or an idempotent one whose answer broke off
 (`connection.connect`'s `retries`); whether a failure the API server answered is worth repeating is
-the caller's to decide from the error's class (`disttrain_kube.errors`).
+the caller's to decide from the error's class (`disttrain_kube.api_errors`).
 
 Creates tolerate 409 (the object exists: a retry, a second event or a restarted operator), so every
 caller can simply ask again. Paths come from `Resources`: the models and the API server's discovery.
@@ -21,7 +21,7 @@ from typing import Any
 from kubernetes import client
 
 from disttrain_core.types import Manifest
-from disttrain_kube.errors import (
+from disttrain_kube.api_errors import (
     HTTP_CONFLICT,
     HTTP_FORBIDDEN,
     HTTP_GONE,

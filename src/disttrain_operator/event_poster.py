@@ -19,7 +19,7 @@ from typing import Protocol
 from disttrain_contract.timestamps import format_time
 from disttrain_core.builders.events import event_manifest
 from disttrain_core.types import Body, Manifest
-from disttrain_kube.errors import RefusedError, TransientApiError
+from disttrain_kube.api_errors import RefusedError, TransientApiError
 from disttrain_operator import metrics
 from disttrain_operator.workers import Workers
 

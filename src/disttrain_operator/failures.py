@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 
 from disttrain_core.backoff import Backoff
 from disttrain_core.types import JobKey
-from disttrain_kube.errors import TransientApiError
+from disttrain_kube.api_errors import TransientApiError
 from disttrain_operator import metrics
 
 logger = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ pod, Service, PVC and Kueue Workload (docs/architecture.md has the figures). A c
 job to the queue too, as do a deadline, TTL or retry coming due (`Wakeups`) and a new progress report
 from a trainer (`ProgressPoller`). The queue's threads reconcile a job from what is known now, and wait
 until every watch, kopf's included, was listed once, so a restarted operator sees every existing object
-before it plans anything. A job's deletion is only named to the queue (`Departures`), whose thread for
+before it plans anything. A job's deletion is only named to the queue (`DeletedJobs`), whose thread for
 the job forgets it. Events are posted by a thread of their own (`EventPoster`).
 
 `disttrain operator` (`disttrain_cli.operator_command`) starts kopf with these handlers; kopf's settings are set
@@ -36,22 +36,22 @@ from disttrain_core.api.spec import DistTrainJobSpec
 from disttrain_core.api.status import JobPhase
 from disttrain_core.kueue import WorkloadView
 from disttrain_core.managers import managed_elsewhere
-from disttrain_core.observed import PodView, remains
-from disttrain_core.tensorboard import TensorBoardView
+from disttrain_core.observed import PodView, after_removal
+from disttrain_core.tensorboard_status import TensorBoardView
 from disttrain_core.types import Body, JobKey, ObjectRef, Verdict
+from disttrain_kube.api_errors import NotServedError
 from disttrain_kube.connection import NoClusterError, connect
-from disttrain_kube.errors import NotServedError
 from disttrain_kube.rest import WATCH_SILENCE_MARGIN, Kube
 from disttrain_operator import metrics
-from disttrain_operator.departures import Departures
+from disttrain_operator.deleted_jobs import DeletedJobs
 from disttrain_operator.event_poster import EventApi, EventPoster
 from disttrain_operator.failures import FailurePolicy
 from disttrain_operator.indexed_jobs import IndexedJobs, JobIndex
 from disttrain_operator.job_queue import JobQueue
 from disttrain_operator.kept_log_keeper import KeptLogKeeper, KeptLogSweeper, LogApi, SweepApi
+from disttrain_operator.operator_settings import OperatorSettings
 from disttrain_operator.progress_poller import ProgressPoller, progress_url
 from disttrain_operator.reconciler import JobApi, Reconciler, utcnow
-from disttrain_operator.settings import OperatorSettings
 from disttrain_operator.wakeups import Wakeups
 from disttrain_operator.watch import (
     ListAndWatch,
@@ -108,7 +108,7 @@ class Runtime:
     workloads: ObjectStore[WorkloadView]
     tensorboards: ObjectStore[TensorBoardView]
     listings: Listings = field(default_factory=Listings)
-    departures: Departures = field(default_factory=Departures)
+    deleted_jobs: DeletedJobs = field(default_factory=DeletedJobs)
     watches: Sequence[ObjectWatch[Any]] = ()
     _indexed: bool = False
 
@@ -176,7 +176,7 @@ def build_runtime(settings: OperatorSettings, kube: OperatorApi, indexes: Mappin
             kube, jobs.all_uids, utcnow, watched, ready=listings.done, interval=settings.log_sweep_seconds
         ),
         job_paths=job_paths,
-        pods=ObjectStore(remains),
+        pods=ObjectStore(after_removal),
         children=(ObjectStore(), ObjectStore()),
         workloads=ObjectStore(),
         tensorboards=ObjectStore(),
@@ -264,7 +264,7 @@ STARTUP_RETRY_SECONDS = 2
 
 @kopf.on.startup(backoff=STARTUP_RETRY_SECONDS)
 def configure(*, memo: kopf.Memo, settings: kopf.OperatorSettings, **indexes: Any) -> None:
-    """Wire the operator's parts and start them. An API error is tried again; no cluster to reach stops
+    """JobShape the operator's parts and start them. An API error is tried again; no cluster to reach stops
     the operator, with the reason."""
     operator_settings = memo.get(SETTINGS) or OperatorSettings.from_environment()
     tune(settings, operator_settings)
@@ -342,16 +342,16 @@ def job_event(runtime: Runtime, kind: str | None, body: Body) -> None:
     metadata = body["metadata"]
     key = str(metadata["namespace"]), str(metadata["name"])
     if kind != "DELETED":
-        if not runtime.reconciler.echoes(body):
+        if not runtime.reconciler.is_own_status_write(body):
             runtime.queue.add(key)
         return
-    runtime.departures.note(key, str(metadata["uid"]))
+    runtime.deleted_jobs.note(key, str(metadata["uid"]))
     runtime.queue.add(key)
 
 
 def _forget_departed(runtime: Runtime, key: JobKey) -> None:
     """What is remembered of the key's deleted jobs goes; a namesake left sets its wake-ups again."""
-    departed = runtime.departures.take(key)
+    departed = runtime.deleted_jobs.take(key)
     for uid in departed:
         runtime.reconciler.forget(uid)
         runtime.logs.forget_job(uid)

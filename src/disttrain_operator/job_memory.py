@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from disttrain_core.served import Wire
+from disttrain_core.served import JobShape
 from disttrain_core.types import ObjectRef, Verdict
 from disttrain_operator.expectations import Expectations
 
@@ -28,7 +28,7 @@ class JobMemory:
     expected: Expectations = field(default_factory=Expectations)  # done, not yet seen by a watch
     checked_generation: int | None = None  # the last generation whose spec passed the CRD's schema
     tensorboard_refused: tuple[int | None, Verdict] | None = None  # the generation whose TensorBoard was refused
-    wire: Wire = field(default_factory=Wire)  # how the job is read and written (a served TFJob's shape)
+    shape: JobShape = field(default_factory=JobShape)  # how the job is read and written (a served TFJob's shape)
     left_to: str | None = None  # the other manager the job names, once the log said so
 
     def tensorboard_refusal(self, generation: int | None) -> tuple[int | None, Verdict] | None:

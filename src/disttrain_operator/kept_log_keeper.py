@@ -34,7 +34,7 @@ from disttrain_core import kept_logs
 from disttrain_core.api.status import MAX_UNKEPT_LOGS, UnkeptLogs
 from disttrain_core.backoff import Backoff
 from disttrain_core.types import Body, JobKey, Manifest
-from disttrain_kube.errors import LogUnreadableError, RefusedError, TransientApiError
+from disttrain_kube.api_errors import LogUnreadableError, RefusedError, TransientApiError
 from disttrain_kube.rest import POD_PATH
 from disttrain_operator import metrics
 from disttrain_operator.watch import Scope
@@ -233,7 +233,7 @@ class KeptLogKeeper(Workers):
                     raise
                 logger.warning("the log of %s/%s was not kept: %s", task.namespace, task.name, error)
                 task.given_up = True
-        if not kept_logs.held(pod["metadata"]):
+        if not kept_logs.held_by_legacy_finalizer(pod["metadata"]):
             return True
         if self._kube.patch_pod(task.namespace, task.name, kept_logs.release_patch(pod)):
             return True
@@ -326,7 +326,7 @@ def _configmaps(namespace: str | None) -> str:
 
 
 class KeptLogSweeper(Workers):
-    """Deletes the kept logs that outlived their job by their TTL (core.kept_logs.sweep), every `interval`
+    """Deletes the kept logs that outlived their job by their TTL (`disttrain_core.kept_logs.sweep`), every `interval`
     seconds; it reads only their metadata, never the logs."""
 
     def __init__(

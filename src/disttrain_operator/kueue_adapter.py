@@ -1,4 +1,4 @@
-"""Kueue's contract for a queued job, done: `core.kueue` decides (`kueue_step` before the reconcile's plan,
+"""Kueue's contract for a queued job, done: `disttrain_core.kueue` decides (`kueue_step` before the reconcile's plan,
 `finish_verdict` after it), this makes its calls (the Workload created, its quota released, its Finished
 condition, the job's suspend and pod set patches)."""
 
@@ -24,9 +24,9 @@ from disttrain_core.kueue import (
     released_status,
     workload_reference,
 )
-from disttrain_core.served import Wire
+from disttrain_core.served import JobShape
 from disttrain_core.types import Body, Manifest
-from disttrain_kube.errors import RefusedError
+from disttrain_kube.api_errors import RefusedError
 from disttrain_operator.status_writer import EventSink
 
 
@@ -45,7 +45,7 @@ class KueueAdapter:
         self._clock = clock
 
     def follow(
-        self, body: Body, wire: Wire, job: DistTrainJob, workload: WorkloadView | None, *, has_pods: bool
+        self, body: Body, shape: JobShape, job: DistTrainJob, workload: WorkloadView | None, *, has_pods: bool
     ) -> DistTrainJob:
         """Do the contract's next step; returns the job as it is after any change made to it."""
         step = kueue_step(job, workload, self._flavor, self._priority, has_pods=has_pods)
@@ -65,7 +65,7 @@ class KueueAdapter:
             self._emit(body, type="Warning", reason=step.warning.reason, message=step.warning.message)
         if step.job_patch is None:
             return job
-        self._kube.patch_job(body, wire.patch_out(step.job_patch))
+        self._kube.patch_job(body, shape.patch_out(step.job_patch))
         patched = merge_patch(job.model_dump(mode="json", by_alias=True, exclude_none=True), step.job_patch)
         return DistTrainJob.model_validate(patched)
 

@@ -26,7 +26,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from disttrain_contract.timestamps import format_micro_time
-from disttrain_kube.errors import TransientApiError
+from disttrain_kube.api_errors import TransientApiError
 from disttrain_kube.rest import Kube
 from disttrain_operator.leases import read_lease, write_lease
 

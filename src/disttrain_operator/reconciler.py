@@ -5,7 +5,7 @@ calls `Reconciler.reconcile`, which is idempotent. Reconciles of one job never o
 status written is remembered so that a trigger carrying a slightly older job body cannot roll the
 status back. Its parts: what is remembered of a job (`JobMemory`), what was done and is not yet seen
 (`Expectations`), the status write (`StatusWriter`), Kueue's contract (`KueueAdapter`), and a served
-TFJob's translation on its way in and out (`core.served.Wire`), each in a module of its own.
+TFJob's translation on its way in and out (`disttrain_core.served.JobShape`), each in a module of its own.
 """
 
 from __future__ import annotations
@@ -21,18 +21,18 @@ import pydantic
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.status import DistTrainJobStatus, Progress, UnkeptLogs
 from disttrain_core.api.validation import spec_violations
+from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.objects import UNWATCHED_KINDS
-from disttrain_core.builders.settings import BuildSettings
 from disttrain_core.kueue import MULTIKUEUE, QUEUE_LABEL, WorkloadView
 from disttrain_core.managers import managed_elsewhere
 from disttrain_core.observed import PodView, created_pod_view, own_pods
 from disttrain_core.planner import STUCK_TERMINATING, Plan, acts_on_losses, object_key, plan
-from disttrain_core.served import Wire, is_served
-from disttrain_core.status import aggregate, failed_status, record_restart, with_unkept_logs
-from disttrain_core.tensorboard import TensorBoardView, is_tensorboard_object, with_tensorboard
+from disttrain_core.served import JobShape, is_served
+from disttrain_core.status_from_pods import aggregate, failed_status, record_restart, with_unkept_logs
+from disttrain_core.tensorboard_status import TensorBoardView, is_tensorboard_object, with_tensorboard
 from disttrain_core.tfjob_conversion import UnconvertibleError
 from disttrain_core.types import Body, JobKey, Manifest, ObjectRef, Verdict, invalid_spec
-from disttrain_kube.errors import RefusedError, TransientApiError
+from disttrain_kube.api_errors import RefusedError, TransientApiError
 from disttrain_operator.expectations import EXPECTATION, Expected
 from disttrain_operator.job_memory import JobMemory
 from disttrain_operator.kueue_adapter import KueueAdapter
@@ -136,16 +136,16 @@ class Reconciler:
         `tensorboard` its TensorBoard Deployment, if any.
         Calls for one job must not overlap (`JobQueue` sees to it); calls for different jobs may.
         """
-        other = self._left_to(body)
+        other = self._other_manager(body)
         if other is not None:
             self._follow_dispatched(body, other, workload)
             return
         memory = self._memory(str(body["metadata"]["uid"]))
-        memory.wire = Wire.of(body)
+        memory.shape = JobShape.of(body)
         try:
-            core = memory.wire.body_in(body)
+            core = memory.shape.body_in(body)
         except UnconvertibleError as error:
-            bare = memory.wire.bare_in(body)
+            bare = memory.shape.bare_in(body)
             self._reject_spec(bare, bare["status"], [str(error)])
             return
         known = memory.unwritten or memory.written or core.get("status") or {}
@@ -157,7 +157,7 @@ class Reconciler:
         queued = self._follows_kueue(body)
         try:
             if queued:
-                job = self._kueue.follow(core, memory.wire, job, workload, has_pods=any(not pod.gone for pod in owned))
+                job = self._kueue.follow(core, memory.shape, job, workload, has_pods=any(not pod.gone for pod in owned))
             if not acts_on_losses(job):  # what remains of a pod lost now calls for nothing, then or later
                 memory.handled.update(pod.uid for pod in owned if pod.gone)
             owned = [pod for pod in owned if not (pod.gone and pod.uid in memory.handled)]
@@ -178,15 +178,15 @@ class Reconciler:
     def refuse(self, body: Body, verdict: Verdict) -> None:
         """Fail a job the operator does not act on at all (another job holds its names): a Warning Event
         and a Failed condition saying why, written once."""
-        if self._left_to(body) is not None:
+        if self._other_manager(body) is not None:
             return
         memory = self._memory(str(body["metadata"]["uid"]))
-        memory.wire = Wire.of(body)
-        body = memory.wire.bare_in(body)
+        memory.shape = JobShape.of(body)
+        body = memory.shape.bare_in(body)
         self._fail_as_it_is(body, memory.written or body.get("status") or {}, verdict)  # the job's watch may lag
         memory.settled = _essence(body, memory.written)  # the echo of that write needs no reconcile
 
-    def _left_to(self, body: Body) -> str | None:
+    def _other_manager(self, body: Body) -> str | None:
         """The other manager a job's `managedBy` names, which runs it: the job is not touched (no children, status
         or Events), and the operator's log says so once. None where the job is this operator's."""
         other = managed_elsewhere(body)
@@ -214,15 +214,15 @@ class Reconciler:
             return
         if not self._follows_kueue(body):
             return
-        wire = Wire.of(body)
+        shape = JobShape.of(body)
         try:
-            core = wire.body_in(body)
+            core = shape.body_in(body)
             job = DistTrainJob.model_validate(core)
         except (UnconvertibleError, pydantic.ValidationError) as error:
             metadata = body["metadata"]
             logger.info("not queueing %s/%s for MultiKueue: %s", metadata.get("namespace"), metadata["name"], error)
             return
-        self._kueue.follow(core, wire, job, workload, has_pods=False)
+        self._kueue.follow(core, shape, job, workload, has_pods=False)
         self._kueue.finish(job, workload)  # the status MultiKueue copied back says it ended
 
     def _parsed(self, body: Body, memory: JobMemory, current: Mapping[str, Any]) -> DistTrainJob | None:
@@ -242,13 +242,13 @@ class Reconciler:
             self._reject_spec(body, current["status"], problems)
             return None
 
-    def echoes(self, body: Body) -> bool:
+    def is_own_status_write(self, body: Body) -> bool:
         """The job event only carries the operator's own last status write: nothing to plan anew.
 
         Every status write comes back as an event of the job; reconciling it again would cost a full plan for
         nothing, and in a burst of new jobs these echoes were a large part of the operator's CPU."""
         memory = self._jobs.get(str(body["metadata"]["uid"]))
-        return memory is not None and memory.settled == _essence(body, memory.wire.status_in(body.get("status") or {}))
+        return memory is not None and memory.settled == _essence(body, memory.shape.status_in(body.get("status") or {}))
 
     def _reconcile(
         self,

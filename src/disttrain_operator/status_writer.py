@@ -14,10 +14,10 @@ import pydantic
 
 from disttrain_contract.timestamps import format_time
 from disttrain_core.api.status import ConditionType, DistTrainJobStatus, JobPhase
-from disttrain_core.status import failed_status
-from disttrain_core.tensorboard import FAILURE_REASONS
+from disttrain_core.status_from_pods import failed_status
+from disttrain_core.tensorboard_status import FAILURE_REASONS
 from disttrain_core.types import Body, Verdict
-from disttrain_kube.errors import RefusedError
+from disttrain_kube.api_errors import RefusedError
 from disttrain_operator import metrics
 from disttrain_operator.job_memory import JobMemory
 
@@ -80,7 +80,7 @@ class StatusWriter:
         memory.making_way_until = None
         metadata = body["metadata"]
         try:
-            self._kube.patch_job_status(body, _patch(previous, memory.wire.status_out(new, format_time(now))))
+            self._kube.patch_job_status(body, _patch(previous, memory.shape.status_out(new, format_time(now))))
         except RefusedError as error:
             new = self._refused(body, memory, status=status, previous=previous, error=error, now=now)
         memory.written, memory.last_write, memory.unwritten = new, now, None
@@ -118,7 +118,7 @@ class StatusWriter:
             base = DistTrainJobStatus()
         verdict = Verdict("StatusRefused", f"the API server refused the job's status: {error}")
         failed = dump_status(failed_status(base, verdict, now, status.observed_generation))
-        self._kube.patch_job_status(body, memory.wire.status_out(failed, format_time(now)))
+        self._kube.patch_job_status(body, memory.shape.status_out(failed, format_time(now)))
         return failed
 
     def _set_phase(self, memory: JobMemory, phase: tuple[str, str] | None) -> None:

@@ -23,7 +23,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from disttrain_core.backoff import Backoff
 from disttrain_core.types import JobKey
-from disttrain_kube.errors import NotServedError, ResourceExpiredError, TransientApiError
+from disttrain_kube.api_errors import NotServedError, ResourceExpiredError, TransientApiError
 from disttrain_kube.rest import WATCH_SILENCE_MARGIN, watch_events
 from disttrain_operator import metrics
 from disttrain_operator.workers import ended_threads
@@ -76,15 +76,15 @@ class Resource(Generic[View]):
 class ObjectStore(Generic[View]):
     """The views of one kind's objects by job, shared by its watch threads (writers) and the reconciles.
 
-    `remains`: what stays among its job's views of an object deleted from the API (None: nothing), until
+    `after_removal`: what stays among its job's views of an object deleted from the API (None: nothing), until
     `bury` lets it go. A pod deleted and removed at once could otherwise be gone before a reconcile saw it
-    go (`disttrain_core.observed.remains`)."""
+    go (`disttrain_core.observed.after_removal`)."""
 
-    def __init__(self, remains: Callable[[View], View | None] | None = None) -> None:
+    def __init__(self, after_removal: Callable[[View], View | None] | None = None) -> None:
         self._lock = threading.Lock()
         self._jobs: dict[JobKey, dict[str, View]] = {}
         self._owner: dict[str, JobKey] = {}  # uid -> its job, for the objects in the API
-        self._remains = remains
+        self._after_removal = after_removal
         self._buried: dict[JobKey, set[str]] = {}  # the uids of the remains kept, by job
 
     def views(self, key: JobKey) -> list[View]:
@@ -116,7 +116,7 @@ class ObjectStore(Generic[View]):
             if key is None:
                 return None
             view = self._drop(key, uid)
-            left = self._remains(last if last is not None else view) if deleted and self._remains else None
+            left = self._after_removal(last if last is not None else view) if deleted and self._after_removal else None
             if left is None:
                 return key, view
             self._jobs.setdefault(key, {})[uid] = left

@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from disttrain_cli.render import render_objects
-from disttrain_core.builders.settings import BuildSettings
+from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_dev.polling import wait_for
 from disttrain_dev.versions import cache_paths
 from job_builder import JobBuilder

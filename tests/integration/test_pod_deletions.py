@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from disttrain_dev.polling import wait_for
+from disttrain_kube.api_errors import ConflictError
 from disttrain_kube.connection import connect
-from disttrain_kube.errors import ConflictError
 from disttrain_kube.rest import Kube
 from kube_cluster import Cluster
 

@@ -10,7 +10,7 @@ import pytest
 from disttrain_cli.convert import convert_text
 from disttrain_cli.render import render
 from disttrain_core.api import yaml_io
-from disttrain_core.builders.settings import BuildSettings
+from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.tfjob_conversion import is_tfjob
 from disttrain_dev import peer
 from disttrain_dev.build import module_dir

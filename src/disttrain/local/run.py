@@ -28,12 +28,12 @@ from disttrain.local.ports import free_port
 from disttrain_contract.progress import PROGRESS_PORT_ENV, TERMINATION_MESSAGE_ENV
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType
+from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.naming import tensorflow_container
 from disttrain_core.builders.objects import CHECKPOINT_DIR_ENV, pods
-from disttrain_core.builders.settings import BuildSettings
 from disttrain_core.builders.tfconfig import cluster_spec
 from disttrain_core.observed import PodPhase, PodView
-from disttrain_core.status import evaluation_due, failure, success
+from disttrain_core.status_from_pods import evaluation_due, failure, success
 
 POLL_SECONDS = 0.2
 GRACE_SECONDS = 10.0

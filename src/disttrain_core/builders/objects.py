@@ -18,9 +18,9 @@ from disttrain_core.api import tfjob
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType
 from disttrain_core.builders import naming, tensorboard, volume_readers
+from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.gang import GANG_KINDS
 from disttrain_core.builders.naming import tensorflow_container
-from disttrain_core.builders.settings import BuildSettings
 from disttrain_core.builders.tfconfig import tf_config_json
 from disttrain_core.types import Manifest
 

@@ -30,7 +30,7 @@ from disttrain_core.kept_logs.names import (
     kept_log_name,
 )
 from disttrain_core.kept_logs.pods import (
-    held,
+    held_by_legacy_finalizer,
     keeps_log,
     log_due,
     logged_container,
@@ -87,7 +87,7 @@ __all__ = [
     "attempt_numbers",
     "controller",
     "gone_since_patch",
-    "held",
+    "held_by_legacy_finalizer",
     "in_order",
     "keeps_log",
     "kept_bytes_per_attempt",

@@ -40,7 +40,7 @@ def pod_annotations(
     return {**annotations, LOG_MAX_BYTES: str(kept_bytes_per_attempt(job)), **({LOG_TTL: str(ttl)} if ttl else {})}
 
 
-def held(metadata: Mapping[str, Any]) -> bool:
+def held_by_legacy_finalizer(metadata: Mapping[str, Any]) -> bool:
     """An earlier version's pod, held by its finalizer until its log is kept."""
     return LEGACY_LOG_FINALIZER in (metadata.get("finalizers") or ())
 
@@ -48,7 +48,7 @@ def held(metadata: Mapping[str, Any]) -> bool:
 def keeps_log(metadata: Mapping[str, Any]) -> bool:
     """Its job keeps its pods' logs in ConfigMaps."""
     annotations = metadata.get("annotations")
-    return (isinstance(annotations, Mapping) and LOG_MAX_BYTES in annotations) or held(metadata)
+    return (isinstance(annotations, Mapping) and LOG_MAX_BYTES in annotations) or held_by_legacy_finalizer(metadata)
 
 
 def ended(body: Body) -> bool:

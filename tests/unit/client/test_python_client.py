@@ -14,8 +14,8 @@ import yaml
 
 from disttrain import Client, DistTrainJob, InvalidJobError, JobFailedError, ReplicaNotFoundError
 from disttrain.client import _about_job, _manifest, _settled
+from disttrain.job_kinds import readable_jobs, typed_job
 from disttrain.logs import LONGEST_LINE, _split, replica_task
-from disttrain.resources import readable_jobs, typed_job
 from disttrain_core.api.spec import ReplicaType
 from repository import ROOT
 

@@ -13,10 +13,10 @@ from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.parsing import parse_job
 from disttrain_core.api.spec import ReplicaType
 from disttrain_core.api.validation import InvalidManifestError
+from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.gang import GangScheduler, min_resources
 from disttrain_core.builders.naming import tensorflow_container
 from disttrain_core.builders.objects import desired_objects, pod
-from disttrain_core.builders.settings import BuildSettings
 from disttrain_core.served import job_manifest
 from disttrain_core.types import Manifest
 from repository import EXAMPLES, ROOT, load_one

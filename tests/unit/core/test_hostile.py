@@ -19,13 +19,13 @@ from disttrain_cli.render import RenderError, render
 from disttrain_core.api import yaml_io
 from disttrain_core.api.parsing import parse_job
 from disttrain_core.api.validation import InvalidManifestError, validated
+from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.naming import JOB_NAME_LABEL, REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL
 from disttrain_core.builders.objects import desired_objects
-from disttrain_core.builders.settings import BuildSettings
 from disttrain_core.observed import own_pods, pod_view
 from disttrain_core.planner import plan
 from disttrain_core.progress import parse_progress
-from disttrain_core.status import aggregate
+from disttrain_core.status_from_pods import aggregate
 
 MESSAGE_LIMIT = 4096  # an error quotes what it refuses, never a megabyte of it
 

@@ -23,7 +23,7 @@ from disttrain_core.kueue import (
     workload_reference,
     workload_view,
 )
-from disttrain_core.status import with_condition
+from disttrain_core.status_from_pods import with_condition
 from disttrain_core.types import Verdict
 from job_builder import T0, make_job
 

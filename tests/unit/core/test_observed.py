@@ -7,8 +7,8 @@ from typing import Any
 
 from disttrain_core.api.spec import ReplicaType
 from disttrain_core.builders.naming import REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL
-from disttrain_core.observed import PodPhase, pod_view, remains
-from disttrain_core.status import describe_failure
+from disttrain_core.observed import PodPhase, after_removal, pod_view
+from disttrain_core.status_from_pods import describe_failure
 
 LABELS = {"disttrain.io/job-name": "j", "disttrain.io/replica-type": "ps", "disttrain.io/replica-index": "1"}
 
@@ -94,14 +94,14 @@ def test_what_remains_of_a_removed_pod_is_lost_and_runs_nothing_unless_it_succee
     evicted = {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}
     view = pod_view(_pod({"phase": "Running", "conditions": [evicted]}, deletionTimestamp="2026-01-01T00:00:00Z"))
     assert view is not None
-    left = remains(view)
+    left = after_removal(view)
     assert left is not None
     assert (left.gone, left.deleting, left.released, left.lost, left.active) == (True, True, True, True, False)
     assert (left.name, left.uid, left.disruption) == (view.name, view.uid, "EvictionByEvictionAPI")
     unseen = pod_view(_pod({"phase": "Pending"}))  # a relisting found it gone: no deletion was seen
-    assert unseen is not None and (left := remains(unseen)) is not None and left.lost
+    assert unseen is not None and (left := after_removal(unseen)) is not None and left.lost
     succeeded = pod_view(_pod({"phase": "Succeeded"}))
-    assert succeeded is not None and remains(succeeded) is None
+    assert succeeded is not None and after_removal(succeeded) is None
 
 
 def test_foreign_labels_are_ignored() -> None:

@@ -11,11 +11,11 @@ from disttrain_core.api.parsing import parse_job
 from disttrain_core.api.spec import ReplicaType
 from disttrain_core.api.status import ReplicaStatus
 from disttrain_core.api.tenant_input import ATTEMPT
+from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.gang import GangScheduler
-from disttrain_core.builders.settings import BuildSettings
 from disttrain_core.observed import PodPhase, PodView, Unschedulable, unschedulable
 from disttrain_core.planner import Plan, object_key, plan
-from disttrain_core.status import aggregate, failure
+from disttrain_core.status_from_pods import aggregate, failure
 from disttrain_core.types import ObjectRef, Verdict
 from repository import ROOT, load_one
 

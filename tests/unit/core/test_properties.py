@@ -11,9 +11,9 @@ from disttrain_contract.progress import DEFAULT_PROGRESS_PORT
 from disttrain_core.api.parsing import parse_job
 from disttrain_core.api.spec import ReplicaType
 from disttrain_core.api.validation import InvalidManifestError
+from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.naming import tensorflow_container
 from disttrain_core.builders.objects import desired_objects
-from disttrain_core.builders.settings import BuildSettings
 from disttrain_core.builders.tfconfig import tf_config
 
 NAMES = st.from_regex(r"\A[a-z]([-a-z0-9]{0,60}[a-z0-9])?\Z", fullmatch=True)

@@ -7,10 +7,10 @@ from datetime import datetime, timedelta
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType, RestartPolicy
 from disttrain_core.api.status import ConditionStatus, ConditionType, Evaluation, JobPhase
-from disttrain_core.builders.settings import BuildSettings
+from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.observed import PodPhase, PodView
 from disttrain_core.planner import plan
-from disttrain_core.status import aggregate, condition_holds, record_restart
+from disttrain_core.status_from_pods import aggregate, condition_holds, record_restart
 from job_builder import T0, JobBuilder, make_job, make_pod, running_pods
 
 T1 = T0 + timedelta(minutes=1)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from disttrain.resources import typed_job
+from disttrain.job_kinds import typed_job
 from disttrain_core.summary import summary
 from repository import ROOT
 

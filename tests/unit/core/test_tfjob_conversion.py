@@ -13,7 +13,7 @@ from disttrain_cli.main import main
 from disttrain_cli.render import RenderError, render
 from disttrain_core.api import yaml_io
 from disttrain_core.api.parsing import parse_job
-from disttrain_core.builders.settings import BuildSettings
+from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.tfjob_conversion import UnconvertibleError, convert
 from repository import ROOT
 

@@ -11,7 +11,7 @@ from typing import Any, cast
 
 from disttrain_dev.kubelet import KubeletApi
 from disttrain_dev.process_node import _wake_on_exit, _watch_pods
-from disttrain_kube.errors import TransientApiError
+from disttrain_kube.api_errors import TransientApiError
 
 
 class _Watches:

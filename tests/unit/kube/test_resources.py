@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from disttrain_kube.errors import RefusedError
+from disttrain_kube.api_errors import RefusedError
 from disttrain_kube.resources import Resources
 
 CORE = {

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from disttrain_core.builders.events import COMPONENT, MESSAGE_LIMIT
-from disttrain_kube.errors import TransientApiError
+from disttrain_kube.api_errors import TransientApiError
 from disttrain_operator.event_poster import EventBudget, EventPoster
 
 JOB = {

@@ -15,7 +15,7 @@ import pytest
 from kubernetes import client
 from prometheus_client import REGISTRY
 
-from disttrain_kube.errors import ApiError, RefusedError, TransientApiError
+from disttrain_kube.api_errors import ApiError, RefusedError, TransientApiError
 from disttrain_kube.rest import Kube
 from disttrain_operator import metrics
 from disttrain_operator.failures import SURFACE_AFTER, FailurePolicy

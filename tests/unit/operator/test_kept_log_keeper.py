@@ -21,8 +21,8 @@ from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType
 from disttrain_core.api.status import UnkeptLogs
 from disttrain_core.api.tenant_input import ATTEMPT, JOB_GONE_SINCE, LOG_MAX_BYTES, LOG_TTL
+from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.objects import pod
-from disttrain_core.builders.settings import BuildSettings
 from disttrain_core.kept_logs import (
     KEPT_ATTEMPTS_PER_REPLICA,
     KEPT_BYTES_PER_JOB,
@@ -30,7 +30,7 @@ from disttrain_core.kept_logs import (
 )
 from disttrain_core.observed import pod_view
 from disttrain_dev.polling import wait_for
-from disttrain_kube.errors import LogUnreadableError, TransientApiError
+from disttrain_kube.api_errors import LogUnreadableError, TransientApiError
 from disttrain_operator.kept_log_keeper import KEEP_TRIES, UNKEPT, KeptLogKeeper, KeptLogSweeper
 from disttrain_operator.watch import Scope
 
@@ -74,7 +74,9 @@ def test_nothing_holds_a_pod_and_its_log_is_due_once_it_ended_or_is_being_delete
     unkept = _pod(_job({"keep": False}), "Failed")
     assert not kept_logs.log_due(unkept) and not kept_logs.log_due({**unkept, "metadata": {"name": "x"}})
     legacy = _pod(_job({"keep": False}), "Failed", finalizers=[LEGACY_LOG_FINALIZER])
-    assert kept_logs.held(legacy["metadata"]) and kept_logs.log_due(legacy)  # an earlier version's pod
+    assert kept_logs.held_by_legacy_finalizer(legacy["metadata"]) and kept_logs.log_due(
+        legacy
+    )  # an earlier version's pod
 
 
 def test_the_end_of_a_log_of_any_length_is_kept_from_a_line_start() -> None:

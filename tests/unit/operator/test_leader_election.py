@@ -10,7 +10,7 @@ import pytest
 from kubernetes import client
 
 from disttrain_cli.main import main
-from disttrain_kube.errors import TransientApiError
+from disttrain_kube.api_errors import TransientApiError
 from disttrain_kube.rest import Kube
 from disttrain_operator.leader_election import Decision, LeaderElector, Timing, claimed, decide, released
 

@@ -22,7 +22,7 @@ from disttrain_operator.handlers import (
 )
 from disttrain_operator.indexed_jobs import IndexedJobs, copied
 from disttrain_operator.job_queue import JobQueue
-from disttrain_operator.settings import OperatorSettings
+from disttrain_operator.operator_settings import OperatorSettings
 from disttrain_operator.watch import Scope
 from disttrain_operator.watched import DISTTRAIN_JOBS, SERVED_TFJOBS, job_body
 

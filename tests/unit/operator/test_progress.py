@@ -14,7 +14,7 @@ from disttrain_core.api.spec import ReplicaType
 from disttrain_core.api.status import MAX_HISTORY, Progress, ProgressPoint
 from disttrain_core.observed import PodPhase, pod_view
 from disttrain_core.progress import newest, parse_progress, reporting_task, with_report
-from disttrain_core.status import aggregate
+from disttrain_core.status_from_pods import aggregate
 from disttrain_operator.progress_poller import (
     ProgressPoller,
     SilentTrainerError,

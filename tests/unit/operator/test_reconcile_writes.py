@@ -16,12 +16,12 @@ from prometheus_client import REGISTRY
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType
 from disttrain_core.api.status import DistTrainJobStatus, JobPhase, UnkeptLogs
+from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.naming import replica_labels
-from disttrain_core.builders.settings import BuildSettings
 from disttrain_core.kueue import MULTIKUEUE, QUEUE_LABEL, workload, workload_view
-from disttrain_core.observed import PodPhase, PodView, Unschedulable, pod_view, remains
+from disttrain_core.observed import PodPhase, PodView, Unschedulable, after_removal, pod_view
 from disttrain_core.types import ObjectRef, Verdict
-from disttrain_kube.errors import HTTP_CONFLICT, ConflictError, RefusedError
+from disttrain_kube.api_errors import HTTP_CONFLICT, ConflictError, RefusedError
 from disttrain_operator.expectations import EXPECTATION
 from disttrain_operator.job_memory import JobMemory
 from disttrain_operator.reconciler import UNWATCHED_RECHECK, Reconciler
@@ -185,7 +185,7 @@ def test_a_pod_gone_before_a_reconcile_saw_it_go_restarts_the_job_as_the_disrupt
     setup = _Setup()
     pods, children = setup.observed(setup.reconcile([], []), running=99)
     setup.reconcile(pods, children)
-    evicted = remains(replace(pods[1], deleting=True, disruption="EvictionByEvictionAPI"))
+    evicted = after_removal(replace(pods[1], deleting=True, disruption="EvictionByEvictionAPI"))
     assert evicted is not None
     peers = [pod for pod in pods if pod is not pods[1]]
     setup.now, setup.wakes = START + timedelta(seconds=10), []
@@ -217,7 +217,7 @@ def test_pods_gone_while_the_job_is_suspended_call_for_no_restart_once_it_resume
     first.reconcile(pods, children)
     taken_over = _Setup()
     taken_over.job = first.job
-    left = [remains(replace(pod, deleting=True)) for pod in pods]
+    left = [after_removal(replace(pod, deleting=True)) for pod in pods]
     gone = [pod for pod in left if pod is not None]
     taken_over.reconcile(gone, children)
     _suspended(taken_over, False, 3)
@@ -500,7 +500,7 @@ def test_a_queued_job_releases_its_quota_in_the_reconcile_that_finds_it_ended() 
     setup.reconciler.reconcile(setup.job, ended, children, workload=view)
     assert kube.statuses[-1]["phase"] == "Succeeded"
     assert kube.workload_conditions == [(view.name, "Finished", "JobSucceeded")]
-    assert setup.reconciler.echoes({**setup.job, "status": kube.statuses[-1]})  # no reconcile would follow
+    assert setup.reconciler.is_own_status_write({**setup.job, "status": kube.statuses[-1]})  # no reconcile would follow
 
 
 def test_multikueue_s_queued_copy_gets_its_workload_and_is_resumed_on_admission_and_nothing_else() -> None:

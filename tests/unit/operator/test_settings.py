@@ -8,7 +8,7 @@ import pytest
 
 from disttrain_cli.operator_command import run_operator
 from disttrain_core.builders.gang import GangScheduler
-from disttrain_operator.settings import DEFAULT_METRICS_PORT, OperatorSettings, SettingsError
+from disttrain_operator.operator_settings import DEFAULT_METRICS_PORT, OperatorSettings, SettingsError
 from repository import ROOT
 
 

@@ -16,11 +16,11 @@ from disttrain_core.api import yaml_io
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.status import ConditionType
 from disttrain_core.api.validation import InvalidManifestError, validated
+from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.objects import desired_objects
-from disttrain_core.builders.settings import BuildSettings
-from disttrain_core.tensorboard import TensorBoardView, tensorboard_view, with_tensorboard
+from disttrain_core.tensorboard_status import TensorBoardView, tensorboard_view, with_tensorboard
 from disttrain_core.types import Verdict
-from disttrain_kube.errors import RefusedError
+from disttrain_kube.api_errors import RefusedError
 from disttrain_operator.job_memory import JobMemory
 from disttrain_operator.reconciler import Reconciler
 from disttrain_operator.status_writer import StatusWriter

@@ -16,9 +16,9 @@ from disttrain_core.api import crd
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType
 from disttrain_core.api.status import Evaluation
+from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.naming import tensorflow_container
 from disttrain_core.builders.objects import desired_objects
-from disttrain_core.builders.settings import BuildSettings
 from disttrain_core.observed import PodPhase, PodView
 from disttrain_operator.handlers import name_in_use
 from disttrain_operator.indexed_jobs import IndexedJobs
@@ -89,18 +89,18 @@ NAMES = {"Chief": "Master", "PS": "ps"}
 
 
 def test_status_goes_out_in_tfjob_shape_and_comes_back_unchanged() -> None:
-    wired = served.wire_status(STATUS, NAMES, "t2")
-    assert [c["reason"] for c in wired["conditions"]] == ["TFJobCreated", "TFJobRunning"]
-    assert wired["conditions"][1]["message"] == "JobRunning: all run"
-    assert wired["conditions"][1]["lastUpdateTime"] == "t1"
-    assert set(wired["replicaStatuses"]) == {"Master", "ps"}
-    assert wired["lastReconcileTime"] == "t2" and wired["startTime"] == "t0" and wired["phase"] == "Running"
-    assert served.core_status(wired) == STATUS
+    as_tfjob = served.tfjob_status(STATUS, NAMES, "t2")
+    assert [c["reason"] for c in as_tfjob["conditions"]] == ["TFJobCreated", "TFJobRunning"]
+    assert as_tfjob["conditions"][1]["message"] == "JobRunning: all run"
+    assert as_tfjob["conditions"][1]["lastUpdateTime"] == "t1"
+    assert set(as_tfjob["replicaStatuses"]) == {"Master", "ps"}
+    assert as_tfjob["lastReconcileTime"] == "t2" and as_tfjob["startTime"] == "t0" and as_tfjob["phase"] == "Running"
+    assert served.core_status(as_tfjob) == STATUS
 
 
 def test_kueue_patches_name_the_replica_types_as_the_tfjob_does() -> None:
     patch = {"spec": {"runPolicy": {"suspend": False}, "replicaSpecs": {"Chief": {"template": {}}}}}
-    assert served.wire_patch(patch, NAMES) == {
+    assert served.tfjob_patch(patch, NAMES) == {
         "spec": {"runPolicy": {"suspend": False}, "tfReplicaSpecs": {"Master": {"template": {}}}}
     }
 
@@ -120,7 +120,7 @@ def test_a_served_tfjob_is_reconciled_and_its_status_written_to_the_tfjob() -> N
         or "Worker" in written["replicaStatuses"]
     )
     assert "lastReconcileTime" in written
-    assert reconciler.echoes({**body, "status": written})  # its own write comes back: nothing to plan
+    assert reconciler.is_own_status_write({**body, "status": written})  # its own write comes back: nothing to plan
 
 
 def test_a_queued_tfjob_is_left_to_kueue_s_own_tfjob_integration_where_the_operator_is_set_so() -> None:
@@ -259,17 +259,17 @@ def test_a_served_tfjob_past_its_deadline_fails_on_time() -> None:
     assert kube.deleted == ["mnist-worker-0"] and _true(status)["Failed"].startswith("DeadlineExceeded")
 
 
-def test_the_wire_leaves_a_disttrainjob_alone_and_takes_a_served_tfjobs_status_there_and_back() -> None:
+def test_the_job_shape_leaves_a_disttrainjob_alone_and_takes_a_served_tfjobs_status_there_and_back() -> None:
     status = {
         "phase": "Running",
         "replicaStatuses": {"Chief": {"active": 1}, "PS": {"active": 2}},
         "conditions": [{"type": "Running", "status": "True", "reason": "PodsRunning", "message": "all running"}],
     }
-    plain = served.Wire.of({"apiVersion": "disttrain.io/v1alpha1", "kind": "DistTrainJob"})
+    plain = served.JobShape.of({"apiVersion": "disttrain.io/v1alpha1", "kind": "DistTrainJob"})
     assert plain.status_out(status, "now") is status and plain.patch_out(status) is status
-    wire = served.Wire.of(_tfjob(Master=1, PS=2))
-    out = wire.status_out(status, "2026-01-01T00:00:00Z")
+    shape = served.JobShape.of(_tfjob(Master=1, PS=2))
+    out = shape.status_out(status, "2026-01-01T00:00:00Z")
     assert set(out["replicaStatuses"]) == {"Master", "PS"} and out["conditions"][0]["reason"] == "TFJobRunning"
-    assert wire.status_in(out) == status
-    patch = wire.patch_out({"spec": {"replicaSpecs": {"Chief": {"replicas": 1}}}})
+    assert shape.status_in(out) == status
+    patch = shape.patch_out({"spec": {"replicaSpecs": {"Chief": {"replicas": 1}}}})
     assert patch == {"spec": {"tfReplicaSpecs": {"Master": {"replicas": 1}}}}

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from disttrain_cli.render import RenderError, render_objects
-from disttrain_core.builders.settings import BuildSettings
+from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.managers import managed_elsewhere
 from disttrain_operator.reconciler import Reconciler
 from repository import EXAMPLES, VALID_CORPUS, load_one

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from disttrain_core.backoff import Backoff
-from disttrain_core.observed import PodPhase, PodView, remains
+from disttrain_core.observed import PodPhase, PodView, after_removal
 from disttrain_core.types import JobKey, ObjectRef
 from disttrain_dev.polling import wait_for
-from disttrain_kube.errors import NotServedError, ResourceExpiredError, TransientApiError
+from disttrain_kube.api_errors import NotServedError, ResourceExpiredError, TransientApiError
 from disttrain_operator.watch import (
     Listings,
     ObjectStore,
@@ -150,7 +150,7 @@ def test_deletion_tells_the_last_view_and_a_gone_version_asks_for_a_relisting() 
 def test_a_pod_deleted_before_it_succeeded_remains_until_buried() -> None:
     """An evicted pod removed at once stays in sight, as its deletion showed it, until a reconcile acted on
     its loss; a relisting leaves its remains alone; a succeeded pod or one no longer the job's leaves none."""
-    store: ObjectStore[PodView] = ObjectStore(remains)
+    store: ObjectStore[PodView] = ObjectStore(after_removal)
     evicted = _pod("j-worker-1", "u2")
     evicted["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     disruption = {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}
@@ -182,7 +182,7 @@ def test_a_pod_deleted_before_it_succeeded_remains_until_buried() -> None:
 
 
 def test_a_relisting_leaves_remains_of_pods_that_went_while_unwatched() -> None:
-    store: ObjectStore[PodView] = ObjectStore(remains)
+    store: ObjectStore[PodView] = ObjectStore(after_removal)
     kube = _FakeKube([[_pod("j-chief-0", "u1"), _pod("j-worker-0", "u2")]])
     watch, _ = _watch(kube, store)
     watch._list(NAMESPACE)

@@ -14,7 +14,7 @@ from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.status import ConditionType, DistTrainJobStatus, TensorBoardStatus
 from disttrain_core.builders.naming import JOB_NAME_LABEL
 from disttrain_core.builders.tensorboard import TENSORBOARD_OF_LABEL, TENSORBOARD_PORT, tensorboard_name
-from disttrain_core.status import with_condition
+from disttrain_core.status_from_pods import with_condition
 from disttrain_core.types import Manifest, Verdict
 
 FAILURE_REASONS = frozenset({"FailedCreate", "ProgressDeadlineExceeded"})  # TensorBoardReady False for these: a Warning

@@ -9,7 +9,7 @@ import threading
 from disttrain_core.types import JobKey
 
 
-class Departures:
+class DeletedJobs:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._gone: dict[JobKey, set[str]] = {}

@@ -13,7 +13,7 @@ from disttrain.errors import InvalidJobError
 from disttrain_core.api import job as dtj
 from disttrain_core.api import tfjob
 from disttrain_core.api.job import DistTrainJob
-from disttrain_core.served import Wire
+from disttrain_core.served import JobShape
 from disttrain_core.tfjob_conversion import UnconvertibleError
 
 logger = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ def resource_of(kind: str) -> Resource:
 def typed_job(body: Mapping[str, Any]) -> DistTrainJob:
     """The job as the API models read it; a served TFJob in DistTrainJob's terms, its `kind` still TFJob."""
     try:
-        return DistTrainJob.model_validate(Wire.of(body).body_in(body))
+        return DistTrainJob.model_validate(JobShape.of(body).body_in(body))
     except (UnconvertibleError, pydantic.ValidationError) as error:
         name = body.get("metadata", {}).get("name", "?")
         raise InvalidJobError(f"{body.get('kind', 'job')} {name}: {error}") from error

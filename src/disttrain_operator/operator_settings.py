@@ -12,8 +12,8 @@ import pydantic
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.gang import GangScheduler
-from disttrain_core.builders.settings import BuildSettings
 from disttrain_core.planner import STUCK_TERMINATING
 from disttrain_operator.kept_log_keeper import SWEEP_SECONDS
 from disttrain_operator.watch import WATCH_SECONDS
