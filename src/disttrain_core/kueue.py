@@ -1,31 +1,13 @@
 """Kueue's contract for a job integration, on the job's side; pure, so each step is a unit test.
 
-Kueue admits custom kinds it knows as external frameworks (`integrations.externalFrameworks:
-["DistTrainJob.v1alpha1.disttrain.io"]`) and leaves the job's part to the job's controller, as
-its own job reconciler does for built-in kinds:
-
-- a job labelled `kueue.x-k8s.io/queue-name` gets a Workload (owned by the job) with one pod set per
-  replica type, and stays suspended until that Workload is admitted;
-- once admitted, each pod set's template gets the node labels and tolerations of its assigned
-  ResourceFlavors and the admission checks' pod set updates, and the job is unsuspended;
-- when the Workload loses its admission (evicted, preempted) the job is suspended again and its
-  templates restored from the Workload's own copy; once its pods are gone, the job's controller
-  releases the quota: the Workload's admission is cleared (`QuotaReserved` and `Admitted` False,
-  `Requeued` True after a preemption), as Kueue's own job reconciler does for built-in kinds, and
-  Kueue queues it again;
-- when the job ends, the Workload gets a `Finished` condition, which releases its quota;
-- under MultiKueue the manager cluster's copy of a job (`managedBy: kueue.x-k8s.io/multikueue`) gets its
-  Workload, suspension and resumption here too, and nothing else (MultiKueue runs it on a worker cluster
-  and copies its status back); the worker's copy names the Workload MultiKueue made for it
-  (`kueue.x-k8s.io/prebuilt-workload-name`, an annotation, or a label before Kueue's
-  WorkloadIdentifierAnnotations), and its operator waits for that one instead of making one: it is the
-  copy of the manager's, labelled with the job's name as every Workload the operator follows. The name
-  written on the job is never used to address one (its writer could name another job's);
-- the Workload carries the job's priority, as Kueue's own integrations set it: from the
-  WorkloadPriorityClass the label `kueue.x-k8s.io/priority-class` names, else from the PriorityClass
-  of the pods (`schedulingPolicy.priorityClass`, else a template's `priorityClassName`). Kueue orders
-  and preempts by `spec.priority`; a Workload without it has priority 0.
-"""
+Kueue admits DistTrainJobs as an external framework and leaves the job's part to the job's controller,
+as its own reconciler does for built-in kinds: a queued job gets a Workload (a pod set per replica type)
+and stays suspended until it is admitted; admitted, its templates take the flavors' node labels and
+tolerations and it runs; evicted, it is suspended, its templates restored and, once its pods are gone,
+its quota released; ended, its Workload is `Finished`. Under MultiKueue the manager's copy gets only its
+Workload and suspension, and a worker's copy waits for the Workload MultiKueue made for it, found by the
+watch, never by a name written on the job (its writer could name another job's). The Workload carries
+the job's priority as Kueue's own integrations set it. docs/lifecycle.md#kueue says each step in full."""
 
 from __future__ import annotations
 

@@ -2,28 +2,12 @@
 
 Deterministic names make the plan safe to repeat: acting on a stale view only ever asks to create an
 object that already exists (409) or to delete one already going. Restarts already acted on are passed
-in (`handled`), so a failed pod is counted once however often the plan is computed; a handled pod still
-there and not going (its deletion was refused, say because it ended meanwhile) is deleted again.
-
-Restarts: every pod runs with restartPolicy Never and the operator decides. A failed Chief, Worker or
-PS restarts the whole job under restartScope Job (MultiWorkerMirrored peers cannot survive a lost
-peer) and only the failed pod under Replica, except that a lost PS takes the Chief and the workers
-with it: the coordinator fails without its variables, and a worker's server goes on dialling the
-PS's old address (gRPC re-resolves a name at most every 30 s), so every new Chief in that window
-failed too, each failure one more restart. An Evaluator restarts alone. Each restart decision counts
-once against backoffLimit; past it the job fails with BackoffLimitExceeded. A restart for pods that were
-all taken away on purpose (`PodView.disruption`: an eviction, a preemption, a drain, a lost node, the
-trainer's PREEMPTED exit) is a disruption: it restarts whatever the restart policy, and counts apart.
-`runPolicy.failurePolicy` rules come before all of this (`disttrain_core.failure_policy`): they fail the job,
-restart the whole job or the pod alone, or restart it uncounted (Ignore, counted as a disruption).
-
-A pod removed from the API before any plan saw it go is seen as its remains (`observed.after_removal`): lost,
-going, and holding its name until the restart it calls for is recorded; the next plan, at once, replaces it.
-A job that does not act on losses (`acts_on_losses`: suspended, finished, being deleted) lets them go.
-
-A pod that ended is deleted only once its log is kept (`unkept`: `disttrain_core.kept_logs`): no finalizer
-holds it, and its log goes with it.
-"""
+in (`handled`), so a failed pod is counted once however often the plan is computed. Every pod runs with
+restartPolicy Never and the plan decides its restart: the whole job or the pod alone, counted against
+backoffLimit or, for pods taken away on purpose, as a disruption; `runPolicy.failurePolicy` rules come
+first (docs/lifecycle.md says each rule and why). A pod removed before any plan saw it go holds its
+name (`observed.after_removal`) until the restart it calls for is recorded; a pod that ended is deleted
+only once its log is kept (`unkept`): no finalizer holds it, and its log goes with it."""
 
 from __future__ import annotations
 

@@ -4,12 +4,8 @@ may have loaded differently).
 
 kubectl's order is the default: a kubeconfig named, else `KUBECONFIG` or `~/.kube/config`, else the
 pod's ServiceAccount. A process that runs in its pod (the operator, the process node's kubelet
-stand-in) asks for the ServiceAccount first, so that a kubeconfig left in its image never wins.
-
-The proxy the environment names is read once: a kubeconfig's token hook sets the host again before
-every request, and each time the client would scan the whole environment for a proxy (0.27 ms a
-request, 6 % of the operator's samples at 200 jobs).
-"""
+stand-in) asks for the ServiceAccount first, so that a kubeconfig left in its image never wins. The
+proxy the environment names is read once, not before every request (docs/benchmarks.md has its cost)."""
 
 from __future__ import annotations
 

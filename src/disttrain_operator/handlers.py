@@ -1,23 +1,13 @@
 """kopf's handlers: the operator's start and stop, the watch of its jobs, and the glue from what it
 watches to the reconcile; all decisions live in `Reconciler`.
 
-kopf watches the jobs: a `@kopf.index` holds what the reconcile reads of each `DistTrainJob` (and, where
-served, of each Kubeflow `TFJob`), and a `@kopf.on.event` names the job to `JobQueue`, unless the event
-only carries the operator's own last status write. Neither kind of handler makes kopf write to the job:
-no finalizer (children go with their owner through the garbage collector), no copy of the spec in an
-annotation (a large spec would push it past the API server's 256 KiB limit on annotations), no progress.
-
-The children stay on the operator's own watches (`watch.py`), which keep a small view of each labelled
-pod, Service, PVC and Kueue Workload (docs/architecture.md has the figures). A change of one names its
-job to the queue too, as do a deadline, TTL or retry coming due (`Wakeups`) and a new progress report
-from a trainer (`ProgressPoller`). The queue's threads reconcile a job from what is known now, and wait
-until every watch, kopf's included, was listed once, so a restarted operator sees every existing object
-before it plans anything. A job's deletion is only named to the queue (`DeletedJobs`), whose thread for
-the job forgets it. Events are posted by a thread of their own (`EventPoster`).
-
-`disttrain operator` (`disttrain_cli.operator_command`) starts kopf with these handlers; kopf's settings are set
-in the start-up handler, and everything the operator runs is one `Runtime` in kopf's memo.
-"""
+kopf watches the jobs (an index of what the reconcile reads, an event handler that names the job to
+`JobQueue` unless the event is the operator's own status write) and writes nothing to them: no
+finalizer, no copy of the spec, no progress. The children stay on the operator's own watches
+(`watch.py`); they, the `Wakeups` and the `ProgressPoller` name jobs to the queue too, whose threads
+reconcile once every watch was listed. `disttrain operator` (`disttrain_cli.operator_command`) starts
+kopf with these handlers, and everything the operator runs is one `Runtime` in kopf's memo.
+docs/architecture.md#one-reconcile follows a job through them."""
 
 from __future__ import annotations
 
@@ -218,8 +208,8 @@ def build_runtime(settings: OperatorSettings, kube: OperatorApi, indexes: Mappin
 
 class NoDiffBase(kopf.DiffBaseStorage):
     """No last-handled state of a job: kopf diffs it for on-create and on-update handlers, which this
-    operator has none of. kopf's default storages deep-copied each event's body twice to diff it; that
-    was 6 % of the operator's CPU while it admitted 200 jobs."""
+    operator has none of. kopf's default storages deep-copy each event's body twice to diff it, a cost
+    docs/benchmarks.md measured."""
 
     def build(self, *, body: kopf.Body, extra_fields: Iterable[Any] | None = None) -> kopf.BodyEssence:
         return kopf.BodyEssence()

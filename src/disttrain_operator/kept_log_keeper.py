@@ -1,23 +1,12 @@
 """Keeps each attempt's log (`disttrain_core.kept_logs` says what and why) on threads of its own, so a node slow to
-send a log never holds a reconcile. The pod watch offers every pod whose log is due; the threads start
-once every watch and kopf's index listed once, so a pod is never judged orphaned while its job is merely
-not indexed yet. A pod that ended is kept at once, and its job woken: the planner deletes no such pod
-before its log is settled (`settled`). A pod deleted while it runs is followed: its log is read as it
-grows until its container ends. A follow mostly waits on its socket, for as long as the container takes
-to stop (its grace period, which its owner sets), so follows have threads of their own (`MAX_FOLLOWS`:
-a restart deletes all of a job's running peers at once, and a peer not followed before its pod is gone
-loses its log), pods that ended always have threads besides, and one namespace may hold at most
-`MAX_FOLLOWS_PER_NAMESPACE` of them, so that a tenant's slow pods cannot hold up another's.
-
-A pod whose container never started has no log to keep. A log the API server answers with an error (a
-lost node, a node that serves no logs, a pod already gone) is given up at once, and one whose reading or
-keeping fails otherwise (the network, a namespace being deleted, a quota) after `KEEP_TRIES` tries, 5 s
-apart: a pod must not wait for its restart for ever. An attempt whose log went unkept shows as a gap in
-its replica's numbers when the next one is kept, and is reported then (`unkept`) for the job's status.
-Any other error on one pod (a bug) is logged with its traceback and the pod's name, counted in
-`disttrain_item_errors_total`, and retried with a growing delay, as a failed keep: no thread ends on
-one pod, since these threads keep the logs of every namespace.
-"""
+send a log never holds a reconcile. A pod that ended is kept at once and its job woken (the planner
+deletes no such pod before its log is settled); a pod deleted while it runs is followed until its
+container ends. Follows wait on their sockets as long as a container takes to stop, so they have
+threads of their own (`MAX_FOLLOWS`, at most `MAX_FOLLOWS_PER_NAMESPACE` for one tenant), and pods that
+ended always have threads besides. A log that cannot be read is given up (at once for an API answer,
+after `KEEP_TRIES` otherwise), and shows as a gap in its replica's attempts; an error on one pod is
+logged, counted and retried, never the end of a thread that serves every namespace.
+docs/architecture.md#logs-that-outlive-pods says why there is no finalizer."""
 
 from __future__ import annotations
 

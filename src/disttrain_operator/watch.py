@@ -1,14 +1,9 @@
 """The operator's own watches of its jobs' children (kopf watches the jobs): each kind is listed, then
 watched, by a thread per scope, and each event becomes a small view at once; its body is dropped.
 
-Pods are the bulk of what streams through the operator: a job's 7 pods bring some 30 events between
-their creation and their deletion. Watched through kopf, each pod had a worker, a queue and a
-memory of its own, and every event's decoded body stayed alive until a thread ran its handler: at
-1,000 jobs that held most of the operator's 827 MB. With Services, PVCs and Workloads watched by
-kopf too, kopf's handling of their events and its Event poster were 58 % of the operator's CPU at
-1,000 jobs, and their cost per event grew with the number of jobs. Here a thread decodes a line,
-keeps the few fields the reconcile reads and tells which job changed.
-"""
+Pods are the bulk of what streams through the operator, and each event watched through kopf kept a
+worker and its whole body alive; here a thread decodes a line, keeps the few fields the reconcile
+reads and tells which job changed (docs/architecture.md has the figures that decided it)."""
 
 from __future__ import annotations
 

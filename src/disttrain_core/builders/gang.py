@@ -1,23 +1,12 @@
 """Gang scheduling: the objects that make the scheduler the operator is configured with place a job's pods
-together or not at all.
+together or not at all, so that pods that fit never hold GPUs waiting for peers that do not.
 
-Without a gang, a job whose pods do not all fit starts some of them, which then hold GPUs while
-waiting for peers that never come (and block other jobs). For scheduler-plugins and Volcano the job
-gets one PodGroup that asks for `minMember` pods together. For Kubernetes' own gang scheduling
-(`scheduling.k8s.io/v1alpha2`, kube-scheduler's GangScheduling plugin) it gets a Workload with one
-gang template and the PodGroup that is the gang's running instance (with `topologyKey`, a constraint that
-places the whole gang in one domain of that node label); each pod that must run with the others names that
-PodGroup in `spec.schedulingGroup`. An Evaluator is no part of the gang there: it takes no part in the
-collective or the parameter servers, and a job must not wait on it.
-
-Which jobs are gangs: those with `runPolicy.schedulingPolicy` or `runPolicy.gang: true`, and, where the
-operator makes every job a gang (`by_default`, as training-operator's `--gang-scheduler-name` does for
-every TFJob), all but those with `gang: false`. The gang's objects outlive restarts, so pods recreated
-after a failure or a disruption are placed together again.
-
-Each scheduler is one `Gang` (`gang_for`): what it needs made, how a pod joins, and what it cannot do; the
-builders and the planner ask the operator's one and never which it is.
-"""
+Scheduler-plugins and Volcano take one PodGroup asking for `minMember` pods; Kubernetes' own gangs take a
+Workload and the PodGroup that is its running instance, which each gang pod names (an Evaluator is no
+part of it). A job is a gang with `runPolicy.schedulingPolicy` or `gang: true`, or where the operator
+makes every job one (`by_default`), unless `gang: false`; its gang outlives restarts. Each scheduler is
+one `Gang` (`gang_for`): what it needs made, how a pod joins, and what it cannot do; the builders and the
+planner ask the operator's one and never which it is. docs/gang-scheduling.md has the details."""
 
 from __future__ import annotations
 

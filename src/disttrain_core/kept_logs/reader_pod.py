@@ -3,8 +3,8 @@ a pod can read a claim. It runs the job's own TensorFlow image (which has Python
 job's pods wrote) with the claim read-only, prints one JSON line per attempt file, `{"file", "number",
 "modified"}`, with its `text` for the first attempt and the latest ones (KEPT_ATTEMPTS_PER_REPLICA in all,
 as in ConfigMaps), and ends: what it prints stays far below the size at which the kubelet rotates a
-container's log (10 MiB by default). It carries no job-name label, so the operator does not take it for
-one of the job's pods; it is owned by the job and ends within `DEADLINE_SECONDS`."""
+container's log (`containerLogMaxSize`, 10Mi by default). It carries no job-name label, so the operator
+does not take it for one of the job's pods; it is owned by the job and ends within `DEADLINE_SECONDS`."""
 
 from __future__ import annotations
 

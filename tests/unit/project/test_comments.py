@@ -3,6 +3,7 @@ follows such a path, and one left behind by a move sends them nowhere."""
 
 from __future__ import annotations
 
+import ast
 import io
 import re
 import subprocess
@@ -63,3 +64,23 @@ def test_every_path_a_comment_names_exists() -> None:
                 if NAMED.search(token) and _names_nothing(token, source, files, folders):
                     nowhere.append(f"{source}:{line}: {token}")
     assert not nowhere, "comments name paths that do not exist:\n" + "\n".join(nowhere)
+
+
+MOST_DOCSTRING_LINES = 15
+FIGURE = re.compile(r"\b\d+(\.\d+)? ?(ms|MB|MiB|GB|%)(?!\w)|\b\d+(\.\d+)? of the peer's")
+
+
+def test_the_packages_docstrings_are_short_and_quote_no_measured_figure() -> None:
+    """What a module, class or function is and why, in a few lines; the figures that decided a design live in
+    docs/benchmarks.md and docs/architecture.md, where they are dated and can be measured again."""
+    found = []
+    for path in sorted((ROOT / "src").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+                docstring = ast.get_docstring(node, clean=False) or ""
+                where = f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 1)}"
+                if docstring.count("\n") >= MOST_DOCSTRING_LINES:
+                    found.append(f"{where}: {docstring.count(chr(10)) + 1} lines")
+                if FIGURE.search(docstring):
+                    found.append(f"{where}: quotes {FIGURE.search(docstring).group(0)!r}")  # type: ignore[union-attr]
+    assert not found, "\n".join(found)
