@@ -216,6 +216,40 @@ def _kwok_stages(paths: CachePaths, folder: Path) -> list[Path]:
     return [stage for stage in sorted(paths.kwok_stages.glob("*.yaml")) if stage.name not in replaced] + own
 
 
+def _apiserver_command(paths: CachePaths, folder: Path, state: ClusterState) -> list[str]:
+    key = folder / "service-account.key"
+    return [
+        str(paths.binary("kube-apiserver")),
+        f"--etcd-servers=http://127.0.0.1:{state.etcd_port}",
+        f"--cert-dir={folder / 'certs'}",
+        f"--bind-address={state.address}",
+        f"--advertise-address={state.address}",
+        f"--kubelet-client-certificate={folder / 'pki' / pki.CLIENT}.crt",
+        f"--kubelet-client-key={folder / 'pki' / pki.CLIENT}.key",
+        f"--secure-port={state.apiserver_port}",
+        f"--service-cluster-ip-range={SERVICE_CIDR}",
+        "--authorization-mode=Node,RBAC",
+        f"--token-auth-file={folder / 'tokens.csv'}",
+        f"--service-account-key-file={key}",
+        f"--service-account-signing-key-file={key}",
+        "--service-account-issuer=https://kubernetes.default.svc",
+        "--enable-priority-and-fairness=false",
+        f"--audit-policy-file={folder / 'audit-policy.yaml'}",
+        f"--audit-log-path={folder / 'audit' / 'audit.log'}",
+        "--audit-log-format=json",
+        # Each request waits for its line: a batch drops events once its buffer is full, and the tests
+        # hold the rules to what the log shows. Only ServiceAccounts' requests are written (AUDIT_POLICY).
+        "--audit-log-mode=blocking",
+        "--audit-log-maxsize=200",
+        "--audit-log-maxbackup=5",
+        # Namespaces annotated for the process node send their pods there (see process_namespace).
+        "--enable-admission-plugins=PodNodeSelector,PodTolerationRestriction",
+        "--kubelet-preferred-address-types=InternalIP,Hostname",  # node names resolve nowhere
+        FEATURE_GATES,
+        WORKLOAD_API,
+    ]
+
+
 def _commands(paths: CachePaths, folder: Path, state: ClusterState) -> dict[str, list[str]]:
     kubeconfig = str(kubeconfig_path(folder))
     key = str(folder / "service-account.key")
@@ -230,36 +264,7 @@ def _commands(paths: CachePaths, folder: Path, state: ClusterState) -> dict[str,
             f"--initial-cluster=default=http://127.0.0.1:{state.etcd_peer_port}",
             "--unsafe-no-fsync",
         ],
-        "kube-apiserver": [
-            str(paths.binary("kube-apiserver")),
-            f"--etcd-servers=http://127.0.0.1:{state.etcd_port}",
-            f"--cert-dir={folder / 'certs'}",
-            f"--bind-address={state.address}",
-            f"--advertise-address={state.address}",
-            f"--kubelet-client-certificate={folder / 'pki' / pki.CLIENT}.crt",
-            f"--kubelet-client-key={folder / 'pki' / pki.CLIENT}.key",
-            f"--secure-port={state.apiserver_port}",
-            f"--service-cluster-ip-range={SERVICE_CIDR}",
-            "--authorization-mode=Node,RBAC",
-            f"--token-auth-file={folder / 'tokens.csv'}",
-            f"--service-account-key-file={key}",
-            f"--service-account-signing-key-file={key}",
-            "--service-account-issuer=https://kubernetes.default.svc",
-            "--enable-priority-and-fairness=false",
-            f"--audit-policy-file={folder / 'audit-policy.yaml'}",
-            f"--audit-log-path={folder / 'audit' / 'audit.log'}",
-            "--audit-log-format=json",
-            # Each request waits for its line: a batch drops events once its buffer is full, and the tests
-            # hold the rules to what the log shows. Only ServiceAccounts' requests are written (AUDIT_POLICY).
-            "--audit-log-mode=blocking",
-            "--audit-log-maxsize=200",
-            "--audit-log-maxbackup=5",
-            # Namespaces annotated for the process node send their pods there (see process_namespace).
-            "--enable-admission-plugins=PodNodeSelector,PodTolerationRestriction",
-            "--kubelet-preferred-address-types=InternalIP,Hostname",  # node names resolve nowhere
-            FEATURE_GATES,
-            WORKLOAD_API,
-        ],
+        "kube-apiserver": _apiserver_command(paths, folder, state),
         "kube-controller-manager": [
             str(paths.binary("kube-controller-manager")),
             f"--kubeconfig={kubeconfig}",
@@ -359,9 +364,19 @@ def up(
             _start_real_node(ensure_binaries(), folder, running)
         return kubeconfig_path(folder)
     down(name)
+    started = time.monotonic()
+    _start_cluster(folder, name, shape or NodeShape(), process_node=process_node, real_node=real_node)
+    if log:
+        what = "local cluster" if name is None else f"control plane {name}"
+        print(f"{what} up in {time.monotonic() - started:.1f}s, logs in {folder / 'logs'}", file=sys.stderr)
+    return kubeconfig_path(folder)
+
+
+def _start_cluster(folder: Path, name: str | None, shape: NodeShape, *, process_node: bool, real_node: bool) -> None:
+    """Start every component in the (empty) state folder, in order, each once the one before answers; on
+    any failure, stop what started and raise with the tail of every component's log."""
     paths = ensure_binaries()
     node_paths = _real_node_binaries() if real_node else None  # a machine that cannot run one says so first
-    started = time.monotonic()
     _prepare(paths, folder)
     address = "127.0.0.1"
     if real_node:
@@ -381,7 +396,7 @@ def up(
             pids[component] = _start(folder, component, commands[component])
         state = replace(state, pids=pids)
         _save_state(folder, state)
-        _install(paths, folder, shape or NodeShape())
+        _install(paths, folder, shape)
         if process_node:
             state = _start_process_node(paths, folder, state)
         if node_paths is not None:
@@ -390,10 +405,6 @@ def up(
         tails = _log_tails(folder)
         down(name)
         raise RuntimeError(f"the local cluster did not come up: {error}\n{tails}") from error
-    if log:
-        what = "local cluster" if name is None else f"control plane {name}"
-        print(f"{what} up in {time.monotonic() - started:.1f}s, logs in {folder / 'logs'}", file=sys.stderr)
-    return kubeconfig_path(folder)
 
 
 PROCESS_NODE = "process-node"

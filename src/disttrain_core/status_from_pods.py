@@ -276,31 +276,12 @@ def aggregate(
     """
     previous = job.status
     generation = job.metadata.generation
-    counts = replica_statuses(job, pods)
-    ready = sum(status.ready for status in counts.values())
-    reporter = find_pod(pods, *reporting_task(job.spec))
-    evaluator = find_pod(pods, ReplicaType.EVALUATOR, 0)
-    progress = newest(previous.progress, reporter.final_progress if reporter else None, reported)
-    base = previous.model_copy(
-        update={
-            "replica_statuses": counts,
-            "ready": f"{ready}/{job.spec.total_replicas}",
-            "observed_generation": generation,
-            "progress": progress,
-            "progress_history": (
-                previous.progress_history
-                if progress == previous.progress
-                else with_report(previous.progress_history, progress)
-            ),
-            "evaluation": (evaluator.evaluation if evaluator else None) or previous.evaluation,
-        }
-    )
+    base = _counted(job, pods, reported)
     if is_finished(previous):
         return base
-
-    conditions = list(previous.conditions)
     if job.spec.run_policy.suspend:
         return _suspended(base, now, generation)
+    conditions = list(previous.conditions)
     if condition_holds(previous, ConditionType.SUSPENDED):
         resumed = Verdict("JobResumed", "runPolicy.suspend is false: the pods are created again")
         conditions = with_condition(
@@ -312,19 +293,66 @@ def aggregate(
         conditions = with_condition(
             conditions, ConditionType.CREATED, holds=True, verdict=verdict, now=now, generation=generation
         )
+    decided = _outcome(job, pods, now)
+    conditions = _running_conditions(job, pods, conditions, outcome=decided, now=now)
+    outcome = decided[0]
+    status = base.model_copy(update={"conditions": conditions})
+    update: dict[str, object] = {"phase": _phase(status)}
+    if status.start_time is None and condition_holds(status, ConditionType.CREATED):
+        update["start_time"] = now
+    if outcome is not None:
+        update["completion_time"] = now
+    return status.model_copy(update=update)
 
-    outcome, kind, evaluating = _outcome(job, pods, now)
+
+def _counted(job: DistTrainJob, pods: Sequence[PodView], reported: Progress | None) -> DistTrainJobStatus:
+    """The previous status with what the pods count now: replicas, readiness, progress and its curve, the
+    Evaluator's scores."""
+    previous = job.status
+    counts = replica_statuses(job, pods)
+    ready = sum(status.ready for status in counts.values())
+    reporter = find_pod(pods, *reporting_task(job.spec))
+    evaluator = find_pod(pods, ReplicaType.EVALUATOR, 0)
+    progress = newest(previous.progress, reporter.final_progress if reporter else None, reported)
+    return previous.model_copy(
+        update={
+            "replica_statuses": counts,
+            "ready": f"{ready}/{job.spec.total_replicas}",
+            "observed_generation": job.metadata.generation,
+            "progress": progress,
+            "progress_history": (
+                previous.progress_history
+                if progress == previous.progress
+                else with_report(previous.progress_history, progress)
+            ),
+            "evaluation": (evaluator.evaluation if evaluator else None) or previous.evaluation,
+        }
+    )
+
+
+def _running_conditions(
+    job: DistTrainJob,
+    pods: Sequence[PodView],
+    conditions: list[Condition],
+    *,
+    outcome: tuple[Verdict | None, ConditionType, Verdict | None],
+    now: datetime,
+) -> list[Condition]:
+    """Running, and Succeeded or Failed, as the outcome says: the job ended, runs (and recovered from a
+    restart), waits for its final evaluation, or waits for its pods."""
+    previous, generation = job.status, job.metadata.generation
+    ended, kind, evaluating = outcome
     if evaluating is not None:
-        conditions = with_condition(
+        return with_condition(
             conditions, ConditionType.RUNNING, holds=True, verdict=evaluating, now=now, generation=generation
         )
-    elif outcome is not None:
-        conditions = with_condition(conditions, kind, holds=True, verdict=outcome, now=now, generation=generation)
+    if ended is not None:
+        conditions = with_condition(conditions, kind, holds=True, verdict=ended, now=now, generation=generation)
         finished = Verdict("JobFinished", f"the job {kind.value.lower()}")
-        conditions = with_condition(
+        return with_condition(
             conditions, ConditionType.RUNNING, holds=False, verdict=finished, now=now, generation=generation
         )
-    elif running(job, pods):
+    if running(job, pods):
         verdict = Verdict(
             "JobRunning", "the chief is running" if job.spec.replicas(ReplicaType.CHIEF) else "every worker is running"
         )
@@ -339,19 +367,13 @@ def aggregate(
             conditions = with_condition(
                 conditions, ConditionType.RESTARTING, holds=False, verdict=recovered, now=now, generation=generation
             )
-    elif condition_holds(previous, ConditionType.RUNNING):
+        return conditions
+    if condition_holds(previous, ConditionType.RUNNING):
         verdict = Verdict("PodsNotRunning", "waiting for the job's pods to run")
-        conditions = with_condition(
+        return with_condition(
             conditions, ConditionType.RUNNING, holds=False, verdict=verdict, now=now, generation=generation
         )
-
-    status = base.model_copy(update={"conditions": conditions})
-    update: dict[str, object] = {"phase": _phase(status)}
-    if status.start_time is None and condition_holds(status, ConditionType.CREATED):
-        update["start_time"] = now
-    if outcome is not None:
-        update["completion_time"] = now
-    return status.model_copy(update=update)
+    return conditions
 
 
 def failed_status(

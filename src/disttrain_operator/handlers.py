@@ -50,6 +50,7 @@ from disttrain_operator.watch import (
     ObjectWatch,
     Reconnects,
     Resource,
+    Scope,
     scopes,
 )
 from disttrain_operator.watched import (
@@ -172,6 +173,15 @@ def build_runtime(settings: OperatorSettings, kube: OperatorApi, indexes: Mappin
         tensorboards=ObjectStore(),
         listings=listings,
     )
+    runtime.watches = _child_watches(runtime, kube, settings, watched)
+    return runtime
+
+
+def _child_watches(
+    runtime: Runtime, kube: OperatorApi, settings: OperatorSettings, watched: Sequence[Scope]
+) -> list[ObjectWatch[Any]]:
+    """A watch of each kind of child in every watched scope, each change named to the queue; a pod whose
+    log is due is offered to the kept-log keeper first."""
     reconnects = Reconnects()
 
     def child_changed(key: JobKey, view: object, present: bool) -> None:
@@ -190,20 +200,19 @@ def build_runtime(settings: OperatorSettings, kube: OperatorApi, indexes: Mappin
             store,
             watched,
             child_changed,
-            listings=listings,
+            listings=runtime.listings,
             reconnects=reconnects,
             watch_seconds=settings.watch_seconds,
         )
 
     services, claims = runtime.children
-    runtime.watches = [
+    return [
         watch(PODS, runtime.pods),
         watch(SERVICES, services),
         watch(CLAIMS, claims),
         watch(WORKLOADS, runtime.workloads),
         watch(TENSORBOARDS, runtime.tensorboards),
     ]
-    return runtime
 
 
 class NoDiffBase(kopf.DiffBaseStorage):

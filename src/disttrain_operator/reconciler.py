@@ -267,57 +267,23 @@ class Reconciler:
         if memory.unwatched and recheck and any(pod.unschedulable for pod in pods):
             memory.unwatched = set()  # asked for again: 409 where they are, made anew where they were deleted
         children = [*children, *memory.unwatched]
-        status = aggregate(job, pods, created=False, now=now, reported=reported)
-        unkept = {pod.uid for pod in pods if pod.log_due and pod.ended and not self._logs.settled(pod.uid)}
         expected = memory.expected.pending(pods, children, now)
-        awaited = {key.name for key in expected if isinstance(key, ObjectRef) and key.kind == "Pod"}
-
-        def plan_for(status: DistTrainJobStatus) -> Plan:
-            return plan(
-                _with(job, status),
-                pods,
-                children,
-                self._settings,
-                now=now,
-                handled=memory.handled,
-                awaited=awaited,
-                unkept=unkept,
-                stuck_after=self._stuck_after,
-            )
-
-        next_plan = plan_for(status)
-        if next_plan.fail is not None:  # backoffLimit: fail now, and plan the cleanup that follows
-            status = failed_status(status, next_plan.fail, now, generation)
-            next_plan = plan_for(status)
+        status, next_plan = self._decide(memory, job, pods, children, expected, now=now, reported=reported)
         if next_plan.delete_job:
             self._delete_job(body)
             return None
         retry = self._delete(body, memory, next_plan, pods, expected)
-        if next_plan.restart is not None:  # decided: the pods it stops are handled, deleted now or by a later plan
-            memory.handled.update(pod.uid for pod in next_plan.restart.failed)
-            status = record_restart(
-                status,
-                next_plan.restart.failed,
-                next_plan.restart.message,
-                now,
-                generation,
-                disruption=next_plan.restart.disruption,
-            )
-        refused = memory.tensorboard_refusal(generation)
-        creates = [
-            manifest
-            for manifest in next_plan.create
-            if object_key(manifest) not in expected and (refused is None or not is_tensorboard_object(manifest))
-        ]
+        status = _with_restart(memory, status, next_plan, now, generation)
+        creates = self._to_create(memory, next_plan, expected, generation)
         wakes = [] if next_plan.wake_at is None else [next_plan.wake_at]
         if any(object_key(manifest) in expected for manifest in next_plan.create):  # should one never show up
             wakes.append(now + EXPECTATION)
         created, rejected, retry = self._create(body, memory, creates, retry)
-        created_all = retry is None and rejected is None
         # The pods just created count as the watch will show them (Pending), so that their first sight
         # changes nothing to write.
         made = [view for manifest in created if (view := created_pod_view(manifest)) is not None]
         staying = [*(pod for pod in pods if pod.name not in next_plan.delete), *made]
+        created_all = retry is None and rejected is None
         status = aggregate(_with(job, status), staying, created=created_all, now=now, reported=reported)
         refused = memory.tensorboard_refused
         status = with_tensorboard(job, status, tensorboard, now, refused=None if refused is None else refused[1])
@@ -338,6 +304,55 @@ class Reconciler:
         if retry is not None:
             raise retry
         return status
+
+    def _decide(
+        self,
+        memory: JobMemory,
+        job: DistTrainJob,
+        pods: Sequence[PodView],
+        children: Collection[ObjectRef],
+        expected: set[Expected],
+        *,
+        now: datetime,
+        reported: Progress | None,
+    ) -> tuple[DistTrainJobStatus, Plan]:
+        """The status the pods make, and the plan from it; a job past its backoffLimit is failed first and
+        planned again, for the cleanup that follows."""
+        status = aggregate(job, pods, created=False, now=now, reported=reported)
+        unkept = {pod.uid for pod in pods if pod.log_due and pod.ended and not self._logs.settled(pod.uid)}
+        awaited = {key.name for key in expected if isinstance(key, ObjectRef) and key.kind == "Pod"}
+
+        def plan_for(status: DistTrainJobStatus) -> Plan:
+            return plan(
+                _with(job, status),
+                pods,
+                children,
+                self._settings,
+                now=now,
+                handled=memory.handled,
+                awaited=awaited,
+                unkept=unkept,
+                stuck_after=self._stuck_after,
+            )
+
+        next_plan = plan_for(status)
+        if next_plan.fail is not None:
+            status = failed_status(status, next_plan.fail, now, job.metadata.generation)
+            next_plan = plan_for(status)
+        return status, next_plan
+
+    @staticmethod
+    def _to_create(
+        memory: JobMemory, next_plan: Plan, expected: set[Expected], generation: int | None
+    ) -> list[Manifest]:
+        """What the plan creates, less what is expected already and, while the cluster refuses this
+        generation's TensorBoard, its objects."""
+        refused = memory.tensorboard_refusal(generation)
+        return [
+            manifest
+            for manifest in next_plan.create
+            if object_key(manifest) not in expected and (refused is None or not is_tensorboard_object(manifest))
+        ]
 
     def _with_unkept_logs(self, body: Body, status: DistTrainJobStatus) -> DistTrainJobStatus:
         """The status with the attempts found without a kept log, and a Warning Event when there are new ones."""
@@ -440,6 +455,18 @@ class Reconciler:
 
 def _with(job: DistTrainJob, status: DistTrainJobStatus) -> DistTrainJob:
     return job.model_copy(update={"status": status})
+
+
+def _with_restart(
+    memory: JobMemory, status: DistTrainJobStatus, next_plan: Plan, now: datetime, generation: int | None
+) -> DistTrainJobStatus:
+    """The status with the plan's restart, if it decided one: the pods it stops are handled from now on,
+    deleted now or by a later plan."""
+    restart = next_plan.restart
+    if restart is None:
+        return status
+    memory.handled.update(pod.uid for pod in restart.failed)
+    return record_restart(status, restart.failed, restart.message, now, generation, disruption=restart.disruption)
 
 
 def _describe(manifest: Manifest) -> str:
