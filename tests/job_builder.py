@@ -27,19 +27,27 @@ class JobBuilder:
         self._spec: dict[str, Any] = {"replicaSpecs": {}}
         self._status: dict[str, Any] | None = None
 
-    def replicas(self, kind: str, count: int, container: dict[str, Any] | None = None, **replica: Any) -> JobBuilder:
+    def replicas(
+        self,
+        kind: str,
+        count: int,
+        container: dict[str, Any] | None = None,
+        *,
+        pod: dict[str, Any] | None = None,
+        **replica: Any,
+    ) -> JobBuilder:
         """`count` replicas of `kind` (Chief, Worker, PS, Evaluator); `container` adds to or overrides the
-        TensorFlow container's fields, `replica` the replica spec's (restartPolicy, ...)."""
+        TensorFlow container's fields, `pod` the pod spec's (securityContext, ...), `replica` the replica
+        spec's (restartPolicy, ...)."""
         tensorflow = {"name": "tensorflow", "image": "i", **(container or {})}
-        self._spec["replicaSpecs"][kind] = {
-            "replicas": count,
-            **replica,
-            "template": {"spec": {"containers": [tensorflow]}},
-        }
+        template = {"spec": {**copy.deepcopy(pod or {}), "containers": [tensorflow]}}
+        self._spec["replicaSpecs"][kind] = {"replicas": count, **replica, "template": template}
         return self
 
-    def workers(self, count: int, container: dict[str, Any] | None = None, **replica: Any) -> JobBuilder:
-        return self.replicas("Worker", count, container, **replica)
+    def workers(
+        self, count: int, container: dict[str, Any] | None = None, *, pod: dict[str, Any] | None = None, **replica: Any
+    ) -> JobBuilder:
+        return self.replicas("Worker", count, container, pod=pod, **replica)
 
     def script(
         self, script: str, replicas: int = 1, env: list[dict[str, str]] | None = None, **replica: Any
@@ -78,13 +86,22 @@ class JobBuilder:
         """The job as the API server would take it (the CRD's defaults and rules applied), with its status."""
         return parse_job(self.obj())
 
+    def model(self) -> DistTrainJob:
+        """The job as the models read it, without the CRD's defaults or rules: as a client reads what the API
+        server returns."""
+        return DistTrainJob.model_validate(self.obj())
+
+    def counts(self, counts: dict[str, int], **replica: Any) -> JobBuilder:
+        """Replicas of each kind in `counts`, each with the same replica fields; ParameterServer when one is a
+        PS, else MultiWorkerMirrored."""
+        for kind, count in counts.items():
+            self.replicas(kind, count, **replica)
+        return self.strategy("ParameterServer" if "PS" in counts else "MultiWorkerMirrored")
+
 
 def make_job(counts: dict[str, int], **spec: Any) -> DistTrainJob:
     """A job named `job` (generation 3) with these replica counts; ParameterServer when it has a PS."""
-    builder = JobBuilder().metadata(generation=3)
-    for kind, count in counts.items():
-        builder.replicas(kind, count)
-    return builder.strategy("ParameterServer" if "PS" in counts else "MultiWorkerMirrored").spec(**spec).job()
+    return JobBuilder().metadata(generation=3).counts(counts).spec(**spec).job()
 
 
 def make_pod(kind: ReplicaType, index: int, phase: PodPhase, *, job: str = "job", **fields: Any) -> PodView:

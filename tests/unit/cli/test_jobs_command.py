@@ -15,6 +15,7 @@ from disttrain_cli.jobs import console, emit
 from disttrain_contract.timestamps import format_time
 from disttrain_core import summary
 from disttrain_core.api.status import Disruption, UnkeptLogs
+from job_builder import JobBuilder
 
 NOW = datetime(2026, 1, 1, 0, 10, tzinfo=UTC)
 
@@ -28,18 +29,8 @@ TEMPLATE = {"spec": {"containers": [{"name": "tensorflow", "image": "trainer"}]}
 
 
 def _job(name: str, namespace: str = "team", **status: Any) -> DistTrainJob:
-    replicas = {
-        "Chief": {"template": TEMPLATE},
-        "Worker": {"replicas": 2, "template": TEMPLATE},
-        "PS": {"template": TEMPLATE},
-    }
-    return DistTrainJob.model_validate(
-        {
-            "metadata": {"name": name, "namespace": namespace, "creationTimestamp": "2026-01-01T00:00:00Z"},
-            "spec": {"strategy": "ParameterServer", "replicaSpecs": replicas},
-            "status": status,
-        }
-    )
+    builder = JobBuilder(name, namespace).metadata(creationTimestamp="2026-01-01T00:00:00Z")
+    return builder.counts({"Chief": 1, "Worker": 2, "PS": 1}).status(**status).model()
 
 
 RUNNING = _job(

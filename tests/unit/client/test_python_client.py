@@ -17,6 +17,7 @@ from disttrain.client import _about_job, _manifest, _settled
 from disttrain.job_kinds import readable_jobs, typed_job
 from disttrain.logs import LONGEST_LINE, _split, replica_task
 from disttrain_core.api.spec import ReplicaType
+from job_builder import JobBuilder
 from repository import ROOT
 
 TEMPLATE = {"spec": {"containers": [{"name": "tensorflow", "image": "trainer"}]}}
@@ -30,13 +31,8 @@ def _condition(kind: str, status: str) -> dict[str, str]:
 
 
 def _job(replicas: dict[str, int], conditions: tuple[tuple[str, str], ...] = ()) -> DistTrainJob:
-    return DistTrainJob.model_validate(
-        {
-            "metadata": {"name": "mnist", "namespace": "team"},
-            "spec": {"replicaSpecs": {kind: {"replicas": n, "template": TEMPLATE} for kind, n in replicas.items()}},
-            "status": {"conditions": [_condition(kind, status) for kind, status in conditions]},
-        }
-    )
+    builder = JobBuilder("mnist", "team").counts(replicas)
+    return builder.status(conditions=[_condition(kind, status) for kind, status in conditions]).model()
 
 
 def test_a_wait_settles_on_any_wanted_condition_that_is_true_now() -> None:

@@ -19,6 +19,7 @@ from disttrain_core.builders.naming import tensorflow_container
 from disttrain_core.builders.objects import desired_objects, pod
 from disttrain_core.served import job_manifest
 from disttrain_core.types import Manifest
+from job_builder import JobBuilder
 from repository import EXAMPLES, ROOT, load_one
 
 GOLDEN = ROOT / "tests" / "golden"
@@ -26,12 +27,7 @@ DEFAULT = BuildSettings()
 
 
 def _job(spec: dict[str, Any], name: str = "demo", namespace: str = "team", uid: str | None = None) -> DistTrainJob:
-    metadata: dict[str, Any] = {"name": name, "namespace": namespace}
-    if uid:
-        metadata["uid"] = uid
-    return parse_job(
-        {"apiVersion": "disttrain.io/v1alpha1", "kind": "DistTrainJob", "metadata": metadata, "spec": spec}
-    )
+    return JobBuilder(name, namespace).metadata(**({"uid": uid} if uid else {})).spec(**spec).job()
 
 
 def _replica(replicas: int, **container: Any) -> dict[str, Any]:

@@ -29,18 +29,16 @@ from disttrain_core.builders.objects import pod
 from disttrain_core.kept_logs import KEPT_ATTEMPTS_PER_REPLICA
 from disttrain_core.kept_logs.reader_pod import READER_OF_LABEL, SCRIPT, reader_pod
 from disttrain_trainer.log_copy import BoundedFile
+from job_builder import JobBuilder
 
 ON_VOLUME = {"destination": "CheckpointVolume", "maxBytesPerAttempt": 4096}
 
 
 def _manifest(logs: dict[str, Any], checkpoint: bool = True) -> dict[str, Any]:
-    container = {"name": "tensorflow", "image": "registry.example/trainer:1", "resources": {"limits": {"gpu": 1}}}
-    template = {"spec": {"securityContext": {"runAsUser": 1000}, "containers": [container]}}
-    spec: dict[str, Any] = {"replicaSpecs": {"Worker": {"replicas": 2, "template": template}}, "logs": logs}
-    if checkpoint:
-        spec["checkpoint"] = {"size": "1Gi", "mountPath": "/ckpt"}
-    metadata = {"name": "mnist", "namespace": "team", "uid": "0123456789ab"}
-    return {"apiVersion": "disttrain.io/v1alpha1", "kind": "DistTrainJob", "metadata": metadata, "spec": spec}
+    container = {"image": "registry.example/trainer:1", "resources": {"limits": {"gpu": 1}}}
+    builder = JobBuilder("mnist", "team").metadata(uid="0123456789ab").spec(logs=logs)
+    builder.workers(2, container, pod={"securityContext": {"runAsUser": 1000}})
+    return builder.spec(**({"checkpoint": {"size": "1Gi", "mountPath": "/ckpt"}} if checkpoint else {})).obj()
 
 
 def _python(program: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

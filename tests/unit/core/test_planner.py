@@ -17,6 +17,7 @@ from disttrain_core.observed import PodPhase, PodView, Unschedulable, unschedula
 from disttrain_core.planner import Plan, object_key, plan
 from disttrain_core.status_from_pods import aggregate, failure
 from disttrain_core.types import ObjectRef, Verdict
+from job_builder import JobBuilder
 from repository import ROOT, load_one
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -27,15 +28,7 @@ CHILDREN = [ObjectRef("Service", "mnist-mwms"), ObjectRef("PersistentVolumeClaim
 
 
 def _job(counts: dict[str, int], policy: str = "ExitCode", **run_policy: Any) -> DistTrainJob:
-    strategy = "ParameterServer" if "PS" in counts else "MultiWorkerMirrored"
-    specs = {kind: {"replicas": n, "restartPolicy": policy, "template": TEMPLATE} for kind, n in counts.items()}
-    manifest = {
-        "apiVersion": "disttrain.io/v1alpha1",
-        "kind": "DistTrainJob",
-        "metadata": {"name": "job"},
-        "spec": {"strategy": strategy, "replicaSpecs": specs, "runPolicy": run_policy},
-    }
-    return parse_job(manifest)
+    return JobBuilder().counts(counts, restartPolicy=policy).run_policy(**run_policy).job()
 
 
 def _pod(kind: ReplicaType, index: int, phase: PodPhase = PodPhase.RUNNING, **fields: Any) -> PodView:

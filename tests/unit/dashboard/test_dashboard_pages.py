@@ -9,6 +9,7 @@ from disttrain import DistTrainJob, JobEvent
 from disttrain_core.api.status import ProgressPoint
 from disttrain_dashboard.app import job_page, row, templates
 from disttrain_dashboard.curves import HEIGHT, WIDTH, curves
+from job_builder import JobBuilder
 
 NOW = datetime(2026, 1, 1, 1, 0, tzinfo=UTC)
 HOSTILE = '<script>alert(1)</script><img src=x onerror="alert(2)">'
@@ -16,21 +17,9 @@ TEMPLATE = {"spec": {"containers": [{"name": "tensorflow", "image": "trainer"}]}
 
 
 def _job(**status: object) -> DistTrainJob:
-    return DistTrainJob.model_validate(
-        {
-            "metadata": {
-                "name": "vision",
-                "namespace": "team",
-                "creationTimestamp": "2026-01-01T00:00:00Z",
-                "labels": {"kueue.x-k8s.io/queue-name": "research"},
-            },
-            "spec": {
-                "strategy": "MultiWorkerMirrored",
-                "replicaSpecs": {"Worker": {"replicas": 2, "template": TEMPLATE}},
-            },
-            "status": status,
-        }
-    )
+    queued = {"creationTimestamp": "2026-01-01T00:00:00Z", "labels": {"kueue.x-k8s.io/queue-name": "research"}}
+    builder = JobBuilder("vision", "team").metadata(**queued).strategy("MultiWorkerMirrored").workers(2)
+    return builder.status(**status).model()
 
 
 def test_a_row_holds_what_the_list_shows() -> None:

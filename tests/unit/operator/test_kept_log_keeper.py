@@ -33,6 +33,7 @@ from disttrain_dev.polling import wait_for
 from disttrain_kube.api_errors import LogUnreadableError, TransientApiError
 from disttrain_operator.kept_log_keeper import KEEP_TRIES, UNKEPT, KeptLogKeeper, KeptLogSweeper
 from disttrain_operator.watch import Scope
+from job_builder import JobBuilder
 
 NOW = datetime(2026, 11, 25, 12, 0, 0, 123456, tzinfo=UTC)
 JOB_UID = "job-uid-1"
@@ -40,18 +41,8 @@ POD_UID = "0f3c9a1e-5b7d-4c2a-9e8f-123456789abc"
 
 
 def _job(logs: dict[str, Any] | None = None, workers: int = 2) -> DistTrainJob:
-    container = {"name": "tensorflow", "image": "trainer"}
-    return DistTrainJob.model_validate(
-        {
-            "apiVersion": "disttrain.io/v1alpha1",
-            "kind": "DistTrainJob",
-            "metadata": {"name": "mnist", "namespace": "team", "uid": JOB_UID},
-            "spec": {
-                "replicaSpecs": {"Worker": {"replicas": workers, "template": {"spec": {"containers": [container]}}}},
-                **({"logs": logs} if logs is not None else {}),
-            },
-        }
-    )
+    builder = JobBuilder("mnist", "team").metadata(uid=JOB_UID).workers(workers, {"image": "trainer"})
+    return builder.spec(**({"logs": logs} if logs is not None else {})).model()
 
 
 def _pod(job: DistTrainJob, phase: str = "Running", **metadata: Any) -> dict[str, Any]:

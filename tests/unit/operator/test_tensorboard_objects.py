@@ -24,20 +24,18 @@ from disttrain_kube.api_errors import RefusedError
 from disttrain_operator.job_memory import JobMemory
 from disttrain_operator.reconciler import Reconciler
 from disttrain_operator.status_writer import StatusWriter
+from job_builder import JobBuilder
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 
 
 def _manifest(tensorboard: dict[str, Any] | None, checkpoint: bool = True) -> dict[str, Any]:
-    container = {"name": "tensorflow", "image": "registry.example/trainer:1"}
-    template = {"spec": {"securityContext": {"runAsUser": 1000, "fsGroup": 2000}, "containers": [container]}}
-    spec: dict[str, Any] = {"replicaSpecs": {"Worker": {"replicas": 2, "template": template}}}
+    pod = {"securityContext": {"runAsUser": 1000, "fsGroup": 2000}}
+    builder = JobBuilder("mnist", "team").metadata(uid="u1", generation=1)
+    builder.workers(2, {"image": "registry.example/trainer:1"}, pod=pod)
     if checkpoint:
-        spec["checkpoint"] = {"size": "1Gi"}
-    if tensorboard is not None:
-        spec["tensorboard"] = tensorboard
-    metadata = {"name": "mnist", "namespace": "team", "uid": "u1", "generation": 1}
-    return {"apiVersion": "disttrain.io/v1alpha1", "kind": "DistTrainJob", "metadata": metadata, "spec": spec}
+        builder.spec(checkpoint={"size": "1Gi"})
+    return builder.spec(**({"tensorboard": tensorboard} if tensorboard is not None else {})).obj()
 
 
 def _job(tensorboard: dict[str, Any] | None) -> DistTrainJob:
