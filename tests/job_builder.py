@@ -82,6 +82,13 @@ class JobBuilder:
             manifest["status"] = self._status
         return copy.deepcopy(manifest)
 
+    def tfjob(self) -> dict[str, Any]:
+        """The same job as a Kubeflow TFJob manifest: `tfReplicaSpecs` for `replicaSpecs`, the rest as it is."""
+        manifest = self.obj()
+        spec = manifest["spec"]
+        spec["tfReplicaSpecs"] = spec.pop("replicaSpecs")
+        return {**manifest, "apiVersion": "kubeflow.org/v1", "kind": "TFJob"}
+
     def job(self) -> DistTrainJob:
         """The job as the API server would take it (the CRD's defaults and rules applied), with its status."""
         return parse_job(self.obj())

@@ -169,12 +169,7 @@ _OPERATOR_WITHOUT_KOPF = "from disttrain_cli.main import main; sys.exit(main(['o
 
 
 def _tfjob(name: str, **run_policy: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "TFJob",
-        "metadata": {"name": name, "namespace": "team"},
-        "spec": {"runPolicy": run_policy, "tfReplicaSpecs": {"Worker": {"replicas": 1, "template": TEMPLATE}}},
-    }
+    return JobBuilder(name, "team").workers(1).run_policy(**run_policy).tfjob()
 
 
 def test_a_tfjob_that_cannot_be_converted_hides_only_itself(caplog: pytest.LogCaptureFixture) -> None:

@@ -7,18 +7,15 @@ from typing import Any
 import pytest
 
 from disttrain_core.managers import managed_elsewhere
+from job_builder import JobBuilder
 
 
 def _job(manager: Any = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"replicaSpecs": {}}
-    if manager is not None:
-        spec["managedBy"] = manager
-    return {"apiVersion": "disttrain.io/v1alpha1", "kind": "DistTrainJob", "spec": spec}
+    return JobBuilder().spec(**({} if manager is None else {"managedBy": manager})).obj()
 
 
 def _tfjob(manager: Any = None) -> dict[str, Any]:
-    run_policy = {} if manager is None else {"managedBy": manager}
-    return {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "spec": {"tfReplicaSpecs": {}, "runPolicy": run_policy}}
+    return JobBuilder().run_policy(**({} if manager is None else {"managedBy": manager})).tfjob()
 
 
 @pytest.mark.parametrize(

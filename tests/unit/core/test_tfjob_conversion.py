@@ -15,6 +15,7 @@ from disttrain_core.api import yaml_io
 from disttrain_core.api.parsing import parse_job
 from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.tfjob_conversion import UnconvertibleError, convert
+from job_builder import JobBuilder
 from repository import ROOT
 
 EVERY_FIELD = ROOT / "tests" / "tfjobs" / "every-field.yaml"
@@ -22,13 +23,7 @@ GOLDEN = ROOT / "tests" / "golden" / "tfjob-every-field.yaml"
 
 
 def _tfjob(**spec: Any) -> dict[str, Any]:
-    replica = {"template": {"spec": {"containers": [{"name": "tensorflow", "image": "i"}]}}}
-    return {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "TFJob",
-        "metadata": {"name": "job"},
-        "spec": {"tfReplicaSpecs": {"Worker": {**replica, "replicas": 2}}, **spec},
-    }
+    return JobBuilder().workers(2).spec(**spec).tfjob()
 
 
 def test_every_field_converts_as_golden(update_golden: bool) -> None:

@@ -25,6 +25,7 @@ from disttrain_operator.job_queue import JobQueue
 from disttrain_operator.operator_settings import OperatorSettings
 from disttrain_operator.watch import Scope
 from disttrain_operator.watched import DISTTRAIN_JOBS, SERVED_TFJOBS, job_body
+from job_builder import JobBuilder
 
 KEY = ("team", "mnist")
 EVERYWHERE = Scope(None)
@@ -74,15 +75,8 @@ class _Queue(JobQueue[JobKey]):
 
 
 def _tfjob() -> dict[str, Any]:
-    template = {"spec": {"containers": [{"name": "tensorflow", "image": "i"}]}}
-    metadata = {"name": "mnist", "namespace": "team", "uid": "u1", "generation": 1, "labels": {}}
-    return {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "TFJob",
-        "metadata": {**metadata, "creationTimestamp": "2026-01-01T00:00:05Z"},
-        "spec": {"tfReplicaSpecs": {"Worker": {"replicas": 1, "template": template}}},
-        "status": {},
-    }
+    metadata = {"uid": "u1", "generation": 1, "labels": {}, "creationTimestamp": "2026-01-01T00:00:05Z"}
+    return JobBuilder("mnist", "team").metadata(**metadata).workers(1).status().tfjob()
 
 
 def _disttrainjob() -> dict[str, Any]:

@@ -24,22 +24,16 @@ from disttrain_operator.handlers import name_in_use
 from disttrain_operator.indexed_jobs import IndexedJobs
 from disttrain_operator.reconciler import Reconciler
 from disttrain_operator.tfjob_ownership import refusal
-from job_builder import make_pod
+from job_builder import JobBuilder, make_pod
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def _tfjob(**replicas: int) -> dict[str, Any]:
-    template = {"spec": {"containers": [{"name": "tensorflow", "image": "i"}]}}
-    return {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "TFJob",
-        "metadata": {"name": "mnist", "namespace": "team", "uid": "u1", "generation": 1, "labels": {}},
-        "spec": {
-            "tfReplicaSpecs": {kind: {"replicas": count, "template": template} for kind, count in replicas.items()}
-        },
-        "status": {},
-    }
+    builder = JobBuilder("mnist", "team").metadata(uid="u1", generation=1, labels={})
+    for kind, count in replicas.items():
+        builder.replicas(kind, count)
+    return builder.status().tfjob()
 
 
 def _pods(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
