@@ -3,6 +3,7 @@ every page under docs/ builds with no broken link or anchor (`mkdocs build --str
 
 from __future__ import annotations
 
+import importlib
 import re
 import subprocess
 import sys
@@ -54,3 +55,21 @@ def test_the_api_page_names_every_status_field_and_printer_column() -> None:
 
 def test_the_admins_page_names_the_kubernetes_version_every_test_runs_on() -> None:
     assert f"({KUBERNETES_VERSION}, the version the local cluster builds" in (ROOT / "docs" / "admins.md").read_text()
+
+
+def test_every_word_of_the_glossary_is_where_it_says() -> None:
+    """docs/architecture.md's glossary names, for each word, the module that holds it and the name the code
+    gives it: both exist, so a rename that leaves the glossary behind fails here."""
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    table = page.split("## Words the code uses", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1:-1] for line in table.splitlines() if line.startswith("| ") and "---" not in line]
+    missing = []
+    for word, means, where in rows[1:]:  # past the header
+        module = importlib.import_module(where.strip().strip("`"))
+        for name in re.findall(r"\(`([\w.]+)`\)", means):
+            owner: object = module
+            for part in name.split("."):
+                owner = getattr(owner, part, None)
+            if owner is None:
+                missing.append(f"{word.strip()}: {name}")
+    assert len(rows) > 10 and missing == []
