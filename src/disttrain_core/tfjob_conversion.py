@@ -10,7 +10,7 @@ of meaning is a note. Pure: the input is a parsed manifest, the output a manifes
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,14 +108,7 @@ def convert(tfjob: Mapping[str, Any]) -> Conversion:
         for replica_type, (_, policy, _) in replica_specs.items()
         if policy is RestartPolicy.EXIT_CODE and replica_type is not ReplicaType.EVALUATOR
     ]
-    converted_spec["replicaSpecs"] = {
-        replica_type.value: {
-            "replicas": replicas,
-            "restartPolicy": (RestartPolicy.ON_FAILURE if replica_type in by_exit_code else policy).value,
-            "template": template,
-        }
-        for replica_type, (replicas, policy, template) in replica_specs.items()
-    }
+    converted_spec["replicaSpecs"] = _converted_replicas(replica_specs, by_exit_code)
     tf_run_policy = _mapping(spec.get("runPolicy") or {}, "spec.runPolicy")
     run_policy = _run_policy(tf_run_policy, notes)
     managed_by = _managed_by(tf_run_policy, notes)
@@ -145,6 +138,21 @@ def convert(tfjob: Mapping[str, Any]) -> Conversion:
         "spec": converted_spec,
     }
     return Conversion(job, tuple(notes))
+
+
+def _converted_replicas(
+    replica_specs: Mapping[ReplicaType, _ReplicaEntry], by_exit_code: Collection[ReplicaType]
+) -> Manifest:
+    """The replica specs in DistTrainJob's terms; ExitCode becomes OnFailure (a failure-policy rule keeps its
+    meaning)."""
+    return {
+        replica_type.value: {
+            "replicas": replicas,
+            "restartPolicy": (RestartPolicy.ON_FAILURE if replica_type in by_exit_code else policy).value,
+            "template": template,
+        }
+        for replica_type, (replicas, policy, template) in replica_specs.items()
+    }
 
 
 def _mapping(value: object, field: str) -> Mapping[str, Any]:
