@@ -51,12 +51,34 @@ def _forged_kept_log(name: str, annotations: dict[str, str]) -> str:
 
 def _evaluated_job() -> dict[str, Any]:
     """A worker that succeeds, and an Evaluator whose scores diverged (NaN, Infinity) as Python writes them."""
-    manifest = JobBuilder("diverged").script("sleep 1; exit 0").obj()
-    evaluator = json.loads(json.dumps(manifest["spec"]["replicaSpecs"]["Worker"]))
     script = f"sleep 2; printf '%s' '{NAN_SCORES}' > \"$DISTTRAIN_TERMINATION_MESSAGE_PATH\""
-    evaluator["template"]["spec"]["containers"][0]["command"] = ["sh", "-c", script]
-    manifest["spec"]["replicaSpecs"]["Evaluator"] = evaluator
-    return manifest
+    evaluator = {"image": "none", "command": ["sh", "-c", script]}
+    return JobBuilder("diverged").script("sleep 1; exit 0").replicas("Evaluator", 1, evaluator).obj()
+
+
+def _tenant_a_writes_what_once_harmed_others(tenant: Cluster, a_namespace: str) -> None:
+    """Pods that tell the kept-log keeper to keep -1 bytes (once an endless loop on a keeper thread); kept logs
+    past their job with notes that once killed the sweeper (OverflowError) at each start; an Evaluator whose
+    scores are no JSON numbers (once a status the API server refused for ever)."""
+    tenant.apply(a_namespace, json.dumps(JobBuilder("noisy").script("echo start; sleep 4; echo end", 2).obj()))
+    wait_for("A's pods", lambda: len(tenant.items("pods", a_namespace, "disttrain.io/job-name=noisy")) == 2)
+    for index in (0, 1):
+        tenant.kubectl("annotate", "pod", f"noisy-worker-{index}", "-n", a_namespace,
+                       "disttrain.io/log-max-bytes=-1", "--overwrite")  # fmt: skip
+    forged = {
+        "huge-ttl": {"disttrain.io/log-ttl-seconds-after-job-deleted": "99999999999999999999"},
+        "far-future": {
+            "disttrain.io/job-gone-since": "9999-12-31T23:59:59Z",
+            "disttrain.io/log-ttl-seconds-after-job-deleted": "2147483647",
+        },
+        "garbage": {
+            "disttrain.io/job-gone-since": "yesterday",
+            "disttrain.io/log-ttl-seconds-after-job-deleted": "-5",
+        },
+    }
+    for name, notes in forged.items():
+        tenant.apply(a_namespace, _forged_kept_log(name, notes))
+    tenant.apply(a_namespace, json.dumps(_evaluated_job()))
 
 
 def test_a_hostile_tenant_harms_only_its_own_jobs(
@@ -68,28 +90,7 @@ def test_a_hostile_tenant_harms_only_its_own_jobs(
     log_start = operator.log_path.stat().st_size
     try:
         tenant = _tenant(cluster, a_namespace, tmp_path)
-        # A: pods that tell the kept-log keeper to keep -1 bytes (once an endless loop on a keeper thread).
-        tenant.apply(a_namespace, json.dumps(JobBuilder("noisy").script("echo start; sleep 4; echo end", 2).obj()))
-        wait_for("A's pods", lambda: len(tenant.items("pods", a_namespace, "disttrain.io/job-name=noisy")) == 2)
-        for index in (0, 1):
-            tenant.kubectl("annotate", "pod", f"noisy-worker-{index}", "-n", a_namespace,
-                           "disttrain.io/log-max-bytes=-1", "--overwrite")  # fmt: skip
-        # A: kept logs past their job with notes that once killed the sweeper (OverflowError) at each start.
-        forged = {
-            "huge-ttl": {"disttrain.io/log-ttl-seconds-after-job-deleted": "99999999999999999999"},
-            "far-future": {
-                "disttrain.io/job-gone-since": "9999-12-31T23:59:59Z",
-                "disttrain.io/log-ttl-seconds-after-job-deleted": "2147483647",
-            },
-            "garbage": {
-                "disttrain.io/job-gone-since": "yesterday",
-                "disttrain.io/log-ttl-seconds-after-job-deleted": "-5",
-            },
-        }
-        for name, annotations in forged.items():
-            tenant.apply(a_namespace, _forged_kept_log(name, annotations))
-        # A: an Evaluator whose scores are no JSON numbers (once a status the API server refused for ever).
-        tenant.apply(a_namespace, json.dumps(_evaluated_job()))
+        _tenant_a_writes_what_once_harmed_others(tenant, a_namespace)
 
         # B: a job whose worker fails once, with logs that outlive it by 5 s.
         client = Client(kubeconfig=cluster.kubeconfig, namespace=b_namespace)
