@@ -12,6 +12,7 @@ import time
 import uuid
 from pathlib import Path
 
+from disttrain_dev.background import alive
 from disttrain_dev.polling import wait_for
 from kube_cluster import Cluster
 
@@ -21,14 +22,6 @@ def _cli(state: Path | None, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, **({"DISTTRAIN_DEVCLUSTER_DIR": str(state)} if state else {})}
     command = [sys.executable, "-m", "disttrain_cli.main", "dev-cluster", *args]
     return subprocess.run(command, capture_output=True, text=True, env=env, check=False, timeout=600)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def test_up_is_idempotent_and_down_removes_everything(cluster: Cluster, tmp_path: Path) -> None:
@@ -64,13 +57,13 @@ def test_up_is_idempotent_and_down_removes_everything(cluster: Cluster, tmp_path
     launched = _cli(state, "operator")
     assert launched.returncode == 0, launched.stderr
     operator = json.loads((state / "operator.json").read_text())
-    assert f"(pid {operator['pid']})" in launched.stderr and _alive(operator["pid"])
+    assert f"(pid {operator['pid']})" in launched.stderr and alive(operator["pid"])
     assert _cli(state, "operator").returncode == 0
     assert json.loads((state / "operator.json").read_text()) == operator  # found running, not started again
 
     assert _cli(state, "down").returncode == 0
     assert not state.exists()
-    assert not any(_alive(pid) for pid in [*pids.values(), operator["pid"]])
+    assert not any(alive(pid) for pid in [*pids.values(), operator["pid"]])
 
 
 HOLD = "disttrain.io/test-hold"
