@@ -139,12 +139,18 @@ def running_state(folder: Path | None = None) -> ClusterState | None:
     return state if _ready(state) else None
 
 
+def require_running(folder: Path | None = None) -> ClusterState:
+    """The running cluster of this state folder; a RuntimeError that says how to start it where none runs."""
+    state = running_state(folder)
+    if state is None:
+        raise RuntimeError("the local cluster is not running; start it with `disttrain dev-cluster up`")
+    return state
+
+
 def compact_etcd(folder: Path | None = None) -> int:
     """Compact etcd's history up to its current revision, as the API server's own compaction does every
     5 minutes; the revision. Through etcd's JSON gateway: no etcdctl is built."""
-    state = running_state(folder)
-    if state is None:
-        raise RuntimeError("the local cluster is not running")
+    state = require_running(folder)
 
     def call(method: str, body: dict[str, Any]) -> dict[str, Any]:
         url = f"http://127.0.0.1:{state.etcd_port}/v3/kv/{method}"
@@ -445,10 +451,7 @@ def apply_namespaces(names: list[str], kind: str | None = None) -> str:
     runs: `node_kind_running`); that kind. One still being deleted (the namespace controller takes 5 s or
     more) is waited for first: nothing could be made in it."""
     paths, folder = ensure_binaries(), state_dir()
-    state = running_state(folder)
-    if state is None:
-        raise RuntimeError("the local cluster is not running; start it with `disttrain dev-cluster up`")
-    kind = kind or node_kind_running(state)
+    kind = kind or node_kind_running(require_running(folder))
     listed = json.loads(_kubectl(paths, folder, "get", "namespaces", "-o", "json"))["items"]
     going = [
         f"namespace/{item['metadata']['name']}"
@@ -654,8 +657,7 @@ def start_operator() -> str:
     """The operator in the background for every namespace of the running local cluster (found running, or
     started); what it is and where it logs."""
     folder = state_dir()
-    if running_state(folder) is None:
-        raise RuntimeError("the local cluster is not running; start it with `disttrain dev-cluster up`")
+    require_running(folder)
     started = local_operator.start(folder, kubeconfig_path(folder))
     log = folder / local_operator.LOG
     return f"the operator runs (pid {started.pid}) until `disttrain dev-cluster down`; its log: {log}"
