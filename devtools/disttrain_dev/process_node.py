@@ -5,8 +5,8 @@ The agent registers the Node `process-node-0` (label and NoSchedule taint
 status like a kubelet, and runs each pod scheduled onto it: a network namespace and address of its
 own (`pod_network`), its containers as processes (`process_pods`), and its status reported back:
 phase, addresses, container states, exit codes, termination messages, restart counts under
-OnFailure and Always. A deleted pod's processes get SIGTERM, then SIGKILL after the grace period,
-and the agent then confirms the deletion. Images are not pulled: commands run in the environment
+OnFailure and Always. A deleted pod's processes get SIGTERM, then SIGKILL after the grace period;
+the agent reports how they ended, then confirms the deletion. Images are not pulled: commands run in the environment
 the agent was started from (where the trainer is installed), as the agent's user. Logs are in
 `<state>/pods/<namespace>_<pod>_<uid>/<container>.log` (its pid in `<container>.pid`), which
 `kubectl logs` reads through the API server (`node_logs`).
@@ -265,19 +265,8 @@ class ProcessNode:
 
     def _follow(self, run: PodRun) -> None:
         """Collect exits, restart per policy, carry out a deletion, and report what changed."""
-        policy = run.body["spec"].get("restartPolicy", "Always")
         deleting = bool(run.body["metadata"].get("deletionTimestamp"))
-        for container in run.containers:
-            if container.process is None or (code := container.process.poll()) is None:
-                continue
-            state = container.state
-            message = _read(container.spec.termination_message)
-            if restarts(policy, _exit_code(code)) and not deleting:
-                container.state = replace(state, restarts=state.restarts + 1, last_exit_code=_exit_code(code))
-                container.process = self._start_process(run, container.spec)
-                continue
-            container.process = None
-            container.state = replace(state, exit_code=_exit_code(code), finished=_now(), message=message)
+        self._collect_exits(run, restart=not deleting)
         if deleting:
             self._delete(run)
             return
@@ -285,7 +274,24 @@ class ProcessNode:
         if run.reported is not None and run.reported["phase"] in ("Succeeded", "Failed"):
             self._release(run)
 
+    def _collect_exits(self, run: PodRun, *, restart: bool) -> None:
+        """Note how each ended container ended, and start again those the pod's policy restarts."""
+        policy = run.body["spec"].get("restartPolicy", "Always")
+        for container in run.containers:
+            if container.process is None or (code := container.process.poll()) is None:
+                continue
+            state = container.state
+            message = _read(container.spec.termination_message)
+            if restart and restarts(policy, _exit_code(code)):
+                container.state = replace(state, restarts=state.restarts + 1, last_exit_code=_exit_code(code))
+                container.process = self._start_process(run, container.spec)
+                continue
+            container.process = None
+            container.state = replace(state, exit_code=_exit_code(code), finished=_now(), message=message)
+
     def _delete(self, run: PodRun) -> None:
+        """Stop a deleted pod's processes (SIGTERM, SIGKILL once its grace is spent), report how they ended, as
+        a kubelet does before its last word, and remove the pod."""
         if run.kill_at is None:
             grace = run.body["metadata"].get("deletionGracePeriodSeconds", DEFAULT_GRACE_SECONDS)
             run.kill_at = time.monotonic() + float(grace)
@@ -293,6 +299,8 @@ class ProcessNode:
         if run.live and time.monotonic() < run.kill_at:
             return
         self._stop(run, signal.SIGKILL)
+        self._collect_exits(run, restart=False)
+        self._report_run(run)
         self._confirm_deletion(run.body)
         self._runs.pop(run.uid, None)
         self._finished.add(run.uid)

@@ -1,12 +1,12 @@
 """Keeps each attempt's log (`disttrain_core.kept_logs` says what and why) on threads of its own, so a node slow to
 send a log never holds a reconcile. A pod that ended is kept at once and its job woken (the planner
 deletes no such pod before its log is settled); a pod deleted while it runs is followed until its
-container ends. Follows wait on their sockets as long as a container takes to stop, so they have
-threads of their own (`MAX_FOLLOWS`, at most `MAX_FOLLOWS_PER_NAMESPACE` for one tenant), and pods that
-ended always have threads besides. A log that cannot be read is given up (at once for an API answer,
-after `KEEP_TRIES` otherwise), and shows as a gap in its replica's attempts; an error on one pod is
-logged, counted and retried, never the end of a thread that serves every namespace.
-docs/architecture.md#logs-that-outlive-pods says why there is no finalizer."""
+container ends, and kept as the watch then shows it (how it ended). Follows wait on their sockets as long
+as a container takes to stop, so they have threads of their own (`MAX_FOLLOWS`, at most
+`MAX_FOLLOWS_PER_NAMESPACE` for one tenant), and pods that ended always have threads besides. A log that
+cannot be read is given up (at once for an API answer, after `KEEP_TRIES` otherwise), and shows as a gap
+in its replica's attempts; an error on one pod is logged, counted and retried, never the end of a thread
+that serves every namespace. docs/architecture.md#logs-that-outlive-pods says why there is no finalizer."""
 
 from __future__ import annotations
 
@@ -37,6 +37,7 @@ ERROR_BACKOFF_FACTOR = 60  # a pod failing on a bug is retried at most every 60 
 MAX_FOLLOWS = 32
 MAX_FOLLOWS_PER_NAMESPACE = 16
 THREADS = MAX_FOLLOWS + 2  # the 2 besides keep the logs of pods that ended, which restarts wait for
+END_SECONDS = 10.0  # how long a followed log, once its stream ended, waits for its pod to show how it ended
 
 
 class LogApi(Protocol):
@@ -85,6 +86,7 @@ class KeptLogKeeper(Workers):
         max_follows_per_namespace: int = MAX_FOLLOWS_PER_NAMESPACE,
         ready: threading.Event | None = None,
         retry_seconds: float = RETRY_SECONDS,
+        end_seconds: float = END_SECONDS,
     ) -> None:
         """`job_uids`: the uids of the jobs of a key that exist now; `wake`: asks for a job's reconcile once one
         of its pods' logs is settled; `clock`: with microseconds, as it orders the attempts of a replica, which
@@ -107,15 +109,22 @@ class KeptLogKeeper(Workers):
         self._max_follows_per_namespace = max_follows_per_namespace
         self._settled: set[str] = set()  # uids of pods whose log is kept or given up, until the pod is gone
         self._unkept: dict[str, list[UnkeptLogs]] = {}  # by the job's uid
+        self._end_seconds = end_seconds
+        self._endings = threading.Condition()  # its own: a follow waiting on it takes no wakeup meant for a task
+        self._ends: dict[str, Body | None] = {}  # by uid, of pods in hand: the pod once it ended, or None: gone
 
     def stop(self) -> None:
         super().stop()
         self._ready.set()
+        with self._endings:
+            self._endings.notify_all()
 
     def offer(self, job: JobKey, namespace: str, name: str, uid: str, body: Body | None = None) -> bool:
         """A pod whose log is due (`PodView.log_due`), as the watch saw it; a pod offered again while in hand, or
         once settled, is not queued again. True when it is queued now: its job is woken once it is settled."""
         with self._condition:
+            if uid in self._pending and body is not None and kept_logs.container_ended(body):
+                self._ended(uid, body)
             if uid in self._pending or uid in self._settled:
                 return False
             self._pending.add(uid)
@@ -133,6 +142,27 @@ class KeptLogKeeper(Workers):
         """The pod is gone."""
         with self._condition:
             self._settled.discard(uid)
+            if uid in self._pending:
+                self._ended(uid, None)
+
+    def _ended(self, uid: str, pod: Body | None) -> None:
+        """News of a pod in hand: it ended (`pod`), or it is gone, which tells no more than an end seen before."""
+        with self._endings:
+            if pod is not None or uid not in self._ends:
+                self._ends[uid] = pod
+            self._endings.notify_all()
+
+    def _how_it_ended(self, pod: Body, task: _Task) -> Body:
+        """The followed pod as it ended: its log's stream ends a moment before its node reports how its
+        container ended, which the watch then offers. A pod gone without saying, or a watch that says nothing
+        within `end_seconds`, leaves the pod as read now, if it is still there, or as it was last seen."""
+        with self._endings:
+            self._endings.wait_for(lambda: task.uid in self._ends or self._stopped, timeout=self._end_seconds)
+            ended = self._ends.get(task.uid)
+        if ended is not None:
+            return ended
+        read = self._kube.read(POD_PATH, {"namespace": task.namespace, "name": task.name})
+        return read if read is not None and read["metadata"].get("uid") == task.uid else pod
 
     def unkept(self, job_uid: str) -> list[UnkeptLogs]:
         """The runs of attempts of the job found without a kept log, oldest first."""
@@ -191,6 +221,8 @@ class KeptLogKeeper(Workers):
                 if done:
                     self._pending.discard(task.uid)
                     self._settled.add(task.uid)
+                    with self._endings:
+                        self._ends.pop(task.uid, None)
                 else:
                     task.due = time.monotonic() + delay
                     self._retries.insert(_due_index(self._retries, task.due), task)
@@ -249,9 +281,8 @@ class KeptLogKeeper(Workers):
         except LogUnreadableError as error:
             logger.info("the log of %s/%s cannot be read, not kept: %s", task.namespace, task.name, error)
             return
-        if task.follow:  # how it ended, if the pod is still there to say
-            ended = self._kube.read(POD_PATH, {"namespace": task.namespace, "name": task.name})
-            pod = ended if ended is not None and ended["metadata"].get("uid") == task.uid else pod
+        if task.follow:
+            pod = self._how_it_ended(pod, task)
         if kept is None:
             kept = self._kept_logs(pod, task)
             if _has(kept, pod):

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from disttrain_dev.polling import wait_for
+from disttrain_dev.versions import cache_paths
 from kube_cluster import Cluster
 from network_faults import bridged_traffic_through_iptables
 
@@ -58,7 +60,43 @@ def test_a_pod_runs_in_its_own_network_and_reports_its_exit(cluster: Cluster, pr
     assert ended["spec"]["nodeName"] == "process-node-0"
 
 
-def test_deleting_a_pod_stops_its_process_with_sigterm_first(cluster: Cluster, process_namespace: str) -> None:
+class _PodWatch:
+    """`kubectl get pod --watch`'s events, read on a thread of their own as they come."""
+
+    def __init__(self, cluster: Cluster, namespace: str, name: str) -> None:
+        command = [str(cache_paths().binary("kubectl")), "get", "pod", name, "-n", namespace, "--watch"]
+        command += ["--output-watch-events", "-o", "json"]
+        self._process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=cluster.env)
+        self._text = ""
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self._process.stdout is not None
+        for line in self._process.stdout:
+            self._text += line
+
+    def events(self) -> list[dict[str, Any]]:
+        decoder, text, found = json.JSONDecoder(), self._text.strip(), []
+        while text:
+            try:
+                event, end = decoder.raw_decode(text)
+            except json.JSONDecodeError:  # an event still being written
+                break
+            found.append(event)
+            text = text[end:].strip()
+        return found
+
+    def stop(self) -> None:
+        self._process.terminate()
+        self._process.wait(timeout=10)
+
+
+def test_deleting_a_pod_stops_its_process_with_sigterm_first_and_reports_how_it_ended(
+    cluster: Cluster, process_namespace: str
+) -> None:
+    """As a kubelet does, the node's last status of a deleted pod says how its container ended: a log's
+    reader that followed it to its end learns its exit code from the watch."""
     marker = Path("/tmp") / f"disttrain-sigterm-{process_namespace}"
     script = f"trap 'echo stopped > {marker}; exit 0' TERM; while true; do sleep 0.1; done"
     cluster.apply(process_namespace, _pod("sleeper", script))
@@ -66,11 +104,22 @@ def test_deleting_a_pod_stops_its_process_with_sigterm_first(cluster: Cluster, p
         "the pod to run",
         lambda: (cluster.get("pod", "sleeper", process_namespace) or {}).get("status", {}).get("phase") == "Running",
     )
-    started = time.monotonic()
-    cluster.kubectl("delete", "pod", "sleeper", "-n", process_namespace, "--grace-period=20", "--wait=true")
-    assert time.monotonic() - started < 15  # the process ended on SIGTERM, well before the grace period
+    watch = _PodWatch(cluster, process_namespace, "sleeper")
+    try:
+        wait_for("the watch to list the pod", watch.events)
+        started = time.monotonic()
+        cluster.kubectl("delete", "pod", "sleeper", "-n", process_namespace, "--grace-period=20", "--wait=true")
+        assert time.monotonic() - started < 15  # the process ended on SIGTERM, well before the grace period
+        deleted = wait_for(
+            "the pod's DELETED event",
+            lambda: next((event["object"] for event in watch.events() if event["type"] == "DELETED"), None),
+        )
+    finally:
+        watch.stop()
     assert marker.read_text().strip() == "stopped"
     marker.unlink()
+    terminated = deleted["status"]["containerStatuses"][0]["state"].get("terminated")
+    assert terminated is not None and terminated["exitCode"] == 0, deleted["status"]
 
 
 def test_kubectl_logs_reads_a_pods_output_through_the_api_server(cluster: Cluster, process_namespace: str) -> None:

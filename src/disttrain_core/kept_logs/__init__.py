@@ -30,6 +30,7 @@ from disttrain_core.kept_logs.names import (
     kept_log_name,
 )
 from disttrain_core.kept_logs.pods import (
+    container_ended,
     held_by_legacy_finalizer,
     keeps_log,
     log_due,
@@ -85,6 +86,7 @@ __all__ = [
     "LogTail",
     "Sweep",
     "attempt_numbers",
+    "container_ended",
     "controller",
     "gone_since_patch",
     "held_by_legacy_finalizer",

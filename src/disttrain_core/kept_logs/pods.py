@@ -77,6 +77,11 @@ def container_status(pod: Body) -> Mapping[str, Any]:
     return next((entry for entry in statuses if entry.get("name") == logged_container(pod)), {})
 
 
+def container_ended(pod: Body) -> bool:
+    """Its container's end is reported: its exit code, when it ran."""
+    return "terminated" in (container_status(pod).get("state") or {})
+
+
 def started(pod: Body) -> bool:
     """Its container ran: a pod that never did has no log to keep."""
     status = container_status(pod)

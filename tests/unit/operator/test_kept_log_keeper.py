@@ -451,7 +451,9 @@ def test_a_pod_deleted_while_it_runs_is_followed_and_one_that_ended_never_waits_
     ended = _pod(job, "Failed", name="mnist-worker-3", uid="00000003-0000-0000-0000-000000000000")
     ended["metadata"]["labels"]["disttrain.io/replica-index"] = "3"
     api = _FollowedLogApi({**deleting, "mnist-worker-3": ended})
-    keeper = KeptLogKeeper(api, lambda key: {JOB_UID}, clock=lambda: NOW, threads=3, max_follows=2)
+    keeper = KeptLogKeeper(  # no watch offers how these pods ended: they are kept as read
+        api, lambda key: {JOB_UID}, clock=lambda: NOW, threads=3, max_follows=2, end_seconds=0
+    )
     keeper.start()
     try:
         for name, body in [*deleting.items(), ("mnist-worker-3", ended)]:
@@ -474,6 +476,34 @@ def test_a_pod_deleted_while_it_runs_is_followed_and_one_that_ended_never_waits_
     assert sorted(item["data"]["log"] for item in api.created) == sorted(
         f"{name} to its end\n" for name in [*deleting, "mnist-worker-3"]
     )
+
+
+def test_a_followed_log_is_kept_with_how_its_pod_ended_as_the_watch_shows_it() -> None:
+    """A followed log's stream ends a moment before the node reports how its container ended: the keeper
+    takes the exit code from the pod the watch offers then, and a pod gone meanwhile ends its wait."""
+    job = _job()
+    deleting = _pod(job, deletionTimestamp="2026-11-25T12:00:00Z")
+    ended = _pod(job, "Succeeded", deletionTimestamp="2026-11-25T12:00:00Z")
+    gone = _pod(job, uid="00000000-0000-0000-0000-000000000000", deletionTimestamp="2026-11-25T12:00:00Z")
+    gone["metadata"]["name"] = "mnist-worker-0"
+    gone["metadata"]["labels"]["disttrain.io/replica-index"] = "0"
+    api = _FollowedLogApi({})  # read after the stream ended, each pod is gone
+    keeper = KeptLogKeeper(api, lambda key: {JOB_UID}, clock=lambda: NOW, end_seconds=60)
+    keeper.start()
+    try:
+        for body in (deleting, gone):
+            keeper.offer(("team", "mnist"), "team", body["metadata"]["name"], body["metadata"]["uid"], body)
+        _until("both followed", lambda: len(api.follows) == 2)
+        api.stopped.set()
+        keeper.offer(("team", "mnist"), "team", "mnist-worker-1", POD_UID, ended)
+        keeper.forget(gone["metadata"]["uid"])
+        _until("both kept", lambda: keeper.settled(POD_UID) and keeper.settled(gone["metadata"]["uid"]))
+    finally:
+        keeper.stop()
+        keeper.join(timeout=10)
+    notes = [item["metadata"]["annotations"] for item in api.created]
+    exit_codes = {note[kept_logs.POD_UID]: note.get(kept_logs.EXIT_CODE) for note in notes}
+    assert exit_codes == {POD_UID: "137", gone["metadata"]["uid"]: None}
 
 
 def test_a_job_of_many_pods_keeps_less_of_each_so_that_it_stays_within_its_budget() -> None:
@@ -509,7 +539,13 @@ def test_one_namespace_s_slow_pods_hold_no_follow_another_namespace_needs() -> N
     other["metadata"].update(name="other-worker-1", namespace="other-team")
     api = _FollowedLogApi({**slow, "other-worker-1": other})
     keeper = KeptLogKeeper(
-        api, lambda key: {JOB_UID}, clock=lambda: NOW, threads=4, max_follows=3, max_follows_per_namespace=2
+        api,
+        lambda key: {JOB_UID},
+        clock=lambda: NOW,
+        threads=4,
+        max_follows=3,
+        max_follows_per_namespace=2,
+        end_seconds=0,
     )
     keeper.start()
     try:
