@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from disttrain_dev import real_node
+
+REAL_NODE_SUITE = "test_real_node.py"
+
 
 @pytest.fixture
 def update_golden(request: pytest.FixtureRequest) -> bool:
@@ -12,3 +16,18 @@ def update_golden(request: pytest.FixtureRequest) -> bool:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--update-golden", action="store_true", help="rewrite golden files instead of comparing")
+
+
+@pytest.hookimpl(trylast=True)  # after `-m` and `--deselect` chose the run's tests
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A process-node scenario marked `real_node_twin` is skipped where its twin in test_real_node.py runs in
+    the same session: the twin proves the scenario with the trainer image in containers, and the process
+    node runs it only where the real node cannot (no root, no Docker engine)."""
+    twins = {item.name for item in items if item.path.name == REAL_NODE_SUITE}
+    if not twins or real_node.missing_requirement() is not None:
+        return
+    for item in items:
+        marker = item.get_closest_marker("real_node_twin")
+        if marker is not None and marker.args[0] in twins:
+            reason = f"the real node runs this scenario with the trainer image: {REAL_NODE_SUITE}::{marker.args[0]}"
+            item.add_marker(pytest.mark.skip(reason=reason))

@@ -119,6 +119,7 @@ def _uids(cluster: Cluster, namespace: str) -> dict[str, str]:
     return {name: pod["metadata"]["uid"] for name, pod in cluster.job_pods(namespace, JOB).items()}
 
 
+@pytest.mark.real_node_twin("test_parameter_server_absorbs_an_evicted_worker_and_resumes_an_evicted_ps_at_its_step")
 def test_parameter_server_absorbs_an_evicted_worker_and_resumes_an_evicted_ps_where_it_stopped(
     process_cluster: Cluster, operator: OperatorProcess, process_namespace: str
 ) -> None:
@@ -195,6 +196,7 @@ def _resumes_past(cluster: Cluster, namespace: str, fault: Callable[[], None], s
     return restored
 
 
+@pytest.mark.real_node_twin("test_the_trainer_image_evicted_drained_and_suspended_costs_no_step")
 def test_an_eviction_a_drain_and_a_suspend_cost_a_running_job_no_step(
     process_cluster: Cluster, operator: OperatorProcess, process_namespace: str
 ) -> None:
@@ -229,6 +231,7 @@ def test_an_eviction_a_drain_and_a_suspend_cost_a_running_job_no_step(
     assert events(_chief_log(cluster, namespace, f"{JOB}-worker-0"), "finished")[-1]["steps"] == total
 
 
+@pytest.mark.real_node_twin("test_kueue_preempting_the_trainer_image_costs_it_no_step")
 def test_kueue_preempting_a_running_job_costs_it_no_step(
     process_cluster: Cluster, operator: OperatorProcess, kueue_process: None, process_namespace: str
 ) -> None:
@@ -325,6 +328,7 @@ def test_the_standby_replica_takes_over_mid_job_without_duplicates(
         operator.start()
 
 
+@pytest.mark.real_node_twin("test_workers_cut_off_from_each_other_say_so_on_the_job_then_finish")
 def test_workers_cut_off_from_each_other_say_whom_they_wait_for_then_resume_once_joined(
     process_cluster: Cluster, operator: OperatorProcess, process_namespace: str
 ) -> None:

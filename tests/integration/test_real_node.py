@@ -500,6 +500,8 @@ def test_the_trainer_image_evicted_drained_and_suspended_costs_no_step(installed
     shown, uid = _logged_step(installed, real_namespace, worker), _uid(installed, real_namespace, worker)
     installed.evict(real_namespace, f"{job}-worker-1")
     assert _resumed(installed, real_namespace, worker, uid) >= shown
+    evicted = installed.job(real_namespace, job)["status"]
+    assert (evicted["disruptions"], evicted["lastDisruption"]["reason"]) == (1, "EvictionByEvictionAPI")
 
     shown, uid = _logged_step(installed, real_namespace, worker), _uid(installed, real_namespace, worker)
     drain_and_uncordon(installed, real_node.NODE_NAME, real_namespace, job, count=2, timeout=DELETION_BOUND)
