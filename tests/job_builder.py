@@ -10,12 +10,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from disttrain_core.api import yaml_io
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.parsing import parse_job
 from disttrain_core.api.spec import ReplicaType
 from disttrain_core.observed import PodPhase, PodView
+from repository import ROOT
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
+EXAMPLES = ROOT / "examples"
 API_VERSION = "disttrain.io/v1alpha1"
 
 
@@ -26,6 +29,16 @@ class JobBuilder:
         self._metadata: dict[str, Any] = {"name": name, **({"namespace": namespace} if namespace else {})}
         self._spec: dict[str, Any] = {"replicaSpecs": {}}
         self._status: dict[str, Any] | None = None
+
+    @classmethod
+    def from_example(cls, example: str | Path) -> JobBuilder:
+        """A job of examples/ (`example` names a file there, or is a path) as written, to change a step at a time."""
+        path = example if isinstance(example, Path) else EXAMPLES / example
+        manifest = yaml_io.load_all(path.read_text())[0]
+        builder = cls()
+        builder._metadata = copy.deepcopy(manifest["metadata"])
+        builder._spec = copy.deepcopy(manifest["spec"])
+        return builder
 
     def replicas(
         self,
@@ -55,6 +68,31 @@ class JobBuilder:
         """Workers that run `script` with sh, which the process node runs as a process."""
         container = {"image": "none", "command": ["sh", "-c", script], **({"env": env} if env else {})}
         return self.workers(replicas, container, **replica)
+
+    def replica(self, kind: str, **fields: Any) -> JobBuilder:
+        """Changes the replica spec of `kind` (replicas, restartPolicy, ...)."""
+        self._spec["replicaSpecs"][kind].update(copy.deepcopy(fields))
+        return self
+
+    def container(self, kind: str | None = None, **fields: Any) -> JobBuilder:
+        """Changes the TensorFlow container of the replicas of `kind`, or of every replica."""
+        for name, replica in self._spec["replicaSpecs"].items():
+            if kind in (None, name):
+                replica["template"]["spec"]["containers"][0].update(copy.deepcopy(fields))
+        return self
+
+    def pod_spec(self, kind: str | None = None, **fields: Any) -> JobBuilder:
+        """Changes the pod spec of the replicas of `kind`, or of every replica."""
+        for name, replica in self._spec["replicaSpecs"].items():
+            if kind in (None, name):
+                replica["template"]["spec"].update(copy.deepcopy(fields))
+        return self
+
+    def without(self, *fields: str) -> JobBuilder:
+        """Removes fields of the spec (an example's `checkpoint`, ...)."""
+        for field in fields:
+            self._spec.pop(field, None)
+        return self
 
     def strategy(self, strategy: str) -> JobBuilder:
         return self.spec(strategy=strategy)

@@ -12,6 +12,7 @@ from typing import Any
 from disttrain_contract.timestamps import format_time
 from disttrain_dev.cluster import UNATTENDED_ANNOTATION
 from disttrain_dev.polling import wait_for
+from job_builder import JobBuilder
 from job_checks import TrainerProgress, condition, holds, job_where
 from kube_cluster import Cluster
 from operator_process import OperatorProcess
@@ -122,8 +123,8 @@ def test_success_stops_ps_and_evaluator_and_stays_succeeded(
 
 def _ps_job(cluster: Cluster, namespace: str, final_evaluation_seconds: int) -> None:
     cluster.create_claim(namespace, "team-checkpoints")
-    seconds = f"    finalEvaluationSeconds: {final_evaluation_seconds}\n"
-    cluster.apply(namespace, PS.replace("    backoffLimit: 5\n", f"    backoffLimit: 5\n{seconds}"))
+    job = JobBuilder.from_example("parameter-server.yaml").run_policy(finalEvaluationSeconds=final_evaluation_seconds)
+    cluster.apply(namespace, json.dumps(job.obj()))
     running_pods(cluster, namespace, "census-ps", 6)
     cluster.set_pod_status(
         namespace, "census-ps-chief-0", "Succeeded", exit_code=0, finished_at=format_time(datetime.now(UTC))

@@ -21,13 +21,13 @@ import yaml
 from disttrain_core.kueue import MULTIKUEUE, PREBUILT_WORKLOAD, QUEUE_LABEL
 from disttrain_dev import kueue
 from disttrain_dev.polling import wait_for
+from job_builder import JobBuilder
 from job_checks import holds
 from kube_cluster import Cluster, operator_kubeconfig
 from kueue_support import LOCAL_QUEUE, WORKLOADS, kueue_running, local_queue
 from multikueue_support import control_plane, page_block, run_page_block
 from operator_process import OperatorProcess
 from repository import ROOT
-from trainer_support import job_manifest
 
 pytestmark = pytest.mark.integration
 
@@ -102,15 +102,11 @@ def test_the_manager_s_kueue_registers_what_the_page_says() -> None:
 def _job(name: str, epochs: int, evaluator: bool) -> dict[str, Any]:
     """A MultiWorkerMirrored digits job (and an Evaluator), queued and left to MultiKueue."""
     args = ["--model", "mlp", "--dataset", "digits", "--epochs", str(epochs), "--checkpoint-every", "40"]
-    counts = {"Worker": 1, **({"Evaluator": 1} if evaluator else {})}
-    manifest = job_manifest(name, "MultiWorkerMirrored", counts, [*args, "--log-every", "5"])
-    for spec in manifest["spec"]["replicaSpecs"].values():
-        spec["template"]["spec"]["automountServiceAccountToken"] = False
-        spec["template"]["spec"]["containers"][0]["resources"] = {"requests": EACH_POD}
-    manifest["metadata"]["labels"] = {QUEUE_LABEL: LOCAL_QUEUE}
-    manifest["spec"]["managedBy"] = MULTIKUEUE
-    manifest["spec"]["checkpoint"] = {"size": "1Gi"}
-    return manifest
+    job = JobBuilder(name).counts({"Worker": 1, **({"Evaluator": 1} if evaluator else {})})
+    job.container(image="trainer", command=["disttrain-train"], args=[*args, "--log-every", "5"])
+    job.container(resources={"requests": EACH_POD}).pod_spec(automountServiceAccountToken=False)
+    job.metadata(labels={QUEUE_LABEL: LOCAL_QUEUE}).spec(managedBy=MULTIKUEUE, checkpoint={"size": "1Gi"})
+    return job.obj()
 
 
 def _active(manager: Cluster, name: str) -> bool:
@@ -211,30 +207,16 @@ def _served_tfjob(name: str) -> dict[str, Any]:
     """A TFJob as Kubeflow's SDK writes one (a MultiWorkerMirrored digits worker), queued, left to MultiKueue and
     created suspended, as Kueue's TFJob integration wants where no webhook of Kueue's suspends it."""
     args = ["--model", "mlp", "--dataset", "digits", "--epochs", "2", "--checkpoint-dir", "/checkpoints"]
-    container = {
-        "name": "tensorflow",
-        "image": "disttrain/trainer:0.1.0",
-        "command": ["disttrain-train"],
-        "args": args,
-        "resources": {"requests": EACH_POD},
-        "volumeMounts": [{"name": "checkpoints", "mountPath": "/checkpoints"}],
-    }
-    template = {
-        "spec": {
-            "containers": [container],
-            "automountServiceAccountToken": False,
-            "volumes": [{"name": "checkpoints", "emptyDir": {}}],
-        }
-    }
-    return {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "TFJob",
-        "metadata": {"name": name, "labels": {QUEUE_LABEL: LOCAL_QUEUE}},
-        "spec": {
-            "runPolicy": {"managedBy": MULTIKUEUE, "suspend": True},
-            "tfReplicaSpecs": {"Worker": {"replicas": 1, "restartPolicy": "Never", "template": template}},
-        },
-    }
+    container: dict[str, Any] = {"image": "disttrain/trainer:0.1.0", "command": ["disttrain-train"], "args": args}
+    container |= {"resources": {"requests": EACH_POD}}
+    container |= {"volumeMounts": [{"name": "checkpoints", "mountPath": "/checkpoints"}]}
+    pod = {"automountServiceAccountToken": False, "volumes": [{"name": "checkpoints", "emptyDir": {}}]}
+    job = (
+        JobBuilder(name)
+        .metadata(labels={QUEUE_LABEL: LOCAL_QUEUE})
+        .workers(1, container, pod=pod, restartPolicy="Never")
+    )
+    return job.run_policy(managedBy=MULTIKUEUE, suspend=True).tfjob()
 
 
 def _tfjob_succeeded(job: dict[str, Any]) -> bool:

@@ -17,11 +17,12 @@ import pytest
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import images, node_kinds, real_node
 from disttrain_dev.polling import wait_for
+from job_builder import JobBuilder
 from job_checks import condition, holds, job_where
 from kube_cluster import Cluster
 from operator_process import OperatorProcess
 from pod_checks import GpuPool, bound_pods, gang_waits, replaced_as_a_gang
-from repository import ROOT, load_one
+from repository import ROOT
 
 ZONE = "topology.kubernetes.io/zone"
 
@@ -108,8 +109,8 @@ def test_a_topology_key_the_operators_gang_scheduler_cannot_honour_fails_the_job
     cluster: Cluster, operator: OperatorProcess, namespace: str
 ) -> None:
     """The suite's operator uses scheduler-plugins' PodGroups, which know no topology."""
-    manifest = load_one(ROOT / "examples" / "multi-worker-mirrored-gpu.yaml")
-    manifest["spec"]["runPolicy"]["schedulingPolicy"] = {"topologyKey": ZONE}
+    job = JobBuilder.from_example("multi-worker-mirrored-gpu.yaml").run_policy(schedulingPolicy={"topologyKey": ZONE})
+    manifest = job.obj()
     cluster.apply(namespace, json.dumps(manifest))
     name = manifest["metadata"]["name"]
     failed = job_where(cluster, namespace, name, "Failed", lambda job: holds(job, "Failed"))
@@ -162,17 +163,15 @@ def real_namespace(cluster: Cluster) -> Iterator[str]:
 
 def _cpu_job(name: str, workers: int, cpu: str) -> dict[str, Any]:
     """Workers that sleep in the trainer image, each asking for `cpu`, as a gang."""
-    manifest: dict[str, Any] = load_one(ROOT / "examples" / "local-multi-worker-digits.yaml")
-    manifest["metadata"]["name"] = name
-    worker = manifest["spec"]["replicaSpecs"]["Worker"]
-    worker["replicas"] = workers
-    container = worker["template"]["spec"]["containers"][0]
     sleep = "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *_: sys.exit(0)); time.sleep(600)"
-    container.update(command=["python3", "-c", sleep], args=[])  # as PID 1 it must handle SIGTERM to stop at once
-    container["resources"] = {"requests": {"cpu": cpu, "memory": "64Mi"}}
-    manifest["spec"]["runPolicy"] = {"schedulingPolicy": {}}
-    manifest["spec"].pop("checkpoint", None)
-    return manifest
+    job = (
+        JobBuilder.from_example("local-multi-worker-digits.yaml")
+        .metadata(name=name)
+        .replica("Worker", replicas=workers)
+    )
+    # as PID 1 it must handle SIGTERM to stop at once
+    job.container(command=["python3", "-c", sleep], args=[], resources={"requests": {"cpu": cpu, "memory": "64Mi"}})
+    return job.spec(runPolicy={"schedulingPolicy": {}}).without("checkpoint").obj()
 
 
 def test_on_the_real_node_a_cpu_gang_larger_than_the_node_starts_no_container_while_one_that_fits_runs(

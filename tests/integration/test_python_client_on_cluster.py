@@ -25,7 +25,6 @@ from disttrain import (
     ReplicaNotFoundError,
     WaitTimeoutError,
 )
-from disttrain_core.api import yaml_io
 from disttrain_dev.polling import wait_for
 from job_builder import JobBuilder
 from kube_cluster import Cluster
@@ -91,13 +90,12 @@ def test_bad_calls_get_typed_errors_in_the_clusters_words(
 ) -> None:
     with pytest.raises(JobNotFoundError, match=f"DistTrainJob {namespace}/absent: not found"):
         client.get("absent")
-    manifest = _manifest(MWMS)
+    manifest = JobBuilder.from_example(MWMS).obj()
     template = manifest["spec"]["replicaSpecs"]["Worker"]["template"]
     manifest["spec"]["replicaSpecs"]["Chief"] = {"replicas": 2, "template": template}
     with pytest.raises(InvalidJobError, match="at most one Chief replica"):
         client.create(manifest)
-    suspended = _manifest(MWMS)
-    suspended["spec"]["runPolicy"]["suspend"] = True
+    suspended = JobBuilder.from_example(MWMS).run_policy(suspend=True).obj()
     job = client.create(suspended)
     with pytest.raises(JobExistsError, match="already exists"):
         client.create(suspended)
@@ -108,11 +106,6 @@ def test_bad_calls_get_typed_errors_in_the_clusters_words(
         client.logs(job, "worker-0")
     with pytest.raises(ValueError, match="unknown condition Done"):
         client.wait(job, "Done")
-
-
-def _manifest(path: Path) -> dict[str, Any]:
-    document: dict[str, Any] = yaml_io.load_all(path.read_text())[0]
-    return document
 
 
 TWO_ATTEMPTS = """

@@ -15,6 +15,7 @@ import pytest
 
 from disttrain import Client, DistTrainJob
 from disttrain_dev.polling import wait_for
+from job_builder import JobBuilder
 from job_checks import holds, job_where
 from kube_cluster import Cluster, operator_kubeconfig
 from kueue_support import (
@@ -46,9 +47,9 @@ def queue(cluster: Cluster, kueue_process: None, namespace: str) -> Iterator[str
 
 def _job(name: str, labels: dict[str, str]) -> str:
     """The 4-GPU multi-worker example, named and labelled for a queue."""
-    text = (ROOT / "examples" / "multi-worker-mirrored-gpu.yaml").read_text()
-    rendered = "".join(f"    {key}: {value}\n" for key, value in labels.items())
-    return text.replace("  name: mnist-mwms\n", f"  name: {name}\n  labels:\n{rendered}")
+    return json.dumps(
+        JobBuilder.from_example("multi-worker-mirrored-gpu.yaml").metadata(name=name, labels=labels).obj()
+    )
 
 
 def _workload(cluster: Cluster, namespace: str, job: str) -> dict[str, Any]:

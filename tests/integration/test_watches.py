@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from disttrain_dev import cluster as devcluster
 from disttrain_dev.polling import wait_for
 from disttrain_operator.watched import CLAIMS, DISTTRAIN_JOBS, PODS, SERVICES, TENSORBOARDS, WORKLOADS
+from job_builder import JobBuilder
 from kube_cluster import Cluster, operator_kubeconfig
 from network_faults import SilencingProxy
 from operator_process import OperatorProcess
@@ -26,12 +26,8 @@ EXAMPLE = ROOT / "examples" / "multi-worker-mirrored-gpu.yaml"
 WORKERS = 4
 
 
-def _job(name: str, suspend: bool = False) -> dict[str, Any]:
-    job: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text())
-    job["metadata"] = {"name": name}
-    if suspend:
-        job["spec"].setdefault("runPolicy", {})["suspend"] = True
-    return job
+def _job(name: str) -> dict[str, Any]:
+    return JobBuilder.from_example(EXAMPLE).metadata(name=name).obj()
 
 
 def _create(cluster: Cluster, namespace: str, jobs: list[dict[str, Any]]) -> None:
