@@ -34,10 +34,25 @@ def bench_cluster(cluster: Cluster, operator: OperatorProcess) -> Iterator[Clust
 
 def _bench(*args: str) -> str:
     """`python bench/run.py ARGS`; its last line."""
+    return _bench_output(*args).splitlines()[-1]
+
+
+def _bench_output(*args: str) -> str:
+    """`python bench/run.py ARGS`; what it printed."""
     command = [sys.executable, str(ROOT / "bench" / "run.py"), *args]
     result = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
     assert result.returncode == 0, f"{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
-    return result.stdout.strip().splitlines()[-1]
+    return result.stdout.strip()
+
+
+def _own_requests(output: str, side: str, verb: str, resource: str) -> int:
+    """A side's own requests of `verb` on `resource`, from the table the api benchmark prints for it."""
+    table = output.split(f" {side} ", 1)[1].split(f"{side} per job:", 1)[0]
+    for row in table.splitlines()[1:]:
+        fields = row.split()
+        if fields[:2] == [verb, resource]:
+            return int(fields[3])
+    return 0
 
 
 def test_admission_against_the_floor_and_both_peers(bench_cluster: Cluster) -> None:
@@ -55,7 +70,8 @@ def test_latency_beside_a_hostile_tenant_and_the_peer(bench_cluster: Cluster) ->
 
 
 def test_api_requests_attributed_to_each_side(bench_cluster: Cluster) -> None:
-    last = _bench("api", *QUIET, "--jobs", "2", "--logs-unkept", "--peer")
+    output = _bench_output("api", *QUIET, "--jobs", "2", "--logs-unkept", "--peer")
+    last = output.splitlines()[-1]
     pattern = rf"api jobs=2 requests/job=({FIGURE}) writes/job=({FIGURE}) minimum=16 "
     pattern += rf"operator-logs-unkept_requests/job=({FIGURE}) operator-logs-unkept_writes/job=({FIGURE}) "
     pattern += rf"peer_requests/job=({FIGURE}) peer_writes/job=({FIGURE})"
@@ -63,9 +79,14 @@ def test_api_requests_attributed_to_each_side(bench_cluster: Cluster) -> None:
     assert figures, last
     writes, unkept_writes, peer_writes = float(figures[2]), float(figures[4]), float(figures[6])
     assert unkept_writes >= 16  # a Service, 7 pods, Running and Succeeded, 6 pods deleted
+    assert writes >= 16
     # Keeping logs costs no write where none can be read (kwok): no finalizer to drop from each of the 7 pods.
-    # Status writes may differ by one a job (Created and Running land in one write or in two).
-    assert writes <= unkept_writes + 1
+    # Status writes may differ by one a job (Created and Running land in one write or in two). The totals
+    # are not compared: the others' requests are counted, not attributed, and a kubelet played under load
+    # (a status report retried) shows as the operator's.
+    assert _own_requests(output, "operator", "PATCH", "pods") == 0, output
+    kept_status = _own_requests(output, "operator", "PATCH", "disttrainjobs/status")
+    assert kept_status <= _own_requests(output, "operator-logs-unkept", "PATCH", "disttrainjobs/status") + 2, output
     assert peer_writes >= 26  # 7 pods and 7 Services created, 6 of each deleted: a Service per pod
 
 
