@@ -5,9 +5,10 @@ The agent registers the Node `process-node-0` (label and NoSchedule taint
 status like a kubelet, and runs each pod scheduled onto it: a network namespace and address of its
 own (`pod_network`), its containers as processes (`process_pods`), and its status reported back:
 phase, addresses, container states, exit codes, termination messages, restart counts under
-OnFailure and Always. A deleted pod's processes get SIGTERM, then SIGKILL after the grace period;
-the agent reports how they ended, then confirms the deletion. Images are not pulled: commands run in the environment
-the agent was started from (where the trainer is installed), as the agent's user. Logs are in
+OnFailure and Always, and readiness as its containers' readiness probes say (`readiness`). A deleted
+pod's processes get SIGTERM, then SIGKILL after the grace period; the agent reports how they ended,
+then confirms the deletion. Images are not pulled: commands run in the environment the agent was
+started from (where the trainer is installed), as the agent's user. Logs are in
 `<state>/pods/<namespace>_<pod>_<uid>/<container>.log` (its pid in `<container>.pid`), which
 `kubectl logs` reads through the API server (`node_logs`).
 
@@ -49,6 +50,7 @@ from disttrain_dev.process_pods import (
     restarts,
     service_names,
 )
+from disttrain_dev.readiness import ReadinessProbe
 from disttrain_kube.api_errors import TransientApiError
 from disttrain_kube.connection import connect
 
@@ -79,6 +81,7 @@ class Container:
     spec: ProcessSpec
     process: subprocess.Popen[bytes] | None
     state: ContainerState
+    readiness: ReadinessProbe | None = None
 
 
 @dataclass
@@ -236,7 +239,11 @@ class ProcessNode:
             self._finished.add(run.uid)
             return None
         folders.pod.mkdir(parents=True, exist_ok=True)
-        run.containers = [Container(spec, None, ContainerState(spec.container, run.started)) for spec in specs]
+        manifests = {container["name"]: container for container in pod["spec"]["containers"]}
+        for spec in specs:
+            readiness = ReadinessProbe.of(manifests[spec.container], time.monotonic())
+            state = ContainerState(spec.container, run.started, ready=readiness is None)
+            run.containers.append(Container(spec, None, state, readiness))
         self._runs[run.uid] = run
         return run
 
@@ -267,6 +274,7 @@ class ProcessNode:
         """Collect exits, restart per policy, carry out a deletion, and report what changed."""
         deleting = bool(run.body["metadata"].get("deletionTimestamp"))
         self._collect_exits(run, restart=not deleting)
+        self._probe(run)
         if deleting:
             self._delete(run)
             return
@@ -283,11 +291,24 @@ class ProcessNode:
             state = container.state
             message = _read(container.spec.termination_message)
             if restart and restarts(policy, _exit_code(code)):
-                container.state = replace(state, restarts=state.restarts + 1, last_exit_code=_exit_code(code))
+                ready = container.readiness is None
+                state = replace(state, restarts=state.restarts + 1, last_exit_code=_exit_code(code), ready=ready)
+                container.state = state
                 container.process = self._start_process(run, container.spec)
+                if container.readiness is not None:
+                    container.readiness.restart(time.monotonic())
                 continue
             container.process = None
             container.state = replace(state, exit_code=_exit_code(code), finished=_now(), message=message)
+
+    def _probe(self, run: PodRun) -> None:
+        """Run the readiness probes that are due of the containers that run."""
+        for container in run.containers:
+            if container.readiness is None or container.process is None or container.state.exit_code is not None:
+                continue
+            ready = container.readiness.check(run.address, time.monotonic())
+            if ready is not None and ready != container.state.ready:
+                container.state = replace(container.state, ready=ready)
 
     def _delete(self, run: PodRun) -> None:
         """Stop a deleted pod's processes (SIGTERM, SIGKILL once its grace is spent), report how they ended, as

@@ -176,7 +176,8 @@ def _time(moment: datetime) -> str:
 
 @dataclass(frozen=True)
 class ContainerState:
-    """One container as the node sees it: running since `started`, or ended with `exit_code`."""
+    """One container as the node sees it: running since `started` (`ready` once its readiness probe, if it has
+    one, succeeded), or ended with `exit_code`."""
 
     name: str
     started: datetime
@@ -185,6 +186,7 @@ class ContainerState:
     finished: datetime | None = None
     message: str = ""
     last_exit_code: int | None = None
+    ready: bool = True
 
 
 def container_status(state: ContainerState, image: str) -> Manifest:
@@ -193,7 +195,7 @@ def container_status(state: ContainerState, image: str) -> Manifest:
         "image": image,
         "imageID": "",
         "restartCount": state.restarts,
-        "ready": state.exit_code is None,
+        "ready": state.exit_code is None and state.ready,
         "started": state.exit_code is None,
     }
     if state.exit_code is None:
@@ -228,7 +230,7 @@ def pod_status(
     """The pod's status as a kubelet writes it: phase, addresses, conditions and container states."""
     images = {container["name"]: container.get("image", "") for container in pod["spec"]["containers"]}
     phase = pod_phase(states, pod["spec"].get("restartPolicy", "Always"))
-    ready = "True" if phase == "Running" and all(s.exit_code is None for s in states) else "False"
+    ready = "True" if phase == "Running" and all(s.exit_code is None and s.ready for s in states) else "False"
     now = _time(max([started, *(s.finished or s.started for s in states)]))
     conditions = [
         {"type": "PodScheduled", "status": "True", "lastTransitionTime": _time(started)},

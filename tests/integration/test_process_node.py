@@ -122,6 +122,26 @@ def test_deleting_a_pod_stops_its_process_with_sigterm_first_and_reports_how_it_
     assert terminated is not None and terminated["exitCode"] == 0, deleted["status"]
 
 
+def test_a_pod_is_ready_once_its_readiness_probe_answers(cluster: Cluster, process_namespace: str) -> None:
+    """As a kubelet does: Running at once, Ready once the HTTP server its probe asks starts, 5 s later."""
+    pod = json.loads(_pod("server", "sleep 5; exec python3 -m http.server 8080"))
+    container = pod["spec"]["containers"][0]
+    container["ports"] = [{"name": "http", "containerPort": 8080}]
+    container["readinessProbe"] = {"httpGet": {"path": "/", "port": "http"}, "periodSeconds": 1}
+    cluster.apply(process_namespace, json.dumps(pod))
+
+    def status() -> dict[str, Any]:
+        found: dict[str, Any] = (cluster.get("pod", "server", process_namespace) or {}).get("status", {})
+        return found
+
+    def ready(found: dict[str, Any]) -> str | None:
+        return next((c["status"] for c in found.get("conditions", []) if c["type"] == "Ready"), None)
+
+    running = wait_for("the pod to run", lambda: (found := status()).get("phase") == "Running" and found)
+    assert ready(running) == "False" and running["containerStatuses"][0]["ready"] is False
+    wait_for("the pod to be Ready", lambda: ready(status()) == "True", timeout=60)
+
+
 def test_kubectl_logs_reads_a_pods_output_through_the_api_server(cluster: Cluster, process_namespace: str) -> None:
     cluster.apply(process_namespace, _pod("talker", "echo first; echo second; echo third >&2"))
     _ended(cluster, process_namespace, "talker")
