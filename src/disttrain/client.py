@@ -29,7 +29,7 @@ from disttrain.errors import (
     TensorBoardUnavailableError,
     WaitTimeoutError,
 )
-from disttrain.forward import LocalPort, PortForward, ServiceProxy
+from disttrain.forward import LocalPort, PodAddress, PortForward
 from disttrain.job_kinds import RESOURCES, JobKind, Resource, readable_jobs, resource_of, typed_job
 from disttrain.kept_log_reader import Attempt, KeptLog, kept_logs_of, kept_logs_on_volume, kept_replicas, replica_label
 from disttrain.logs import ReplicaLog, ReplicaLogs, replica_task
@@ -43,7 +43,6 @@ from disttrain_core.builders.naming import JOB_NAME_LABEL
 from disttrain_core.builders.tensorboard import (
     TENSORBOARD_OF_LABEL,
     TENSORBOARD_PORT,
-    TENSORBOARD_PORT_NAME,
     tensorboard_name,
 )
 from disttrain_core.observed import pod_ready
@@ -366,10 +365,11 @@ class Client:
     def tensorboard(
         self, job: JobRef, *, namespace: str | None = None, kind: JobKind = "DistTrainJob", local_port: int = 0
     ) -> LocalPort:
-        """A local port that reaches the job's TensorBoard through the API server:
-        `with client.tensorboard(job) as board: print(board.url)`. A port-forward to its pod where the node
-        serves one, else its Service through the API server's proxy. Raises `TensorBoardUnavailableError` when
-        the job runs none, or its pod is not ready (with the job's `TensorBoardReady` condition)."""
+        """A local port that reaches the job's TensorBoard: `with client.tensorboard(job) as board:
+        print(board.url)`. A port-forward to its pod through the API server where the node serves one, else
+        the pod's own address where this machine reaches it. Raises `TensorBoardUnavailableError` when the job
+        runs none, its pod is not ready (with the job's `TensorBoardReady` condition), or neither way reaches
+        it."""
         found = self.get(job, namespace=namespace, kind=kind)
         name, namespace = found.metadata.name, found.metadata.namespace
         if not found.spec.tensorboard_enabled:
@@ -382,14 +382,21 @@ class Client:
             said = next((c for c in found.status.conditions if c.type is ConditionType.TENSORBOARD_READY), None)
             why = f"{said.reason}: {said.message}" if said else "its Deployment is not created yet"
             raise TensorBoardUnavailableError(f"the TensorBoard of {name} is not ready ({why})")
+        pod = ready[0]
         forward = PortForward(
-            self.api_client, namespace, ready[0]["metadata"]["name"], TENSORBOARD_PORT, local_port=local_port
+            self.api_client, namespace, pod["metadata"]["name"], TENSORBOARD_PORT, local_port=local_port
         )
         if forward.works():
             return forward
         forward.close()
-        return ServiceProxy(
-            self.api_client, namespace, tensorboard_name(name), TENSORBOARD_PORT_NAME, local_port=local_port
+        address = (pod.get("status") or {}).get("podIP") or ""
+        direct = PodAddress(address, TENSORBOARD_PORT, local_port=local_port)
+        if address and direct.works():
+            return direct
+        direct.close()
+        raise TensorBoardUnavailableError(
+            f"the TensorBoard of {name} cannot be reached: its node serves no port-forward, and this machine"
+            f" reaches no pod address {address or '(none yet)'}:{TENSORBOARD_PORT}"
         )
 
     def pods(self, job: JobRef, *, namespace: str | None = None, kind: JobKind = "DistTrainJob") -> Objects:

@@ -1,14 +1,16 @@
-"""A local port that reaches a pod through the API server, two ways.
+"""A local port that reaches a pod, two ways.
 
 `PortForward` does as `kubectl port-forward`: each connection accepted here opens one port-forward stream
-of the `kubernetes` client (`portforward`), whatever it carries. `ServiceProxy` relays HTTP requests
-through the API server's proxy to a Service (`/api/v1/namespaces/NS/services/NAME:PORT/proxy/`), for nodes
-that serve no port-forward, such as the local cluster's process node. A connection that cannot be made
-either way is one warning line, never a traceback.
+of the `kubernetes` client (`portforward`) through the API server, whatever it carries. `PodAddress` opens a
+TCP connection to the pod's own address instead, for nodes that serve no port-forward where this machine
+reaches the pod network: the local cluster's process node runs its pods on this machine's bridge. A
+connection that cannot be made either way is one warning line, never a traceback.
 
-These are the client's only requests that do not go through `disttrain_kube.rest`: a port-forward is a
-WebSocket stream, which only the `kubernetes` client's `stream` module speaks, and the proxy relays
-whatever the browser sends, body and headers as they came."""
+The API server's Service proxy is no third way: it closes an HTML page it cannot rewrite, TensorBoard's
+own (`Content-Encoding: identity`), unanswered (docs/tensorboard.md).
+
+A port-forward is the client's only request that does not go through `disttrain_kube.rest`: it is a
+WebSocket stream, which only the `kubernetes` client's `stream` module speaks."""
 
 from __future__ import annotations
 
@@ -18,12 +20,10 @@ import select
 import socket
 import socketserver
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from abc import ABC, abstractmethod
 from types import TracebackType
 from typing import Any, Self
-from urllib.parse import parse_qsl
 
-import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.stream import portforward
@@ -36,10 +36,10 @@ logger = logging.getLogger(__name__)
 _CHUNK = 1 << 16
 # What opening a port-forward stream raises when the API server or the node refuses it.
 STREAM_ERRORS = (ApiException, WebSocketException, *NETWORK_ERRORS)
-_HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "upgrade", "content-length"})
+_REACH_SECONDS = 3  # a pod address this machine reaches answers within milliseconds
 
 
-class LocalPort:
+class LocalPort(ABC):
     """A server on a free (or given) port of 127.0.0.1 that serves until closed."""
 
     def __init__(self, server: socketserver.TCPServer) -> None:
@@ -53,6 +53,15 @@ class LocalPort:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.local_port}/"
+
+    @property
+    @abstractmethod
+    def route(self) -> str:
+        """How it reaches the pod, in a user's words."""
+
+    @abstractmethod
+    def works(self) -> bool:
+        """It reaches the pod from here."""
 
     def __enter__(self) -> Self:
         self._thread.start()
@@ -88,6 +97,10 @@ class PortForward(LocalPort):
         server.daemon_threads = True
         super().__init__(server)
 
+    @property
+    def route(self) -> str:
+        return "a port-forward through the API server"
+
     def _stream(self) -> Any:
         return portforward(
             self._core.connect_get_namespaced_pod_portforward, self._pod, self._namespace, ports=str(self._port)
@@ -114,71 +127,62 @@ class PortForward(LocalPort):
             logger.warning("a connection to %s/%s:%d failed: %s", self._namespace, self._pod, self._port, error)
             return
         try:
-            ends = [local, remote]
-            while True:
-                readable, _, _ = select.select(ends, [], [])
-                for end in readable:
-                    data = end.recv(_CHUNK)
-                    if not data:
-                        return
-                    (remote if end is local else local).sendall(data)
-        except OSError:
-            return
+            _copy_both_ways(local, remote)
         finally:
             with contextlib.suppress(*STREAM_ERRORS):
                 stream.close()
 
 
-class ServiceProxy(LocalPort):
-    """HTTP on a local port, each request relayed to `service:port` through the API server's Service proxy."""
+class PodAddress(LocalPort):
+    """`with PodAddress(ip, port) as forward: forward.url`: each connection accepted here opens one to the pod's
+    own address; it serves until closed."""
 
-    def __init__(self, api: client.ApiClient, namespace: str, service: str, port: str, *, local_port: int = 0) -> None:
-        relay = self
+    def __init__(self, address: str, port: int, *, local_port: int = 0) -> None:
+        forward = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                relay._relay(self)
+        class Connection(socketserver.BaseRequestHandler):
+            def handle(self) -> None:
+                forward._pump(self.request)
 
-            def do_POST(self) -> None:
-                relay._relay(self)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                """Quiet: one line per request is not what a user of the URL wants on their terminal."""
-
-        self._api, self._prefix = api, f"/api/v1/namespaces/{namespace}/services/{service}:{port}/proxy"
-        server = ThreadingHTTPServer(("127.0.0.1", local_port), Handler)
+        self._address, self._port = address, port
+        server = socketserver.ThreadingTCPServer(("127.0.0.1", local_port), Connection)
         server.daemon_threads = True
         super().__init__(server)
 
-    def _relay(self, request: BaseHTTPRequestHandler) -> None:
-        path, _, query = request.path.partition("?")
-        length = int(request.headers.get("Content-Length") or 0)
-        body = request.rfile.read(length) if length else None
-        headers = {"Accept": request.headers.get("Accept", "*/*")}
-        if request.headers.get("Content-Type"):
-            headers["Content-Type"] = request.headers["Content-Type"]
+    @property
+    def route(self) -> str:
+        return f"the pod's address {self._address}:{self._port}"
+
+    def works(self) -> bool:
+        """This machine reaches the pod's address."""
         try:
-            method, url, headers, _, _ = self._api.param_serialize(
-                method=request.command,
-                resource_path=self._prefix + path,
-                query_params=parse_qsl(query, keep_blank_values=True),
-                header_params=headers,
-                auth_settings=["BearerToken"],
-            )
-            # The body as it came, whatever its type: the client's own request() would re-encode a form.
-            answer = self._api.rest_client.pool_manager.request(
-                method, url, body=body, headers=headers, timeout=urllib3.Timeout(connect=30, read=300)
-            )
-        except NETWORK_ERRORS as error:
-            logger.warning("a request to %s%s failed: %s", self._prefix, path, error)
-            request.send_error(502, "the API server did not answer")
+            socket.create_connection((self._address, self._port), timeout=_REACH_SECONDS).close()
+        except OSError as error:
+            logger.debug("no route to %s:%d: %s", self._address, self._port, error)
+            return False
+        return True
+
+    def _pump(self, local: socket.socket) -> None:
+        try:
+            remote = socket.create_connection((self._address, self._port), timeout=_REACH_SECONDS)
+        except OSError as error:
+            logger.warning("a connection to %s:%d failed: %s", self._address, self._port, error)
             return
-        request.send_response(answer.status)
-        for name, value in answer.headers.items():
-            if name.lower() not in _HOP_BY_HOP:
-                request.send_header(name, value)
-        data = answer.data or b""
-        request.send_header("Content-Length", str(len(data)))
-        request.end_headers()
-        with contextlib.suppress(OSError):  # the browser went away meanwhile
-            request.wfile.write(data)
+        with remote:
+            remote.settimeout(None)
+            _copy_both_ways(local, remote)
+
+
+def _copy_both_ways(local: socket.socket, remote: socket.socket) -> None:
+    """Copy between a local connection and one to the pod until either side closes."""
+    ends = [local, remote]
+    try:
+        while True:
+            readable, _, _ = select.select(ends, [], [])
+            for end in readable:
+                data = end.recv(_CHUNK)
+                if not data:
+                    return
+                (remote if end is local else local).sendall(data)
+    except OSError:
+        return

@@ -270,7 +270,7 @@ def tensorboard_command(*, name: str, where: Where, port: int) -> int:
     with forward as board:
         click.echo(board.url)
         sys.stdout.flush()
-        click.echo(f"TensorBoard of {name}, forwarded through the API server; Ctrl-C stops", err=True)
+        click.echo(f"TensorBoard of {name}, reached by {board.route}; Ctrl-C stops", err=True)
         board.wait()
     return 0
 

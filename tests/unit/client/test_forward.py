@@ -1,10 +1,9 @@
-"""The local port of `disttrain jobs tensorboard`, against a stand-in API server on loopback: where the node
-serves no port-forward (the process node), requests go through the Service proxy, and a connection that
-fails is one warning line, never a traceback."""
+"""The local port of `disttrain jobs tensorboard`, against a stand-in API server on loopback: a node that
+serves no port-forward (the process node) is found out, the pod's own address is reached where this machine
+reaches it, and a connection that fails is one warning line, never a traceback."""
 
 from __future__ import annotations
 
-import json
 import logging
 import socket
 import urllib.request
@@ -15,29 +14,28 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from disttrain.forward import PortForward, ServiceProxy
+from disttrain.forward import LocalPort, PodAddress, PortForward
 from local_http import http_server
-
-PROXY = "/api/v1/namespaces/team/services/mnist-tensorboard:http/proxy"
 
 
 class _ApiServer(BaseHTTPRequestHandler):
-    """Answers the Service proxy's path with what it was asked; refuses everything else (no port-forward)."""
+    """Refuses everything: a node that serves no port-forward."""
 
     def do_GET(self) -> None:
-        self._answer(b"")
+        self.send_error(400, "port-forward is not served by this node")
 
-    def do_POST(self) -> None:
-        self._answer(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
 
-    def _answer(self, body: bytes) -> None:
-        if not self.path.startswith(PROXY):
-            self.send_error(400, "port-forward is not served by this node")
-            return
-        said = {"path": self.path, "auth": self.headers.get("Authorization"), "body": body.decode()}
-        data = json.dumps(said).encode()
+
+class _Pod(BaseHTTPRequestHandler):
+    """A TensorBoard's page, HTML of its own encoding, as TensorBoard sends its index."""
+
+    def do_GET(self) -> None:
+        data = f"<title>TensorBoard</title>{self.path}".encode()
         self.send_response(200)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Encoding", "identity")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -55,24 +53,33 @@ def api() -> Iterator[client.ApiClient]:
         yield client.ApiClient(configuration)
 
 
-def test_requests_go_through_the_service_proxy_with_their_query_and_body(api: client.ApiClient) -> None:
-    with ServiceProxy(api, "team", "mnist-tensorboard", "http") as board:
-        with urllib.request.urlopen(f"{board.url}data/plugin/scalars/tags?run=mnist&tag=loss", timeout=10) as answer:
-            said = json.loads(answer.read())
-        assert said == {
-            "path": f"{PROXY}/data/plugin/scalars/tags?run=mnist&tag=loss",
-            "auth": "Bearer t0ken",
-            "body": "",
-        }
-        posted = urllib.request.Request(f"{board.url}data/plugin/timeseries/timeSeries", data=b"requests=[]")
-        with urllib.request.urlopen(posted, timeout=10) as answer:
-            assert json.loads(answer.read())["body"] == "requests=[]"
+def test_the_pod_s_own_address_carries_its_page_as_it_is_sent() -> None:
+    with http_server(_Pod) as pod, PodAddress("127.0.0.1", pod.server_address[1]) as board:
+        assert board.works()
+        with urllib.request.urlopen(f"{board.url}data/runs?x=1", timeout=10) as answer:
+            assert answer.read() == b"<title>TensorBoard</title>/data/runs?x=1"
+            assert answer.headers["Content-Encoding"] == "identity"
+
+
+def test_an_address_this_machine_does_not_reach_is_found_out_and_a_connection_is_one_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        closed = unused.getsockname()[1]  # nothing listens there once this socket goes
+    assert f"a connection to 127.0.0.1:{closed} failed" in _refused(PodAddress("127.0.0.1", closed), caplog)
 
 
 def test_a_node_without_port_forward_is_found_out_and_a_failed_connection_is_one_line(
     api: client.ApiClient, caplog: pytest.LogCaptureFixture
 ) -> None:
     forward = PortForward(api, "team", "mnist-tensorboard-abc", 6006)
+    assert "a connection to team/mnist-tensorboard-abc:6006 failed" in _refused(forward, caplog)
+
+
+def _refused(forward: LocalPort, caplog: pytest.LogCaptureFixture) -> str:
+    """What a forward that cannot reach its pod logs of a connection to its local port, which it closes: one
+    warning line, no traceback."""
     assert not forward.works()
     with (
         caplog.at_level(logging.WARNING),
@@ -80,7 +87,7 @@ def test_a_node_without_port_forward_is_found_out_and_a_failed_connection_is_one
         socket.create_connection(("127.0.0.1", forward.local_port), timeout=10) as connection,
     ):
         connection.sendall(b"GET / HTTP/1.0\r\n\r\n")
-        assert connection.recv(1024) == b""  # closed: nothing to relay
+        assert connection.recv(1024) == b""  # closed: nothing to reach
     (record,) = [record for record in caplog.records if record.levelno >= logging.WARNING]
-    assert "a connection to team/mnist-tensorboard-abc:6006 failed" in record.getMessage()
     assert record.exc_info is None
+    return record.getMessage()
