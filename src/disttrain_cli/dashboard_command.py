@@ -43,7 +43,7 @@ def dashboard_command(
     """
     if find_spec("starlette") is None or find_spec("uvicorn") is None:
         click.echo(
-            "error: `disttrain dashboard` needs its extra: pip install ./contract '.[dashboard]' in a checkout",
+            "error: `disttrain dashboard` needs its extra: pip install -e ./contract -e '.[dashboard]' in a checkout",
             err=True,
         )
         return 1

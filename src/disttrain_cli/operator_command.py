@@ -80,7 +80,7 @@ def operator_command(arguments: tuple[str, ...]) -> int:
     if find_spec("kopf") is None:
         click.echo(
             "error: `disttrain operator` needs the operator's extra: "
-            "pip install ./contract '.[operator]' in a checkout",
+            "pip install -e ./contract -e '.[operator]' in a checkout",
             err=True,
         )
         return 1

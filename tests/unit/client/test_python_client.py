@@ -162,7 +162,7 @@ def test_the_client_installs_and_runs_without_kopf_or_tensorflow(tmp_path: Path)
         text=True,
         check=False,
     )
-    assert operator.returncode == 1 and "pip install ./contract '.[operator]' in a checkout" in operator.stderr
+    assert operator.returncode == 1 and "pip install -e ./contract -e '.[operator]' in a checkout" in operator.stderr
 
 
 _OPERATOR_WITHOUT_KOPF = "from disttrain_cli.main import main; sys.exit(main(['operator']))"

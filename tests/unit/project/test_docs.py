@@ -36,12 +36,14 @@ def test_readme_s_links_lead_to_files_of_the_repository() -> None:
     assert [link for link in local if not (ROOT / link).is_file()] == []
 
 
-def test_readme_s_first_job_renders_two_workers(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_readme_s_first_job_renders_two_workers_and_a_tensorboard(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     manifest = tmp_path / "job.yaml"
     manifest.write_text(readme.block("first-job"))
     assert main(["render", str(manifest)]) == 0
     kinds = [document["kind"] for document in yaml_io.load_all(capsys.readouterr().out)]
-    assert kinds == ["Service", "PersistentVolumeClaim", "Pod", "Pod"]
+    assert kinds == ["Service", "PersistentVolumeClaim", "Pod", "Pod", "Deployment", "Service", "NetworkPolicy"]
 
 
 def test_the_api_page_names_every_status_field_and_printer_column() -> None:
