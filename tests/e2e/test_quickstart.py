@@ -36,12 +36,15 @@ CLIENT_EXAMPLE_STEPS = 8 * (1437 // 64)  # docs/client.md's: examples/local-mult
 @pytest.fixture
 def left_behind() -> Iterator[None]:
     """The quickstart leaves its job and the operator for the user, and README's first job adds one: the test
-    removes them, waiting until their pods are gone, then stops the operator it left on this machine."""
+    removes them, waiting until their pods are gone, and the admission policy an install on the real node
+    made (it would refuse jobs to later tests' identities that may not create pods), then stops the operator
+    it left on this machine."""
     yield
     if devcluster.running_state() is not None:
         cluster = Cluster(devcluster.kubeconfig_path())
         for name in ("quickstart", FIRST_JOB_NAMESPACE, "disttrain-system"):
             cluster.delete_namespace(name)
+        cluster.kubectl("delete", "--ignore-not-found", "-f", str(ROOT / "deploy" / "admission" / "policy.yaml"))
     local_operator.stop(devcluster.state_dir())
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -109,6 +110,17 @@ def _job(name: str, epochs: int, evaluator: bool) -> dict[str, Any]:
     return job.obj()
 
 
+@contextmanager
+def admission_policy(cluster: Cluster) -> Iterator[None]:
+    """deploy/'s admission policy on the cluster, as an install makes it, for the block's length."""
+    policy = str(ROOT / "deploy" / "admission" / "policy.yaml")
+    cluster.kubectl("apply", "--server-side", "-f", policy)
+    try:
+        yield
+    finally:
+        cluster.kubectl("delete", "--ignore-not-found", "-f", policy)
+
+
 def _active(manager: Cluster, name: str) -> bool:
     found = manager.get("multikueuecluster.kueue.x-k8s.io", name, "") or {}
     return any(
@@ -152,6 +164,7 @@ def test_a_job_queued_on_the_manager_trains_on_the_worker_with_quota_and_reports
     with (
         local_queue(worker, namespace, {"cpu": 2}),
         local_queue(spare, namespace, {"cpu": 0}),
+        admission_policy(worker),  # as installed: MultiKueue's identity must pass it
     ):
         for name, plane in (("worker-a", worker), ("worker-b", spare)):
             run_page_block("multikueue-worker", plane, tmp_path, namespace, WORKER=name)
