@@ -390,10 +390,11 @@ class Client:
             return forward
         forward.close()
         address = (pod.get("status") or {}).get("podIP") or ""
-        direct = PodAddress(address, TENSORBOARD_PORT, local_port=local_port)
-        if address and direct.works():
-            return direct
-        direct.close()
+        if address:
+            direct = PodAddress(address, TENSORBOARD_PORT, local_port=local_port)
+            if direct.works():
+                return direct
+            direct.close()
         raise TensorBoardUnavailableError(
             f"the TensorBoard of {name} cannot be reached: its node serves no port-forward, and this machine"
             f" reaches no pod address {address or '(none yet)'}:{TENSORBOARD_PORT}"

@@ -40,11 +40,19 @@ _REACH_SECONDS = 3  # a pod address this machine reaches answers within millisec
 
 
 class LocalPort(ABC):
-    """A server on a free (or given) port of 127.0.0.1 that serves until closed."""
+    """A server on a free (or given) port of 127.0.0.1 that serves until closed: each connection it accepts
+    is carried to the pod by `_pump`, on a thread of its own."""
 
-    def __init__(self, server: socketserver.TCPServer) -> None:
-        self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, name="disttrain-local-port", daemon=True)
+    def __init__(self, local_port: int) -> None:
+        forward = self
+
+        class Connection(socketserver.BaseRequestHandler):
+            def handle(self) -> None:
+                forward._pump(self.request)
+
+        self._server = socketserver.ThreadingTCPServer(("127.0.0.1", local_port), Connection)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="disttrain-local-port", daemon=True)
 
     @property
     def local_port(self) -> int:
@@ -62,6 +70,10 @@ class LocalPort(ABC):
     @abstractmethod
     def works(self) -> bool:
         """It reaches the pod from here."""
+
+    @abstractmethod
+    def _pump(self, local: socket.socket) -> None:
+        """Carry one local connection to the pod and back, until either side closes."""
 
     def __enter__(self) -> Self:
         self._thread.start()
@@ -86,16 +98,8 @@ class PortForward(LocalPort):
     """`with PortForward(api, namespace, pod, port) as forward: forward.url`; it serves until closed."""
 
     def __init__(self, api: client.ApiClient, namespace: str, pod: str, port: int, *, local_port: int = 0) -> None:
-        forward = self
-
-        class Connection(socketserver.BaseRequestHandler):
-            def handle(self) -> None:
-                forward._pump(self.request)
-
         self._core, self._namespace, self._pod, self._port = client.CoreV1Api(api), namespace, pod, port
-        server = socketserver.ThreadingTCPServer(("127.0.0.1", local_port), Connection)
-        server.daemon_threads = True
-        super().__init__(server)
+        super().__init__(local_port)
 
     @property
     def route(self) -> str:
@@ -119,7 +123,7 @@ class PortForward(LocalPort):
         return True
 
     def _pump(self, local: socket.socket) -> None:
-        """Copy both ways between a local connection and a new stream to the pod, until either side closes."""
+        """Through a new port-forward stream."""
         try:
             stream = self._stream()
             remote = stream.socket(self._port)
@@ -138,16 +142,8 @@ class PodAddress(LocalPort):
     own address; it serves until closed."""
 
     def __init__(self, address: str, port: int, *, local_port: int = 0) -> None:
-        forward = self
-
-        class Connection(socketserver.BaseRequestHandler):
-            def handle(self) -> None:
-                forward._pump(self.request)
-
         self._address, self._port = address, port
-        server = socketserver.ThreadingTCPServer(("127.0.0.1", local_port), Connection)
-        server.daemon_threads = True
-        super().__init__(server)
+        super().__init__(local_port)
 
     @property
     def route(self) -> str:
@@ -163,6 +159,7 @@ class PodAddress(LocalPort):
         return True
 
     def _pump(self, local: socket.socket) -> None:
+        """Through a new connection to the pod's address."""
         try:
             remote = socket.create_connection((self._address, self._port), timeout=_REACH_SECONDS)
         except OSError as error:
