@@ -18,6 +18,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from disttrain_dev.polling import wait_for
+
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 KUBECONFIG_LINE = re.compile(r"^KUBECONFIG=(.+)$", re.MULTILINE)
@@ -58,9 +60,13 @@ def block(marker: str, document: Path = README) -> str:
     return fenced(marker, document)[1]
 
 
+def _command(language: str, text: str) -> list[str]:
+    """A block as a user runs it: a shell block by bash, echoing each command; Python by this Python."""
+    return ["bash", "-euo", "pipefail", "-xc", text] if language in ("sh", "bash") else [sys.executable, "-c", text]
+
+
 def _run(language: str, text: str, folder: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """A block run as a user runs it: a shell block by bash, echoing each command; Python by this Python."""
-    command = ["bash", "-euo", "pipefail", "-xc", text] if language in ("sh", "bash") else [sys.executable, "-c", text]
+    command = _command(language, text)
     return subprocess.run(
         command, cwd=folder, env=env, capture_output=True, text=True, timeout=STEP_SECONDS, check=False
     )
@@ -69,7 +75,7 @@ def _run(language: str, text: str, folder: Path, env: dict[str, str]) -> subproc
 def serve_block(text: str, folder: Path, env: dict[str, str], expected: str) -> subprocess.CompletedProcess[str]:
     """A block whose last command serves until Ctrl-C, as a user runs it: bash runs it until it prints the
     address it serves, whose page is read (it must hold `expected`); then Ctrl-C (SIGINT) stops it."""
-    command = ["bash", "-euo", "pipefail", "-xc", text]
+    command = _command("sh", text)
     process = subprocess.Popen(
         command,
         cwd=folder,
@@ -117,16 +123,19 @@ def _next(lines: queue.Queue[str | None], seconds: float) -> str | None:
 
 
 def _page(address: str, seconds: float = 60) -> str:
-    """The page at `address`, once it answers."""
-    deadline = time.monotonic() + seconds
-    while True:
+    """The page at `address`, once it answers; empty when it does not within `seconds`."""
+
+    def read() -> str | None:
         try:
             with urllib.request.urlopen(address, timeout=10) as answer:
                 return str(answer.read().decode(errors="replace"))
         except (urllib.error.URLError, OSError):
-            if time.monotonic() > deadline:
-                return ""
-            time.sleep(0.5)
+            return None
+
+    try:
+        return wait_for(f"the page at {address}", read, timeout=seconds, interval=0.5)
+    except TimeoutError:
+        return ""
 
 
 def _user_env(quickstart_output: str, env: dict[str, str] | None) -> dict[str, str]:
@@ -137,26 +146,26 @@ def _user_env(quickstart_output: str, env: dict[str, str] | None) -> dict[str, s
     return {**os.environ, **(env or {}), "KUBECONFIG": kubeconfig, "PATH": path}
 
 
-def run_first_job(quickstart_output: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def _run_first_job(user_env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """README's "Your first job" word for word: its YAML saved as job.yaml in a new folder, then its commands
     run there."""
     with tempfile.TemporaryDirectory(prefix="first-job-") as folder:
         Path(folder, "job.yaml").write_text(block("first-job"))
-        return _run("sh", block("first-job-commands"), Path(folder), _user_env(quickstart_output, env))
+        return _run("sh", block("first-job-commands"), Path(folder), user_env)
 
 
 def walk(quickstart_output: str, env: dict[str, str] | None = None) -> tuple[int, str]:
     """README's first job, then each block of the tour from the checkout, until one fails: the exit code of
     the last that ran, and what each printed under its header."""
+    user_env = _user_env(quickstart_output, env)
     transcript = [FIRST_JOB_HEADER]
-    result = run_first_job(quickstart_output, env)
+    result = _run_first_job(user_env)
     transcript.append(result.stdout + result.stderr)
     for page, marker in TOUR:
         if result.returncode != 0:
             break
         transcript.append(f"{TOUR_HEADER}{page} {marker}")
         language, text = fenced(marker, ROOT / page)
-        user_env = _user_env(quickstart_output, env)
         if marker in SERVES:
             result = serve_block(text, ROOT, user_env, SERVES[marker])
         else:

@@ -40,7 +40,7 @@ def test_readme_s_first_job_and_its_commands_are_marked() -> None:
 def test_the_first_job_reads_the_quick_start_s_last_kubeconfig_and_kubectl_lines() -> None:
     without = "quickstart on the process node\nSucceeded\n"
     with pytest.raises(ValueError, match="KUBECONFIG"):
-        readme.run_first_job(without)
+        readme.walk(without)
 
 
 def test_every_block_of_the_tour_is_marked_as_a_shell_or_python_block() -> None:
