@@ -154,13 +154,12 @@ class KeptLogKeeper(Workers):
 
     def _how_it_ended(self, pod: Body, task: _Task) -> Body:
         """The followed pod as it ended: its log's stream ends a moment before its node reports how its
-        container ended, which the watch then offers. A pod gone without saying, or a watch that says nothing
-        within `end_seconds`, leaves the pod as read now, if it is still there, or as it was last seen."""
+        container ended, which the watch then offers. A pod gone without saying stays as it was last seen; one
+        the watch says nothing of within `end_seconds` is read again, as it may have ended unseen."""
         with self._endings:
             self._endings.wait_for(lambda: task.uid in self._ends or self._stopped, timeout=self._end_seconds)
-            ended = self._ends.get(task.uid)
-        if ended is not None:
-            return ended
+            if task.uid in self._ends:  # as it ended, or gone
+                return self._ends[task.uid] or pod
         read = self._kube.read(POD_PATH, {"namespace": task.namespace, "name": task.name})
         return read if read is not None and read["metadata"].get("uid") == task.uid else pod
 
