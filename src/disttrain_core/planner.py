@@ -20,7 +20,7 @@ from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import CleanPodPolicy, ReplicaType, RestartScope
 from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.naming import pod_name
-from disttrain_core.builders.objects import desired_objects
+from disttrain_core.builders.objects import owned_objects
 from disttrain_core.failure_policy import Response, Scope, response
 from disttrain_core.observed import PodView
 from disttrain_core.status_from_pods import describe_failure, evaluation_due, is_finished
@@ -47,14 +47,11 @@ class Plan:
     create: list[Manifest] = field(default_factory=list)
     delete: list[str] = field(default_factory=list)
     force_delete: list[str] = field(default_factory=list)
+    more: bool = False  # pods are missing beyond the `create` batch: the next plan makes them
     restart: Restart | None = None
     fail: Verdict | None = None
     delete_job: bool = False
     wake_at: datetime | None = None
-
-
-def object_key(manifest: Manifest) -> ObjectRef:
-    return ObjectRef(str(manifest["kind"]), str(manifest["metadata"]["name"]))
 
 
 def restart_for(
@@ -127,24 +124,52 @@ def cleanup(job: DistTrainJob, pods: Sequence[PodView]) -> list[str]:
     return [pod.name for pod in pods if not pod.deleting and (policy is CleanPodPolicy.ALL or pod.active)]
 
 
+# A plan creates at most this many pods; a job of more gets them over several reconciles, each planned
+# and built anew (Kubernetes' Job controller creates in bounded batches too), so that what a plan holds
+# stays bounded whatever a job's size.
+CREATE_BATCH = 100
+
+
+@dataclass(frozen=True)
+class Missing:
+    """What the job owns and lacks, in creation order, and whether pods beyond `CREATE_BATCH` lack too."""
+
+    objects: list[Manifest]
+    more: bool = False
+
+
 def _missing(
-    job: DistTrainJob, pods: Sequence[PodView], children: Collection[ObjectRef], settings: BuildSettings
-) -> list[Manifest]:
-    """What the job owns and lacks, except pods of indexes that already succeeded (never run twice)."""
-    existing = {*children, *(ObjectRef("Pod", pod.name) for pod in pods)}
+    job: DistTrainJob,
+    pods: Sequence[PodView],
+    children: Collection[ObjectRef],
+    settings: BuildSettings,
+    *,
+    with_pods: bool = True,
+    awaited: Collection[str] = (),
+) -> Missing:
+    """What the job owns and lacks, except pods of indexes that already succeeded (never run twice); only
+    what is missing is built, and of the pods at most `CREATE_BATCH`; `awaited` pods were just created."""
+    existing = {*children, *(ObjectRef("Pod", name) for name in [*(pod.name for pod in pods), *awaited])}
     done = {
         pod_name(job.metadata.name, replica_type, index)
         for replica_type, status in job.status.replica_statuses.items()
         for index in status.succeeded_indexes
     }
-    return [
-        item
-        for item in desired_objects(job, settings)
-        if object_key(item) not in existing and not (item["kind"] == "Pod" and item["metadata"]["name"] in done)
-    ]
+    objects: list[Manifest] = []
+    pods_built, more = 0, False
+    for key, build in owned_objects(job, settings):
+        if key in existing or (key.kind == "Pod" and (not with_pods or key.name in done)):
+            continue
+        if key.kind == "Pod":
+            if pods_built >= CREATE_BATCH:
+                more = True
+                continue
+            pods_built += 1
+        objects.append(build())
+    return Missing(objects, more)
 
 
-def _startable(missing: list[Manifest], pods: Sequence[PodView]) -> list[Manifest]:
+def _startable(missing: Missing, pods: Sequence[PodView]) -> Missing:
     """No pod starts while a training pod of an earlier attempt is still stopping: under the same names, new
     pods reach the old ones (a MultiWorkerMirrored worker still setting up its collective takes a new peer
     for its old one, fails, and its failure restarts the new attempt in turn). A pod that ended, or whose
@@ -153,7 +178,7 @@ def _startable(missing: list[Manifest], pods: Sequence[PodView]) -> list[Manifes
         pod.deleting and not pod.ended and not pod.released and pod.replica_type is not ReplicaType.EVALUATOR
         for pod in pods
     )
-    return [item for item in missing if item["kind"] != "Pod"] if stopping else missing
+    return Missing([item for item in missing.objects if item["kind"] != "Pod"]) if stopping else missing
 
 
 def _after(start: datetime | None, seconds: int | None) -> datetime | None:
@@ -186,7 +211,7 @@ def plan(
         return Plan(fail=invalid_spec([unmet]))
     stuck, unstuck_at = _stuck(pods, now, stuck_after)
     if run_policy.suspend:  # no pods at all; the Service and the volume stay for the resume
-        owned = [item for item in _missing(job, pods, children, settings) if item["kind"] != "Pod"]
+        owned = _missing(job, pods, children, settings, with_pods=False).objects
         stopped = [pod.name for pod in pods if not pod.deleting and pod not in keeping]
         return Plan(create=owned, delete=stopped, force_delete=stuck)
     restart = restart_for(job, pods, handled, awaited)
@@ -201,14 +226,17 @@ def plan(
     deadline = _after(job.status.start_time, run_policy.active_deadline_seconds)
     evaluated_by = evaluation_due(job, pods)  # the Evaluator's time for the final checkpoint runs out
     still_there = [pod.name for pod in pods if pod.uid in handled and not pod.deleting and pod not in keeping]
+    missing = _startable(_missing(job, pods, children, settings, awaited=awaited), pods)
     # The remains of a pod held its name until this restart: handled now, they give it up to the next plan.
     freed = now if restart is not None and any(pod.gone for pod in restart.failed) else None
+    next_batch = now if missing.more else None
     return Plan(
-        create=_startable(_missing(job, pods, children, settings), pods),
+        create=missing.objects,
+        more=missing.more,
         delete=sorted({*(restart.pods if restart else ()), *still_there}),
         force_delete=stuck,
         restart=restart,
-        wake_at=min((at for at in (deadline, unstuck_at, evaluated_by, unplaced, freed) if at), default=None),
+        wake_at=min(filter(None, (deadline, unstuck_at, evaluated_by, unplaced, freed, next_batch)), default=None),
     )
 
 

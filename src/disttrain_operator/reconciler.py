@@ -22,11 +22,11 @@ from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.status import DistTrainJobStatus, Progress, UnkeptLogs
 from disttrain_core.api.validation import spec_violations
 from disttrain_core.builders.build_settings import BuildSettings
-from disttrain_core.builders.objects import UNWATCHED_KINDS
+from disttrain_core.builders.objects import UNWATCHED_KINDS, object_key
 from disttrain_core.kueue import MULTIKUEUE, QUEUE_LABEL, WorkloadView
 from disttrain_core.managers import managed_elsewhere
 from disttrain_core.observed import PodView, created_pod_view, own_pods
-from disttrain_core.planner import STUCK_TERMINATING, Plan, acts_on_losses, object_key, plan
+from disttrain_core.planner import STUCK_TERMINATING, Plan, acts_on_losses, plan
 from disttrain_core.served import JobShape, is_served
 from disttrain_core.status_from_pods import aggregate, failed_status, record_restart, with_unkept_logs
 from disttrain_core.tensorboard_status import TensorBoardView, is_tensorboard_object, with_tensorboard
@@ -283,7 +283,7 @@ class Reconciler:
         # changes nothing to write.
         made = [view for manifest in created if (view := created_pod_view(manifest)) is not None]
         staying = [*(pod for pod in pods if pod.name not in next_plan.delete), *made]
-        created_all = retry is None and rejected is None
+        created_all = retry is None and rejected is None and not next_plan.more
         status = aggregate(_with(job, status), staying, created=created_all, now=now, reported=reported)
         refused = memory.tensorboard_refused
         status = with_tensorboard(job, status, tensorboard, now, refused=None if refused is None else refused[1])

@@ -7,6 +7,7 @@ what users preview is what runs. Nothing here does I/O.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Iterator
 
 from disttrain_contract.progress import (
     DEFAULT_TERMINATION_MESSAGE_PATH,
@@ -21,8 +22,8 @@ from disttrain_core.builders import naming, tensorboard, volume_readers
 from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.gang import GANG_KINDS
 from disttrain_core.builders.naming import tensorflow_container
-from disttrain_core.builders.tfconfig import tf_config_json
-from disttrain_core.types import Manifest
+from disttrain_core.builders.tfconfig import TFConfigs
+from disttrain_core.types import Manifest, ObjectRef
 
 CHECKPOINT_DIR_ENV = "DISTTRAIN_CHECKPOINT_DIR"
 
@@ -126,7 +127,14 @@ def _checkpoint_volume(job: DistTrainJob) -> Manifest | None:
     return {"name": naming.CHECKPOINT_VOLUME, "persistentVolumeClaim": {"claimName": volume_readers.claim_name(job)}}
 
 
-def pod(job: DistTrainJob, replica_type: ReplicaType, index: int, settings: BuildSettings) -> Manifest:
+def pod(
+    job: DistTrainJob,
+    replica_type: ReplicaType,
+    index: int,
+    settings: BuildSettings,
+    configs: TFConfigs | None = None,
+) -> Manifest:
+    """One pod of the job; `configs`: the job's TF_CONFIGs, when more pods than one are built."""
     replica = job.spec.replica_specs[replica_type]
     template = copy.deepcopy(replica.template)
     template_metadata: Manifest = template.get("metadata") or {}
@@ -159,7 +167,7 @@ def pod(job: DistTrainJob, replica_type: ReplicaType, index: int, settings: Buil
         pod_spec["terminationGracePeriodSeconds"] = grace
 
     env: list[Manifest] = []
-    tf_config = tf_config_json(job, replica_type, index, settings)
+    tf_config = (configs or TFConfigs(job, settings)).json(replica_type, index)
     if tf_config is not None:
         env.append({"name": "TF_CONFIG", "value": tf_config})
     container = tensorflow_container(pod_spec["containers"])
@@ -182,8 +190,9 @@ def pod(job: DistTrainJob, replica_type: ReplicaType, index: int, settings: Buil
 
 
 def pods(job: DistTrainJob, settings: BuildSettings) -> list[Manifest]:
+    configs = TFConfigs(job, settings)
     return [
-        pod(job, replica_type, index, settings)
+        pod(job, replica_type, index, settings, configs)
         for replica_type in ReplicaType
         for index in range(job.spec.replicas(replica_type))
     ]
@@ -209,13 +218,40 @@ def tensorboard_objects(job: DistTrainJob) -> list[Manifest]:
     ]
 
 
+Build = Callable[[], Manifest]
+
+
+def owned_objects(job: DistTrainJob, settings: BuildSettings) -> Iterator[tuple[ObjectRef, Build]]:
+    """Everything the job owns, in creation order (Service, PVC, its gang: a PodGroup, or a Workload and its
+    PodGroup; then pods by type and index, then its TensorBoard), each named before it is built: a pod,
+    large in a large job, is built only by whoever wants it."""
+    configs = TFConfigs(job, settings)
+    small = [service(job), checkpoint_claim(job), *gang(job, settings)]
+    for item in small:
+        if item is not None:
+            yield object_key(item), _built(item)
+    for replica_type in ReplicaType:
+        for index in range(job.spec.replicas(replica_type)):
+            name = naming.pod_name(job.metadata.name, replica_type, index)
+            yield ObjectRef("Pod", name), _pod_builder(job, replica_type, index, settings, configs)
+    for item in tensorboard_objects(job):
+        yield object_key(item), _built(item)
+
+
+def object_key(manifest: Manifest) -> ObjectRef:
+    return ObjectRef(str(manifest["kind"]), str(manifest["metadata"]["name"]))
+
+
+def _built(manifest: Manifest) -> Build:
+    return lambda: manifest
+
+
+def _pod_builder(
+    job: DistTrainJob, replica_type: ReplicaType, index: int, settings: BuildSettings, configs: TFConfigs
+) -> Build:
+    return lambda: pod(job, replica_type, index, settings, configs)
+
+
 def desired_objects(job: DistTrainJob, settings: BuildSettings) -> list[Manifest]:
-    """Everything the job owns, in creation order: Service, PVC, its gang (a PodGroup, or a Workload and its
-    PodGroup), then pods by type and index, then its TensorBoard."""
-    owned = [service(job), checkpoint_claim(job)]
-    return (
-        [item for item in owned if item is not None]
-        + gang(job, settings)
-        + pods(job, settings)
-        + tensorboard_objects(job)
-    )
+    """Everything the job owns, built, in creation order (`owned_objects`)."""
+    return [build() for _, build in owned_objects(job, settings)]

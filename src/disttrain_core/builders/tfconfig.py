@@ -58,6 +58,25 @@ def tf_config(
     }
 
 
-def tf_config_json(job: DistTrainJob, replica_type: ReplicaType, index: int, settings: BuildSettings) -> str | None:
-    config = tf_config(job, replica_type, index, settings)
-    return None if config is None else json.dumps(config, separators=(",", ":"))
+class TFConfigs:
+    """Every pod's TF_CONFIG of one job, its cluster written once for all of them.
+
+    Each pod's TF_CONFIG names every task, so a job's pods carry addresses in the square of its replicas:
+    written anew for each pod, they were most of a large job's build (docs/benchmarks.md). Here the two views of the
+    cluster (the training tasks' and the evaluator's) are written once, and each pod's text joins one
+    of them with its task: the same text as `json.dumps(tf_config(...))`, compactly separated."""
+
+    def __init__(self, job: DistTrainJob, settings: BuildSettings) -> None:
+        self._job = job
+        self._settings = settings
+        self._clusters: dict[bool, str] = {}  # by whether the viewer is the evaluator
+
+    def json(self, replica_type: ReplicaType, index: int) -> str | None:
+        if self._job.spec.total_replicas <= 1:
+            return None
+        evaluator = replica_type is ReplicaType.EVALUATOR
+        if evaluator not in self._clusters:
+            cluster = cluster_spec(self._job, replica_type, self._settings)
+            self._clusters[evaluator] = json.dumps(cluster, separators=(",", ":"))
+        task = json.dumps({"type": replica_type.task_type, "index": index}, separators=(",", ":"))
+        return f'{{"cluster":{self._clusters[evaluator]},"task":{task},"environment":"cloud"}}'

@@ -2,21 +2,27 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+import pytest
 
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.parsing import parse_job
 from disttrain_core.api.spec import ReplicaType
 from disttrain_core.api.status import ReplicaStatus
 from disttrain_core.api.tenant_input import ATTEMPT
+from disttrain_core.builders import objects
 from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.gang import GangScheduler
+from disttrain_core.builders.objects import object_key
+from disttrain_core.builders.tfconfig import TFConfigs, tf_config
 from disttrain_core.observed import PodPhase, PodView, Unschedulable, unschedulable
-from disttrain_core.planner import Plan, object_key, plan
+from disttrain_core.planner import CREATE_BATCH, Plan, plan
 from disttrain_core.status_from_pods import aggregate, failure
-from disttrain_core.types import ObjectRef, Verdict
+from disttrain_core.types import Manifest, ObjectRef, Verdict
 from job_builder import JobBuilder
 from repository import ROOT, load_one
 
@@ -394,3 +400,50 @@ def test_a_job_being_deleted_makes_nothing_again() -> None:
     failed = [_pod(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=137)]
     assert _plan(going, failed) == Plan() and _plan(going, []) == Plan()
     assert _plan(job, []).create
+
+
+def _counting_pod_builds(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the pods the builders build from now on."""
+    built: list[str] = []
+    real = objects.pod
+
+    def counted(job: DistTrainJob, kind: ReplicaType, index: int, *args: Any) -> Manifest:
+        manifest = real(job, kind, index, *args)
+        built.append(manifest["metadata"]["name"])
+        return manifest
+
+    monkeypatch.setattr(objects, "pod", counted)
+    return built
+
+
+def test_a_plan_builds_only_the_pods_it_creates_at_most_a_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job of more pods than CREATE_BATCH gets them over several plans, each waking the next at once;
+    pods that exist, or were just created, are not built again."""
+    built = _counting_pod_builds(monkeypatch)
+    job = _job({"Chief": 1, "PS": 100, "Worker": 100})
+    made: list[str] = []
+    for batch in (CREATE_BATCH, CREATE_BATCH, 1):
+        built.clear()
+        next_plan = plan(job, [], [], SETTINGS, now=NOW, awaited=made)
+        created = [item["metadata"]["name"] for item in next_plan.create if item["kind"] == "Pod"]
+        assert len(created) == batch and built == created and not set(created) & set(made)
+        assert next_plan.more is (batch == CREATE_BATCH)
+        assert (next_plan.wake_at == NOW) is next_plan.more
+        made += created
+    assert len(set(made)) == 201
+
+
+def test_a_suspended_job_builds_no_pod(monkeypatch: pytest.MonkeyPatch) -> None:
+    built = _counting_pod_builds(monkeypatch)
+    suspended = plan(_job({"PS": 300, "Worker": 300}, suspend=True), [], [], SETTINGS, now=NOW)
+    assert built == [] and [item["kind"] for item in suspended.create] == ["Service"]
+
+
+def test_every_pod_s_tf_config_is_its_own_cluster_and_task_written_once() -> None:
+    job = _job({"Chief": 1, "PS": 2, "Worker": 3, "Evaluator": 1})
+    configs = TFConfigs(job, SETTINGS)
+    for kind in ReplicaType:
+        for index in range(job.spec.replicas(kind)):
+            expected = json.dumps(tf_config(job, kind, index, SETTINGS), separators=(",", ":"))
+            assert configs.json(kind, index) == expected
+    assert TFConfigs(_job({"Worker": 1}), SETTINGS).json(ReplicaType.WORKER, 0) is None
