@@ -23,7 +23,7 @@ from disttrain_core.api.spec import ReplicaType
 from disttrain_core.api.status import MAX_DISRUPTION_REASON, Evaluation, Progress
 from disttrain_core.api.tenant_input import PodLogNotes
 from disttrain_core.builders import naming
-from disttrain_core.kept_logs import log_due
+from disttrain_core.kept_logs import essentials, log_due
 from disttrain_core.progress import parse_evaluation, parse_progress
 from disttrain_core.types import Body
 
@@ -63,7 +63,7 @@ class PodView:
     finished_at: datetime | None = None  # when its container ended, for a pod that ended
     message: str | None = None  # why a failed container says it failed: the trainer's error, or its own text
     log_due: bool = False  # its log is to be kept now (`disttrain_core.kept_logs`), if it is not already
-    log_due_body: Body | None = field(default=None, compare=False, repr=False)  # when log_due
+    log_due_body: Body | None = field(default=None, compare=False, repr=False)  # its `essentials`, when log_due
     attempt: int | None = None  # which attempt of its replica it is (`disttrain_core.kept_logs.pods`)
     released: bool = False  # deleted with no grace left: only a finalizer (another's) keeps it
     unschedulable: Unschedulable | None = None  # the scheduler found no place for it (or for its gang)
@@ -247,7 +247,7 @@ def pod_view(body: dict[str, Any], tensorflow_container: str = "tensorflow") -> 
         finished_at=parse_time((terminated or {}).get("finishedAt")),
         message=failure_message(failed.get("message")),
         log_due=due,
-        log_due_body=body if due else None,
+        log_due_body=essentials(body) if due else None,
         attempt=PodLogNotes.of(metadata).attempt,
         released=metadata.get("deletionTimestamp") is not None and metadata.get("deletionGracePeriodSeconds") == 0,
         unschedulable=unschedulable(body),

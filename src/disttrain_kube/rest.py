@@ -48,6 +48,7 @@ REQUEST_TIMEOUT = (_CONNECT_TIMEOUT, 60.0)
 # A watch's stream silent this long past the watch's own timeout is taken for a dead connection.
 WATCH_SILENCE_MARGIN = 10
 _CHUNK = 1 << 16
+METADATA_PAGE = 50  # objects of a metadata listing read at once
 
 
 ReportError = Callable[[str], None]  # told the method of each request that failed (the operator counts them)
@@ -305,11 +306,19 @@ class Kube:
             raise error_for(code, text)
         return True
 
-    def list_metadata(self, path: str, query: dict[str, str]) -> list[dict[str, Any]]:
-        """The objects' metadata only (a list of PartialObjectMetadata), for lists whose objects are large."""
+    def list_metadata(self, path: str, query: dict[str, str]) -> Iterator[dict[str, Any]]:
+        """The objects' metadata only (PartialObjectMetadata), read a page of METADATA_PAGE at a time as the
+        caller goes on: a tenant's object may carry about a megabyte of labels, so a whole listing is never
+        held at once."""
         accept = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
-        items: list[dict[str, Any]] = self.json_request("GET", path, {}, query=query, accept=accept).get("items") or []
-        return items
+        paged = {**query, "limit": str(METADATA_PAGE)}
+        while True:
+            page = self.json_request("GET", path, {}, query=paged, accept=accept)
+            yield from page.get("items") or []
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return
+            paged = {**paged, "continue": str(token)}
 
     def merge_patch(self, manifest: Mapping[str, Any], patch: dict[str, Any]) -> bool:
         """A JSON merge patch of any namespaced object; False when it is gone."""

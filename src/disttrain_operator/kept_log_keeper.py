@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -45,7 +45,7 @@ class LogApi(Protocol):
     def pod_log_chunks(self, namespace: str, name: str, container: str, *, follow: bool = False) -> Iterator[bytes]: ...
     def create(self, manifest: Manifest) -> bool: ...
     def patch_pod(self, namespace: str, name: str, patch: list[dict[str, Any]]) -> bool: ...
-    def list_metadata(self, path: str, query: dict[str, str]) -> list[dict[str, Any]]: ...
+    def list_metadata(self, path: str, query: dict[str, str]) -> Iterable[dict[str, Any]]: ...
     def delete_object(self, manifest: Mapping[str, Any]) -> bool: ...
 
 
@@ -303,11 +303,12 @@ class KeptLogKeeper(Workers):
             self._report(pod, UnkeptLogs(replica=replica, first_attempt=gap[0], last_attempt=gap[1], reason=UNKEPT))
 
     def _kept_logs(self, pod: Body, task: _Task) -> list[dict[str, Any]]:
-        """The pod's replica's kept logs (their metadata)."""
+        """The pod's replica's kept logs (what of their metadata `kept_logs.essentials` keeps)."""
         selector = kept_logs.kept_log_selector(pod)
         if selector is None:
             return []
-        return self._kube.list_metadata(_configmaps(task.namespace), {"labelSelector": selector})
+        found = self._kube.list_metadata(_configmaps(task.namespace), {"labelSelector": selector})
+        return [kept_logs.essentials(item) for item in found]
 
     def _report(self, pod: Body, unkept: UnkeptLogs) -> None:
         job_uid = str((kept_logs.controller(pod) or {}).get("uid"))
@@ -330,7 +331,7 @@ SWEEP_SECONDS = 60.0
 
 
 class SweepApi(Protocol):
-    def list_metadata(self, path: str, query: dict[str, str]) -> list[dict[str, Any]]: ...
+    def list_metadata(self, path: str, query: dict[str, str]) -> Iterable[dict[str, Any]]: ...
     def merge_patch(self, manifest: Mapping[str, Any], patch: dict[str, Any]) -> bool: ...
     def delete_object(self, manifest: Mapping[str, Any]) -> bool: ...
 
@@ -346,7 +347,7 @@ def _configmaps(namespace: str | None) -> str:
 
 class KeptLogSweeper(Workers):
     """Deletes the kept logs that outlived their job by their TTL (`disttrain_core.kept_logs.sweep`), every `interval`
-    seconds; it reads only their metadata, never the logs."""
+    seconds; it reads only their metadata, never the logs, a page at a time, and holds only its essentials."""
 
     def __init__(
         self,
@@ -391,7 +392,7 @@ class KeptLogSweeper(Workers):
         now = self._clock()
         query = {"labelSelector": kept_logs.OUTLIVES_JOB_LABEL}
         items = [
-            item
+            kept_logs.essentials(item)
             for scope in self._scopes
             for item in self._kube.list_metadata(_configmaps(scope.namespace), query)
             if scope.accepts(str(item["metadata"].get("namespace", "")))

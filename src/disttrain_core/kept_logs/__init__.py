@@ -7,13 +7,14 @@ made; an attempt's kept log is its record.
 - `record`: the record built from a pod and the tail of its log, and read back;
 - `pods`: what a pod carries so that its log is kept, and when that is due;
 - `policy`: what a job may keep, and the sweep of those that outlive their job;
+- `essentials`: what of a pod or a kept log these read, all the operator holds of either;
 - `volume` and `reader_pod`: the logs on the checkpoint volume.
 
-The operator's keeper (disttrain_operator) and the client's reader (disttrain) are thin I/O shells over
-these. This module names what they use; `reader_pod` is imported from its module, as it builds on the
-job's own objects.
+The operator's keeper and the client's reader are thin I/O shells over these; `reader_pod` is imported
+from its module, as it builds on the job's own objects.
 """
 
+from disttrain_core.kept_logs.essentials import essentials
 from disttrain_core.kept_logs.names import (
     ENDED,
     EXIT_CODE,
@@ -88,6 +89,7 @@ __all__ = [
     "attempt_numbers",
     "container_ended",
     "controller",
+    "essentials",
     "gone_since_patch",
     "held_by_legacy_finalizer",
     "in_order",

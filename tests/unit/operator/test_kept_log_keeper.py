@@ -4,6 +4,8 @@ outliving its job is deleted; then the client's numbering of attempts."""
 
 from __future__ import annotations
 
+import copy
+import json
 import threading
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
@@ -17,7 +19,7 @@ from disttrain.kept_log_reader import Attempt, KeptLog
 from disttrain.logs import ReplicaLogs
 from disttrain_contract.kept_logs import DEFAULT_LOG_BYTES
 from disttrain_core import kept_logs, served
-from disttrain_core.api.job import DistTrainJob
+from disttrain_core.api.job import API_VERSION, DistTrainJob
 from disttrain_core.api.spec import ReplicaType
 from disttrain_core.api.status import UnkeptLogs
 from disttrain_core.api.tenant_input import ATTEMPT, JOB_GONE_SINCE, LOG_MAX_BYTES, LOG_TTL
@@ -562,3 +564,36 @@ def test_one_namespace_s_slow_pods_hold_no_follow_another_namespace_needs() -> N
     finally:
         keeper.stop()
         keeper.join(timeout=10)
+
+
+def _padded(body: dict[str, Any]) -> dict[str, Any]:
+    """The body with about a megabyte of a tenant's own labels and annotations."""
+    padded = copy.deepcopy(body)
+    padded["metadata"]["labels"].update({f"pad.example/l{n}": "x" * 63 for n in range(6000)})
+    padded["metadata"]["annotations"].update({f"pad.example/a{n}": "y" * 100 for n in range(3000)})
+    return padded
+
+
+def test_what_is_held_of_a_pod_or_a_kept_log_does_not_grow_with_a_tenant_s_labels() -> None:
+    """An ended pod waiting for its log and a replica's kept logs are held as their essentials: the same
+    kept log is built from them, and they are a few kilobytes however large the tenant made the object."""
+    job = _job()
+    owner = {"controller": True, "uid": JOB_UID, "kind": "DistTrainJob", "apiVersion": API_VERSION, "name": "mnist"}
+    pod_body = _padded(_pod(job, "Failed", ownerReferences=[owner]))
+    assert len(json.dumps(pod_body)) > 800_000
+    view = pod_view(pod_body)
+    assert view is not None and view.log_due_body is not None
+    assert len(json.dumps(view.log_due_body)) < 4096
+    tail = kept_logs.log_tail(iter([b"the log\n"]), 1024)
+    kept = kept_logs.kept_log(pod_body, tail, NOW, job_present=True)
+    assert kept is not None and kept == kept_logs.kept_log(view.log_due_body, tail, NOW, job_present=True)
+    config_map = _padded(kept)
+    slim = kept_logs.essentials(config_map)
+    assert len(json.dumps(slim)) < 4096
+    assert kept_logs.sweep([slim], set(), NOW) == kept_logs.sweep([config_map], set(), NOW).__class__(
+        *(
+            [kept_logs.essentials(item) for item in found]
+            for found in vars(kept_logs.sweep([config_map], set(), NOW)).values()
+        )
+    )
+    assert kept_logs.attempt_numbers([slim]) == kept_logs.attempt_numbers([config_map])
