@@ -590,10 +590,7 @@ def test_what_is_held_of_a_pod_or_a_kept_log_does_not_grow_with_a_tenant_s_label
     config_map = _padded(kept)
     slim = kept_logs.essentials(config_map)
     assert len(json.dumps(slim)) < 4096
-    assert kept_logs.sweep([slim], set(), NOW) == kept_logs.sweep([config_map], set(), NOW).__class__(
-        *(
-            [kept_logs.essentials(item) for item in found]
-            for found in vars(kept_logs.sweep([config_map], set(), NOW)).values()
-        )
-    )
+    whole = kept_logs.sweep([config_map], set(), NOW)
+    slimmed = [[kept_logs.essentials(item) for item in found] for found in (whole.mark, whole.unmark, whole.delete)]
+    assert kept_logs.sweep([slim], set(), NOW) == kept_logs.Sweep(*slimmed)
     assert kept_logs.attempt_numbers([slim]) == kept_logs.attempt_numbers([config_map])
