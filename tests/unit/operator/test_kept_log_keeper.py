@@ -31,6 +31,7 @@ from disttrain_core.kept_logs import (
     LEGACY_LOG_FINALIZER,
 )
 from disttrain_core.observed import pod_view
+from disttrain_core.types import Body
 from disttrain_dev.polling import wait_for
 from disttrain_kube.api_errors import LogUnreadableError, TransientApiError
 from disttrain_operator.kept_log_keeper import KEEP_TRIES, UNKEPT, KeptLogKeeper, KeptLogSweeper
@@ -591,6 +592,8 @@ def test_what_is_held_of_a_pod_or_a_kept_log_does_not_grow_with_a_tenant_s_label
     slim = kept_logs.essentials(config_map)
     assert len(json.dumps(slim)) < 4096
     whole = kept_logs.sweep([config_map], set(), NOW)
-    slimmed = [[kept_logs.essentials(item) for item in found] for found in (whole.mark, whole.unmark, whole.delete)]
+    slimmed: list[list[Body]] = [
+        [kept_logs.essentials(item) for item in found] for found in (whole.mark, whole.unmark, whole.delete)
+    ]
     assert kept_logs.sweep([slim], set(), NOW) == kept_logs.Sweep(*slimmed)
     assert kept_logs.attempt_numbers([slim]) == kept_logs.attempt_numbers([config_map])
