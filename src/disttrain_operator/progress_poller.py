@@ -1,24 +1,28 @@
-"""Poll each running job's reporting pod for the trainer's progress; one thread for all jobs.
+"""Poll each running job's reporting pod for the trainer's progress; one thread schedules, a pool asks.
 
 The operator reads progress over the pod network, like a metrics scraper, so trainer pods need no
 API access. A poll without a report is skipped quietly: the final report still arrives through the
 pod's termination message. A trainer that answers without a report (204: the reporting task serves
 from before TensorFlow loads, and answers so until its first report) is asked again at the next
-interval, so its first report reaches the status within one interval. A pod that does not answer (a
-refused connection: no server there, as in a user's own container; a NetworkPolicy dropping the
-poll; an unreachable address) is polled less often (`MISSED_POLL_BACKOFF`), so that thousands of such
-jobs cost a poll each a minute rather than every interval, and polls that time out cannot fill every
-interval.
+interval, so its first report reaches the status within one interval. A pod that does not answer in
+time (a refused connection: no server there, as in a user's own container; a NetworkPolicy dropping
+the poll; an unreachable address; an answer that trickles) is polled less often (`MISSED_POLL_BACKOFF`).
+
+The port is the tenant's: one poll has one deadline for all of it and a size bound, follows no
+redirect, and a namespace holds at most `PER_NAMESPACE` of the pool's threads at once, so no tenant's
+trainers can delay another's progress.
 """
 
 from __future__ import annotations
 
 import http.client
+import io
 import logging
+import socket
 import threading
 import time
-import urllib.error
-import urllib.request
+import urllib.parse
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -33,8 +37,10 @@ from disttrain_operator.workers import ended_threads
 
 logger = logging.getLogger(__name__)
 
-POLL_TIMEOUT_SECONDS = 2.0
-MAX_RESPONSE_BYTES = 65536
+POLL_TIMEOUT_SECONDS = 2.0  # for the whole poll: connecting, asking and reading the answer
+MAX_RESPONSE_BYTES = 65536  # of the body; its headers may take as much again
+CONCURRENCY = 16
+PER_NAMESPACE = 2  # polls of one namespace at once
 # After n silent polls in a row a job waits this many intervals for its next: 1, 2, 4, then 6.
 MISSED_POLL_BACKOFF = Backoff(first=1, longest=6)
 
@@ -48,27 +54,64 @@ def progress_url(spec: DistTrainJobSpec, pods: Sequence[PodView]) -> str | None:
     return f"http://{host}:{spec.progress_port}{PROGRESS_PATH}"
 
 
-_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # pod IPs are never behind a proxy
-
-
 class SilentTrainerError(Exception):
-    """No HTTP answer on the progress port: refused, dropped until the timeout, or unreachable."""
+    """No whole HTTP answer on the progress port in time: refused, dropped, unreachable, or trickling."""
+
+
+class _Received:
+    """An answer already read, for http.client to parse (status, headers, a length or chunks)."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+
+    def makefile(self, mode: str) -> io.BytesIO:
+        return io.BytesIO(self._data)
 
 
 def fetch_progress(url: str, timeout: float = POLL_TIMEOUT_SECONDS) -> Progress | None:
-    """The trainer's latest report; None when it answered without one (204 before its first, a status or a
-    body that is no report); SilentTrainerError when nothing answered."""
+    """The trainer's latest report; None when it answered without one (204 before its first, any other status,
+    a redirect, a body that is no report); SilentTrainerError when no whole answer came within `timeout`.
+
+    http.client's and urllib3's timeouts bound each socket read, not the exchange, so a trainer sending a
+    byte a second held a poll as long as it liked: here the socket is read to a deadline and the answer
+    parsed by http.client once read."""
+    parts = urllib.parse.urlsplit(url)
+    deadline = time.monotonic() + timeout
+    request = f"GET {parts.path or '/'} HTTP/1.0\r\nHost: {parts.netloc}\r\nAccept: application/json\r\n\r\n"
     try:
-        with _DIRECT.open(url, timeout=timeout) as response:
-            return parse_progress(response.read(MAX_RESPONSE_BYTES).decode(errors="replace"))
-    except (urllib.error.HTTPError, http.client.HTTPException, ValueError):  # an answer, if not a report
-        return None
+        with socket.create_connection((parts.hostname or "", parts.port or 80), timeout=timeout) as connection:
+            connection.sendall(request.encode())
+            answer = _read_to_deadline(connection, deadline, 2 * MAX_RESPONSE_BYTES)
     except OSError as error:
         raise SilentTrainerError(url) from error
+    try:
+        response = http.client.HTTPResponse(_Received(answer))  # type: ignore[arg-type]
+        response.begin()
+        body = response.read(MAX_RESPONSE_BYTES) if response.status == http.client.OK else b""
+    except (http.client.HTTPException, ValueError):
+        return None
+    return parse_progress(body.decode(errors="replace")) if body else None
+
+
+def _read_to_deadline(connection: socket.socket, deadline: float, limit: int) -> bytes:
+    """What the peer sends until it closes, or `limit` bytes; TimeoutError past the deadline."""
+    received = bytearray()
+    while len(received) < limit:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("no whole answer in time")
+        connection.settimeout(left)
+        chunk = connection.recv(limit - len(received))
+        if not chunk:
+            break
+        received += chunk
+    return bytes(received)
 
 
 class ProgressPoller:
-    """Every `interval` seconds, poll every target; a report that differs from the last one is passed on."""
+    """Every `interval` seconds, poll every target that is due; a report that differs from the last one is
+    passed on. A namespace's polls wait their turn in its own queue, at most `per_namespace` asked at once;
+    a job still waiting or being asked is not queued again."""
 
     def __init__(
         self,
@@ -77,7 +120,8 @@ class ProgressPoller:
         interval: float,
         *,
         fetch: Callable[[str], Progress | None] = fetch_progress,
-        concurrency: int = 16,
+        concurrency: int = CONCURRENCY,
+        per_namespace: int = PER_NAMESPACE,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._targets = targets
@@ -85,10 +129,15 @@ class ProgressPoller:
         self._interval = interval
         self._fetch = fetch
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="disttrain-progress")
+        self._per_namespace = per_namespace
         self._clock = clock
+        self._lock = threading.Condition()
         self._latest: dict[JobKey, Progress] = {}
         self._misses: dict[JobKey, int] = {}  # silent polls in a row
         self._due: dict[JobKey, float] = {}  # a job that stays silent is not polled before then
+        self._waiting: dict[str, deque[tuple[JobKey, str, float]]] = {}  # by namespace: (job, url, when queued)
+        self._asking: Counter[str] = Counter()  # polls in hand, by namespace
+        self._queued: set[JobKey] = set()  # waiting or being asked
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="disttrain-progress-poller", daemon=True)
 
@@ -103,30 +152,66 @@ class ProgressPoller:
         return ended_threads([self._thread], self._stop.is_set())
 
     def latest(self, key: JobKey) -> Progress | None:
-        return self._latest.get(key)
+        with self._lock:
+            return self._latest.get(key)
 
     def forget(self, key: JobKey) -> None:
-        self._latest.pop(key, None)
-        self._misses.pop(key, None)
-        self._due.pop(key, None)
+        with self._lock:
+            self._latest.pop(key, None)
+            self._misses.pop(key, None)
+            self._due.pop(key, None)
 
-    def poll_once(self) -> list[JobKey]:
-        """Poll every target that is due; returns the jobs with a new report (each already passed on)."""
+    def queue_due(self) -> None:
+        """Queue every target that is due and not queued already, and start what each namespace may."""
         now = self._clock()
-        targets = [(key, url) for key, url in self._targets() if self._due.get(key, now) <= now]
-        answers = self._pool.map(self._ask, [url for _, url in targets])
-        changed: list[JobKey] = []
-        for (key, _), (report, silent) in zip(targets, answers, strict=True):
-            self._back_off(key, now, silent=silent)
-            if report is not None and report != self._latest.get(key):
+        with self._lock:
+            for key, url in self._targets():
+                if key in self._queued or self._due.get(key, now) > now:
+                    continue
+                self._queued.add(key)
+                self._waiting.setdefault(key[0], deque()).append((key, url, now))
+            for namespace in list(self._waiting):
+                self._start(namespace)
+
+    def poll_once(self, timeout: float = 4 * POLL_TIMEOUT_SECONDS) -> list[JobKey]:
+        """Queue what is due and wait (at most `timeout`) for every poll to end; the jobs whose report changed,
+        each already passed on."""
+        with self._lock:
+            before = dict(self._latest)
+        self.queue_due()
+        with self._lock:
+            self._lock.wait_for(lambda: not self._queued, timeout=timeout)
+            return [key for key, report in self._latest.items() if before.get(key) != report]
+
+    def _start(self, namespace: str) -> None:
+        """Hand the namespace's next polls to the pool, as far as its share allows; under the lock."""
+        waiting = self._waiting.get(namespace)
+        while waiting and self._asking[namespace] < self._per_namespace:
+            key, url, queued_at = waiting.popleft()
+            self._asking[namespace] += 1
+            self._pool.submit(self._poll, key, url, queued_at)
+        if not waiting:
+            self._waiting.pop(namespace, None)
+
+    def _poll(self, key: JobKey, url: str, queued_at: float) -> None:
+        report, silent = self._ask(url)
+        with self._lock:
+            self._back_off(key, queued_at, silent=silent)
+            changed = report is not None and report != self._latest.get(key)
+            if changed and report is not None:
                 self._latest[key] = report
-                changed.append(key)
-        for key in changed:
+        if changed:
             try:
                 self._on_report(key)
             except Exception:  # one job's failed reconcile must not stop the polling of every other job
                 logger.exception("progress update of %s failed", key)
-        return changed
+        with self._lock:
+            self._asking[key[0]] -= 1
+            if not self._asking[key[0]]:
+                del self._asking[key[0]]
+            self._queued.discard(key)
+            self._start(key[0])
+            self._lock.notify_all()
 
     def _ask(self, url: str) -> tuple[Progress | None, bool]:
         """The report, if any, and whether the trainer was silent."""
@@ -134,6 +219,9 @@ class ProgressPoller:
             return self._fetch(url), False
         except SilentTrainerError:
             return None, True
+        except Exception:  # a bug: this job's poll is lost, never the pool's thread or its namespace's share
+            logger.exception("polling %s failed", url)
+            return None, False
 
     def _back_off(self, key: JobKey, now: float, *, silent: bool) -> None:
         if not silent:
@@ -147,6 +235,6 @@ class ProgressPoller:
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
             try:
-                self.poll_once()
+                self.queue_due()
             except Exception:
                 logger.exception("progress poll failed")

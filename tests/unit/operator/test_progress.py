@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler
+from typing import ClassVar
 
 import pytest
 
@@ -16,6 +19,7 @@ from disttrain_core.observed import PodPhase, pod_view
 from disttrain_core.progress import newest, parse_progress, reporting_task, with_report
 from disttrain_core.status_from_pods import aggregate
 from disttrain_operator.progress_poller import (
+    PER_NAMESPACE,
     ProgressPoller,
     SilentTrainerError,
     fetch_progress,
@@ -228,5 +232,103 @@ def test_a_failing_callback_does_not_stop_the_poll() -> None:
 
     targets = [(("ns", "a"), "a"), (("ns", "b"), "b")]
     poller = ProgressPoller(lambda: targets, broken, interval=60, fetch=lambda url: _report(len(url), T0))
-    assert poller.poll_once() == [("ns", "a"), ("ns", "b")]
+    assert sorted(poller.poll_once()) == [("ns", "a"), ("ns", "b")]
+    poller.stop()
+
+
+REPORT = json.dumps({"step": 8000, "updateTime": "2026-01-01T00:00:00Z"}).encode()
+
+
+class _Trickling(BaseHTTPRequestHandler):
+    """A tenant's trainer that sends its report a byte every 0.2 s: each read is quick, the answer is not."""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(REPORT)))
+        self.end_headers()
+        for byte in REPORT:
+            self.wfile.write(bytes([byte]))
+            self.wfile.flush()
+            time.sleep(0.2)
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Quiet."""
+
+
+class _Asked(BaseHTTPRequestHandler):
+    """Counts the requests it is sent, and answers each with a report."""
+
+    asked: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:
+        _Asked.asked.append(self.path)
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(REPORT)
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Quiet."""
+
+
+def test_a_poll_has_one_deadline_for_the_whole_answer() -> None:
+    """A trainer whose every read comes within the timeout, but whose answer does not, is silent."""
+    with http_server(_Trickling) as server, pytest.raises(SilentTrainerError):
+        fetch_progress(f"http://127.0.0.1:{server.server_address[1]}/progress", timeout=1.0)
+
+
+def test_a_poll_follows_no_redirect_and_reads_a_bounded_answer() -> None:
+    """A tenant's trainer cannot make the operator fetch what it points at, nor read without end."""
+    _Asked.asked = []
+    with http_server(_Asked) as elsewhere:
+        target = f"http://127.0.0.1:{elsewhere.server_address[1]}/secret"
+
+        class Redirecting(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self.send_response(302)
+                self.send_header("Location", target)
+                self.end_headers()
+
+            def log_message(self, format: str, *args: object) -> None:
+                """Quiet."""
+
+        class Endless(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self.send_response(200)
+                self.end_headers()
+                self.wfile.write(REPORT[:-1] + b" " * (8 << 20) + b"}")
+
+            def log_message(self, format: str, *args: object) -> None:
+                """Quiet."""
+
+        with http_server(Redirecting) as redirecting:
+            assert fetch_progress(f"http://127.0.0.1:{redirecting.server_address[1]}/progress", timeout=2) is None
+        with http_server(Endless) as endless:
+            assert fetch_progress(f"http://127.0.0.1:{endless.server_address[1]}/progress", timeout=2) is None
+        assert fetch_progress(f"{target}/../progress", timeout=2) == parse_progress(REPORT.decode())
+    assert _Asked.asked == ["/secret/../progress"]  # the redirect's target was never asked
+
+
+def test_one_namespace_s_slow_trainers_do_not_delay_another_s_progress() -> None:
+    """Twenty of tenant A's trainers hang on every poll; tenant B's report is passed on all the same, while A
+    holds at most its share of the pool."""
+    release, reported, counting = threading.Event(), threading.Event(), threading.Lock()
+    asking = [0, 0]  # A's polls in hand now, and the most at once
+
+    def fetch(url: str) -> Progress | None:
+        if url.startswith("a"):
+            with counting:
+                asking[0] += 1
+                asking[1] = max(asking)
+            release.wait(10)
+            with counting:
+                asking[0] -= 1
+            return None
+        return _report(1, T0)
+
+    targets = [(("team-a", f"job-{n}"), f"a{n}") for n in range(20)] + [(("team-b", "job"), "b")]
+    poller = ProgressPoller(lambda: targets, lambda key: reported.set(), 10, fetch=fetch)
+    poller.queue_due()
+    assert reported.wait(5)
+    assert poller.latest(("team-b", "job")) == _report(1, T0) and asking[1] <= PER_NAMESPACE
+    release.set()
     poller.stop()
