@@ -48,15 +48,29 @@ def _print_or_fail(source: str, produce: Callable[[str], str]) -> int:
 @click.option(
     "--gang-by-default", is_flag=True, help="as an operator with DISTTRAIN_GANG_BY_DEFAULT: every job is a gang"
 )
+@click.option(
+    "--no-network-policy",
+    is_flag=True,
+    help="as an operator with DISTTRAIN_NETWORK_POLICY=false: no NetworkPolicy closes the job's trainers",
+)
 def render_command(
-    file: str, namespace: str | None, cluster_domain: str | None, gang_scheduler: str, gang_by_default: bool
+    file: str,
+    *,
+    namespace: str | None,
+    cluster_domain: str | None,
+    gang_scheduler: str,
+    gang_by_default: bool,
+    no_network_policy: bool,
 ) -> int:
     """Validate a DistTrainJob manifest and print every object the operator would create.
 
     FILE is a manifest file, or - for standard input.
     """
     settings = BuildSettings(
-        cluster_domain=cluster_domain, gang_scheduler=GangScheduler(gang_scheduler), gang_by_default=gang_by_default
+        cluster_domain=cluster_domain,
+        gang_scheduler=GangScheduler(gang_scheduler),
+        gang_by_default=gang_by_default,
+        network_policy=not no_network_policy,
     )
     return _print_or_fail(file, lambda text: render(text, settings, namespace=namespace))
 

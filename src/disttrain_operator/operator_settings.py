@@ -46,6 +46,10 @@ class OperatorSettings(BaseSettings):
     kueue_tfjob_integration: bool = False
     watch_seconds: int = Field(WATCH_SECONDS, ge=5)  # how long the API server keeps one watch open
     log_sweep_seconds: float = Field(SWEEP_SECONDS, gt=0)  # how often kept logs past their TTL are looked for
+    network_policy: bool = True  # each job's trainers closed to other pods (`disttrain_core.builders.network_policy`)
+    # The operator's own namespace, which that policy admits to the progress port: the Deployment gives it from
+    # the downward API. Unset (an operator outside the cluster), the policy admits the operator's label anywhere.
+    pod_namespace: str | None = Field(None, validation_alias="POD_NAMESPACE")
 
     @field_validator("watch_namespaces", mode="before")
     @classmethod
@@ -55,7 +59,11 @@ class OperatorSettings(BaseSettings):
     @property
     def build(self) -> BuildSettings:
         return BuildSettings(
-            cluster_domain=self.cluster_domain, gang_scheduler=self.gang_scheduler, gang_by_default=self.gang_by_default
+            cluster_domain=self.cluster_domain,
+            gang_scheduler=self.gang_scheduler,
+            gang_by_default=self.gang_by_default,
+            network_policy=self.network_policy,
+            operator_namespace=self.pod_namespace,
         )
 
     @property

@@ -18,6 +18,8 @@ class BuildSettings:
     cluster_domain: str | None = None
     gang_scheduler: GangScheduler = GangScheduler.SCHEDULER_PLUGINS
     gang_by_default: bool = False  # every job is a gang unless it opts out (`runPolicy.gang: false`)
+    network_policy: bool = True  # each job's trainers closed to all but the job and the operator
+    operator_namespace: str | None = None  # where the operator's pods run, which that policy admits
 
     @property
     def gang(self) -> Gang:

@@ -53,6 +53,11 @@ def label_name(job_name: str, suffix: str) -> str:
     return f"{job_name[:keep].rstrip('-')}-{digest}-{suffix}"
 
 
+def trainer_policy_name(job_name: str) -> str:
+    """The NetworkPolicy of the job's trainers: named as the job, as its Service is."""
+    return job_name
+
+
 def checkpoint_claim_name(job_name: str) -> str:
     return f"{job_name}-checkpoint"
 

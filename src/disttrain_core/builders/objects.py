@@ -18,7 +18,7 @@ from disttrain_core import kept_logs
 from disttrain_core.api import tfjob
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType
-from disttrain_core.builders import naming, tensorboard, volume_readers
+from disttrain_core.builders import naming, network_policy, tensorboard, volume_readers
 from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.gang import GANG_KINDS
 from disttrain_core.builders.naming import tensorflow_container
@@ -205,6 +205,14 @@ def gang(job: DistTrainJob, settings: BuildSettings) -> list[Manifest]:
     ]
 
 
+def trainer_network_policy(job: DistTrainJob, settings: BuildSettings) -> Manifest | None:
+    """The job's NetworkPolicy (`network_policy`), made before any pod; None where the install turned it off."""
+    if not settings.network_policy:
+        return None
+    name = naming.trainer_policy_name(job.metadata.name)
+    return network_policy.network_policy(job, settings, _metadata(job, name, naming.job_labels(job.metadata.name)))
+
+
 def tensorboard_objects(job: DistTrainJob) -> list[Manifest]:
     """The job's TensorBoard Deployment, Service and NetworkPolicy, if it asks for one."""
     if not job.spec.tensorboard_enabled or job.spec.checkpoint is None:
@@ -222,11 +230,11 @@ Build = Callable[[], Manifest]
 
 
 def owned_objects(job: DistTrainJob, settings: BuildSettings) -> Iterator[tuple[ObjectRef, Build]]:
-    """Everything the job owns, in creation order (Service, PVC, its gang: a PodGroup, or a Workload and its
-    PodGroup; then pods by type and index, then its TensorBoard), each named before it is built: a pod,
-    large in a large job, is built only by whoever wants it."""
+    """Everything the job owns, in creation order (Service, its NetworkPolicy, PVC, its gang: a PodGroup, or a
+    Workload and its PodGroup; then pods by type and index, then its TensorBoard), each named before it is
+    built: a pod, large in a large job, is built only by whoever wants it."""
     configs = TFConfigs(job, settings)
-    small = [service(job), checkpoint_claim(job), *gang(job, settings)]
+    small = [service(job), trainer_network_policy(job, settings), checkpoint_claim(job), *gang(job, settings)]
     for item in small:
         if item is not None:
             yield object_key(item), _built(item)

@@ -25,7 +25,8 @@ def _run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[st
 def test_render_prints_a_stream_of_objects(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["render", str(ROOT / "examples" / "multi-worker-mirrored-gpu.yaml")]) == 0
     documents = yaml_io.load_all(capsys.readouterr().out)
-    assert [document["kind"] for document in documents] == ["Service", "PersistentVolumeClaim"] + ["Pod"] * 4
+    kinds = [document["kind"] for document in documents]
+    assert kinds == ["Service", "NetworkPolicy", "PersistentVolumeClaim"] + ["Pod"] * 4
     assert all(document["metadata"]["namespace"] == "default" for document in documents)
 
 

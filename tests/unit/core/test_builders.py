@@ -63,6 +63,7 @@ def test_parameter_server_objects() -> None:
     kinds = [(item["kind"], item["metadata"]["name"]) for item in objects]
     assert kinds == [
         ("Service", "census-ps"),
+        ("NetworkPolicy", "census-ps"),
         ("Pod", "census-ps-chief-0"),
         ("Pod", "census-ps-worker-0"),
         ("Pod", "census-ps-worker-1"),
@@ -73,7 +74,7 @@ def test_parameter_server_objects() -> None:
     service = objects[0]
     assert service["spec"]["clusterIP"] == "None"
     assert service["spec"]["publishNotReadyAddresses"] is True
-    for item in objects[1:]:
+    for item in objects[2:]:
         assert item["spec"]["hostname"] == item["metadata"]["name"]
         assert item["spec"]["subdomain"] == "census-ps"
         assert item["metadata"]["namespace"] == "default"
@@ -303,7 +304,7 @@ def test_kubernetes_gangs_are_a_workload_and_its_pod_group_which_every_pod_but_t
     native = BuildSettings(gang_scheduler=GangScheduler.KUBERNETES)
     built = desired_objects(_job(spec, uid="u1"), native)
     workload, group = (item for item in built if item["kind"] in ("Workload", "PodGroup"))
-    assert [item["kind"] for item in built[:3]] == ["Service", "Workload", "PodGroup"]  # before any pod
+    assert [item["kind"] for item in built[:4]] == ["Service", "NetworkPolicy", "Workload", "PodGroup"]  # before pods
     gang = {"schedulingPolicy": {"gang": {"minCount": 7}}, "priorityClassName": "high"}  # 1 + 4 + 2
     assert workload["apiVersion"] == group["apiVersion"] == "scheduling.k8s.io/v1alpha2"
     assert workload["spec"] == {

@@ -30,7 +30,13 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
 SETTINGS = BuildSettings()
 TEMPLATE = {"spec": {"containers": [{"name": "tensorflow", "image": "i"}]}}
 MWMS = parse_job(load_one(ROOT / "examples" / "multi-worker-mirrored-gpu.yaml"))
-CHILDREN = [ObjectRef("Service", "mnist-mwms"), ObjectRef("PersistentVolumeClaim", "mnist-mwms-checkpoint")]
+CHILDREN = [
+    ObjectRef("Service", "mnist-mwms"),
+    ObjectRef("NetworkPolicy", "mnist-mwms"),
+    ObjectRef("PersistentVolumeClaim", "mnist-mwms-checkpoint"),
+]
+
+JOB_CHILDREN = [ObjectRef("Service", "job"), ObjectRef("NetworkPolicy", "job")]
 
 
 def _job(counts: dict[str, int], policy: str = "ExitCode", **run_policy: Any) -> DistTrainJob:
@@ -57,7 +63,9 @@ def _mwms_worker(index: int, phase: PodPhase = PodPhase.RUNNING, deleting: bool 
 
 def test_everything_for_a_new_job() -> None:
     names = [object_key(item).name for item in plan(MWMS, [], [], SETTINGS, now=NOW).create]
-    assert names == ["mnist-mwms", "mnist-mwms-checkpoint", *(f"mnist-mwms-worker-{i}" for i in range(4))]
+    kinds = [item["kind"] for item in plan(MWMS, [], [], SETTINGS, now=NOW).create]
+    assert names == ["mnist-mwms", "mnist-mwms", "mnist-mwms-checkpoint", *(f"mnist-mwms-worker-{i}" for i in range(4))]
+    assert kinds[:3] == ["Service", "NetworkPolicy", "PersistentVolumeClaim"]  # closed before any pod starts
 
 
 def test_no_pod_starts_while_one_of_an_earlier_attempt_still_stops() -> None:
@@ -258,7 +266,7 @@ def test_succeeded_indexes_are_never_created_again() -> None:
     job = _job({"Chief": 1, "Worker": 2})
     done = {ReplicaType.WORKER: ReplicaStatus(succeeded_indexes=[1])}
     job = job.model_copy(update={"status": job.status.model_copy(update={"replica_statuses": done})})
-    result = plan(job, [_pod(ReplicaType.CHIEF, 0)], [ObjectRef("Service", "job")], SETTINGS, now=NOW)
+    result = plan(job, [_pod(ReplicaType.CHIEF, 0)], JOB_CHILDREN, SETTINGS, now=NOW)
     assert [object_key(item).name for item in result.create] == ["job-worker-0"]
 
 
@@ -277,7 +285,7 @@ def test_a_suspended_job_has_no_pods_but_keeps_its_volume() -> None:
     job = job.model_copy(update={"spec": job.spec.model_copy(update={"checkpoint": MWMS.spec.checkpoint})})
     result = _plan(job, [_pod(ReplicaType.WORKER, 0), _pod(ReplicaType.WORKER, 1, deleting=True)])
     assert result.delete == ["job-worker-0"]
-    assert [item["kind"] for item in result.create] == ["Service", "PersistentVolumeClaim"]
+    assert [item["kind"] for item in result.create] == ["Service", "NetworkPolicy", "PersistentVolumeClaim"]
 
 
 def test_pods_stuck_terminating_are_removed_by_force_after_a_bounded_wait() -> None:
@@ -378,14 +386,12 @@ def test_a_pod_that_ended_is_deleted_only_once_its_log_is_kept() -> None:
 
 def test_a_new_pod_is_one_attempt_past_its_index_s_latest() -> None:
     job = _job({"Worker": 2})
-    first = _plan(job, [], children=[ObjectRef("Service", "job")])
+    first = _plan(job, [], children=JOB_CHILDREN)
     assert [item["metadata"]["annotations"][ATTEMPT] for item in first.create] == ["1", "1"]
     seen = [_pod(ReplicaType.WORKER, 0, attempt=1), _pod(ReplicaType.WORKER, 1, attempt=3)]
     status = aggregate(job, seen, created=True, now=NOW)
     assert status.replica_statuses[ReplicaType.WORKER].attempts == [1, 3]
-    replaced = plan(
-        job.model_copy(update={"status": status}), seen[:1], [ObjectRef("Service", "job")], SETTINGS, now=NOW
-    )
+    replaced = plan(job.model_copy(update={"status": status}), seen[:1], JOB_CHILDREN, SETTINGS, now=NOW)
     assert [(item["metadata"]["name"], item["metadata"]["annotations"][ATTEMPT]) for item in replaced.create] == [
         ("job-worker-1", "4")
     ]
@@ -436,7 +442,7 @@ def test_a_plan_builds_only_the_pods_it_creates_at_most_a_batch(monkeypatch: pyt
 def test_a_suspended_job_builds_no_pod(monkeypatch: pytest.MonkeyPatch) -> None:
     built = _counting_pod_builds(monkeypatch)
     suspended = plan(_job({"PS": 300, "Worker": 300}, suspend=True), [], [], SETTINGS, now=NOW)
-    assert built == [] and [item["kind"] for item in suspended.create] == ["Service"]
+    assert built == [] and [item["kind"] for item in suspended.create] == ["Service", "NetworkPolicy"]
 
 
 def test_every_pod_s_tf_config_is_its_own_cluster_and_task_written_once() -> None:

@@ -71,7 +71,7 @@ def test_accepted_iff_every_pod_name_fits_and_then_names_and_addresses_hold(mani
     objects = desired_objects(job, BuildSettings())
     pods = [item for item in objects if item["kind"] == "Pod"]
     assert len(pods) == job.spec.total_replicas
-    names = [item["metadata"]["name"] for item in objects]
+    names = [(item["kind"], item["metadata"]["name"]) for item in objects]
     assert len(set(names)) == len(names)
     for item in pods:
         assert len(item["metadata"]["name"]) <= 63

@@ -104,7 +104,7 @@ def test_a_served_tfjob_is_reconciled_and_its_status_written_to_the_tfjob() -> N
     reconciler = Reconciler(kube, BuildSettings(), lambda *_, **__: None, clock=lambda: NOW)
     body = _tfjob(Worker=2)
     reconciler.reconcile(body, [], [])
-    assert kube.created == ["Service/mnist", "Pod/mnist-worker-0", "Pod/mnist-worker-1"]
+    assert kube.created == ["Service/mnist", "NetworkPolicy/mnist", "Pod/mnist-worker-0", "Pod/mnist-worker-1"]
     assert kube.status_kinds == ["TFJob"]
     written = kube.statuses[-1]
     assert [(c["type"], c["reason"]) for c in written["conditions"]] == [("Created", "TFJobCreated")]

@@ -43,7 +43,8 @@ def test_readme_s_first_job_renders_two_workers_and_a_tensorboard(
     manifest.write_text(readme.block("first-job"))
     assert main(["render", str(manifest)]) == 0
     kinds = [document["kind"] for document in yaml_io.load_all(capsys.readouterr().out)]
-    assert kinds == ["Service", "PersistentVolumeClaim", "Pod", "Pod", "Deployment", "Service", "NetworkPolicy"]
+    trainers = ["Service", "NetworkPolicy", "PersistentVolumeClaim", "Pod", "Pod"]
+    assert kinds == [*trainers, "Deployment", "Service", "NetworkPolicy"]
 
 
 def test_the_api_page_names_every_status_field_and_printer_column() -> None:
