@@ -38,11 +38,17 @@ MAX_FOLLOWS = 32
 MAX_FOLLOWS_PER_NAMESPACE = 16
 THREADS = MAX_FOLLOWS + 2  # the 2 besides keep the logs of pods that ended, which restarts wait for
 END_SECONDS = 10.0  # how long a followed log, once its stream ended, waits for its pod to show how it ended
+# A follow's bounds: a tenant's pod may stop slowly (a grace period of its own choosing) or print without end.
+# Past either, what was read is kept, and the follow's thread serves others.
+FOLLOW_SECONDS = 300.0
+FOLLOW_BYTES = 256 * 1024 * 1024
 
 
 class LogApi(Protocol):
     def read(self, path: str, params: dict[str, str]) -> dict[str, Any] | None: ...
-    def pod_log_chunks(self, namespace: str, name: str, container: str, *, follow: bool = False) -> Iterator[bytes]: ...
+    def pod_log_chunks(
+        self, namespace: str, name: str, container: str, *, follow: bool = False, read_timeout: float | None = None
+    ) -> Iterator[bytes]: ...
     def create(self, manifest: Manifest) -> bool: ...
     def patch_pod(self, namespace: str, name: str, patch: list[dict[str, Any]]) -> bool: ...
     def list_metadata(self, path: str, query: dict[str, str]) -> Iterable[dict[str, Any]]: ...
@@ -87,6 +93,7 @@ class KeptLogKeeper(Workers):
         ready: threading.Event | None = None,
         retry_seconds: float = RETRY_SECONDS,
         end_seconds: float = END_SECONDS,
+        follow_seconds: float = FOLLOW_SECONDS,
     ) -> None:
         """`job_uids`: the uids of the jobs of a key that exist now; `wake`: asks for a job's reconcile once one
         of its pods' logs is settled; `clock`: with microseconds, as it orders the attempts of a replica, which
@@ -107,6 +114,8 @@ class KeptLogKeeper(Workers):
         self._pending: set[str] = set()  # uids queued or in hand
         self._following: Counter[str] = Counter()  # follows in hand, by namespace
         self._max_follows_per_namespace = max_follows_per_namespace
+        self._contending: set[str] = set()  # namespaces that hold a follow or wait for one, as `_take` last saw
+        self._follow_seconds = follow_seconds
         self._settled: set[str] = set()  # uids of pods whose log is kept or given up, until the pod is gone
         self._unkept: dict[str, list[UnkeptLogs]] = {}  # by the job's uid
         self._end_seconds = end_seconds
@@ -175,6 +184,9 @@ class KeptLogKeeper(Workers):
     def _take(self, tasks: deque[_Task], due: float | None = None) -> _Task | None:
         """The first task (due by `due`) that a thread may take: a follow only while the keeper, and the pod's
         namespace, hold fewer than their most."""
+        self._contending = set(self._following) | {
+            task.namespace for queue in (self._fresh, self._retries) for task in queue if task.follow
+        }
         for index, task in enumerate(tasks):
             if due is not None and task.due > due:
                 return None
@@ -186,8 +198,14 @@ class KeptLogKeeper(Workers):
         return None
 
     def _may_follow(self, namespace: str) -> bool:
+        """While the follows are not all taken, and the namespace holds fewer than its share: the keeper's follows
+        split evenly between the namespaces that hold or wait for one, at most `max_follows_per_namespace`
+        each. A follow lasts at most FOLLOW_SECONDS, so a namespace over its share gives way within that."""
+        share = max(1, self._max_follows // max(1, len(self._contending)))
         in_namespace = self._following[namespace]
-        return self._following.total() < self._max_follows and in_namespace < self._max_follows_per_namespace
+        return self._following.total() < self._max_follows and in_namespace < min(
+            share, self._max_follows_per_namespace
+        )
 
     def _next(self) -> _Task | None:
         with self._condition:
@@ -274,8 +292,14 @@ class KeptLogKeeper(Workers):
             return
         try:
             chunks = self._kube.pod_log_chunks(
-                task.namespace, task.name, kept_logs.logged_container(pod), follow=task.follow
+                task.namespace,
+                task.name,
+                kept_logs.logged_container(pod),
+                follow=task.follow,
+                read_timeout=self._follow_seconds if task.follow else None,
             )
+            if task.follow:
+                chunks = self._bounded(chunks, task)
             tail = kept_logs.log_tail(chunks, kept_logs.max_bytes(pod))
         except LogUnreadableError as error:
             logger.info("the log of %s/%s cannot be read, not kept: %s", task.namespace, task.name, error)
@@ -301,6 +325,23 @@ class KeptLogKeeper(Workers):
         replica = kept_logs.replica_of(pod)
         if gap is not None and present and replica is not None:
             self._report(pod, UnkeptLogs(replica=replica, first_attempt=gap[0], last_attempt=gap[1], reason=UNKEPT))
+
+    def _bounded(self, chunks: Iterator[bytes], task: _Task) -> Iterator[bytes]:
+        """A follow's chunks until FOLLOW_BYTES or `follow_seconds` (a silent stream's read gives up then too)."""
+        deadline, read = time.monotonic() + self._follow_seconds, 0
+        try:
+            for chunk in chunks:
+                yield chunk
+                read += len(chunk)
+                if read >= FOLLOW_BYTES or time.monotonic() >= deadline:
+                    break
+            else:
+                return
+        except TransientApiError:
+            if time.monotonic() < deadline:  # broken off, not silent to the end: worth another try
+                raise
+        metrics.FOLLOWS_CUT.inc()
+        logger.info("the log of %s/%s: its follow cut after %d bytes", task.namespace, task.name, read)
 
     def _kept_logs(self, pod: Body, task: _Task) -> list[dict[str, Any]]:
         """The pod's replica's kept logs (what of their metadata `kept_logs.essentials` keeps)."""

@@ -20,6 +20,10 @@ JOBS_DISRUPTED = Counter(
 )
 JOBS_ACTIVE = Gauge("disttrain_jobs_active", "Jobs neither succeeded nor failed.", ["namespace"])
 JOBS_BY_PHASE = Gauge("disttrain_jobs", "Jobs the operator knows, by phase.", ["namespace", "phase"])
+FOLLOWS_CUT = Counter(
+    "disttrain_log_follows_cut_total",
+    "Follows of a deleted pod's log cut at their bound of time or bytes; what was read is kept.",
+)
 RECONCILE_ERRORS = Counter(
     "disttrain_reconcile_errors_total", "Reconciles that failed for another reason than the API, by error.", ["error"]
 )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from functools import partial
@@ -34,6 +35,7 @@ from disttrain_core.observed import pod_view
 from disttrain_core.types import Body
 from disttrain_dev.polling import wait_for
 from disttrain_kube.api_errors import LogUnreadableError, TransientApiError
+from disttrain_operator import kept_log_keeper
 from disttrain_operator.kept_log_keeper import KEEP_TRIES, UNKEPT, KeptLogKeeper, KeptLogSweeper
 from disttrain_operator.watch import Scope
 from job_builder import JobBuilder
@@ -142,7 +144,9 @@ class _LogApi:
     def read(self, path: str, params: dict[str, str]) -> dict[str, Any] | None:
         return self.found
 
-    def pod_log_chunks(self, namespace: str, name: str, container: str, *, follow: bool = False) -> Iterator[bytes]:
+    def pod_log_chunks(
+        self, namespace: str, name: str, container: str, *, follow: bool = False, read_timeout: float | None = None
+    ) -> Iterator[bytes]:
         self.log_reads += 1
         if isinstance(self.log, Exception):
             error, self.log = self.log, [b"read at last\n"]
@@ -433,7 +437,9 @@ class _FollowedLogApi(_LogApi):
     def read(self, path: str, params: dict[str, str]) -> dict[str, Any] | None:
         return self.pods.get(params["name"])
 
-    def pod_log_chunks(self, namespace: str, name: str, container: str, *, follow: bool = False) -> Iterator[bytes]:
+    def pod_log_chunks(
+        self, namespace: str, name: str, container: str, *, follow: bool = False, read_timeout: float | None = None
+    ) -> Iterator[bytes]:
         if follow:
             self.follows.append(name)
             assert namespace != "team" or self.stopped.wait(timeout=10)  # the others' containers stop at once
@@ -597,3 +603,91 @@ def test_what_is_held_of_a_pod_or_a_kept_log_does_not_grow_with_a_tenant_s_label
     ]
     assert kept_logs.sweep([slim], set(), NOW) == kept_logs.Sweep(*slimmed)
     assert kept_logs.attempt_numbers([slim]) == kept_logs.attempt_numbers([config_map])
+
+
+class _EndlessLogApi(_FollowedLogApi):
+    """Pods of `team` whose deleted containers print forever (a grace period and a loop of the tenant's own),
+    as fast as a test allows or with `pause` between lines; the others' end at once."""
+
+    def __init__(self, pods: dict[str, dict[str, Any]], pause: float = 0.0) -> None:
+        super().__init__(pods)
+        self.pause = pause
+
+    def pod_log_chunks(
+        self, namespace: str, name: str, container: str, *, follow: bool = False, read_timeout: float | None = None
+    ) -> Iterator[bytes]:
+        if follow:
+            self.follows.append(name)
+        if namespace != "team":
+            return iter([f"{name} to its end\n".encode()])
+        return self._forever()
+
+    def _forever(self) -> Iterator[bytes]:
+        while not self.stopped.is_set():
+            yield b"x" * 1023 + b"\n"
+            time.sleep(self.pause)
+
+
+def _deleting_pods(count: int, namespace: str = "team") -> dict[str, dict[str, Any]]:
+    job = _job(workers=count)
+    found = {}
+    for index in range(count):
+        body = _pod(
+            job, uid=f"{namespace[:4]}000{index}-0000-0000-0000-000000000000", deletionTimestamp="2026-11-25T12:00:00Z"
+        )
+        body["metadata"].update(name=f"mnist-worker-{index}", namespace=namespace)
+        body["metadata"]["labels"]["disttrain.io/replica-index"] = str(index)
+        found[body["metadata"]["name"]] = body
+    return found
+
+
+def test_a_follow_is_bounded_in_time_and_the_namespaces_share_the_follows() -> None:
+    """A tenant whose deleted pods print for ever takes every follow while it is alone; each is cut at its bound
+    and kept with what was read, and a namespace that comes meanwhile gets its share at once."""
+    endless = _deleting_pods(4)
+    other = _deleting_pods(1, "other-team")["mnist-worker-0"]
+    api = _EndlessLogApi({**endless}, pause=0.01)
+    keeper = KeptLogKeeper(
+        api,
+        lambda key: {JOB_UID},
+        clock=lambda: NOW,
+        threads=6,
+        max_follows=4,
+        max_follows_per_namespace=4,
+        end_seconds=0,
+        follow_seconds=2.0,
+    )
+    keeper.start()
+    try:
+        for name, body in endless.items():
+            keeper.offer(("team", "mnist"), "team", name, body["metadata"]["uid"], body)
+        _until("the tenant alone holds every follow", lambda: len(api.follows) == 4)
+        keeper.offer(("other-team", "mnist"), "other-team", "mnist-worker-0", other["metadata"]["uid"], other)
+        _until("the other namespace's pod kept", lambda: keeper.settled(other["metadata"]["uid"]))
+        _until(
+            "each endless log kept as far as it was read",
+            lambda: all(keeper.settled(b["metadata"]["uid"]) for b in endless.values()),
+        )
+    finally:
+        api.stopped.set()
+        keeper.stop()
+        keeper.join(timeout=10)
+    kept = {item["metadata"]["annotations"][kept_logs.POD_UID]: item for item in api.created}
+    assert all(kept[body["metadata"]["uid"]]["data"]["log"].startswith("x") for body in endless.values())
+
+
+def test_a_follow_is_bounded_in_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kept_log_keeper, "FOLLOW_BYTES", 4 << 20)
+    endless = _deleting_pods(1)
+    api = _EndlessLogApi(endless)
+    keeper = KeptLogKeeper(api, lambda key: {JOB_UID}, clock=lambda: NOW, end_seconds=0, follow_seconds=600)
+    keeper.start()
+    try:
+        body = endless["mnist-worker-0"]
+        keeper.offer(("team", "mnist"), "team", "mnist-worker-0", body["metadata"]["uid"], body)
+        _until("the endless log kept", lambda: keeper.settled(body["metadata"]["uid"]))
+    finally:
+        api.stopped.set()
+        keeper.stop()
+        keeper.join(timeout=10)
+    assert int(api.created[0]["metadata"]["annotations"][kept_logs.LOG_BYTES]) == 4 << 20

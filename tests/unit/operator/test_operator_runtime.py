@@ -47,7 +47,9 @@ class _Api(RecordingApi):
     def read(self, path: str, params: dict[str, str]) -> dict[str, Any] | None:
         raise AssertionError("no pod here ends")
 
-    def pod_log_chunks(self, namespace: str, name: str, container: str, *, follow: bool = False) -> Iterator[bytes]:
+    def pod_log_chunks(
+        self, namespace: str, name: str, container: str, *, follow: bool = False, read_timeout: float | None = None
+    ) -> Iterator[bytes]:
         raise AssertionError("no pod here ends")
 
     def patch_pod(self, namespace: str, name: str, patch: list[dict[str, Any]]) -> bool:
