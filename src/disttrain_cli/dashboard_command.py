@@ -3,6 +3,7 @@ cluster to each viewer as themselves (`--authenticate`)."""
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 import sys
 from importlib.util import find_spec
@@ -12,7 +13,12 @@ import click
 
 @click.command("dashboard")
 @click.option("--port", type=int, default=8080, show_default=True, help="0 picks a free port")
-@click.option("--host", default="127.0.0.1", show_default=True, help="0.0.0.0 serves every interface (in a pod)")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="0.0.0.0 serves every interface (in a pod); any but loopback needs --authenticate",
+)
 @click.option("-n", "--namespace", help="show this namespace only (for a viewer who may not list every one)")
 @click.option("--context", help="the kubeconfig context (default: its current one)")
 @click.option("--kubeconfig", help="default: KUBECONFIG, else ~/.kube/config, else in-cluster")
@@ -41,6 +47,14 @@ def dashboard_command(
 
     Prints the address it serves on; Ctrl-C stops it.
     """
+    if not authenticate and not is_loopback(host):
+        click.echo(
+            f"error: --host {host} serves other machines, and without --authenticate every one of them would read"
+            " with your kubeconfig's rights: add --authenticate (each viewer signs in with a token), or serve"
+            " 127.0.0.1 and reach it through an SSH tunnel or `kubectl port-forward`",
+            err=True,
+        )
+        return 2
     if find_spec("starlette") is None or find_spec("uvicorn") is None:
         click.echo(
             "error: `disttrain dashboard` needs its extra: pip install -e ./contract -e '.[dashboard]' in a checkout",
@@ -69,3 +83,13 @@ def dashboard_command(
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
     server.run(sockets=[listener])
     return 0
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` (a name or an address) is this machine's loopback alone."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

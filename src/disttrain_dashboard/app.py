@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, MutableMapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -47,10 +48,12 @@ from disttrain_core.summary import (
 )
 from disttrain_dashboard.curves import curves
 from disttrain_dashboard.feed import Change, JobFeed
-from disttrain_dashboard.viewers import MAX_TOKEN, TOKEN_COOKIE, Feeds, Viewer, Viewers
+from disttrain_dashboard.viewers import MAX_TOKEN, TOKEN_COOKIE, Feeds, TooManyFeedsError, Viewer, Viewers
 
 LOG_LINES = 2000  # a log page shows the last lines; `disttrain jobs logs` reads the whole of it
 MAX_STREAMS = 200  # event streams (open pages) at once
+MAX_STREAMS_PER_VIEWER = 16  # of them, one viewer's: a token of any pod's ServiceAccount names a viewer
+MAX_BODY = 2 * MAX_TOKEN  # bytes of a request's body: the sign-in form, a token and its name
 SEND_TIMEOUT = 10.0  # seconds a page may take to accept one event
 FIRST_LISTING_SECONDS = 5.0  # a list page waits this long at most for its viewer's feed to list
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "[::1]")
@@ -60,6 +63,7 @@ HTTP_BAD_REQUEST = 400
 HTTP_UNAUTHORIZED = 401
 HTTP_FORBIDDEN = 403
 HTTP_NOT_FOUND = 404
+HTTP_TOO_LARGE = 413
 HTTP_UNAVAILABLE = 503
 PHASES = [phase.value for phase in JobPhase]
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -129,7 +133,7 @@ class Pages:
         self.authenticate = authenticate
         self.viewers = Viewers(client, authenticate=authenticate)
         self.feeds = Feeds(namespace)
-        self.streams = StreamCount(MAX_STREAMS)
+        self.streams = StreamCount(MAX_STREAMS, MAX_STREAMS_PER_VIEWER)
         self.scope = f"namespace {namespace}" if namespace else "every namespace"
 
     def viewer_of(self, request: Request) -> Viewer:
@@ -143,7 +147,10 @@ class Pages:
         viewer = await asyncio.to_thread(self.viewer_of, request)
         chosen_namespace = request.query_params.get("namespace", "")
         chosen_phase = request.query_params.get("phase", "")
-        feed = self.feeds.of(viewer, chosen_namespace or None, asyncio.get_running_loop())
+        try:
+            feed = self.feeds.of(viewer, chosen_namespace or None, asyncio.get_running_loop())
+        except TooManyFeedsError as error:
+            return PlainTextResponse(str(error), status_code=HTTP_UNAVAILABLE)
         await asyncio.to_thread(feed.wait_listed, FIRST_LISTING_SECONDS)
         jobs = feed.snapshot()
         now = _now()
@@ -175,11 +182,16 @@ class Pages:
         self, request: Request, namespace: str, message: Callable[[Change], dict[str, str] | None]
     ) -> Response:
         """Server-sent events of the viewer's feed of `namespace` (or all), while the page is open: at most
-        MAX_STREAMS at once, and a page that does not take an event within SEND_TIMEOUT is let go."""
+        MAX_STREAMS at once, MAX_STREAMS_PER_VIEWER of them one viewer's, and a page that does not take an
+        event within SEND_TIMEOUT is let go."""
         viewer = await asyncio.to_thread(self.viewer_of, request)
-        if not self.streams.open():
+        if not self.streams.open(viewer.key):
             return PlainTextResponse("too many open pages: try again later", status_code=HTTP_UNAVAILABLE)
-        feed = self.feeds.of(viewer, namespace or None, asyncio.get_running_loop())
+        try:
+            feed = self.feeds.of(viewer, namespace or None, asyncio.get_running_loop())
+        except TooManyFeedsError as error:
+            self.streams.close(viewer.key)
+            return PlainTextResponse(str(error), status_code=HTTP_UNAVAILABLE)
         self.feeds.opened(feed)
 
         async def changes() -> AsyncIterator[dict[str, str]]:
@@ -188,7 +200,7 @@ class Pages:
                     yield found
             finally:
                 self.feeds.closed(feed)
-                self.streams.close()
+                self.streams.close(viewer.key)
 
         return EventSourceResponse(changes(), send_timeout=SEND_TIMEOUT)
 
@@ -246,7 +258,8 @@ class Pages:
         return _sign_in(request, "", HTTP_OK)
 
     async def sign_in(self, request: Request) -> Response:
-        """The token a viewer pasted, checked with a TokenReview, kept in a cookie of this site."""
+        """The token a viewer pasted, checked with a TokenReview, kept in a cookie of this site (sent over
+        HTTPS only, where the page came over HTTPS)."""
         form = await request.form(max_files=0, max_fields=1, max_part_size=MAX_TOKEN)
         token = str(form.get("token") or "").strip()
         signed_in = None
@@ -256,7 +269,8 @@ class Pages:
         if signed_in is None:
             return _sign_in(request, "That token names nobody the cluster knows.", HTTP_UNAUTHORIZED)
         answer = RedirectResponse("/", status_code=HTTP_SEE_OTHER)
-        answer.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict", path="/")
+        secure = request.url.scheme == "https"
+        answer.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict", path="/", secure=secure)
         return answer
 
     async def sign_out(self, request: Request) -> Response:
@@ -304,6 +318,8 @@ def create_app(
     ]
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTP_UNAUTHORIZED: pages.unauthorized})
     app.add_middleware(SecurityHeaders)
+    app.add_middleware(BodyLimit, limit=MAX_BODY)
+    app.add_middleware(SameOrigin)
     app.add_middleware(HostCheck, allowed=tuple(allowed_hosts))
     return app
 
@@ -318,19 +334,71 @@ def _attempt(text: str) -> int | None:
 
 
 class StreamCount:
-    """Event streams open at once, up to a limit."""
+    """Event streams open at once, up to a limit in all and a smaller one per viewer."""
 
-    def __init__(self, limit: int) -> None:
-        self._limit, self._open = limit, 0
+    def __init__(self, limit: int, per_viewer: int) -> None:
+        self._limit, self._per_viewer = limit, per_viewer
+        self._open: Counter[str] = Counter()
 
-    def open(self) -> bool:
-        if self._open >= self._limit:
+    def open(self, viewer: str) -> bool:
+        if self._open.total() >= self._limit or self._open[viewer] >= self._per_viewer:
             return False
-        self._open += 1
+        self._open[viewer] += 1
         return True
 
-    def close(self) -> None:
-        self._open -= 1
+    def close(self, viewer: str) -> None:
+        self._open[viewer] -= 1
+        if self._open[viewer] <= 0:
+            del self._open[viewer]
+
+
+class BodyLimit:
+    """ASGI middleware: a request body over `limit` bytes is refused (413) before it is read whole, whether
+    it says its length or streams in chunks; nothing the dashboard accepts (a sign-in) is larger."""
+
+    def __init__(self, app: App, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope["headers"]).get(b"content-length", b"0")
+        if not length.isdigit() or int(length) > self.limit:
+            await PlainTextResponse("request body too large", status_code=HTTP_TOO_LARGE)(scope, receive, send)
+            return
+        received = 0
+
+        async def bounded() -> Message:
+            nonlocal received
+            message = await receive()
+            received += len(message.get("body", b""))
+            if received > self.limit:
+                raise HTTPException(HTTP_TOO_LARGE, "request body too large")
+            return message
+
+        await self.app(scope, bounded, send)
+
+
+class SameOrigin:
+    """ASGI middleware: a POST (sign in, sign out) from a page of another site is refused: its Origin, where
+    the browser sends one, must name the host the request is addressed to."""
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            headers = dict(scope["headers"])
+            origin = headers.get(b"origin", b"").decode("latin-1")
+            host = headers.get(b"host", b"").decode("latin-1")
+            if origin and origin.partition("://")[2] != host:
+                await PlainTextResponse("a page of another site may not post here", status_code=HTTP_FORBIDDEN)(
+                    scope, receive, send
+                )
+                return
+        await self.app(scope, receive, send)
 
 
 class HostCheck:

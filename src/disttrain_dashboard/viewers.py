@@ -32,6 +32,11 @@ REVIEWS_KEPT = 1000
 LINGER_SECONDS = 60.0
 TOKEN_COOKIE = "disttrain-token"
 MAX_TOKEN = 16 * 1024  # a ServiceAccount token is about 1 KB; an OIDC one a few
+MAX_FEEDS_PER_VIEWER = 4  # feeds (a watch per kind of job each) one viewer holds at once
+
+
+class TooManyFeedsError(Exception):
+    """A viewer asked for another feed while holding MAX_FEEDS_PER_VIEWER with pages open on each."""
 
 
 @dataclass(frozen=True)
@@ -106,12 +111,15 @@ class Feeds:
 
     def of(self, viewer: Viewer, namespace: str | None, loop: asyncio.AbstractEventLoop) -> JobFeed:
         """The viewer's feed of one namespace or (None) all, started if it was not; feeds idle past
-        LINGER_SECONDS are stopped meanwhile. A dashboard of one namespace feeds that one only."""
+        LINGER_SECONDS are stopped meanwhile. A dashboard of one namespace feeds that one only. A viewer
+        holds at most MAX_FEEDS_PER_VIEWER: for another, their idle ones stop first, the oldest first, and
+        with none idle TooManyFeedsError says so."""
         key = (viewer.key, self._namespace or namespace)
         with self._lock:
             self._stop_idle()
             held = self._held.get(key)
             if held is None:
+                self._make_room(viewer.key)
                 held = self._held[key] = _Held(JobFeed(viewer.client, key[1]))
                 held.feed.start(loop)
             held.idle_since = self._clock()
@@ -139,6 +147,17 @@ class Feeds:
             for held in self._held.values():
                 held.feed.stop()
             self._held.clear()
+
+    def _make_room(self, viewer: str) -> None:
+        mine = sorted(
+            ((held.idle_since, key) for key, held in self._held.items() if key[0] == viewer and held.pages == 0)
+        )
+        count = sum(1 for key in self._held if key[0] == viewer)
+        for _, key in mine[: max(0, count - MAX_FEEDS_PER_VIEWER + 1)]:
+            self._held.pop(key).feed.stop()
+            count -= 1
+        if count >= MAX_FEEDS_PER_VIEWER:
+            raise TooManyFeedsError(f"{MAX_FEEDS_PER_VIEWER} namespaces are open in your pages: close one first")
 
     def _stop_idle(self) -> None:
         now = self._clock()

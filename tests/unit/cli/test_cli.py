@@ -10,6 +10,7 @@ import pytest
 
 from disttrain_cli import main as cli_main
 from disttrain_cli.completion import kubectl_completions
+from disttrain_cli.dashboard_command import is_loopback
 from disttrain_cli.main import main
 from disttrain_cli.operator_command import build_parser as operator_parser
 from disttrain_cli.operator_command import read_settings
@@ -149,3 +150,17 @@ def test_shell_completion_scripts_and_kubectls_plugin_completion(capsys: pytest.
     assert kubectl_completions(["get", "-o", ""]) == ["wide", "yaml", "json", "name"]
     result = subprocess.run(["kubectl_complete-disttrain", "lo"], capture_output=True, text=True, check=True)
     assert result.stdout == "logs\n:4\n"  # one completion a line, then cobra's no-file directive
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "10.0.0.7", "::", "dashboard.example"])
+def test_the_dashboard_serves_another_machine_only_to_viewers_who_sign_in(
+    host: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without --authenticate every visitor would read with the kubeconfig's rights: only loopback is served."""
+    assert main(["dashboard", "--host", host, "--port", "0"]) == 2
+    assert "add --authenticate" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "::1", "[::1]", "127.0.0.2"])
+def test_loopback_is_served_as_it_is(host: str) -> None:
+    assert is_loopback(host)

@@ -14,11 +14,12 @@ from starlette.testclient import TestClient
 
 from disttrain import Client, JobNotFoundError
 from disttrain.client import Identity
-from disttrain_dashboard.app import StreamCount, _attempt, create_app
+from disttrain_dashboard.app import MAX_BODY, StreamCount, _attempt, create_app
 from disttrain_dashboard.feed import QUEUE_LIMIT, Change, JobFeed
-from disttrain_dashboard.viewers import TOKEN_COOKIE
+from disttrain_dashboard.viewers import MAX_FEEDS_PER_VIEWER, TOKEN_COOKIE, Feeds, TooManyFeedsError, Viewer
 
 GOOD = "a-token-the-cluster-knows"
+FORM = "application/x-www-form-urlencoded"
 
 
 class _Cluster:
@@ -97,10 +98,11 @@ def test_an_attempt_is_a_bounded_number_or_the_latest(text: str, attempt: int | 
 
 
 def test_event_streams_are_bounded_in_number_and_in_what_one_may_lag() -> None:
-    streams = StreamCount(2)
-    assert streams.open() and streams.open() and not streams.open()
-    streams.close()
-    assert streams.open()
+    streams = StreamCount(3, per_viewer=2)
+    assert streams.open("a") and streams.open("a") and not streams.open("a")  # one viewer's share
+    assert streams.open("b") and not streams.open("c")  # and all of them
+    streams.close("a")
+    assert streams.open("c") and not streams.open("a")
 
     async def lagging() -> list[Change | None]:
         feed = JobFeed(cast(Client, _Cluster()), "team-a")
@@ -112,3 +114,55 @@ def test_event_streams_are_bounded_in_number_and_in_what_one_may_lag() -> None:
 
     received = asyncio.run(lagging())
     assert len(received) == QUEUE_LIMIT + 1 and received[-1] is None  # the end of a page that fell behind
+
+
+def test_a_request_body_is_bounded_before_it_is_read_whole() -> None:
+    """An unauthenticated sign-in with a huge form (of empty fields) is refused at once, whether it says its
+    length or streams in chunks."""
+    client, _ = _client()
+    with client:
+        huge = b"&" * (MAX_BODY + 1)
+        assert client.post("/signin", content=huge, headers={"Content-Type": FORM}).status_code == 413
+
+        def chunks() -> Iterator[bytes]:
+            for _ in range(64):
+                yield b"&" * 65536
+
+        assert client.post("/signin", content=chunks(), headers={"Content-Type": FORM}).status_code == 413
+        assert client.post("/signin", data={"token": GOOD}).status_code == 303
+
+
+def test_a_sign_in_from_another_site_is_refused_and_the_cookie_is_secure_over_https() -> None:
+    client, _ = _client()
+    with client:
+        forged = client.post("/signin", data={"token": GOOD}, headers={"Origin": "https://attacker.example"})
+        assert forged.status_code == 403
+        same = client.post("/signin", data={"token": GOOD}, headers={"Origin": "http://testserver"})
+        assert same.status_code == 303 and "secure" not in same.headers["set-cookie"].lower()
+    secure = TestClient(
+        create_app(cast(Client, _Cluster()), None, authenticate=True, allowed_hosts=("testserver",)),
+        base_url="https://testserver",
+        follow_redirects=False,
+    )
+    with secure:
+        assert "secure" in secure.post("/signin", data={"token": GOOD}).headers["set-cookie"].lower()
+
+
+def test_one_viewer_holds_a_bounded_number_of_feeds() -> None:
+    """Each namespace a viewer opens is a watch as that viewer: idle ones give way, open ones are kept."""
+    feeds = Feeds(None)
+    viewer = Viewer("a", "a", cast(Client, _Cluster()))
+
+    async def open_many() -> None:
+        loop = asyncio.get_running_loop()
+        held = [feeds.of(viewer, f"team-{n}", loop) for n in range(MAX_FEEDS_PER_VIEWER)]
+        feeds.of(viewer, "one-more", loop)  # the oldest idle one stops for it
+        for feed in [*held[1:], feeds.of(viewer, "one-more", loop)]:
+            feeds.opened(feed)
+        with pytest.raises(TooManyFeedsError):
+            feeds.of(viewer, "yet-another", loop)
+        other = Viewer("b", "b", cast(Client, _Cluster()))
+        assert feeds.of(other, "team-0", loop) is not None  # another viewer's are their own
+        feeds.stop()
+
+    asyncio.run(open_many())
