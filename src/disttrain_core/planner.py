@@ -226,18 +226,26 @@ def plan(
     deadline = _after(job.status.start_time, run_policy.active_deadline_seconds)
     evaluated_by = evaluation_due(job, pods)  # the Evaluator's time for the final checkpoint runs out
     still_there = [pod.name for pod in pods if pod.uid in handled and not pod.deleting and pod not in keeping]
-    missing = _startable(_missing(job, pods, children, settings, awaited=awaited), pods)
+    paused_until = _paused_until(job, now)
+    missing = _startable(_missing(job, pods, children, settings, awaited=awaited, with_pods=not paused_until), pods)
     # The remains of a pod held its name until this restart: handled now, they give it up to the next plan.
     freed = now if restart is not None and any(pod.gone for pod in restart.failed) else None
     next_batch = now if missing.more else None
+    wakes = (deadline, unstuck_at, evaluated_by, unplaced, freed, next_batch, paused_until)
     return Plan(
         create=missing.objects,
         more=missing.more,
         delete=sorted({*(restart.pods if restart else ()), *still_there}),
         force_delete=stuck,
         restart=restart,
-        wake_at=min(filter(None, (deadline, unstuck_at, evaluated_by, unplaced, freed, next_batch)), default=None),
+        wake_at=min(filter(None, wakes), default=None),
     )
+
+
+def _paused_until(job: DistTrainJob, now: datetime) -> datetime | None:
+    """When the pause that quick restarts earned ends (`status_from_pods.restart_backoff`), while it lasts."""
+    backoff = job.status.restart_backoff
+    return backoff.until if backoff is not None and backoff.until > now else None
 
 
 def _winding_down(job: DistTrainJob, pods: Sequence[PodView], keeping: Sequence[PodView], now: datetime) -> Plan | None:

@@ -23,8 +23,10 @@ from disttrain_core.api.status import (
     JobPhase,
     Progress,
     ReplicaStatus,
+    RestartBackoff,
     UnkeptLogs,
 )
+from disttrain_core.backoff import Backoff
 from disttrain_core.failure_policy import fails_job
 from disttrain_core.observed import PodPhase, PodView, find_pod
 from disttrain_core.progress import newest, reporting_task, with_report
@@ -184,6 +186,22 @@ def deadline_exceeded(job: DistTrainJob, now: datetime) -> Verdict | None:
 DISRUPTED = "Disrupted"  # the reason of the Restarting condition, and of its Event, for a disruption
 
 
+# A restart that comes before the job ran this long, after the last restart or the pause it earned, is quick;
+# quick restarts in a row wait before their pods start: 10 s, doubling to 5 minutes, as a kubelet's
+# CrashLoopBackOff does. Preemptions every 30 s (the goodput benchmark's quickest) stay unpaused.
+HEALTHY_RUN = timedelta(seconds=20)
+RESTART_PAUSE = Backoff(first=10, longest=300)
+
+
+def restart_backoff(previous: RestartBackoff | None, now: datetime) -> RestartBackoff:
+    """The pause a restart decided at `now` earns: none after a healthy run, else the next of RESTART_PAUSE."""
+    quick = 0
+    if previous is not None and now - max(previous.last_restart, previous.until) < HEALTHY_RUN:
+        quick = previous.quick_restarts + 1
+    pause = timedelta(seconds=RESTART_PAUSE.delay(quick)) if quick else timedelta(0)
+    return RestartBackoff(quick_restarts=quick, last_restart=now, until=now + pause)
+
+
 def record_restart(
     status: DistTrainJobStatus,
     failed: Sequence[PodView],
@@ -193,12 +211,20 @@ def record_restart(
     *,
     disruption: str | None = None,
 ) -> DistTrainJobStatus:
-    """One restart decision: each failed pod's type + 1, the Restarting condition, and restartCount + 1; or,
-    for a `disruption` (its reason), disruptions + 1 and lastDisruption instead of restartCount."""
+    """One restart decision: each failed pod's type + 1, the Restarting condition, the pause it earns
+    (`restart_backoff`), and restartCount + 1; or, for a `disruption` (its reason), disruptions + 1 and
+    lastDisruption instead of restartCount."""
     counts = dict(status.replica_statuses)
     for pod in failed:
         current = counts.get(pod.replica_type, ReplicaStatus())
         counts[pod.replica_type] = current.model_copy(update={"restarts": current.restarts + 1})
+    backoff = restart_backoff(status.restart_backoff, now)
+    if backoff.quick_restarts:
+        pause = int((backoff.until - now).total_seconds())
+        message += (
+            f"; {backoff.quick_restarts + 1} restarts in a row, each within {HEALTHY_RUN.seconds} s of running:"
+            f" its pods start again in {pause} s"
+        )
     verdict = Verdict("Restarting" if disruption is None else DISRUPTED, message)
     conditions = with_condition(
         status.conditions, ConditionType.RESTARTING, holds=True, verdict=verdict, now=now, generation=generation
@@ -215,9 +241,8 @@ def record_restart(
             "last_disruption": Disruption(reason=disruption, message=message[:MAX_DISRUPTION_MESSAGE], time=now),
         }
     )
-    return status.model_copy(
-        update={**counted, "replica_statuses": counts, "conditions": conditions, "phase": JobPhase.RESTARTING}
-    )
+    update = {**counted, "replica_statuses": counts, "conditions": conditions, "phase": JobPhase.RESTARTING}
+    return status.model_copy(update={**update, "restart_backoff": backoff})
 
 
 def _phase(status: DistTrainJobStatus) -> JobPhase:

@@ -149,6 +149,16 @@ class Disruption(ApiModel):
     time: datetime
 
 
+class RestartBackoff(ApiModel):
+    """Restarts that came one after another, each before the job had run a while, and the pause they earned."""
+
+    quick_restarts: int = Field(
+        ge=0, description="Restarts in a row that came before the job had run for a stretch; 0 after one that did."
+    )
+    last_restart: datetime = Field(description="When the latest restart was decided.")
+    until: datetime = Field(description="No pod of the job is created again before this time.")
+
+
 class DistTrainJobStatus(ApiModel):
     phase: JobPhase | None = None
     conditions: list[Condition] = Field(
@@ -165,6 +175,9 @@ class DistTrainJobStatus(ApiModel):
         "node): not counted against runPolicy.backoffLimit.",
     )
     last_disruption: Disruption | None = None
+    restart_backoff: RestartBackoff | None = Field(
+        None, description="Restarts, counted or not, that follow each other quickly wait longer and longer to start."
+    )
     start_time: datetime | None = None
     completion_time: datetime | None = None
     observed_generation: int | None = Field(None, ge=0)

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from disttrain_contract.exit_codes import ExitCode
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.parsing import parse_job
 from disttrain_core.api.spec import ReplicaType
@@ -21,7 +22,7 @@ from disttrain_core.builders.objects import object_key
 from disttrain_core.builders.tfconfig import TFConfigs, tf_config
 from disttrain_core.observed import PodPhase, PodView, Unschedulable, unschedulable
 from disttrain_core.planner import CREATE_BATCH, Plan, plan
-from disttrain_core.status_from_pods import aggregate, failure
+from disttrain_core.status_from_pods import aggregate, failure, record_restart, restart_backoff
 from disttrain_core.types import Manifest, ObjectRef, Verdict
 from job_builder import JobBuilder
 from repository import ROOT, load_one
@@ -453,3 +454,30 @@ def test_every_pod_s_tf_config_is_its_own_cluster_and_task_written_once() -> Non
             expected = json.dumps(tf_config(job, kind, index, SETTINGS), separators=(",", ":"))
             assert configs.json(kind, index) == expected
     assert TFConfigs(_job({"Worker": 1}), SETTINGS).json(ReplicaType.WORKER, 0) is None
+
+
+def test_restarts_that_follow_each_other_quickly_pause_longer_each_time() -> None:
+    """A trainer that exits at once with the preemption code (uncounted) restarts at once the first time, then
+    waits 10 s, 20 s, 40 s before its pods start; 20 s of running resets the count."""
+    job = _job({"Worker": 2})
+    now, pauses = NOW, []
+    for _ in range(4):
+        preempted = _pod(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=ExitCode.PREEMPTED, disruption="Preempted")
+        failed = [preempted, _pod(ReplicaType.WORKER, 1)]
+        status = aggregate(job, failed, created=True, now=now)
+        decided = plan(job.model_copy(update={"status": status}), failed, JOB_CHILDREN, SETTINGS, now=now)
+        assert decided.restart is not None and decided.restart.disruption is not None  # uncounted
+        restart = decided.restart
+        status = record_restart(status, restart.failed, restart.message, now, 1, disruption=restart.disruption)
+        assert status.restart_count == 0 and status.restart_backoff is not None
+        until = status.restart_backoff.until
+        pauses.append((until - now).total_seconds())
+        job = job.model_copy(update={"status": status})
+        held = plan(job, [], JOB_CHILDREN, SETTINGS, now=now + timedelta(seconds=1))
+        assert [item["kind"] for item in held.create] == ([] if until > now else ["Pod", "Pod"])
+        assert held.wake_at == (until if until > now + timedelta(seconds=1) else None)
+        now = max(now, until) + timedelta(seconds=5)  # it fails 5 s after its pods could start
+    assert pauses == [0, 10, 20, 40]
+    assert any("4 restarts in a row" in condition.message for condition in status.conditions)
+    healthy = restart_backoff(status.restart_backoff, now + timedelta(seconds=20))
+    assert (healthy.quick_restarts, healthy.until) == (0, now + timedelta(seconds=20))
