@@ -131,18 +131,24 @@ def account_kubeconfig(
     any Role) move to `namespace`, so that tests installing deploy/ itself leave them alone.
     """
     cluster.kubectl("create", "namespace", namespace, check=False)
+    apply_rbac(cluster, rbac, namespace, namespace)
+    return token_kubeconfig(cluster, folder, namespace, account)
+
+
+def apply_rbac(cluster: Cluster, rbac: Path, place: str, accounts_namespace: str) -> None:
+    """An RBAC file of deploy/, its namespaced objects moved to `place`, its bindings naming accounts of
+    `accounts_namespace`, its cluster-wide objects renamed."""
     documents = [doc for doc in yaml.safe_load_all(rbac.read_text()) if doc]
     for document in documents:
         if document["kind"] in {"ServiceAccount", "Role", "RoleBinding"}:
-            document["metadata"]["namespace"] = namespace
+            document["metadata"]["namespace"] = place
         else:
             document["metadata"]["name"] = f"{OPERATOR_TEST_NAMESPACE}-{document['metadata']['name']}"
         if document["kind"] == "ClusterRoleBinding":
             document["roleRef"]["name"] = f"{OPERATOR_TEST_NAMESPACE}-{document['roleRef']['name']}"
         if document["kind"].endswith("RoleBinding"):
-            document["subjects"][0]["namespace"] = namespace
+            document["subjects"][0]["namespace"] = accounts_namespace
     cluster.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": documents}))
-    return token_kubeconfig(cluster, folder, namespace, account)
 
 
 def token_kubeconfig(cluster: Cluster, folder: Path, namespace: str, account: str) -> Path:

@@ -86,6 +86,14 @@ class OperatorProcess:
         except TimeoutError as error:
             raise TimeoutError(f"{error}; its log ends:\n{self._log_tail()}") from None
 
+    def memory_mib(self, field: str = "VmHWM") -> float:
+        """The process's memory as /proc says it: its peak resident size (VmHWM), or now (VmRSS)."""
+        assert self._process is not None
+        for line in Path(f"/proc/{self._process.pid}/status").read_text().splitlines():
+            if line.startswith(f"{field}:"):
+                return int(line.split()[1]) / 1024
+        raise AssertionError(f"no {field} for the operator's process")
+
     def _healthy(self) -> bool:
         assert self._process is not None
         if self._process.poll() is not None:

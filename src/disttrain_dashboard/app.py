@@ -382,23 +382,31 @@ class BodyLimit:
 
 
 class SameOrigin:
-    """ASGI middleware: a POST (sign in, sign out) from a page of another site is refused: its Origin, where
-    the browser sends one, must name the host the request is addressed to."""
+    """ASGI middleware: a POST (sign in, sign out) from a page of another site is refused. Browsers say where
+    a request comes from in `Sec-Fetch-Site` (`same-origin`, or `none` for the viewer's own typing); one that
+    does not says it in `Origin`, which must name the host the request is addressed to (with this site's
+    `Referrer-Policy: no-referrer` a browser sends `Origin: null` for its own forms, so that counts only
+    beside `Sec-Fetch-Site`). A client that is no browser sends neither, and no page can make it post."""
 
     def __init__(self, app: App) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] == "POST":
-            headers = dict(scope["headers"])
-            origin = headers.get(b"origin", b"").decode("latin-1")
-            host = headers.get(b"host", b"").decode("latin-1")
-            if origin and origin.partition("://")[2] != host:
-                await PlainTextResponse("a page of another site may not post here", status_code=HTTP_FORBIDDEN)(
-                    scope, receive, send
-                )
-                return
+        if scope["type"] == "http" and scope["method"] == "POST" and not _same_origin(dict(scope["headers"])):
+            refusal = PlainTextResponse("a page of another site may not post here", status_code=HTTP_FORBIDDEN)
+            await refusal(scope, receive, send)
+            return
         await self.app(scope, receive, send)
+
+
+def _same_origin(headers: Mapping[bytes, bytes]) -> bool:
+    site = headers.get(b"sec-fetch-site")
+    if site is not None:
+        return site in (b"same-origin", b"none")
+    origin = headers.get(b"origin")
+    if origin is None:
+        return True
+    return origin.decode("latin-1").partition("://")[2] == headers.get(b"host", b"").decode("latin-1")
 
 
 class HostCheck:

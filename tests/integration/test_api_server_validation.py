@@ -11,7 +11,9 @@ import pytest
 
 from disttrain_core.api.parsing import parse_job
 from disttrain_core.api.validation import InvalidManifestError, validated
+from disttrain_core.kueue import QUEUE_LABEL
 from disttrain_dev.polling import wait_for
+from job_builder import JobBuilder
 from kube_cluster import OPERATOR_TEST_NAMESPACE, Cluster
 from operator_process import OperatorProcess
 from repository import EXAMPLES, INVALID_CORPUS, ROOT, VALID_CORPUS, expected_message, load_one
@@ -77,23 +79,40 @@ def _can(cluster: Cluster, service_account: str, *request: str) -> bool:
     return answer.stdout.strip() == "yes"
 
 
-def test_single_namespace_mode_keeps_the_operator_in_its_namespace(cluster: Cluster) -> None:
-    """deploy/namespaced/: a Role in `disttrain`; no Secrets anywhere, nothing in other namespaces."""
-    account = "disttrain:disttrain-operator"
+def test_single_namespace_mode_keeps_the_operator_apart_from_the_jobs(cluster: Cluster) -> None:
+    """deploy/namespaced/: the operator runs in disttrain-system with a Role in `disttrain` alone; it may do
+    nothing in its own namespace but hold its Lease (no tenant's pod can run as it there), read no Secret,
+    and reach no other namespace."""
+    account = "disttrain-system:disttrain-operator"
+    found = cluster.kubectl("get", "namespace", "disttrain-system", "-o", "json", check=False)
+    if found.returncode == 0 and json.loads(found.stdout)["metadata"].get("deletionTimestamp"):
+        # an earlier test's install is still going: nothing can be made in a namespace being deleted
+        cluster.kubectl("wait", "--for=delete", "namespace/disttrain-system", "--timeout=120s")
     try:
         cluster.kubectl("apply", "--server-side", "-k", str(ROOT / "deploy" / "namespaced"))
         wait_for(
-            "the operator pod in disttrain",
-            lambda: cluster.items("pods", "disttrain", "app.kubernetes.io/name=disttrain-operator"),
+            "the operator pod in disttrain-system",
+            lambda: cluster.items("pods", "disttrain-system", "app.kubernetes.io/name=disttrain-operator"),
             timeout=60,
         )
         assert _can(cluster, account, "create", "pods", "-n", "disttrain")
         assert _can(cluster, account, "patch", "disttrainjobs.disttrain.io/status", "-n", "disttrain")
+        assert _can(cluster, account, "update", "leases.coordination.k8s.io", "-n", "disttrain-system")
+        assert not _can(cluster, account, "create", "pods", "-n", "disttrain-system")
         assert not _can(cluster, account, "get", "secrets", "-n", "disttrain")
         assert not _can(cluster, account, "create", "pods", "-n", "default")
         assert not _can(cluster, account, "list", "disttrainjobs.disttrain.io", "--all-namespaces")
     finally:
         cluster.kubectl("delete", "namespace", "disttrain", "--ignore-not-found", "--wait=false")
+        operator_objects = [
+            "deployment/disttrain-operator",
+            "poddisruptionbudget/disttrain-operator",
+            "service/disttrain-operator-metrics",
+            "serviceaccount/disttrain-operator",
+            "role/disttrain-operator-leader-election",
+            "rolebinding/disttrain-operator-leader-election",
+        ]
+        cluster.kubectl("delete", "-n", "disttrain-system", *operator_objects, "--ignore-not-found")
         cluster.kubectl(
             "delete", "clusterrolebinding,clusterrole", "disttrain-operator-namespaced", "--ignore-not-found"
         )
@@ -160,3 +179,42 @@ def test_a_job_cannot_get_its_submitter_pods_they_may_not_create(cluster: Cluste
     assert submit("bob", plain).returncode == 0
     assert "may not create tokens" in (refused("bob", as_trainer) or "")
     assert submit("dave", as_trainer).returncode == 0
+    by_alias = plain.replace("automountServiceAccountToken: false", "serviceAccount: trainer")  # the older name
+    assert "may not create tokens for them" in (refused("bob", by_alias) or "")
+    assert submit("dave", by_alias).returncode == 0
+
+
+def test_an_update_is_asked_again_only_when_it_changes_the_pods_and_a_running_job_keeps_its_queue(
+    cluster: Cluster, namespace: str
+) -> None:
+    """An account that may update jobs but not create pods (as Kueue's or the operator's suspend and resume)
+    passes deploy/admission when the pods' templates stay; a queued job's queue label moves only while it is
+    suspended."""
+    cluster.kubectl("apply", "--server-side", "-f", str(ROOT / "deploy" / "admission" / "policy.yaml"))
+    updates = {"apiGroups": ["disttrain.io"], "resources": ["disttrainjobs"], "verbs": ["get", "update", "patch"]}
+    _grant(cluster, namespace, "erin", updates)
+    queued = JobBuilder("queued").workers(1).metadata(labels={QUEUE_LABEL: "team"}).run_policy(suspend=True).obj()
+    cluster.apply(namespace, json.dumps(queued))
+
+    def patch(user: str, change: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+        return cluster.kubectl(
+            "patch", "disttrainjob", "queued", "-n", namespace, "--type=merge", f"--as={user}",
+            "-p", json.dumps(change), "--dry-run=server", check=False,
+        )  # fmt: skip
+
+    template = {"spec": {"replicaSpecs": {"Worker": {"template": {"metadata": {"labels": {"changed": "yes"}}}}}}}
+    wait_for("the policy to ask erin", lambda: "may not create pods" in patch("erin", template).stderr, timeout=30)
+    assert patch("erin", {"spec": {"runPolicy": {"suspend": False}}}).returncode == 0
+    assert patch("erin", {"metadata": {"labels": {QUEUE_LABEL: "other"}}}).returncode == 0  # suspended: it may move
+    cluster.kubectl(
+        "patch",
+        "disttrainjob",
+        "queued",
+        "-n",
+        namespace,
+        "--type=merge",
+        "-p",
+        '{"spec":{"runPolicy":{"suspend":false}}}',
+    )
+    moved = patch("erin", {"metadata": {"labels": {QUEUE_LABEL: "other"}}})
+    assert moved.returncode != 0 and "may change only while the job is suspended" in moved.stderr

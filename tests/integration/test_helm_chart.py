@@ -37,7 +37,11 @@ CLUSTER_SCOPED = {
 # Each install mode kustomize offers, its namespace, and the chart's values for it.
 MODES: dict[str, tuple[list[str], str, dict[str, Any]]] = {
     "cluster-wide": (["deploy"], "disttrain-system", {}),
-    "namespaced": (["deploy/namespaced"], "disttrain", {"scope": "namespaced", "metrics": {"grafanaDashboard": False}}),
+    "namespaced": (
+        ["deploy/namespaced"],
+        "disttrain-system",
+        {"scope": "namespaced", "namespaces": ["disttrain"], "metrics": {"grafanaDashboard": False}},
+    ),
     "serve TFJobs": (["overlays/serve-tfjobs"], "disttrain-system", {"serveTFJobs": True}),
     "dashboard": (["overlays/dashboard"], "disttrain-system", {"dashboard": {"enabled": True}}),
     "local images": (["overlays/local-images"], "disttrain-system", {"image": {"pullPolicy": "Never"}}),

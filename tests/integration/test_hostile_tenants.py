@@ -130,3 +130,139 @@ def test_a_hostile_tenant_harms_only_its_own_jobs(
         assert "Traceback" not in said, said[-4000:]
     finally:
         cluster.kubectl("delete", "namespace", a_namespace, "--wait=false")
+
+
+def _a_namespace_of_tenant_a(cluster: Cluster, b_namespace: str, folder: Path) -> tuple[str, Cluster]:
+    a_namespace = f"{b_namespace}-a"
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(devcluster.process_namespace(a_namespace)))
+    return a_namespace, _tenant(cluster, a_namespace, folder)
+
+
+def _padded_kept_log(name: str) -> str:
+    """A ConfigMap labelled as a kept log past its job, carrying about a megabyte of labels, as `edit` may."""
+    labels = {OUTLIVES: "true", "disttrain.io/job-uid": f"gone-{name}", "disttrain.io/kept-log-of": "worker-0"}
+    labels.update({f"pad.example/l{n:04d}": "x" * 63 for n in range(7000)})
+    return json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": labels}})
+
+
+def test_what_a_tenant_writes_at_the_bounds_costs_the_operator_little_memory(
+    process_cluster: Cluster, operator: OperatorProcess, process_namespace: str, tmp_path: Path
+) -> None:
+    """Tenant A submits a suspended ParameterServer job at the spec's bounds (1000 PS and 1000 workers: every
+    pod's TF_CONFIG would name 2001 tasks) and 40 kept logs of a megabyte of labels each, which the sweeper
+    reads every minute. The operator plans the job (its Suspended condition) and sweeps the logs (marks
+    them: their job is gone) without its peak memory coming near its Deployment's 512Mi limit; before,
+    the job alone took it to 629 MiB."""
+    a_namespace, tenant = _a_namespace_of_tenant_a(process_cluster, process_namespace, tmp_path)
+    try:
+        for index in range(40):
+            tenant.kubectl(
+                "apply", "--server-side", "-n", a_namespace, "-f", "-", stdin=_padded_kept_log(f"padded-{index}")
+            )
+        large = JobBuilder("large").replicas("PS", 1000, {"image": "i"}).replicas("Worker", 1000, {"image": "i"})
+        tenant.apply(a_namespace, json.dumps(large.spec(strategy="ParameterServer").run_policy(suspend=True).obj()))
+        job_where(tenant, a_namespace, "large", "Suspended", lambda job: holds(job, "Suspended"))
+        wait_for(
+            "the padded kept logs marked by a sweep",
+            lambda: all(
+                "disttrain.io/job-gone-since" in (item["metadata"].get("annotations") or {})
+                for item in tenant.items("configmaps", a_namespace, OUTLIVES)
+            ),
+            timeout=120,
+        )
+        peak = operator.memory_mib()
+        assert peak < 384, f"the operator's peak resident memory reached {peak:.0f} MiB"
+        assert operator.running()
+    finally:
+        process_cluster.kubectl("delete", "namespace", a_namespace, "--wait=false")
+
+
+TRICKLING = r"""
+import http.server, json, os, socketserver, time
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = json.dumps({"step": 1}).encode()
+        self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
+        for byte in body:
+            self.wfile.write(bytes([byte])); self.wfile.flush(); time.sleep(1.5)
+    def log_message(self, *args): pass
+socketserver.ThreadingTCPServer.allow_reuse_address = True
+socketserver.ThreadingTCPServer(("", int(os.environ["DISTTRAIN_PROGRESS_PORT"])), Handler).serve_forever()
+"""
+COUNTING = r"""
+import http.server, json, os, socketserver, time
+start = time.time()
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = json.dumps({"step": int((time.time() - start) * 10)}).encode()
+        self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args): pass
+socketserver.ThreadingTCPServer.allow_reuse_address = True
+socketserver.ThreadingTCPServer(("", int(os.environ["DISTTRAIN_PROGRESS_PORT"])), Handler).serve_forever()
+"""
+
+
+def _serving(name: str, program: str) -> str:
+    return json.dumps(JobBuilder(name).workers(1, {"image": "none", "command": ["python3", "-c", program]}).obj())
+
+
+def test_a_tenant_s_trickling_progress_ports_do_not_freeze_another_s_progress(
+    process_cluster: Cluster, operator: OperatorProcess, process_namespace: str, tmp_path: Path
+) -> None:
+    """Tenant A's trainers answer each progress poll a byte every 1.5 s; tenant B's reports a new step every
+    poll. B's `status.progress.step` moves on at the poll's pace (before, it stayed put while A's answers
+    trickled in); B's trainer is closed to other jobs by its NetworkPolicy, which selects its pod."""
+    a_namespace, tenant = _a_namespace_of_tenant_a(process_cluster, process_namespace, tmp_path)
+    try:
+        for index in range(6):
+            tenant.apply(a_namespace, _serving(f"slow-{index}", TRICKLING))
+        wait_for("A's trainers polled", lambda: len(tenant.items("pods", a_namespace, "disttrain.io/job-name")) == 6)
+        process_cluster.apply(process_namespace, _serving("steady", COUNTING))
+        steps: set[int] = set()
+
+        def stepped() -> bool:
+            job = process_cluster.job(process_namespace, "steady")
+            step = ((job.get("status") or {}).get("progress") or {}).get("step")
+            if step is not None:
+                steps.add(step)
+            return len(steps) >= 5
+
+        wait_for("B's step to move on five times", stepped, timeout=60)
+        policy = json.loads(
+            process_cluster.kubectl("get", "networkpolicy", "steady", "-n", process_namespace, "-o", "json").stdout
+        )
+        selector = policy["spec"]["podSelector"]
+        chosen = ",".join(
+            [
+                *(f"{k}={v}" for k, v in selector["matchLabels"].items()),
+                *(e["key"] for e in selector["matchExpressions"]),
+            ]
+        )
+        assert [pod["metadata"]["name"] for pod in process_cluster.items("pods", process_namespace, chosen)] == [
+            "steady-worker-0"
+        ]
+    finally:
+        process_cluster.kubectl("delete", "namespace", a_namespace, "--wait=false")
+
+
+def test_a_tenant_s_restart_loop_that_costs_it_nothing_backs_off(
+    process_cluster: Cluster, operator: OperatorProcess, process_namespace: str, tmp_path: Path
+) -> None:
+    """Tenant A's trainer exits at once with the preemption code, which backoffLimit does not count: its
+    restarts in a row wait longer each time (10 s, then 20 s), and the Restarting condition says so."""
+    a_namespace, tenant = _a_namespace_of_tenant_a(process_cluster, process_namespace, tmp_path)
+    try:
+        tenant.apply(a_namespace, json.dumps(JobBuilder("looping").script("exit 140", 2).obj()))
+
+        def paused() -> dict[str, Any] | None:
+            job = tenant.job(a_namespace, "looping")
+            backoff = (job.get("status") or {}).get("restartBackoff") or {}
+            return job if backoff.get("quickRestarts", 0) >= 2 else None
+
+        job = wait_for("A's third quick restart", paused, timeout=120)
+        assert job["status"]["restartCount"] == 0 and job["status"]["disruptions"] >= 3
+        restarting = next(c for c in job["status"]["conditions"] if c["type"] == "Restarting")
+        assert "3 restarts in a row" in restarting["message"] and "start again in 20 s" in restarting["message"]
+    finally:
+        process_cluster.kubectl("delete", "namespace", a_namespace, "--wait=false")

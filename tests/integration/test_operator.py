@@ -17,13 +17,13 @@ from disttrain_dev.polling import wait_for
 from disttrain_dev.versions import cache_paths
 from job_builder import JobBuilder
 from job_checks import condition, holds
-from kube_cluster import Cluster, account_kubeconfig
+from kube_cluster import Cluster, account_kubeconfig, apply_rbac
 from operator_process import OperatorProcess
 from repository import ROOT
 
 MWMS = ROOT / "examples" / "multi-worker-mirrored-gpu.yaml"
 PS = ROOT / "examples" / "parameter-server.yaml"
-NAMESPACED_RBAC = ROOT / "deploy" / "namespaced" / "rbac.yaml"
+NAMESPACED = ROOT / "deploy" / "namespaced"
 GPU = "nvidia.com/gpu"
 
 
@@ -268,15 +268,14 @@ def test_a_pod_the_api_server_refuses_fails_the_job_with_a_warning(
 def test_namespaced_operator_leaves_other_namespaces_alone(
     cluster: Cluster, operator: OperatorProcess, namespace: str, tmp_path: Path
 ) -> None:
-    other = f"{namespace}-other"
+    """deploy/namespaced's operator: its account in a namespace of its own, its rights in the jobs' alone."""
+    other, own = f"{namespace}-other", f"{namespace}-system"
     cluster.kubectl("create", "namespace", other)
+    kubeconfig = account_kubeconfig(cluster, tmp_path, NAMESPACED / "operator" / "rbac.yaml", "disttrain-operator", own)
+    apply_rbac(cluster, NAMESPACED / "jobs" / "rbac.yaml", namespace, own)
     operator.stop()
     scoped = OperatorProcess(
-        cluster,
-        tmp_path / "scoped.log",
-        ["--namespace", namespace],
-        account_kubeconfig(cluster, tmp_path, NAMESPACED_RBAC, "disttrain-operator", namespace),
-        environment={"POD_NAMESPACE": namespace},
+        cluster, tmp_path / "scoped.log", ["--namespace", namespace], kubeconfig, environment={"POD_NAMESPACE": own}
     )
     try:
         scoped.start()
@@ -289,9 +288,10 @@ def test_namespaced_operator_leaves_other_namespaces_alone(
     finally:
         scoped.stop()
         operator.start()
-    assert not scoped.rights_refused(), "deploy/namespaced/rbac.yaml lacks rights its operator uses"
+    assert not scoped.rights_refused(), "deploy/namespaced/ lacks rights its operator uses"
     _wait_pods(cluster, other, "mnist-mwms", 4)  # the cluster-wide operator picks it up
     cluster.delete_namespace(other)
+    cluster.delete_namespace(own)
 
 
 def test_the_admin_cli_lists_and_describes_jobs(cluster: Cluster, operator: OperatorProcess, namespace: str) -> None:

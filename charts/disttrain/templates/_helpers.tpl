@@ -68,6 +68,29 @@ where those are used. Trainer pods need no rights at all. */}}
   verbs: [create]
 {{- end -}}
 
+{{/* What serving TFJobs adds to the operator's rules: the same as for its own jobs. */}}
+{{- define "disttrain.tfjobRules" -}}
+- apiGroups: [kubeflow.org]
+  resources: [tfjobs]
+  verbs: [list, watch, patch, delete]   # patch: Kueue's suspend; delete: ttlSecondsAfterFinished
+- apiGroups: [kubeflow.org]
+  resources: [tfjobs/status]
+  verbs: [patch]
+{{- end -}}
+
+{{/* The namespaces a namespaced install runs jobs in, checked: at least one, and never the release's own,
+where whoever may create pods could run as the operator's account. */}}
+{{- define "disttrain.checkNamespaces" -}}
+{{- if eq .Values.scope "namespaced" }}
+{{- if not .Values.namespaces }}
+{{- fail "scope namespaced needs namespaces: the namespaces whose jobs the operator runs" }}
+{{- end }}
+{{- if has .Release.Namespace .Values.namespaces }}
+{{- fail (printf "namespaces may not hold the release's own namespace %s: the operator runs apart from the jobs, so that no tenant who may create pods there can run as its account" .Release.Namespace) }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
 {{/* What the operator reads of cluster-scoped objects: CRDs (kopf serves a job CRD installed after it
 started; get: the TFJob CRD), an admitted flavor's node labels and tolerations, a queued job's priority. */}}
 {{- define "disttrain.clusterReadRules" -}}

@@ -137,6 +137,12 @@ def test_a_sign_in_from_another_site_is_refused_and_the_cookie_is_secure_over_ht
     with client:
         forged = client.post("/signin", data={"token": GOOD}, headers={"Origin": "https://attacker.example"})
         assert forged.status_code == 403
+        for site in ("cross-site", "same-site"):
+            refused = client.post("/signin", data={"token": GOOD}, headers={"Sec-Fetch-Site": site, "Origin": "null"})
+            assert refused.status_code == 403
+        assert client.post("/signin", data={"token": GOOD}, headers={"Origin": "null"}).status_code == 403
+        browser = {"Sec-Fetch-Site": "same-origin", "Origin": "null"}  # its own form, under no-referrer
+        assert client.post("/signin", data={"token": GOOD}, headers=browser).status_code == 303
         same = client.post("/signin", data={"token": GOOD}, headers={"Origin": "http://testserver"})
         assert same.status_code == 303 and "secure" not in same.headers["set-cookie"].lower()
     secure = TestClient(

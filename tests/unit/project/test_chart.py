@@ -20,8 +20,10 @@ GOTOOL = pytest.mark.gotool  # runs helm, built from its Go module
 # Each install mode's values; the golden file of each is tests/golden/chart/<mode>.yaml.
 MODES: dict[str, dict[str, Any]] = {
     "cluster-wide": {},
-    "namespaced": {"scope": "namespaced", "createNamespace": True},
+    "namespaced": {"scope": "namespaced", "namespaces": ["team-a", "team-b"], "createNamespace": True},
     "everything": {
+        "scope": "namespaced",
+        "namespaces": ["team-a"],
         "serveTFJobs": True,
         "createNamespace": True,
         "gang": {"scheduler": "volcano", "byDefault": True},
@@ -105,6 +107,9 @@ def test_helm_uninstall_keeps_what_deploys_uninstall_keeps(mode: str) -> None:
         ("operator.replica=3", "replica"),
         ("image.registry=registry.example.com", "/image/registry"),
         ("operator.env[0].name=X,operator.env[0].value=8", "/operator/env/0/value"),  # a number, not a string
+        ("scope=namespaced", "scope namespaced needs namespaces"),
+        ("scope=namespaced,namespaces={default}", "may not hold the release's own namespace default"),
+        ("namespaces={Team_A}", "/namespaces/0"),
     ],
 )
 def test_a_wrong_value_fails_at_install_with_its_path(value: str, named: str) -> None:

@@ -6,15 +6,35 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rbac_rights import bound_rights, refused_rights, role_rights, used_rights
+import yaml
+
+from rbac_rights import bound_rights, documents, refused_rights, role_rights, used_rights
 from repository import ROOT
+
+NAMESPACED = ROOT / "deploy" / "namespaced"
 
 
 def test_a_namespaced_operator_holds_every_right_of_a_cluster_wide_one() -> None:
     cluster_wide = role_rights(ROOT / "deploy" / "rbac.yaml", "ClusterRole", "Role")
-    namespaced = role_rights(ROOT / "deploy" / "namespaced" / "rbac.yaml", "ClusterRole", "Role")
+    namespaced = set().union(
+        *(role_rights(NAMESPACED / part / "rbac.yaml", "ClusterRole", "Role") for part in ("operator", "jobs"))
+    )
     assert cluster_wide - namespaced == set()
     assert namespaced - cluster_wide == set()
+
+
+def test_no_tenant_of_a_namespaced_install_can_become_the_operator() -> None:
+    """The operator's account lives in a namespace of its own, apart from the jobs' namespace, where only a
+    Role and its binding (to that account) are made: whoever may create pods there cannot run as it."""
+    own = yaml.safe_load((NAMESPACED / "operator" / "kustomization.yaml").read_text())["namespace"]
+    jobs = documents(NAMESPACED / "jobs" / "namespace.yaml")[0]["metadata"]["name"]
+    assert own != jobs
+    there = documents(NAMESPACED / "jobs" / "rbac.yaml")
+    assert {(item["kind"], item["metadata"]["namespace"]) for item in there} == {("Role", jobs), ("RoleBinding", jobs)}
+    subjects = [subject for item in there if item["kind"] == "RoleBinding" for subject in item["subjects"]]
+    assert subjects == [{"kind": "ServiceAccount", "name": "disttrain-operator", "namespace": own}]
+    accounts = [item for item in documents(NAMESPACED / "operator" / "rbac.yaml") if item["kind"] == "ServiceAccount"]
+    assert [item["metadata"].get("namespace", own) for item in accounts] == [own]
 
 
 def test_the_dashboard_account_may_only_review_tokens() -> None:
