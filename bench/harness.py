@@ -411,6 +411,12 @@ def _cli_module(source: str | None) -> str:
     return "disttrain_operator.cli"
 
 
+def _source_path(source: str) -> str:
+    """PYTHONPATH for another checkout's operator: its packages, under `src/` (`operator/` in checkouts from
+    before), its contract and its trainer."""
+    return ":".join(f"{source}/{top}" for top in ("src", "operator", "contract", "trainer_image"))
+
+
 class ProcessUnderTest:
     """An operator as a process whose memory and CPU can be read."""
 
@@ -459,7 +465,11 @@ class OperatorUnderTest(ProcessUnderTest):
             command = ["py-spy", "record", "--format", "raw", "--rate", "200", *gil, "-o", str(profile), "--", *command]
         environment = {
             **os.environ,
-            **({"PYTHONPATH": f"{source}/operator:{source}/contract:{source}/trainer_image"} if source else {}),
+            **(
+                {"PYTHONPATH": f"{source}/src:{source}/operator:{source}/contract:{source}/trainer_image"}
+                if source
+                else {}
+            ),
             "KUBECONFIG": str(bench.kubeconfig),
             "DISTTRAIN_METRICS_PORT": str(metrics),
             "DISTTRAIN_RECONCILE_WORKERS": str(THREADS),

@@ -2,7 +2,7 @@
 (1000 and 1000 by default), planned as the operator plans it (`disttrain_core.planner.plan`), running
 with no pod yet and suspended, beside every object built at once (`desired_objects`, what
 `disttrain render` prints) and beside each pod's TF_CONFIG alone written with its own cluster (as the
-builders did before `TFConfigs`), side by side in one run.
+builders did before `TFConfigs`), side by side in one run; with `--baseline DIR`, that checkout's plans too.
 
 Each side runs in a fresh Python process, which reports its CPU seconds and how far its peak RSS rose
 over the process's RSS before the job was planned; the median of ROUNDS rounds is kept.
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -63,9 +64,15 @@ print(json.dumps({"built": built, "cpu_seconds": cpu, "rss_rise_mib": rise / 102
 SIDES = ("TF_CONFIG per pod", "every object", "a plan, running", "a plan, suspended")
 
 
-def _side(side: str, ps: int, workers: int) -> dict[str, float]:
+def _side(side: str, ps: int, workers: int, source: str | None = None) -> dict[str, float]:
+    """One side's figures, in a fresh process; `source`: another checkout whose builders it runs."""
+    env = {**os.environ, **({"PYTHONPATH": f"{source}/src:{source}/contract"} if source else {})}
     ran = subprocess.run(
-        [sys.executable, "-c", PROGRAM, side, str(ps), str(workers)], capture_output=True, text=True, check=True
+        [sys.executable, "-c", PROGRAM, side, str(ps), str(workers)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
     )
     result: dict[str, float] = json.loads(ran.stdout.strip().splitlines()[-1])
     return result
@@ -76,18 +83,22 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--ps", type=int, default=1000)
     parser.add_argument("--workers", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=ROUNDS)
+    parser.add_argument("--baseline", help="another checkout, whose plans run as sides too")
     args = parser.parse_args(argv)
-    runs: dict[str, list[dict[str, float]]] = {side: [] for side in SIDES}
+    sides = [(side, side, None) for side in SIDES]
+    if args.baseline:
+        sides += [(f"baseline: {side}", side, args.baseline) for side in SIDES[2:]]
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name, _, _ in sides}
     for _ in range(args.rounds):
-        for side in SIDES:  # alternating, so that a noisy moment falls on every side alike
-            runs[side].append(_side(side, args.ps, args.workers))
+        for name, side, source in sides:  # alternating, so that a noisy moment falls on every side alike
+            runs[name].append(_side(side, args.ps, args.workers, source))
     lines = [f"a ParameterServer job of 1 chief, {args.ps} PS and {args.workers} workers; medians of {args.rounds}"]
-    lines.append(f"{'side':<20} {'objects built':>14} {'CPU s':>8} {'RSS rise MiB':>13}")
+    lines.append(f"{'side':<30} {'objects built':>14} {'CPU s':>8} {'RSS rise MiB':>13}")
     for side, results in runs.items():
         built = int(results[0]["built"])
         cpu = statistics.median(result["cpu_seconds"] for result in results)
         rise = statistics.median(result["rss_rise_mib"] for result in results)
-        lines.append(f"{side:<20} {built:>14} {cpu:>8.2f} {rise:>13.1f}")
+        lines.append(f"{side:<30} {built:>14} {cpu:>8.2f} {rise:>13.1f}")
     return "\n".join(lines)
 
 

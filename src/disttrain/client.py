@@ -54,6 +54,7 @@ from disttrain_kube.rest import PODS_PATH, WATCH_SILENCE_MARGIN, Kube, watch_eve
 _WATCH_SECONDS = 60  # one watch request; a wait longer than this watches again from where it was
 _EVENTS_PATH = "/api/v1/namespaces/{namespace}/events"
 _TOKEN_REVIEWS_PATH = "/apis/authentication.k8s.io/v1/tokenreviews"
+_ACCESS_REVIEWS_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 
 
 @dataclass(frozen=True)
@@ -133,6 +134,23 @@ class Client:
         if not status.get("authenticated") or not user:
             return None
         return Identity(str(user.get("username") or ""), tuple(user.get("groups") or ()))
+
+    def may_list(self, kind: JobKind = "DistTrainJob", *, namespace: str | None = None) -> bool:
+        """Whether this client's identity may list jobs of `kind` in `namespace` (None: in every namespace), as
+        the API server's SelfSubjectAccessReview answers, which anyone authenticated may ask."""
+        resource = RESOURCES[kind]
+        attributes = {"group": resource.group, "resource": resource.plural, "verb": "list"}
+        spec = {"resourceAttributes": {**attributes, **({"namespace": namespace} if namespace else {})}}
+        review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview", "spec": spec}
+        answer = call(
+            lambda: self._kube.json_request("POST", _ACCESS_REVIEWS_PATH, {}, review), what="an access review"
+        )
+        return bool((answer.get("status") or {}).get("allowed"))
+
+    def namespace_names(self) -> list[str]:
+        """The names of the cluster's namespaces, read a page at a time; ApiError where this client may not."""
+        items = call(lambda: list(self._kube.list_metadata("/api/v1/namespaces", {})), what="the namespaces")
+        return sorted(str(item["metadata"]["name"]) for item in items)
 
     # --- jobs -------------------------------------------------------------------------------------------
 

@@ -147,6 +147,13 @@ class Pages:
         viewer = await asyncio.to_thread(self.viewer_of, request)
         chosen_namespace = request.query_params.get("namespace", "")
         chosen_phase = request.query_params.get("phase", "")
+        readable = None
+        if not chosen_namespace and not self.namespace:
+            readable = await asyncio.to_thread(self.viewers.readable_namespaces, viewer)
+            if readable is not None and len(readable) == 1:  # the one namespace the viewer may read
+                return RedirectResponse(f"/?namespace={readable[0]}", status_code=HTTP_SEE_OTHER)
+            if readable is not None:
+                return self._choose_namespace(request, viewer, readable)
         try:
             feed = self.feeds.of(viewer, chosen_namespace or None, asyncio.get_running_loop())
         except TooManyFeedsError as error:
@@ -175,6 +182,28 @@ class Pages:
             "scope": f"namespace {chosen_namespace}" if chosen_namespace and not namespace else self.scope,
             "viewer": viewer.name,
             "listed": feed.listed(),
+        }
+        return templates.TemplateResponse(request, "jobs.html", context)
+
+    def _choose_namespace(self, request: Request, viewer: Viewer, readable: list[str]) -> Response:
+        """The list page of a viewer who may not list jobs in every namespace: the ones they may, to choose."""
+        notice = (
+            f"You may read the jobs of {len(readable)} namespaces: choose one."
+            if readable
+            else "You may not list jobs in any namespace: ask for the disttrain-viewer role in yours."
+        )
+        context = {
+            "rows": [],
+            "namespaces": readable,
+            "phases": PHASES,
+            "chosen_namespace": "",
+            "chosen_phase": "",
+            "problems": [],
+            "notice": notice,
+            "scope": "the namespaces you may read",
+            "viewer": viewer.name,
+            "listed": True,
+            "choices": readable,
         }
         return templates.TemplateResponse(request, "jobs.html", context)
 

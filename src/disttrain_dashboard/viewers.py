@@ -19,11 +19,12 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from starlette.requests import Request
 
-from disttrain import Client
+from disttrain import Client, DisttrainError
 from disttrain.client import Identity
 from disttrain_dashboard.feed import JobFeed
 
@@ -33,6 +34,8 @@ LINGER_SECONDS = 60.0
 TOKEN_COOKIE = "disttrain-token"
 MAX_TOKEN = 16 * 1024  # a ServiceAccount token is about 1 KB; an OIDC one a few
 MAX_FEEDS_PER_VIEWER = 4  # feeds (a watch per kind of job each) one viewer holds at once
+MAX_NAMESPACES_ASKED = 200  # namespaces asked about for one viewer who may not list jobs in every one
+ASKING_THREADS = 8
 
 
 class TooManyFeedsError(Exception):
@@ -63,6 +66,35 @@ class Viewers:
         self._reviews: OrderedDict[str, tuple[float, Identity | None]] = OrderedDict()
         self._lock = threading.Lock()
         self._owner = Viewer("", "", client)
+        self._readable: OrderedDict[str, tuple[float, list[str] | None]] = OrderedDict()
+
+    def readable_namespaces(self, viewer: Viewer) -> list[str] | None:
+        """The namespaces whose jobs the viewer may list, or None where they may list them in every one. The
+        names asked about are the cluster's, as the dashboard's own account lists them where viewers sign in
+        (or as the viewer may list them), else the viewer's own kubeconfig's; at most MAX_NAMESPACES_ASKED,
+        each a SelfSubjectAccessReview as the viewer. Remembered for REVIEW_SECONDS."""
+        now = self._clock()
+        with self._lock:
+            known = self._readable.get(viewer.key)
+            if known is not None and now - known[0] < REVIEW_SECONDS:
+                return known[1]
+        found = None if viewer.client.may_list() else self._ask(viewer)
+        with self._lock:
+            self._readable[viewer.key] = (now, found)
+            self._readable.move_to_end(viewer.key)
+            while len(self._readable) > REVIEWS_KEPT:
+                self._readable.popitem(last=False)
+        return found
+
+    def _ask(self, viewer: Viewer) -> list[str]:
+        try:
+            names = (self._client if self.authenticate else viewer.client).namespace_names()
+        except DisttrainError:
+            names = [viewer.client.namespace]
+        names = names[:MAX_NAMESPACES_ASKED]
+        with ThreadPoolExecutor(ASKING_THREADS) as pool:
+            allowed = list(pool.map(lambda name: viewer.client.may_list(namespace=name), names))
+        return [name for name, may in zip(names, allowed, strict=True) if may]
 
     def of(self, request: Request) -> Viewer | None:
         """The request's viewer; None when it must authenticate and its token names nobody (or it has none).

@@ -48,7 +48,7 @@ REQUEST_TIMEOUT = (_CONNECT_TIMEOUT, 60.0)
 # A watch's stream silent this long past the watch's own timeout is taken for a dead connection.
 WATCH_SILENCE_MARGIN = 10
 _CHUNK = 1 << 16
-METADATA_PAGE = 50  # objects of a metadata listing read at once
+METADATA_PAGE = 10  # objects of a metadata listing read at once: a tenant's may be a megabyte each
 
 
 ReportError = Callable[[str], None]  # told the method of each request that failed (the operator counts them)

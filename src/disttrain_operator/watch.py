@@ -25,7 +25,7 @@ from disttrain_operator.workers import ended_threads
 
 logger = logging.getLogger(__name__)
 
-PAGE = 50  # objects per page of a listing: a tenant may make each about a megabyte, so a page is bounded by count
+PAGE = 25  # objects per page of a listing: a tenant may make each about a megabyte, so a page is bounded by count
 # The API server ends a watch after this long (its bookmark first), and the next goes on from where it
 # ended; a stream silent for WATCH_SILENCE_MARGIN past that is taken for a dead connection, as kopf's
 # client timeout does, so a connection that died without a word costs about 70 s rather than forever.

@@ -302,7 +302,8 @@ def test_a_viewer_of_one_namespace_sees_nothing_of_another(
         assert _status(f"{dashboard.url}jobs/DistTrainJob/{other}/theirs", bearer)[0] == 403
         assert _status(f"{dashboard.url}jobs/DistTrainJob/{other}/theirs/logs/worker-0", bearer)[0] == 403
         sign_in(page, dashboard, token)
-        page.goto(f"{dashboard.url}?namespace={namespace}")
+        page.goto(dashboard.url)  # the viewer may list one namespace's jobs: the front page is that namespace's
+        expect(page).to_have_url(f"{dashboard.url}?namespace={namespace}", timeout=WAIT_MS)
         expect(page.locator(f'tr[data-key="DistTrainJob/{namespace}/mine"]')).to_be_visible(timeout=WAIT_MS)
         expect(page.locator(f'tr[data-key="DistTrainJob/{other}/theirs"]')).to_have_count(0)
         expect(page.locator("body")).not_to_contain_text("theirs")

@@ -69,7 +69,7 @@ def _tenant_a_writes_what_once_harmed_others(tenant: Cluster, a_namespace: str) 
         "huge-ttl": {"disttrain.io/log-ttl-seconds-after-job-deleted": "99999999999999999999"},
         "far-future": {
             "disttrain.io/job-gone-since": "9999-12-31T23:59:59Z",
-            "disttrain.io/log-ttl-seconds-after-job-deleted": "2147483647",
+            "disttrain.io/log-ttl-seconds-after-job-deleted": "7776000",
         },
         "garbage": {
             "disttrain.io/job-gone-since": "yesterday",

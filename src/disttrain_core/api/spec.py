@@ -129,6 +129,7 @@ ResourceRequirements = Annotated[dict[str, Any], WithJsonSchema(resource_require
 MAX_ATTEMPT = 2**31 - 1  # of one replica: its first pod is attempt 1
 MAX_REPLICAS = 1000  # every pod's TF_CONFIG lists every task: 1000 workers make it about 60 KB
 MAX_SECONDS = 2**31 - 1  # 68 years: as Kubernetes' own int32 durations, and far from datetime's range
+MAX_KEPT_LOG_SECONDS = 90 * 24 * 3600  # how long kept logs may outlive their job: a quarter, for a post-mortem
 
 
 class ReplicaSpec(ApiModel):
@@ -359,8 +360,8 @@ class Logs(ApiModel):
     ttl_seconds_after_job_deleted: int = Field(
         0,
         ge=0,
-        le=MAX_SECONDS,
-        description="How long logs kept in ConfigMaps outlive the job; 0: they are deleted with it.",
+        le=MAX_KEPT_LOG_SECONDS,
+        description="How long logs kept in ConfigMaps outlive the job, at most 90 days; 0: they are deleted with it.",
     )
 
     @property

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, WrapValidator
 from disttrain_contract.kept_logs import DEFAULT_LOG_BYTES
 from disttrain_contract.timestamps import parse_time
 from disttrain_core.api.job import GROUP
-from disttrain_core.api.spec import MAX_ATTEMPT, MAX_LOG_BYTES, MAX_SECONDS, MIN_LOG_BYTES
+from disttrain_core.api.spec import MAX_ATTEMPT, MAX_KEPT_LOG_SECONDS, MAX_LOG_BYTES, MIN_LOG_BYTES
 
 LOG_MAX_BYTES = f"{GROUP}/log-max-bytes"
 LOG_TTL = f"{GROUP}/log-ttl-seconds-after-job-deleted"
@@ -54,7 +54,7 @@ def _or(default: Any) -> WrapValidator:
 
 
 LogBytes = Annotated[int, Field(ge=MIN_LOG_BYTES, le=MAX_LOG_BYTES), _or(DEFAULT_LOG_BYTES)]
-TtlSeconds = Annotated[int, Field(ge=0, le=MAX_SECONDS), _or(0)]
+TtlSeconds = Annotated[int, Field(ge=0, le=MAX_KEPT_LOG_SECONDS), _or(0)]
 Attempt = Annotated[int | None, Field(ge=1, le=MAX_ATTEMPT), _or(None)]
 
 

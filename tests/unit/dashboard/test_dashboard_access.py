@@ -26,6 +26,7 @@ class _Cluster:
     """What the dashboard asks of its client: whom a token names, and reads as that token (none here)."""
 
     namespace = "default"
+    readable: tuple[str, ...] | None = None  # the namespaces a viewer may list jobs in; None: every one
 
     def __init__(self, token: str | None = None) -> None:
         self.token = token
@@ -45,6 +46,12 @@ class _Cluster:
 
     def get(self, name: str, **_: Any) -> Any:
         raise JobNotFoundError(f"DistTrainJob {name}: not found")
+
+    def may_list(self, kind: str = "DistTrainJob", *, namespace: str | None = None) -> bool:
+        return self.readable is None or namespace in self.readable
+
+    def namespace_names(self) -> list[str]:
+        return ["kube-system", "team-a", "team-b", "team-c"]
 
 
 def _client(namespace: str | None = None, *, authenticate: bool = True) -> tuple[TestClient, _Cluster]:
@@ -172,3 +179,26 @@ def test_one_viewer_holds_a_bounded_number_of_feeds() -> None:
         feeds.stop()
 
     asyncio.run(open_many())
+
+
+@pytest.mark.parametrize(
+    ("readable", "answer"),
+    [
+        (("team-b",), (303, "/?namespace=team-b")),
+        (("team-a", "team-c"), (200, "You may read the jobs of 2 namespaces")),
+        ((), (200, "You may not list jobs in any namespace")),
+    ],
+)
+def test_a_viewer_who_may_not_list_every_namespace_lands_on_those_they_may_read(
+    readable: tuple[str, ...], answer: tuple[int, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_Cluster, "readable", readable)
+    client, _ = _client()
+    with client:
+        page = client.get("/", headers={"Authorization": f"Bearer {GOOD}"})
+        said = page.headers.get("location", "") if page.status_code == 303 else page.text
+        assert (page.status_code, answer[1] in said) == (answer[0], True)
+        for name in {"team-a", "team-b", "team-c"} - set(readable):
+            assert f'value="{name}"' not in page.text
+        if page.status_code == 200:
+            assert all(f'<a href="/?namespace={name}">{name}</a>' in page.text for name in readable)

@@ -37,10 +37,10 @@ def test_no_tenant_of_a_namespaced_install_can_become_the_operator() -> None:
     assert [item["metadata"].get("namespace", own) for item in accounts] == [own]
 
 
-def test_the_dashboard_account_may_only_review_tokens() -> None:
-    """The viewer role in the same file is for people to bind; the account itself reads nothing."""
+def test_the_dashboard_account_may_only_review_tokens_and_name_the_namespaces() -> None:
+    """The viewer role in the same file is for people to bind; the account itself reads no object's content."""
     granted = bound_rights(ROOT / "deploy" / "components" / "dashboard" / "rbac.yaml", "disttrain-dashboard")
-    assert granted == {("authentication.k8s.io", "tokenreviews", "create")}
+    assert granted == {("authentication.k8s.io", "tokenreviews", "create"), ("", "namespaces", "list")}
 
 
 def test_the_rights_one_account_used_and_was_refused_since_a_time(tmp_path: Path) -> None:
