@@ -9,6 +9,7 @@ another host, is refused. The screenshots in docs/admins.md are the ones these t
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import urllib.error
@@ -97,7 +98,8 @@ def sign_in(page: Page, dashboard: Dashboard, token: str) -> None:
     expect(page.locator("h1")).to_have_text("Sign in")
     page.locator("#token").fill(token)
     page.locator("button[type=submit]").click()
-    expect(page).to_have_url(dashboard.url)  # signed in: the list of jobs
+    # signed in: the list of jobs, of the one namespace the viewer may read where that is all they may
+    expect(page).to_have_url(re.compile(rf"^{re.escape(dashboard.url)}(\?namespace=[a-z0-9-]+)?$"))
 
 
 @pytest.fixture
@@ -249,8 +251,9 @@ def test_nothing_can_be_written_through_the_dashboard(dashboard: Dashboard) -> N
         assert "default-src 'self'" in answer.headers["Content-Security-Policy"]
     roles = yaml_rules(DASHBOARD_RBAC)
     assert roles["disttrain-dashboard"] == [
-        {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]}
-    ]  # the dashboard's own account reads nothing: each viewer reads as themselves
+        {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list"]},
+    ]  # the dashboard's own account reads no job, pod or log: each viewer reads as themselves
     assert {verb for rule in roles["disttrain-viewer"] for verb in rule["verbs"]} == {"get", "list", "watch"}
 
 
@@ -265,7 +268,10 @@ def test_a_viewer_without_rights_reads_why(
     cluster: Cluster, operator: OperatorProcess, namespace: str, dashboard: Dashboard, page: Page
 ) -> None:
     sign_in(page, dashboard, viewer_token(cluster, namespace, "nobody"))
-    problem = page.locator(".problem", has_text="DistTrainJobs in every namespace cannot be shown")
+    problem = page.locator(".problem")
+    expect(problem).to_contain_text("You may not list jobs in any namespace", timeout=WAIT_MS)
+    page.goto(f"{dashboard.url}?namespace={namespace}")  # typed in: the API server's own answer
+    problem = page.locator(".problem", has_text=f"DistTrainJobs in namespace {namespace} cannot be shown")
     expect(problem).to_contain_text("forbidden", timeout=WAIT_MS)
     response = page.goto(f"{dashboard.url}jobs/DistTrainJob/{namespace}/anything")
     assert response is not None and response.status == 403
@@ -304,6 +310,7 @@ def test_a_viewer_of_one_namespace_sees_nothing_of_another(
         sign_in(page, dashboard, token)
         page.goto(dashboard.url)  # the viewer may list one namespace's jobs: the front page is that namespace's
         expect(page).to_have_url(f"{dashboard.url}?namespace={namespace}", timeout=WAIT_MS)
+        page.goto(f"{dashboard.url}?namespace={namespace}")
         expect(page.locator(f'tr[data-key="DistTrainJob/{namespace}/mine"]')).to_be_visible(timeout=WAIT_MS)
         expect(page.locator(f'tr[data-key="DistTrainJob/{other}/theirs"]')).to_have_count(0)
         expect(page.locator("body")).not_to_contain_text("theirs")
