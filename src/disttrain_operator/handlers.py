@@ -44,6 +44,7 @@ from disttrain_operator.progress_poller import ProgressPoller, progress_url
 from disttrain_operator.reconciler import JobApi, Reconciler, utcnow
 from disttrain_operator.wakeups import Wakeups
 from disttrain_operator.watch import (
+    PAGE,
     ListAndWatch,
     Listings,
     ObjectStore,
@@ -241,6 +242,7 @@ def tune(kopf_settings: kopf.OperatorSettings, settings: OperatorSettings) -> No
     kopf_settings.queueing.idle_timeout = IDLE_WORKER_SECONDS
     kopf_settings.watching.server_timeout = settings.watch_seconds
     kopf_settings.watching.inactivity_timeout = settings.watch_seconds + WATCH_SILENCE_MARGIN
+    kopf_settings.watching.chunk_size = PAGE  # jobs are tenants' objects too: listed a bounded page at a time
     named = scopes(settings.watch_namespaces)
     kopf_settings.scanning.disabled = all(scope.namespace is not None for scope in named)
 
