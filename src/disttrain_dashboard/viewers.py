@@ -21,6 +21,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 from starlette.requests import Request
 
@@ -36,6 +37,7 @@ MAX_TOKEN = 16 * 1024  # a ServiceAccount token is about 1 KB; an OIDC one a few
 MAX_FEEDS_PER_VIEWER = 4  # feeds (a watch per kind of job each) one viewer holds at once
 MAX_NAMESPACES_ASKED = 200  # namespaces asked about for one viewer who may not list jobs in every one
 ASKING_THREADS = 8
+T = TypeVar("T")
 
 
 class TooManyFeedsError(Exception):
@@ -58,33 +60,44 @@ def bearer_token(request: Request) -> str | None:
     return found if found and len(found) <= MAX_TOKEN and found.isascii() and found.isprintable() else None
 
 
+class _Remembered(Generic[T]):
+    """Answers the API server gave, by key, for REVIEW_SECONDS; at most REVIEWS_KEPT, the oldest going first."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._answers: OrderedDict[str, tuple[float, T]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str, ask: Callable[[], T]) -> T:
+        """The answer remembered for `key`, else what `ask` answers now (asked outside the lock)."""
+        now = self._clock()
+        with self._lock:
+            known = self._answers.get(key)
+            if known is not None and now - known[0] < REVIEW_SECONDS:
+                return known[1]
+        answer = ask()
+        with self._lock:
+            self._answers[key] = (now, answer)
+            self._answers.move_to_end(key)
+            while len(self._answers) > REVIEWS_KEPT:
+                self._answers.popitem(last=False)
+        return answer
+
+
 class Viewers:
     def __init__(self, client: Client, *, authenticate: bool, clock: Callable[[], float] = time.monotonic) -> None:
         self._client = client
         self.authenticate = authenticate
-        self._clock = clock
-        self._reviews: OrderedDict[str, tuple[float, Identity | None]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._reviews: _Remembered[Identity | None] = _Remembered(clock)
         self._owner = Viewer("", "", client)
-        self._readable: OrderedDict[str, tuple[float, list[str] | None]] = OrderedDict()
+        self._readable: _Remembered[list[str] | None] = _Remembered(clock)
 
     def readable_namespaces(self, viewer: Viewer) -> list[str] | None:
         """The namespaces whose jobs the viewer may list, or None where they may list them in every one. The
         names asked about are the cluster's, as the dashboard's own account lists them where viewers sign in
         (or as the viewer may list them), else the viewer's own kubeconfig's; at most MAX_NAMESPACES_ASKED,
         each a SelfSubjectAccessReview as the viewer. Remembered for REVIEW_SECONDS."""
-        now = self._clock()
-        with self._lock:
-            known = self._readable.get(viewer.key)
-            if known is not None and now - known[0] < REVIEW_SECONDS:
-                return known[1]
-        found = None if viewer.client.may_list() else self._ask(viewer)
-        with self._lock:
-            self._readable[viewer.key] = (now, found)
-            self._readable.move_to_end(viewer.key)
-            while len(self._readable) > REVIEWS_KEPT:
-                self._readable.popitem(last=False)
-        return found
+        return self._readable.get(viewer.key, lambda: None if viewer.client.may_list() else self._ask(viewer))
 
     def _ask(self, viewer: Viewer) -> list[str]:
         try:
@@ -111,18 +124,8 @@ class Viewers:
         return Viewer(key, identity.username, self._client.as_bearer(token))
 
     def _identity(self, token: str) -> Identity | None:
-        digest, now = hashlib.sha256(token.encode()).hexdigest(), self._clock()
-        with self._lock:
-            known = self._reviews.get(digest)
-            if known is not None and now - known[0] < REVIEW_SECONDS:
-                return known[1]
-        identity = self._client.review_token(token)
-        with self._lock:
-            self._reviews[digest] = (now, identity)
-            self._reviews.move_to_end(digest)
-            while len(self._reviews) > REVIEWS_KEPT:
-                self._reviews.popitem(last=False)
-        return identity
+        digest = hashlib.sha256(token.encode()).hexdigest()
+        return self._reviews.get(digest, lambda: self._client.review_token(token))
 
 
 @dataclass

@@ -114,7 +114,7 @@ class KeptLogKeeper(Workers):
         self._pending: set[str] = set()  # uids queued or in hand
         self._following: Counter[str] = Counter()  # follows in hand, by namespace
         self._max_follows_per_namespace = max_follows_per_namespace
-        self._contending: set[str] = set()  # namespaces that hold a follow or wait for one, as `_take` last saw
+        self._contending: set[str] = set()  # namespaces that hold a follow or wait for one, as `_next` last saw
         self._follow_seconds = follow_seconds
         self._settled: set[str] = set()  # uids of pods whose log is kept or given up, until the pod is gone
         self._unkept: dict[str, list[UnkeptLogs]] = {}  # by the job's uid
@@ -184,9 +184,6 @@ class KeptLogKeeper(Workers):
     def _take(self, tasks: deque[_Task], due: float | None = None) -> _Task | None:
         """The first task (due by `due`) that a thread may take: a follow only while the keeper, and the pod's
         namespace, hold fewer than their most."""
-        self._contending = set(self._following) | {
-            task.namespace for queue in (self._fresh, self._retries) for task in queue if task.follow
-        }
         for index, task in enumerate(tasks):
             if due is not None and task.due > due:
                 return None
@@ -211,6 +208,9 @@ class KeptLogKeeper(Workers):
         with self._condition:
             while not self._stopped:
                 now = time.monotonic()
+                self._contending = set(self._following) | {
+                    task.namespace for queue in (self._fresh, self._retries) for task in queue if task.follow
+                }
                 task = self._take(self._fresh) or self._take(self._retries, due=now)
                 if task is not None:
                     return task

@@ -446,17 +446,22 @@ class _FollowedLogApi(_LogApi):
         return iter([f"{name} to its end\n".encode()])
 
 
+def _deleting_pods(count: int, namespace: str = "team") -> dict[str, dict[str, Any]]:
+    job = _job(workers=count)
+    found = {}
+    for index in range(count):
+        body = _pod(
+            job, uid=f"{namespace[:4]}000{index}-0000-0000-0000-000000000000", deletionTimestamp="2026-11-25T12:00:00Z"
+        )
+        body["metadata"].update(name=f"mnist-worker-{index}", namespace=namespace)
+        body["metadata"]["labels"]["disttrain.io/replica-index"] = str(index)
+        found[body["metadata"]["name"]] = body
+    return found
+
+
 def test_a_pod_deleted_while_it_runs_is_followed_and_one_that_ended_never_waits_for_follows() -> None:
     job = _job(workers=4)
-    deleting = {
-        f"mnist-worker-{index}": _pod(
-            job, uid=f"0000000{index}-0000-0000-0000-000000000000", deletionTimestamp="2026-11-25T12:00:00Z"
-        )
-        for index in range(3)
-    }
-    for index, body in enumerate(deleting.values()):
-        body["metadata"]["name"] = f"mnist-worker-{index}"
-        body["metadata"]["labels"]["disttrain.io/replica-index"] = str(index)
+    deleting = _deleting_pods(3)
     ended = _pod(job, "Failed", name="mnist-worker-3", uid="00000003-0000-0000-0000-000000000000")
     ended["metadata"]["labels"]["disttrain.io/replica-index"] = "3"
     api = _FollowedLogApi({**deleting, "mnist-worker-3": ended})
@@ -538,12 +543,7 @@ def test_one_namespace_s_slow_pods_hold_no_follow_another_namespace_needs() -> N
     """A tenant whose deleted pods take their time to stop (a long grace period it chose) holds at most its
     namespace's share of the follows: another namespace's pod deleted meanwhile is followed and kept."""
     job = _job(workers=4)
-    slow = {}
-    for index in range(3):
-        body = _pod(job, uid=f"0000000{index}-0000-0000-0000-000000000000", deletionTimestamp="2026-11-25T12:00:00Z")
-        body["metadata"]["name"] = f"mnist-worker-{index}"
-        body["metadata"]["labels"]["disttrain.io/replica-index"] = str(index)
-        slow[body["metadata"]["name"]] = body
+    slow = _deleting_pods(3)
     other = _pod(job, uid="00000009-0000-0000-0000-000000000000", deletionTimestamp="2026-11-25T12:00:00Z")
     other["metadata"].update(name="other-worker-1", namespace="other-team")
     api = _FollowedLogApi({**slow, "other-worker-1": other})
@@ -626,19 +626,6 @@ class _EndlessLogApi(_FollowedLogApi):
         while not self.stopped.is_set():
             yield b"x" * 1023 + b"\n"
             time.sleep(self.pause)
-
-
-def _deleting_pods(count: int, namespace: str = "team") -> dict[str, dict[str, Any]]:
-    job = _job(workers=count)
-    found = {}
-    for index in range(count):
-        body = _pod(
-            job, uid=f"{namespace[:4]}000{index}-0000-0000-0000-000000000000", deletionTimestamp="2026-11-25T12:00:00Z"
-        )
-        body["metadata"].update(name=f"mnist-worker-{index}", namespace=namespace)
-        body["metadata"]["labels"]["disttrain.io/replica-index"] = str(index)
-        found[body["metadata"]["name"]] = body
-    return found
 
 
 def test_a_follow_is_bounded_in_time_and_the_namespaces_share_the_follows() -> None:
