@@ -48,8 +48,11 @@ class GoTool:
 ACTIONLINT = GoTool("actionlint", "github.com/rhysd/actionlint/cmd/actionlint", "v1.7.12")
 # helm lints, renders, packages and installs charts/disttrain (a few minutes cold on 2 cores).
 HELM = GoTool("helm", "helm.sh/helm/v4/cmd/helm", "v4.3.1")
+# kube-router's firewall enforces NetworkPolicy beside the real node in the test that proves each job's
+# policy (network_policy_controller.py says why this one; about 5 minutes cold on 2 cores).
+KUBE_ROUTER = GoTool("kube-router", "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router", "v2.1.0")
 
-TOOLS = {tool.name: tool for tool in (ACTIONLINT, HELM)}
+TOOLS = {tool.name: tool for tool in (ACTIONLINT, HELM, KUBE_ROUTER)}
 
 
 def main(argv: list[str]) -> int:

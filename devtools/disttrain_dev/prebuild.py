@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from disttrain_dev import headlamp, kueue, peer
-from disttrain_dev.go_tools import HELM
+from disttrain_dev.go_tools import HELM, KUBE_ROUTER
 
 
 def _no_npm() -> str | None:
@@ -32,6 +32,7 @@ BUILDS: tuple[tuple[str, Callable[[], object], Callable[[], str | None]], ...] =
     ("Kueue", kueue.ensure_kueue, kueue.missing_source),
     ("Headlamp", headlamp.ensure_headlamp, headlamp.missing_requirement),
     ("the Headlamp plugin's packages", lambda: headlamp.plugin_packages(Path(headlamp.PLUGIN_FOLDER)), _no_npm),
+    ("kube-router", KUBE_ROUTER.ensure, KUBE_ROUTER.unavailable),  # the real node's NetworkPolicy test
 )
 
 

@@ -26,9 +26,11 @@ from typing import Any
 import pytest
 
 from disttrain import Client
+from disttrain_contract.progress import DEFAULT_PROGRESS_PORT
 from disttrain_core.api.crd import KEPT_ON_UNINSTALL
+from disttrain_core.builders import naming
 from disttrain_dev import cluster as devcluster
-from disttrain_dev import containerd, images, node_kinds, readme, real_node, versions
+from disttrain_dev import containerd, images, network_policy_controller, node_kinds, readme, real_node, versions
 from disttrain_dev.polling import wait_for
 from job_checks import holds, says_a_worker_is_unreachable, suspend
 from kube_cluster import Cluster
@@ -459,6 +461,91 @@ def test_workers_cut_off_from_each_other_say_so_on_the_job_then_finish(installed
             subprocess.run(["iptables", "-D", *cut], check=True)
     _wait_succeeded(installed, real_namespace, job)
     assert _finished_line(installed, real_namespace, f"{job}-worker-0")["steps"] == 8 * STEPS_PER_EPOCH
+
+
+# A pod's tries at each port, side by side: a TCP connection within 10 s of tries, or none. A NetworkPolicy
+# controller admits a new pod's address a moment after the pod starts (kube-router once it has synced).
+CONNECT = """
+import json, socket, sys, threading, time
+reached = {}
+def attempt(port):
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection((sys.argv[1], int(port)), timeout=2).close()
+            reached[port] = True
+            return
+        except OSError:
+            time.sleep(0.5)
+    reached[port] = False
+tries = [threading.Thread(target=attempt, args=(port,)) for port in sys.argv[2:]]
+for each in tries:
+    each.start()
+for each in tries:
+    each.join()
+print(json.dumps(reached))
+"""
+
+
+def _reached(cluster: Cluster, namespace: str, pod: dict[str, Any], address: str, ports: list[int]) -> Any:
+    """Which of `ports` at `address` a pod of the trainer image connects to, the pod's metadata as given."""
+    restricted = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    name = pod["name"]
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": pod,
+        "spec": {
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": False,
+            "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [
+                {
+                    "name": "connect",
+                    "image": f"{images.TRAINER.name}:{images.VERSION}",
+                    "command": ["python", "-c", CONNECT, address, *map(str, ports)],
+                    "securityContext": restricted,
+                }
+            ],
+        },
+    }
+    cluster.apply(namespace, json.dumps(manifest))
+
+    def ended() -> str | None:
+        phase = ((cluster.get("pod", name, namespace) or {}).get("status") or {}).get("phase")
+        return phase if phase in ("Succeeded", "Failed") else None
+
+    assert wait_for(f"{name} to end", ended, timeout=90) == "Succeeded"
+    return json.loads(cluster.kubectl("logs", "-n", namespace, name).stdout)
+
+
+def test_a_job_s_network_policy_admits_its_own_pods_and_the_operator_and_no_other_pod(
+    installed: Cluster, real_namespace: str, plain_namespace: str
+) -> None:
+    """With a NetworkPolicy controller enforcing (kube-router's firewall): the job's workers connect to each
+    other and train to the last step, and the installed operator's polls move its status's step, while a pod
+    of another namespace reaches neither the TensorFlow port nor the progress port of a worker that a pod
+    bearing the job's label reaches, at the same time."""
+    missing = network_policy_controller.missing_requirement()
+    if missing is not None:
+        pytest.skip(missing)
+    epochs = 200  # some 50 s of training: both pods' tries and an operator's poll land mid-run
+    ports = [2222, DEFAULT_PROGRESS_PORT]
+    with bridged_traffic_through_iptables(), network_policy_controller.enforcing():
+        job = _submit(installed, real_namespace, MWMS, epochs)
+        worker = f"{job}-worker-0"
+        wait_for(f"{worker} training", lambda: _logged_step(installed, real_namespace, worker) > 0, timeout=180)
+        address = str(installed.get("pod", worker, real_namespace)["status"]["podIP"])  # type: ignore[index]
+        fellow = {"name": "fellow", "labels": naming.job_labels(job)}
+        insider = _reached(installed, real_namespace, fellow, address, ports)
+        outsider = _reached(installed, plain_namespace, {"name": "outsider"}, address, ports)
+        _still_running(installed, real_namespace, job, epochs)
+        wait_for("the operator's poll to move the job's step", lambda: _step(installed, real_namespace, job) > 0, 60)
+        _still_running(installed, real_namespace, job, epochs)
+        _wait_succeeded(installed, real_namespace, job)
+    assert insider == {str(port): True for port in ports}
+    assert outsider == {str(port): False for port in ports}
+    assert _finished_line(installed, real_namespace, worker)["steps"] == epochs * STEPS_PER_EPOCH
 
 
 def _uid(cluster: Cluster, namespace: str, pod: str) -> str:
