@@ -1,4 +1,4 @@
-"""A NetworkPolicy controller beside the real node, for the tests that prove a job's policy is enforced:
+"""A NetworkPolicy controller beside the real node, for the test that proves a job's policy is enforced:
 kube-router's firewall alone (no routing, no service proxy), built from its Go module. It filters the
 traffic to the pods whose host address is the real node's with iptables rules and ipsets; pods on one
 bridge reach each other through iptables only where bridge netfilter passes bridged traffic there, so
