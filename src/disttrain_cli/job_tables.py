@@ -20,6 +20,8 @@ from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.status import UnkeptLogs
 from disttrain_core.summary import (
     age,
+    checkpoint_text,
+    eta_text,
     evaluation_text,
     phase_text,
     pod_state,
@@ -99,6 +101,8 @@ def describe(job: DistTrainJob, pods: Sequence[Object], events: Sequence[JobEven
         ("Replicas", Text(replicas_text(job))),
         ("Restarts", Text(restarts_text(job))),
         ("Progress", Text(progress_text(job))),
+        ("Time left", Text(eta_text(job))),
+        ("Checkpoint", Text(checkpoint_text(job))),
         ("Evaluation", Text(evaluation_text(job))),
         ("TensorBoard", Text(status.tensorboard.url if status.tensorboard else "-")),
         ("Started", Text(_time(status.start_time))),

@@ -1,8 +1,10 @@
 """What one pod that failed or was taken away does to its job: one answer for the status and the planner.
 
 In order: the first of `runPolicy.failurePolicy.rules` that matches the pod; else a disruption restarts
-the job, uncounted; else the replica's `restartPolicy` restarts it, counted, or fails the job. An
-Evaluator that no rule fails never fails the job (its replica status says it failed).
+the job, uncounted; else a trainer that diverged (its exit code) fails the job, since a restart from the
+same checkpoint diverges again; else the replica's `restartPolicy` restarts it, counted, or fails the job.
+An Evaluator that no rule fails never fails the job (its replica status says it failed). A stall is the
+job's, not a pod's: only `onStall` rules match it (`stall_rule`).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from disttrain_contract.exit_codes import is_retryable
+from disttrain_contract.exit_codes import ExitCode, is_retryable
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ExitCodeOperator, FailureAction, FailureRule, ReplicaType, RestartPolicy
 from disttrain_core.observed import PodView
@@ -49,7 +51,9 @@ def may_restart(policy: RestartPolicy, exit_code: int | None) -> bool:
 
 def matches(rule: FailureRule, pod: PodView) -> bool:
     """Exit codes match a pod that failed on its own account: a pod taken away exits as it was killed, which
-    says nothing of the job (its conditions, DisruptionTarget, match it instead)."""
+    says nothing of the job (its conditions, DisruptionTarget, match it instead). An onStall rule matches no pod."""
+    if rule.on_stall:
+        return False
     if rule.replica_types is not None and pod.replica_type not in rule.replica_types:
         return False
     if rule.on_exit_codes is not None:
@@ -75,6 +79,8 @@ def response(job: DistTrainJob, pod: PodView) -> Response:
             return Response(rule.action is FailureAction.FAIL_JOB, scope, uncounted, number)
     if pod.disruption is not None:
         return Response(fails=False, uncounted=pod.disruption)
+    if pod.exit_code == ExitCode.DIVERGED:
+        return Response(fails=True)
     restart_policy = job.spec.replica_specs[pod.replica_type].restart_policy
     return Response(fails=not may_restart(restart_policy, pod.exit_code))
 
@@ -85,3 +91,10 @@ def fails_job(job: DistTrainJob, pod: PodView) -> Response | None:
     if not answer.fails or (pod.replica_type is ReplicaType.EVALUATOR and answer.rule is None):
         return None
     return answer
+
+
+def stall_rule(job: DistTrainJob) -> tuple[int, FailureRule] | None:
+    """The first failurePolicy rule (1-based) that matches a stall, if any."""
+    policy = job.spec.run_policy.failure_policy
+    rules = enumerate(policy.rules if policy is not None else (), start=1)
+    return next(((number, rule) for number, rule in rules if rule.on_stall), None)

@@ -20,11 +20,11 @@ from disttrain_contract.progress import ERROR_FIELD
 from disttrain_contract.timestamps import parse_time
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType
-from disttrain_core.api.status import MAX_DISRUPTION_REASON, Evaluation, Progress
+from disttrain_core.api.status import MAX_DISRUPTION_REASON, Evaluation
 from disttrain_core.api.tenant_input import PodLogNotes
 from disttrain_core.builders import naming
 from disttrain_core.kept_logs import essentials, log_due
-from disttrain_core.progress import parse_evaluation, parse_progress
+from disttrain_core.progress import Report, parse_evaluation, parse_report
 from disttrain_core.types import Body
 
 
@@ -58,7 +58,7 @@ class PodView:
     restarts: int = 0
     deletion_time: datetime | None = None
     pod_ip: str | None = None
-    final_progress: Progress | None = None  # the trainer's last report, from the termination message
+    final_report: Report | None = None  # the trainer's last report, from the termination message
     evaluation: Evaluation | None = None  # an Evaluator's scores, from its termination message
     finished_at: datetime | None = None  # when its container ended, for a pod that ended
     message: str | None = None  # why a failed container says it failed: the trainer's error, or its own text
@@ -242,7 +242,7 @@ def pod_view(body: dict[str, Any], tensorflow_container: str = "tensorflow") -> 
         restarts=sum(int(entry.get("restartCount", 0)) for entry in container_statuses),
         uid=uid,
         pod_ip=status.get("podIP") or None,
-        final_progress=parse_progress((terminated or {}).get("message")),
+        final_report=parse_report((terminated or {}).get("message")),
         evaluation=parse_evaluation((terminated or {}).get("message")),
         finished_at=parse_time((terminated or {}).get("finishedAt")),
         message=failure_message(failed.get("message")),

@@ -5,9 +5,11 @@ object that already exists (409) or to delete one already going. Restarts alread
 in (`handled`), so a failed pod is counted once however often the plan is computed. Every pod runs with
 restartPolicy Never and the plan decides its restart: the whole job or the pod alone, counted against
 backoffLimit or, for pods taken away on purpose, as a disruption; `runPolicy.failurePolicy` rules come
-first (docs/lifecycle.md says each rule and why). A pod removed before any plan saw it go holds its
-name (`observed.after_removal`) until the restart it calls for is recorded; a pod that ended is deleted
-only once its log is kept (`unkept`): no finalizer holds it, and its log goes with it."""
+first (docs/lifecycle.md says each rule and why). A job that runs past its progress deadline without a
+step (`stalls.stall`) restarts as a whole, counted, or fails with reason Stalled. A pod removed before
+any plan saw it go holds its name (`observed.after_removal`) until the restart it calls for is recorded;
+a pod that ended is deleted only once its log is kept (`unkept`): no finalizer holds it, and its log goes
+with it."""
 
 from __future__ import annotations
 
@@ -17,12 +19,13 @@ from datetime import datetime, timedelta
 
 from disttrain_contract.exit_codes import ExitCode
 from disttrain_core.api.job import DistTrainJob
-from disttrain_core.api.spec import CleanPodPolicy, ReplicaType, RestartScope
+from disttrain_core.api.spec import CleanPodPolicy, FailureAction, ReplicaType, RestartScope
 from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.naming import pod_name
 from disttrain_core.builders.objects import owned_objects
-from disttrain_core.failure_policy import Response, Scope, response
+from disttrain_core.failure_policy import Response, Scope, response, stall_rule
 from disttrain_core.observed import PodView
+from disttrain_core.stalls import STALLED, stall
 from disttrain_core.status_from_pods import describe_failure, evaluation_due, is_finished
 from disttrain_core.types import Manifest, ObjectRef, Verdict, invalid_spec
 
@@ -35,6 +38,7 @@ class Restart:
     failed: tuple[PodView, ...]
     message: str
     disruption: str | None = None  # every failed pod was taken away on purpose: the first one's reason
+    stalled: bool = False  # no pod failed: the job made no step within its progress deadline
 
 
 # A pod still terminating this long after its deletion time is on a node that stopped reporting: no
@@ -215,9 +219,11 @@ def plan(
         stopped = [pod.name for pod in pods if not pod.deleting and pod not in keeping]
         return Plan(create=owned, delete=stopped, force_delete=stuck)
     restart = restart_for(job, pods, handled, awaited)
-    if restart is not None and restart.disruption is None and job.status.restart_count >= run_policy.backoff_limit:
-        message = f"{restart.message}, but backoffLimit {run_policy.backoff_limit} is reached"
-        return Plan(fail=Verdict("BackoffLimitExceeded", message))
+    stalled = _on_stall(job, pods, now, settings.progress_deadline_seconds) if restart is None else None
+    restart = stalled if isinstance(stalled, Restart) else restart
+    failed = stalled if isinstance(stalled, Verdict) else _past_backoff_limit(job, restart)
+    if failed is not None:
+        return Plan(fail=failed)
     if restart is not None and any(pod.name in restart.pods for pod in keeping):
         restart = None  # decided once the logs of the pods it deletes are kept
     unplaced = _unplaced_gang(job, pods, now)
@@ -231,7 +237,8 @@ def plan(
     # The remains of a pod held its name until this restart: handled now, they give it up to the next plan.
     freed = now if restart is not None and any(pod.gone for pod in restart.failed) else None
     next_batch = now if missing.more else None
-    wakes = (deadline, unstuck_at, evaluated_by, unplaced, freed, next_batch, paused_until)
+    stall_due = stalled if isinstance(stalled, datetime) else None
+    wakes = (deadline, unstuck_at, evaluated_by, unplaced, freed, next_batch, paused_until, stall_due)
     return Plan(
         create=missing.objects,
         more=missing.more,
@@ -240,6 +247,32 @@ def plan(
         restart=restart,
         wake_at=min(filter(None, wakes), default=None),
     )
+
+
+def _past_backoff_limit(job: DistTrainJob, restart: Restart | None) -> Verdict | None:
+    """The verdict on a counted restart that backoffLimit no longer allows."""
+    limit = job.spec.run_policy.backoff_limit
+    if restart is None or restart.disruption is not None or job.status.restart_count < limit:
+        return None
+    reason = STALLED if restart.stalled else "BackoffLimitExceeded"
+    return Verdict(reason, f"{restart.message}, but backoffLimit {limit} is reached")
+
+
+def _on_stall(
+    job: DistTrainJob, pods: Sequence[PodView], now: datetime, default_deadline: int | None
+) -> Restart | Verdict | datetime | None:
+    """What a stall calls for: the whole job restarted (the Evaluator scores on), counted; the job failed where
+    an onStall rule says FailJob; else when the deadline falls due, or None."""
+    found = stall(job, now, default_deadline)
+    if not isinstance(found, Verdict):
+        return found
+    message = f"the job stalled: {found.message}"
+    rule = stall_rule(job)
+    if rule is not None and rule[1].action is FailureAction.FAIL_JOB:
+        return Verdict(STALLED, f"{message}; failurePolicy rule {rule[0]} fails the job")
+    says = "" if rule is None else f" (failurePolicy rule {rule[0]})"
+    training = [pod.name for pod in pods if not pod.deleting and pod.replica_type is not ReplicaType.EVALUATOR]
+    return Restart(tuple(training), (), f"{message}{says}: the whole job restarts", stalled=True)
 
 
 def _paused_until(job: DistTrainJob, now: datetime) -> datetime | None:

@@ -2,13 +2,15 @@
 
 Two sources, one shape (disttrain_contract.progress): the reporting pod's HTTP endpoint while
 it runs, and its termination message once it ended. Whichever report is newest wins, and a job
-keeps its last known progress across restarts until a newer report arrives. The Evaluator's scores
-come in its termination message too (disttrain_contract.evaluation).
+keeps its last known progress across restarts until a newer report arrives. A report names the last
+checkpoint saved, if any (`SavedCheckpoint`). The Evaluator's scores come in its termination message
+too (disttrain_contract.evaluation).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import UTC
 
 import pydantic
@@ -16,9 +18,24 @@ import pydantic
 from disttrain_contract import progress as contract
 from disttrain_contract.evaluation import EVALUATION_FIELD
 from disttrain_core.api.spec import DistTrainJobSpec, ReplicaType
-from disttrain_core.api.status import MAX_HISTORY, Evaluation, Progress, ProgressPoint
+from disttrain_core.api.status import MAX_HISTORY, OPERATOR_FIELDS, Evaluation, Progress, ProgressPoint, SavedCheckpoint
 
-_FIELDS = frozenset(Progress.model_fields) | {field.alias for field in Progress.model_fields.values() if field.alias}
+# What a trainer may report: the operator's own readings (the rate, the time left) are never taken from it.
+_FIELDS = frozenset(
+    name
+    for key, field in Progress.model_fields.items()
+    if key not in OPERATOR_FIELDS
+    for name in (key, field.alias)
+    if name
+)
+
+
+@dataclass(frozen=True)
+class Report:
+    """One record of the trainer: its progress, and the last checkpoint it says it saved."""
+
+    progress: Progress
+    checkpoint: SavedCheckpoint | None = None
 
 
 def _no_number(_: str) -> None:
@@ -50,6 +67,22 @@ def parse_progress(text: str | None) -> Progress | None:
     if progress.update_time is not None and progress.update_time.tzinfo is None:  # comparable with the rest
         progress = progress.model_copy(update={"update_time": progress.update_time.replace(tzinfo=UTC)})
     return progress
+
+
+def parse_report(text: str | None) -> Report | None:
+    """A report and its checkpoint from its JSON text; None where there is no report. A checkpoint that does
+    not parse is left out and the progress kept."""
+    progress = parse_progress(text)
+    if progress is None:
+        return None
+    found = (_record(text) or {}).get(contract.CHECKPOINT_FIELD)
+    try:
+        checkpoint = SavedCheckpoint.model_validate(found) if isinstance(found, dict) else None
+    except pydantic.ValidationError:
+        checkpoint = None
+    if checkpoint is not None and checkpoint.time is not None and checkpoint.time.tzinfo is None:
+        checkpoint = checkpoint.model_copy(update={"time": checkpoint.time.replace(tzinfo=UTC)})
+    return Report(progress, checkpoint)
 
 
 def parse_evaluation(text: str | None) -> Evaluation | None:
@@ -100,7 +133,9 @@ def with_report(history: list[ProgressPoint], report: Progress | None, limit: in
     """
     if report is None or report.step is None:
         return history
-    point = ProgressPoint(step=report.step, loss=report.loss, examples_per_second=report.examples_per_second)
+    point = ProgressPoint(
+        step=report.step, loss=report.loss, examples_per_second=report.examples_per_second, time=report.update_time
+    )
     if history and history[-1] == point:
         return history
     curve = [*(earlier for earlier in history if earlier.step < point.step), point]

@@ -6,9 +6,11 @@ pods, a garbage-collected worker) only update the counts, never the outcome.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
+from disttrain_contract.exit_codes import ExitCode
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType, SuccessPolicy
 from disttrain_core.api.status import (
@@ -22,15 +24,20 @@ from disttrain_core.api.status import (
     DistTrainJobStatus,
     JobPhase,
     Progress,
+    ProgressPoint,
     ReplicaStatus,
     RestartBackoff,
+    SavedCheckpoint,
     UnkeptLogs,
 )
 from disttrain_core.backoff import Backoff
 from disttrain_core.failure_policy import fails_job
 from disttrain_core.observed import PodPhase, PodView, find_pod
-from disttrain_core.progress import newest, reporting_task, with_report
+from disttrain_core.progress import Report, newest, reporting_task, with_report
+from disttrain_core.stalls import STALLED, running_since, stall
 from disttrain_core.types import Verdict
+
+logger = logging.getLogger(__name__)
 
 
 def with_condition(
@@ -161,6 +168,9 @@ def failure(job: DistTrainJob, pods: Sequence[PodView]) -> Verdict | None:
         if answer.rule is not None:
             message = f"pod {describe_failure(pod)}; failurePolicy rule {answer.rule} fails the job"
             return Verdict("FailurePolicy", message)
+        if pod.exit_code == ExitCode.DIVERGED and pod.disruption is None:
+            message = f"pod {describe_failure(pod)}; not retried: a restart from the same checkpoint diverges again"
+            return Verdict("Diverged", message)
         policy = job.spec.replica_specs[pod.replica_type].restart_policy
         return Verdict("ReplicaFailed", f"pod {describe_failure(pod)}; restartPolicy is {policy.value}")
     return None
@@ -210,14 +220,16 @@ def record_restart(
     generation: int | None,
     *,
     disruption: str | None = None,
+    stalled: bool = False,
 ) -> DistTrainJobStatus:
-    """One restart decision: each failed pod's type + 1, the Restarting condition, the pause it earns
-    (`restart_backoff`), and restartCount + 1; or, for a `disruption` (its reason), disruptions + 1 and
-    lastDisruption instead of restartCount."""
+    """One restart decision: each failed pod's type + 1, the Restarting condition (reason Stalled for a stall),
+    the pause it earns (`restart_backoff`), and restartCount + 1; or, for a `disruption` (its reason),
+    disruptions + 1 and lastDisruption instead of restartCount."""
     counts = dict(status.replica_statuses)
     for pod in failed:
         current = counts.get(pod.replica_type, ReplicaStatus())
         counts[pod.replica_type] = current.model_copy(update={"restarts": current.restarts + 1})
+    message += resumes_from(status)
     backoff = restart_backoff(status.restart_backoff, now)
     if backoff.quick_restarts:
         pause = int((backoff.until - now).total_seconds())
@@ -225,7 +237,7 @@ def record_restart(
             f"; {backoff.quick_restarts + 1} restarts in a row, each within {HEALTHY_RUN.seconds} s of running:"
             f" its pods start again in {pause} s"
         )
-    verdict = Verdict("Restarting" if disruption is None else DISRUPTED, message)
+    verdict = Verdict(DISRUPTED if disruption is not None else STALLED if stalled else "Restarting", message)
     conditions = with_condition(
         status.conditions, ConditionType.RESTARTING, holds=True, verdict=verdict, now=now, generation=generation
     )
@@ -243,6 +255,18 @@ def record_restart(
     )
     update = {**counted, "replica_statuses": counts, "conditions": conditions, "phase": JobPhase.RESTARTING}
     return status.model_copy(update={**update, "restart_backoff": backoff})
+
+
+def resumes_from(status: DistTrainJobStatus) -> str:
+    """Where a restart decided now resumes, as far as the trainer said: its last checkpoint's step, and the
+    steps it trains again."""
+    saved, progress = status.checkpoint, status.progress
+    if saved is None:
+        return "; no checkpoint reported: it starts from its own latest, if any" if progress else ""
+    where = f" ({saved.path})" if saved.path else ""
+    redone = progress.step - saved.step if progress is not None and progress.step is not None else None
+    again = f", redoing {redone} steps" if redone is not None and redone >= 0 else ""
+    return f"; it resumes from the checkpoint of step {saved.step}{where}{again}"
 
 
 def _phase(status: DistTrainJobStatus) -> JobPhase:
@@ -293,15 +317,22 @@ def _outcome(
 
 
 def aggregate(
-    job: DistTrainJob, pods: Sequence[PodView], created: bool, now: datetime, reported: Progress | None = None
+    job: DistTrainJob,
+    pods: Sequence[PodView],
+    created: bool,
+    now: datetime,
+    reported: Report | None = None,
+    *,
+    progress_deadline: int | None = None,
 ) -> DistTrainJobStatus:
     """The job's next status from its observed pods; `created` says every child exists.
 
-    `reported` is the progress the operator last polled from the running trainer, if any.
+    `reported` is the report the operator last polled from the running trainer, if any;
+    `progress_deadline` the operator's default for runPolicy.progressDeadlineSeconds.
     """
     previous = job.status
     generation = job.metadata.generation
-    base = _counted(job, pods, reported)
+    base = _counted(job, pods, reported, now)
     if is_finished(previous):
         return base
     if job.spec.run_policy.suspend:
@@ -322,6 +353,8 @@ def aggregate(
     conditions = _running_conditions(job, pods, conditions, outcome=decided, now=now)
     outcome = decided[0]
     status = base.model_copy(update={"conditions": conditions})
+    if outcome is None:
+        status = _stalled(job.model_copy(update={"status": status}), now, progress_deadline)
     update: dict[str, object] = {"phase": _phase(status)}
     if status.start_time is None and condition_holds(status, ConditionType.CREATED):
         update["start_time"] = now
@@ -330,29 +363,116 @@ def aggregate(
     return status.model_copy(update=update)
 
 
-def _counted(job: DistTrainJob, pods: Sequence[PodView], reported: Progress | None) -> DistTrainJobStatus:
-    """The previous status with what the pods count now: replicas, readiness, progress and its curve, the
-    Evaluator's scores."""
+def _stalled(job: DistTrainJob, now: datetime, default_deadline: int | None) -> DistTrainJobStatus:
+    """The status with Stalled True while the job runs past its progress deadline (`stalls.stall`); once it
+    runs again after a restart, or a step advanced, Stalled turns False."""
+    status, generation = job.status, job.metadata.generation
+    verdict = stall(job, now, default_deadline)
+    if isinstance(verdict, Verdict):
+        conditions = with_condition(
+            status.conditions, ConditionType.STALLED, holds=True, verdict=verdict, now=now, generation=generation
+        )
+        return status.model_copy(update={"conditions": conditions})
+    stalled = next((c for c in status.conditions if c.type is ConditionType.STALLED), None)
+    since = running_since(status)
+    if (
+        stalled is None
+        or stalled.status is not ConditionStatus.TRUE
+        or since is None
+        or since <= stalled.last_transition_time
+    ):
+        return status
+    moving = Verdict("Progressing", "the job runs again since its restart; the progress deadline counts anew")
+    conditions = with_condition(
+        status.conditions, ConditionType.STALLED, holds=False, verdict=moving, now=now, generation=generation
+    )
+    return status.model_copy(update={"conditions": conditions})
+
+
+def _counted(job: DistTrainJob, pods: Sequence[PodView], reported: Report | None, now: datetime) -> DistTrainJobStatus:
+    """The previous status with what the pods count now: replicas, readiness, progress and its curve, the last
+    checkpoint, the Evaluator's scores."""
     previous = job.status
     counts = replica_statuses(job, pods)
     ready = sum(status.ready for status in counts.values())
     reporter = find_pod(pods, *reporting_task(job.spec))
     evaluator = find_pod(pods, ReplicaType.EVALUATOR, 0)
-    progress = newest(previous.progress, reporter.final_progress if reporter else None, reported)
+    reports = [report for report in (reporter.final_report if reporter else None, reported) if report is not None]
+    progress = _progress(previous, [report.progress for report in reports], now)
+    history = (
+        previous.progress_history if progress == previous.progress else with_report(previous.progress_history, progress)
+    )
+    if progress is not None and progress != previous.progress:
+        progress = _with_rate(progress, history, previous.progress, running_since(previous))
     return previous.model_copy(
         update={
             "replica_statuses": counts,
             "ready": f"{ready}/{job.spec.total_replicas}",
             "observed_generation": job.metadata.generation,
             "progress": progress,
-            "progress_history": (
-                previous.progress_history
-                if progress == previous.progress
-                else with_report(previous.progress_history, progress)
-            ),
+            "progress_history": history,
+            "checkpoint": _latest_checkpoint(previous.checkpoint, *(report.checkpoint for report in reports)),
             "evaluation": (evaluator.evaluation if evaluator else None) or previous.evaluation,
         }
     )
+
+
+def _progress(status: DistTrainJobStatus, reports: Sequence[Progress], now: datetime) -> Progress | None:
+    """The newest report, and when the step last advanced (`Progress.last_advance_time`, this clock). Within
+    one run a report of a lower step is logged and ignored; the first report a run makes (dated from its
+    start on) counts as an advance, whatever its step: a run resumed from a checkpoint starts lower."""
+    previous = status.progress
+    latest = newest(previous, *reports)
+    if latest is None or latest is previous:
+        return previous
+    since = running_since(status)
+    advanced_at = previous.last_advance_time if previous is not None else None
+    this_run = advanced_at is not None and since is not None and advanced_at >= since
+    step, before = latest.step or 0, (previous.step or 0) if previous is not None else 0
+    if this_run and step < before:
+        logger.warning("a report of step %d after step %d in the same run is ignored", step, before)
+        return previous
+    # a run's first report counts where it was made since the run began: an ended pod's last report does not
+    first = since is None or latest.update_time is None or latest.update_time >= since
+    advanced = step > before if this_run else first
+    return latest.model_copy(update={"last_advance_time": now if advanced else advanced_at})
+
+
+RATE_WINDOW = timedelta(seconds=60)
+
+
+def _with_rate(
+    progress: Progress, history: Sequence[ProgressPoint], previous: Progress | None, since: datetime | None
+) -> Progress:
+    """The report with the rate since the curve's last point of this run at or before RATE_WINDOW ago (its
+    first point, where the run is younger), the time left at that rate and the fraction done; the rate
+    before where this run has one point."""
+    rate = previous.steps_per_second if previous is not None else None
+    end = history[-1] if history else None
+    if end is not None and end.time is not None:
+        timed = [point for point in history if point.time is not None and (since is None or point.time >= since)]
+        before = [point for point in timed if point.time is not None and point.time <= end.time - RATE_WINDOW]
+        first = before[-1] if before else timed[0] if timed else end
+        seconds = (end.time - first.time).total_seconds() if first.time is not None else 0.0
+        if end.step > first.step and seconds > 0:
+            rate = round((end.step - first.step) / seconds, 3)
+    total, step = progress.total_steps, progress.step
+    remaining, fraction = None, None
+    if total and step is not None:
+        fraction = round(min(step / total, 1.0), 4)
+        remaining = int((total - step) / rate) if rate and total >= step else None
+    return progress.model_copy(
+        update={"steps_per_second": rate, "estimated_remaining_seconds": remaining, "fraction_done": fraction}
+    )
+
+
+def _latest_checkpoint(*saved: SavedCheckpoint | None) -> SavedCheckpoint | None:
+    """The checkpoint saved last (by time, then step); the earliest argument wins a tie."""
+    known = [checkpoint for checkpoint in saved if checkpoint is not None]
+    return max(known, key=lambda checkpoint: (checkpoint.time or _NEVER, checkpoint.step), default=None)
+
+
+_NEVER = datetime.min.replace(tzinfo=UTC)
 
 
 def _running_conditions(

@@ -76,6 +76,25 @@ def progress_text(job: DistTrainJob) -> str:
     return f"step {progress.step}{total}{loss}"
 
 
+def eta_text(job: DistTrainJob) -> str:
+    """The time left at the rate of the last minute, and the share done; `-` where either is unknown."""
+    progress = job.status.progress
+    if progress is None or progress.estimated_remaining_seconds is None or progress.steps_per_second is None:
+        return "-"
+    left = duration(progress.estimated_remaining_seconds)
+    done = f" ({progress.fraction_done:.0%})" if progress.fraction_done is not None else ""
+    return f"{left} left at {progress.steps_per_second:.3g} steps/s{done}"
+
+
+def checkpoint_text(job: DistTrainJob) -> str:
+    """The last checkpoint the trainer saved: its step, time and path; `-` where it reported none."""
+    saved = job.status.checkpoint
+    if saved is None:
+        return "-"
+    when = f" at {saved.time.strftime('%Y-%m-%dT%H:%M:%SZ')}" if saved.time is not None else ""
+    return f"step {saved.step}{when}" + (f" ({saved.path})" if saved.path else "")
+
+
 def evaluation_text(job: DistTrainJob) -> str:
     scores = job.status.evaluation
     if scores is None:
@@ -113,7 +132,12 @@ def age(created: datetime | None, now: datetime) -> str:
     """kubectl's short duration: 45s, 3m20s, 17m, 5h12m, 3d4h, 21d."""
     if created is None:
         return "-"
-    seconds = max(0, int((now - created).total_seconds()))
+    return duration(int((now - created).total_seconds()))
+
+
+def duration(seconds: int) -> str:
+    """kubectl's short duration of `seconds`: 45s, 3m20s, 17m, 5h12m, 3d4h, 21d."""
+    seconds = max(0, seconds)
     minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
     if seconds < 120:
         shown = f"{seconds}s"

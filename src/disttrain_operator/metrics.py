@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter as Tally
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
@@ -13,6 +13,11 @@ JOBS_CREATED = Counter("disttrain_jobs_created_total", "Jobs whose children were
 JOBS_SUCCEEDED = Counter("disttrain_jobs_succeeded_total", "Jobs that succeeded.", ["namespace"])
 JOBS_FAILED = Counter("disttrain_jobs_failed_total", "Jobs that failed, by reason.", ["namespace", "reason"])
 JOBS_RESTARTED = Counter("disttrain_jobs_restarted_total", "Restarts of jobs or their pods.", ["namespace"])
+JOBS_STALLED = Counter(
+    "disttrain_jobs_stalled_total",
+    "Jobs that ran past runPolicy.progressDeadlineSeconds without a step (the Stalled condition turned True).",
+    ["namespace"],
+)
 JOBS_DISRUPTED = Counter(
     "disttrain_jobs_disrupted_total",
     "Restarts after pods were taken away on purpose (not counted against backoffLimit).",
@@ -87,11 +92,12 @@ def _count_restart(namespace: str, reason: str) -> None:
         JOBS_DISRUPTED.labels(namespace).inc()
 
 
-_TRANSITIONS = {
+_TRANSITIONS: dict[str, Callable[[str, str], None]] = {
     "Created": lambda namespace, reason: JOBS_CREATED.labels(namespace).inc(),
     "Succeeded": lambda namespace, reason: JOBS_SUCCEEDED.labels(namespace).inc(),
     "Failed": lambda namespace, reason: JOBS_FAILED.labels(namespace, reason).inc(),
     "Restarting": _count_restart,
+    "Stalled": lambda namespace, reason: JOBS_STALLED.labels(namespace).inc(),
 }
 
 

@@ -9,9 +9,10 @@ from datetime import timedelta
 from typing import Annotated, Any
 
 import pydantic
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from disttrain_core.api.spec import MAX_PROGRESS_DEADLINE_SECONDS, MIN_PROGRESS_DEADLINE_SECONDS
 from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.gang import GangScheduler
 from disttrain_core.planner import STUCK_TERMINATING
@@ -38,6 +39,10 @@ class OperatorSettings(BaseSettings):
     watch_namespaces: Annotated[tuple[str, ...], NoDecode] = ()
     reconcile_workers: int = Field(DEFAULT_RECONCILE_WORKERS, ge=1)
     progress_seconds: float = Field(DEFAULT_PROGRESS_SECONDS, gt=0)
+    # Every job's runPolicy.progressDeadlineSeconds where it sets none (served TFJobs too); unset: none.
+    progress_deadline_seconds: int | None = Field(
+        None, ge=MIN_PROGRESS_DEADLINE_SECONDS, le=MAX_PROGRESS_DEADLINE_SECONDS
+    )
     stuck_pod_seconds: float = Field(STUCK_TERMINATING.total_seconds(), gt=0)
     metrics_port: int = Field(DEFAULT_METRICS_PORT, ge=1, le=65535)
     serve_tfjobs: bool = False  # also serve Kubeflow's TFJobs (`disttrain operator --serve-tfjobs`)
@@ -56,6 +61,14 @@ class OperatorSettings(BaseSettings):
     def _split(cls, value: Any) -> Any:
         return tuple(name.strip() for name in value.split(",") if name.strip()) if isinstance(value, str) else value
 
+    @field_validator("progress_deadline_seconds")
+    @classmethod
+    def _deadline_after_a_poll(cls, deadline: int | None, info: ValidationInfo) -> int | None:
+        poll = info.data.get("progress_seconds", DEFAULT_PROGRESS_SECONDS)
+        if deadline is not None and deadline < poll:
+            raise ValueError(f"shorter than one progress poll ({poll} s): it could not be kept")
+        return deadline
+
     @property
     def build(self) -> BuildSettings:
         return BuildSettings(
@@ -64,6 +77,7 @@ class OperatorSettings(BaseSettings):
             gang_by_default=self.gang_by_default,
             network_policy=self.network_policy,
             operator_namespace=self.pod_namespace,
+            progress_deadline_seconds=self.progress_deadline_seconds,
         )
 
     @property

@@ -28,10 +28,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 from disttrain_contract.progress import PROGRESS_PATH
 from disttrain_core.api.spec import DistTrainJobSpec
-from disttrain_core.api.status import Progress
 from disttrain_core.backoff import Backoff
 from disttrain_core.observed import PodPhase, PodView, find_pod
-from disttrain_core.progress import parse_progress, reporting_task
+from disttrain_core.progress import Report, parse_report, reporting_task
 from disttrain_core.types import JobKey
 from disttrain_operator.workers import ended_threads
 
@@ -68,7 +67,7 @@ class _Received:
         return io.BytesIO(self._data)
 
 
-def fetch_progress(url: str, timeout: float = POLL_TIMEOUT_SECONDS) -> Progress | None:
+def fetch_progress(url: str, timeout: float = POLL_TIMEOUT_SECONDS) -> Report | None:
     """The trainer's latest report; None when it answered without one (204 before its first, any other status,
     a redirect, a body that is no report); SilentTrainerError when no whole answer came within `timeout`.
 
@@ -90,7 +89,7 @@ def fetch_progress(url: str, timeout: float = POLL_TIMEOUT_SECONDS) -> Progress 
         body = response.read(MAX_RESPONSE_BYTES) if response.status == http.client.OK else b""
     except (http.client.HTTPException, ValueError):
         return None
-    return parse_progress(body.decode(errors="replace")) if body else None
+    return parse_report(body.decode(errors="replace")) if body else None
 
 
 def _read_to_deadline(connection: socket.socket, deadline: float, limit: int) -> bytes:
@@ -119,7 +118,7 @@ class ProgressPoller:
         on_report: Callable[[JobKey], None],
         interval: float,
         *,
-        fetch: Callable[[str], Progress | None] = fetch_progress,
+        fetch: Callable[[str], Report | None] = fetch_progress,
         concurrency: int = CONCURRENCY,
         per_namespace: int = PER_NAMESPACE,
         clock: Callable[[], float] = time.monotonic,
@@ -132,7 +131,7 @@ class ProgressPoller:
         self._per_namespace = per_namespace
         self._clock = clock
         self._lock = threading.Condition()
-        self._latest: dict[JobKey, Progress] = {}
+        self._latest: dict[JobKey, Report] = {}
         self._misses: dict[JobKey, int] = {}  # silent polls in a row
         self._due: dict[JobKey, float] = {}  # a job that stays silent is not polled before then
         self._waiting: dict[str, deque[tuple[JobKey, str, float]]] = {}  # by namespace: (job, url, when queued)
@@ -151,7 +150,7 @@ class ProgressPoller:
     def ended(self) -> list[str]:
         return ended_threads([self._thread], self._stop.is_set())
 
-    def latest(self, key: JobKey) -> Progress | None:
+    def latest(self, key: JobKey) -> Report | None:
         with self._lock:
             return self._latest.get(key)
 
@@ -213,7 +212,7 @@ class ProgressPoller:
             self._start(key[0])
             self._lock.notify_all()
 
-    def _ask(self, url: str) -> tuple[Progress | None, bool]:
+    def _ask(self, url: str) -> tuple[Report | None, bool]:
         """The report, if any, and whether the trainer was silent."""
         try:
             return self._fetch(url), False

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import pydantic
 
 from disttrain_core.api.job import DistTrainJob
-from disttrain_core.api.status import DistTrainJobStatus, Progress, UnkeptLogs
+from disttrain_core.api.status import DistTrainJobStatus, UnkeptLogs
 from disttrain_core.api.validation import spec_violations
 from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.objects import UNWATCHED_KINDS, object_key
@@ -27,6 +27,7 @@ from disttrain_core.kueue import MULTIKUEUE, QUEUE_LABEL, WorkloadView
 from disttrain_core.managers import managed_elsewhere
 from disttrain_core.observed import PodView, created_pod_view, own_pods
 from disttrain_core.planner import STUCK_TERMINATING, Plan, acts_on_losses, plan
+from disttrain_core.progress import Report
 from disttrain_core.served import JobShape, is_served
 from disttrain_core.status_from_pods import aggregate, failed_status, record_restart, with_unkept_logs
 from disttrain_core.tensorboard_status import TensorBoardView, is_tensorboard_object, with_tensorboard
@@ -125,7 +126,7 @@ class Reconciler:
         pods: Sequence[PodView],
         children: Collection[ObjectRef],
         *,
-        reported: Progress | None = None,
+        reported: Report | None = None,
         workload: WorkloadView | None = None,
         tensorboard: TensorBoardView | None = None,
     ) -> None:
@@ -258,7 +259,7 @@ class Reconciler:
         pods: Sequence[PodView],
         children: Collection[ObjectRef],
         *,
-        reported: Progress | None,
+        reported: Report | None,
         tensorboard: TensorBoardView | None,
     ) -> DistTrainJobStatus | None:
         """Returns the status decided (written or held back for the batch); None when the job was deleted."""
@@ -284,7 +285,14 @@ class Reconciler:
         made = [view for manifest in created if (view := created_pod_view(manifest)) is not None]
         staying = [*(pod for pod in pods if pod.name not in next_plan.delete), *made]
         created_all = retry is None and rejected is None and not next_plan.more
-        status = aggregate(_with(job, status), staying, created=created_all, now=now, reported=reported)
+        status = aggregate(
+            _with(job, status),
+            staying,
+            created=created_all,
+            now=now,
+            reported=reported,
+            progress_deadline=self._settings.progress_deadline_seconds,
+        )
         refused = memory.tensorboard_refused
         status = with_tensorboard(job, status, tensorboard, now, refused=None if refused is None else refused[1])
         if rejected is not None:
@@ -314,11 +322,18 @@ class Reconciler:
         expected: set[Expected],
         *,
         now: datetime,
-        reported: Progress | None,
+        reported: Report | None,
     ) -> tuple[DistTrainJobStatus, Plan]:
         """The status the pods make, and the plan from it; a job past its backoffLimit is failed first and
         planned again, for the cleanup that follows."""
-        status = aggregate(job, pods, created=False, now=now, reported=reported)
+        status = aggregate(
+            job,
+            pods,
+            created=False,
+            now=now,
+            reported=reported,
+            progress_deadline=self._settings.progress_deadline_seconds,
+        )
         unkept = {pod.uid for pod in pods if pod.log_due and pod.ended and not self._logs.settled(pod.uid)}
         awaited = {key.name for key in expected if isinstance(key, ObjectRef) and key.kind == "Pod"}
 
@@ -466,7 +481,9 @@ def _with_restart(
     if restart is None:
         return status
     memory.handled.update(pod.uid for pod in restart.failed)
-    return record_restart(status, restart.failed, restart.message, now, generation, disruption=restart.disruption)
+    return record_restart(
+        status, restart.failed, restart.message, now, generation, disruption=restart.disruption, stalled=restart.stalled
+    )
 
 
 def _describe(manifest: Manifest) -> str:

@@ -77,7 +77,7 @@ def _check(output: str, node: str) -> None:
     assert "Succeeded" in output and '"event": "finished", "steps": 176' in output
     assert "saved_model.pb" in output
     # the lines README shows of it
-    header = "NAME PHASE STRATEGY READY RESTARTS STEP EPOCH LOSS EVAL-STEP EVAL-ACCURACY AGE"
+    header = "NAME PHASE STRATEGY READY RESTARTS STEP ETA EPOCH LOSS EVAL-STEP EVAL-ACCURACY AGE"
     assert header in " ".join(output.split())
     assert "kubectl of the cluster's version: " in output
     # then README's first job, as written, on the same cluster

@@ -182,7 +182,7 @@ def test_status_follows_the_pods_to_success(cluster: Cluster, operator: Operator
     assert cluster.job(namespace, "mnist-mwms")["metadata"]["resourceVersion"] == version
 
     table = cluster.kubectl("get", "dtj", "-n", namespace).stdout.splitlines()
-    assert table[0].split() == ["NAME", "PHASE", "STRATEGY", "READY", "RESTARTS", "STEP", "AGE"]
+    assert table[0].split() == ["NAME", "PHASE", "STRATEGY", "READY", "RESTARTS", "STEP", "ETA", "AGE"]
     assert table[1].split()[:5] == ["mnist-mwms", "Running", "MultiWorkerMirrored", "4/4", "0"]
 
     cluster.set_pod_status(namespace, "mnist-mwms-worker-0", "Succeeded", exit_code=0)

@@ -260,7 +260,7 @@ def test_readme_s_first_job_succeeds_as_written(installed: Cluster, plain_namesp
     _wait_succeeded(installed, plain_namespace, "digits")
     assert _finished_line(installed, plain_namespace, "digits-worker-0")["steps"] == 5 * STEPS_PER_EPOCH
     table = installed.kubectl("get", "dtj", "-n", plain_namespace).stdout.split()
-    assert table[:7] == ["NAME", "PHASE", "STRATEGY", "READY", "RESTARTS", "STEP", "AGE"], table
+    assert table[:8] == ["NAME", "PHASE", "STRATEGY", "READY", "RESTARTS", "STEP", "ETA", "AGE"], table
 
 
 def test_a_finished_job_s_tensorboard_serves_its_loss_curve_through_a_port_forward(

@@ -96,7 +96,7 @@ def test_sigterm_saves_exits_preempted_and_the_rerun_finishes_exactly(tmp_path: 
         local.start("worker-0", {PROGRESS_PORT_ENV: str(port)})
         local.wait_for_step(50)
         served = fetch_progress(f"http://127.0.0.1:{port}/progress")
-        assert served is not None and served.step is not None and served.step >= 50 and served.total_steps == total
+        assert served is not None and (served.progress.step or 0) >= 50 and served.progress.total_steps == total
         local.kill("worker-0", signal.SIGTERM)
         assert local.running["worker-0"].returncode == ExitCode.PREEMPTED
         saved = local.saved_step()

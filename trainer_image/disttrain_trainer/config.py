@@ -62,6 +62,7 @@ class TrainConfig:
     peer_wait_seconds: float
     server_linger_seconds: float
     role: Role
+    nan_at_step: int | None = None
 
 
 def parse_role(raw: str | None) -> Role:
@@ -147,6 +148,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="how long a ParameterServer ps or worker task, once sent SIGTERM, serves on while the chief is there "
         "(the chief saves from the ps tasks and waits for its steps on the workers)",
     )
+    parser.add_argument(
+        "--nan-at-step",
+        type=_positive,
+        default=None,
+        help="fault injection: the loss reads NaN from this step on, as a diverging run's would (the trainer exits 5 "
+        "there, and the operator fails the job as Diverged)",
+    )
     return parser
 
 
@@ -184,4 +192,5 @@ def parse(argv: Sequence[str] | None = None, environ: dict[str, str] | None = No
         peer_wait_seconds=args.peer_wait_seconds,
         server_linger_seconds=args.server_linger_seconds,
         role=role,
+        nan_at_step=args.nan_at_step,
     )

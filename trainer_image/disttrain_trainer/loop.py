@@ -11,6 +11,7 @@ examples an uninterrupted run sees. A termination signal saves first (preemption
 from __future__ import annotations
 
 import hashlib
+import math
 import shutil
 import tempfile
 import time
@@ -22,6 +23,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from disttrain_contract.divergence import divergence_message
 from disttrain_contract.exit_codes import ExitCode, TrainerError
 from disttrain_trainer import models
 from disttrain_trainer.config import TrainConfig
@@ -103,12 +105,20 @@ class _Run:
         if latest:
             self.checkpoint.restore(latest)
             log("restored", checkpoint=latest, step=int(self.step.numpy()))
+        self.restored = latest
         self._private = None if chief else Path(tempfile.mkdtemp(prefix="disttrain-ckpt-"))
         directory = shared_checkpoints(config) if chief else self._private
         self.manager = tf.train.CheckpointManager(self.checkpoint, str(directory), max_to_keep=3)
         self.per_epoch = steps_per_epoch(config, data)
         self.total = config.epochs * self.per_epoch
-        self.progress = Progress(config.checkpoint_dir, chief, config.global_batch_size, self.total)
+        self.progress = Progress(
+            config.checkpoint_dir,
+            chief,
+            config.global_batch_size,
+            self.total,
+            start_step=self.done,
+            restored=latest,
+        )
         self.writer = (  # flushed every 10 s (TensorFlow's default is 2 min), so a running job's curves keep up
             tf.summary.create_file_writer(str(config.tensorboard_dir), flush_millis=10_000)
             if config.tensorboard_dir and chief
@@ -122,8 +132,28 @@ class _Run:
     def epoch(self, step: int) -> int:
         return max(1, (step - 1) // self.per_epoch + 1)
 
+    def loss_at(self, step: int, loss: float) -> float:
+        """The step's loss, or NaN from --nan-at-step on (fault injection)."""
+        injected = self.config.nan_at_step is not None and step >= self.config.nan_at_step
+        return float("nan") if injected else loss
+
+    def diverged(self, step: int, loss: float) -> TrainerError:
+        """Stop at the first loss that is no number, saving nothing: the last checkpoint is the last finite one."""
+        last = tf.train.latest_checkpoint(str(shared_checkpoints(self.config))) or self.restored
+        where = str(Path(last).relative_to(self.config.checkpoint_dir)) if last else None
+        self.progress.report(step, self.epoch(step), loss)
+        return TrainerError(ExitCode.DIVERGED, divergence_message(step, loss, where))
+
+    def save(self, step: int) -> None:
+        path = self.manager.save(checkpoint_number=step)
+        if self.chief:
+            self.progress.saved(step, path)
+
     def after_steps(self, step: int, loss: float, crossed_checkpoint: bool) -> None:
-        """Report, checkpoint, and leave on a termination signal, saved first; called at step boundaries."""
+        """Report, checkpoint, and leave on a termination signal, saved first, or on a loss that is no number,
+        unsaved; called at step boundaries."""
+        if not math.isfinite(loss):
+            raise self.diverged(step, loss)
         self.step.assign(step)
         leaving = step < self.total and self.together.save_now(step)
         if leaving or step % self.config.log_every == 0 or step == self.total:
@@ -132,13 +162,13 @@ class _Run:
                 with self.writer.as_default():
                     tf.summary.scalar("loss", loss, step=step)
         if leaving or (crossed_checkpoint and step < self.total):
-            self.manager.save(checkpoint_number=step)
+            self.save(step)
         if leaving:
             raise self.together.leave(step)
 
     def finish(self, loss: float) -> None:
         if self.manager.latest_checkpoint is None or not self.manager.latest_checkpoint.endswith(f"-{self.total}"):
-            self.manager.save(checkpoint_number=self.total)
+            self.save(self.total)
         score = accuracy(self.model, self.data)
         target = self.config.export_dir if self.chief else Path(tempfile.mkdtemp(prefix="disttrain-export-"))
         export(self.model, self.data.input_shape, target)
@@ -190,7 +220,7 @@ def run_synchronous(config: TrainConfig, strategy: tf.distribute.Strategy, data:
     )
     loss = float("nan")
     for step in range(start + 1, run.total + 1):
-        loss = float(train_step(next(iterator)))
+        loss = run.loss_at(step, float(train_step(next(iterator))))
         run.after_steps(step, loss, step % config.checkpoint_every == 0)
     run.finish(loss)
 
@@ -225,7 +255,11 @@ def run_coordinator(config: TrainConfig, strategy: tf.distribute.Strategy, data:
         steps = [tf.constant(step, tf.int64) for step in range(done + 1, done + chunk + 1)]
         results = [coordinator.schedule(train_step, args=(iterator, step)) for step in steps]
         coordinator.join()
-        loss = float(results[-1].fetch())
+        losses = [run.loss_at(done + offset, float(result.fetch())) for offset, result in enumerate(results, start=1)]
+        first_lost = next((offset for offset, value in enumerate(losses, start=1) if not math.isfinite(value)), None)
+        if first_lost is not None:
+            raise run.diverged(done + first_lost, losses[first_lost - 1])
+        loss = losses[-1]
         crossed = (done + chunk) // config.checkpoint_every > done // config.checkpoint_every
         done += chunk
         run.after_steps(done, loss, crossed)

@@ -21,11 +21,12 @@ from typing import Any
 
 from disttrain_contract.evaluation import EVALUATION_FIELD
 from disttrain_contract.progress import (
-    ERROR_FIELD,
+    CHECKPOINT_FIELD,
     PROGRESS_PATH,
     PROGRESS_PORT_ENV,
     TERMINATION_MESSAGE_ENV,
     TERMINATION_MESSAGE_LIMIT,
+    add_error,
 )
 from disttrain_contract.timestamps import format_time
 
@@ -41,14 +42,8 @@ def fail(message: str, environ: Mapping[str, str] = os.environ, *, preempted: bo
     """Say why the task ends unfinished: on stderr, and in its termination message for the operator to show."""
     print(f"disttrain-train: {'' if preempted else 'error: '}{message}", file=sys.stderr, flush=True)
     path = environ.get(TERMINATION_MESSAGE_ENV)
-    if not path:
-        return
-    try:  # the chief's last progress report, if it wrote one, keeps its place beside the error
-        record = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        record = {}
-    record = record if isinstance(record, dict) else {}
-    _write_termination_message(Path(path), json.dumps({**record, ERROR_FIELD: message[:1024]}))
+    if path and not add_error(Path(path), message):
+        log("warning", message="termination message not written")
 
 
 def write_atomically(path: Path, text: str) -> None:
@@ -111,7 +106,9 @@ class ProgressServer:
 
 
 class Progress:
-    """Throughput is measured between reports; only the chief publishes (file, HTTP, termination message)."""
+    """Throughput is measured between reports (the final report, of no new step, keeps the last measure) from
+    the step the run started at; only the chief publishes (file, HTTP, termination message). Each record
+    names the last checkpoint saved, or restored from (disttrain_contract.progress.CHECKPOINT_FIELD)."""
 
     def __init__(
         self,
@@ -120,31 +117,63 @@ class Progress:
         global_batch_size: int,
         total_steps: int,
         environ: Mapping[str, str] = os.environ,
+        *,
+        start_step: int = 0,
+        restored: str | None = None,
     ) -> None:
+        self._directory = checkpoint_dir
         self._path = checkpoint_dir / PROGRESS_FILE
         self._publishes = publishes
         self._batch = global_batch_size
         self._total = total_steps
-        self._since = (time.monotonic(), 0)
+        self._since = (time.monotonic(), start_step)
+        self._rate = 0.0
+        self._record: dict[str, Any] | None = None
+        self._checkpoint = self._saved(start_step, restored) if restored else None
         self.server = serve_progress(environ) if publishes else None
         message_path = environ.get(TERMINATION_MESSAGE_ENV) if publishes else None
         self._termination_message = Path(message_path) if message_path else None
 
     def report(self, step: int, epoch: int, loss: float, finished: bool = False, **extra: Any) -> None:
         now, (then, last_step) = time.monotonic(), self._since
-        rate = (step - last_step) * self._batch / (now - then) if now > then and step > last_step else 0.0
-        self._since = (now, step)
+        if now > then and step > last_step:
+            self._rate = (step - last_step) * self._batch / (now - then)
+            self._since = (now, step)
         record = {
             "step": step,
             "totalSteps": self._total,
             "epoch": epoch,
-            "loss": round(loss, 6) if math.isfinite(loss) else None,  # no step run yet: no loss
-            "examplesPerSecond": round(rate, 2),
+            "loss": round(loss, 6) if math.isfinite(loss) else None,  # no step run yet, or diverged: no loss
+            "examplesPerSecond": round(self._rate, 2),
             "updateTime": format_time(datetime.now(UTC)),
             "finished": finished,
             **extra,
         }
-        log("progress", **record)
+        self._publish(record, logged=True)
+
+    def saved(self, step: int, path: str) -> None:
+        """A checkpoint was saved: the latest record says so at once."""
+        self._checkpoint = self._saved(step, path)
+        if self._record is not None:
+            self._publish({**self._record, "updateTime": format_time(datetime.now(UTC))})
+
+    def _saved(self, step: int, path: str) -> dict[str, Any]:
+        """The checkpoint as the record names it: its path inside the checkpoint volume where it lies there."""
+        inside = Path(path)
+        if inside.is_relative_to(self._directory):
+            inside = inside.relative_to(self._directory)
+        try:
+            written = datetime.fromtimestamp(Path(f"{path}.index").stat().st_mtime, UTC)
+        except OSError:
+            written = datetime.now(UTC)
+        return {"step": step, "time": format_time(written), "path": str(inside)}
+
+    def _publish(self, record: dict[str, Any], *, logged: bool = False) -> None:
+        if self._checkpoint is not None:
+            record = {**record, CHECKPOINT_FIELD: self._checkpoint}
+        self._record = record
+        if logged:
+            log("progress", **record)
         if not self._publishes:
             return
         text = json.dumps(record)

@@ -38,6 +38,12 @@ PRINTER_COLUMNS: list[Schema] = [
     {"name": "Ready", "type": "string", "jsonPath": ".status.ready"},
     {"name": "Restarts", "type": "integer", "jsonPath": ".status.restartCount"},
     {"name": "Step", "type": "integer", "jsonPath": ".status.progress.step"},
+    {
+        "name": "ETA",
+        "type": "integer",
+        "jsonPath": ".status.progress.estimatedRemainingSeconds",
+        "description": "Seconds of training left, at the rate of the last minute.",
+    },
     {"name": "Epoch", "type": "integer", "jsonPath": ".status.progress.epoch", "priority": 1},
     {"name": "Loss", "type": "number", "jsonPath": ".status.progress.loss", "priority": 1},
     *EVALUATION_COLUMNS,

@@ -129,6 +129,9 @@ ResourceRequirements = Annotated[dict[str, Any], WithJsonSchema(resource_require
 MAX_ATTEMPT = 2**31 - 1  # of one replica: its first pod is attempt 1
 MAX_REPLICAS = 1000  # every pod's TF_CONFIG lists every task: 1000 workers make it about 60 KB
 MAX_SECONDS = 2**31 - 1  # 68 years: as Kubernetes' own int32 durations, and far from datetime's range
+MIN_PROGRESS_DEADLINE_SECONDS = 10  # the operator's progress poll interval: a shorter deadline could not be kept
+MAX_PROGRESS_DEADLINE_SECONDS = 86400
+DEFAULT_STARTUP_SECONDS = 300  # a first step after a restore may wait on a slow volume and on compiling
 MAX_KEPT_LOG_SECONDS = 90 * 24 * 3600  # how long kept logs may outlive their job: a quarter, for a post-mortem
 
 
@@ -228,9 +231,15 @@ class FailureRule(ApiModel):
     model_config = ConfigDict(
         json_schema_extra=schema_rules(
             Rule(
-                "has(self.onExitCodes) || has(self.onPodConditions)",
-                "a failurePolicy rule needs onExitCodes or onPodConditions (or both)",
-            )
+                "has(self.onExitCodes) || has(self.onPodConditions) || (has(self.onStall) && self.onStall)",
+                "a failurePolicy rule needs onExitCodes or onPodConditions (or both), or onStall: true",
+            ),
+            Rule(
+                "!has(self.onStall) || !self.onStall || (!has(self.onExitCodes) && !has(self.onPodConditions) && "
+                "!has(self.replicaTypes) && self.action in ['FailJob', 'RestartJob'])",
+                "a failurePolicy rule with onStall matches the whole job: no onExitCodes, onPodConditions or "
+                "replicaTypes beside it, and its action is FailJob or RestartJob",
+            ),
         )
     )
 
@@ -245,6 +254,11 @@ class FailureRule(ApiModel):
     on_exit_codes: ExitCodeMatch | None = Field(None, description="Matches a failed pod's exit code.")
     on_pod_conditions: list[PodConditionMatch] | None = Field(
         None, min_length=1, max_length=8, description="Matches a pod with any of these conditions True."
+    )
+    on_stall: bool | None = Field(
+        None,
+        description="Matches the job's stall (runPolicy.progressDeadlineSeconds passed without a step): FailJob fails "
+        "it at once, RestartJob restarts it from its last checkpoint, counted (as without a rule).",
     )
 
 
@@ -320,6 +334,22 @@ class RunPolicy(ApiModel):
     )
     failure_policy: FailurePolicy | None = Field(
         None, description="What a failed pod does to the job, by exit code and pod condition, before restartPolicy."
+    )
+    progress_deadline_seconds: int | None = Field(
+        None,
+        ge=MIN_PROGRESS_DEADLINE_SECONDS,
+        le=MAX_PROGRESS_DEADLINE_SECONDS,
+        description="Once the job runs, a step must be reported at least this often, or the job is Stalled and "
+        "restarts from its last checkpoint, counted against backoffLimit (it fails with reason Stalled once that "
+        "is reached). Unset: the operator's default (DISTTRAIN_PROGRESS_DEADLINE_SECONDS), if any. At least the "
+        "operator's progress poll interval (10 s), at most a day.",
+    )
+    startup_deadline_seconds: int | None = Field(
+        None,
+        ge=MIN_PROGRESS_DEADLINE_SECONDS,
+        le=MAX_PROGRESS_DEADLINE_SECONDS,
+        description="With a progress deadline: how long after each (re)start the first step may take (restoring a "
+        f"checkpoint, compiling). Unset: progressDeadlineSeconds, and at least {DEFAULT_STARTUP_SECONDS} s.",
     )
     termination_grace_period_seconds: int | None = Field(
         None,

@@ -27,6 +27,7 @@ class ConditionType(StrEnum):
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
     SUSPENDED = "Suspended"
+    STALLED = "Stalled"
     TENSORBOARD_READY = "TensorBoardReady"
 
 
@@ -72,7 +73,8 @@ MAX_COUNT = 2**53
 
 
 class Progress(ApiModel):
-    """The trainer's latest progress report (see disttrain_contract.progress)."""
+    """The trainer's latest progress report (see disttrain_contract.progress), and what the operator reads from
+    the reports it saw: the rate, the time left, and when the step last advanced (`OPERATOR_FIELDS`)."""
 
     step: int | None = Field(None, ge=0, le=MAX_COUNT)
     total_steps: int | None = Field(None, ge=0, le=MAX_COUNT)
@@ -80,6 +82,29 @@ class Progress(ApiModel):
     loss: float | None = Field(None, allow_inf_nan=False)
     examples_per_second: float | None = Field(None, ge=0, allow_inf_nan=False)
     update_time: datetime | None = Field(None, description="When the trainer made the report.")
+    steps_per_second: float | None = Field(
+        None, ge=0, allow_inf_nan=False, description="Steps per second over the reports of the last minute."
+    )
+    estimated_remaining_seconds: int | None = Field(
+        None, ge=0, le=MAX_COUNT, description="Steps left over stepsPerSecond, where totalSteps is known."
+    )
+    fraction_done: float | None = Field(None, ge=0, le=1, allow_inf_nan=False, description="step over totalSteps.")
+    last_advance_time: datetime | None = Field(
+        None,
+        description="When the operator first saw this run report a step, or a step higher than the one before: "
+        "runPolicy.progressDeadlineSeconds counts from it.",
+    )
+
+
+OPERATOR_FIELDS = frozenset({"steps_per_second", "estimated_remaining_seconds", "fraction_done", "last_advance_time"})
+
+
+class SavedCheckpoint(ApiModel):
+    """The last checkpoint the trainer saved, as it reported it: a restart resumes from it."""
+
+    step: int = Field(ge=0, le=MAX_COUNT)
+    time: datetime | None = Field(None, description="When it was saved.")
+    path: str | None = Field(None, max_length=1024, description="Its path inside the job's checkpoint volume.")
 
 
 MAX_HISTORY = 64
@@ -91,6 +116,7 @@ class ProgressPoint(ApiModel):
     step: int = Field(ge=0, le=MAX_COUNT)
     loss: float | None = Field(None, allow_inf_nan=False)
     examples_per_second: float | None = Field(None, ge=0, allow_inf_nan=False)
+    time: datetime | None = Field(None, description="When the trainer made the report.")
 
 
 HISTORY_DESCRIPTION = (
@@ -184,6 +210,9 @@ class DistTrainJobStatus(ApiModel):
     progress: Progress | None = None
     progress_history: list[ProgressPoint] = Field(
         default_factory=list, max_length=MAX_HISTORY, description=HISTORY_DESCRIPTION
+    )
+    checkpoint: SavedCheckpoint | None = Field(
+        None, description="The last checkpoint the trainer reported saving: where a restart resumes."
     )
     evaluation: Evaluation | None = Field(None, description="The Evaluator's last scores.")
     tensorboard: TensorBoardStatus | None = Field(None, description="The job's TensorBoard, with spec.tensorboard.")

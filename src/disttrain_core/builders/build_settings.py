@@ -1,4 +1,4 @@
-"""Cluster facts the builders need but the job does not carry."""
+"""Cluster facts and operator defaults the builders and the planner need but the job does not carry."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ class BuildSettings:
     gang_by_default: bool = False  # every job is a gang unless it opts out (`runPolicy.gang: false`)
     network_policy: bool = True  # each job's trainers closed to all but the job and the operator
     operator_namespace: str | None = None  # where the operator's pods run, which that policy admits
+    progress_deadline_seconds: int | None = None  # for jobs that set no runPolicy.progressDeadlineSeconds
 
     @property
     def gang(self) -> Gang:

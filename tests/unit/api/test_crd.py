@@ -63,7 +63,7 @@ def test_names_and_printer_columns() -> None:
     assert version["name"] == "v1alpha1"
     assert version["subresources"] == {"status": {}}
     columns = [column["name"] for column in version["additionalPrinterColumns"] if not column.get("priority")]
-    assert columns == ["Phase", "Strategy", "Ready", "Restarts", "Step", "Age"]
+    assert columns == ["Phase", "Strategy", "Ready", "Restarts", "Step", "ETA", "Age"]
 
 
 def test_every_numeric_bound_survives_the_api_servers_float_conversion() -> None:

@@ -16,7 +16,7 @@ import pytest
 from disttrain_core.api.spec import ReplicaType
 from disttrain_core.api.status import MAX_HISTORY, Progress, ProgressPoint
 from disttrain_core.observed import PodPhase, pod_view
-from disttrain_core.progress import newest, parse_progress, reporting_task, with_report
+from disttrain_core.progress import Report, newest, parse_progress, parse_report, reporting_task, with_report
 from disttrain_core.status_from_pods import aggregate
 from disttrain_operator.progress_poller import (
     PER_NAMESPACE,
@@ -29,8 +29,8 @@ from job_builder import T0, make_job, make_pod, running_pods
 from local_http import http_server
 
 
-def _report(step: int, at: datetime | None) -> Progress:
-    return Progress(step=step, update_time=at)
+def _report(step: int, at: datetime | None) -> Report:
+    return Report(Progress(step=step, update_time=at))
 
 
 def test_a_trainer_record_is_parsed_and_its_extra_fields_ignored() -> None:
@@ -69,13 +69,13 @@ def test_a_time_without_zone_is_read_as_utc() -> None:
 
 
 def test_the_newest_report_wins_even_with_a_lower_step_after_a_resume() -> None:
-    before_restart = _report(120, T0)
-    resumed = _report(100, T0 + timedelta(seconds=30))
+    before_restart = Progress(step=120, update_time=T0)
+    resumed = Progress(step=100, update_time=T0 + timedelta(seconds=30))
     assert newest(before_restart, resumed) == resumed
     assert newest(resumed, None, before_restart) == resumed
     assert newest(None, None) is None
-    assert newest(_report(5, None), _report(7, None)) == _report(7, None)
-    assert newest(_report(9, None), _report(1, T0)) == _report(1, T0)
+    assert newest(Progress(step=5), Progress(step=7)) == Progress(step=7)
+    assert newest(Progress(step=9), Progress(step=1, update_time=T0)) == Progress(step=1, update_time=T0)
 
 
 def test_the_chief_reports_or_worker_zero_without_one() -> None:
@@ -111,7 +111,7 @@ def test_the_termination_message_of_an_ended_pod_is_its_final_report() -> None:
     }
     view = pod_view(body)
     assert view is not None
-    assert view.final_progress == _report(300, T0)
+    assert view.final_report == _report(300, T0)
     assert (view.exit_code, view.pod_ip) == (None, "10.0.0.7")
 
 
@@ -119,13 +119,14 @@ def test_status_takes_the_polled_report_then_the_final_one_and_keeps_it_across_r
     job = make_job({"Chief": 1, "Worker": 1})
     polled = _report(50, T0)
     running = aggregate(job, running_pods(ReplicaType.CHIEF, 1) + running_pods(ReplicaType.WORKER, 1), True, T0, polled)
-    assert running.progress == polled
+    assert running.progress is not None and running.progress.step == 50
     job = job.model_copy(update={"status": running})
     restarting = aggregate(job, [], created=True, now=T0)
-    assert restarting.progress == polled
+    assert restarting.progress == running.progress
     final = _report(300, T0 + timedelta(minutes=5))
-    ended = [make_pod(ReplicaType.CHIEF, 0, PodPhase.SUCCEEDED, final_progress=final)]
-    assert aggregate(job, ended, created=True, now=T0, reported=polled).progress == final
+    ended = [make_pod(ReplicaType.CHIEF, 0, PodPhase.SUCCEEDED, final_report=final)]
+    after = aggregate(job, ended, created=True, now=T0, reported=polled).progress
+    assert after is not None and (after.step, after.update_time) == (300, final.progress.update_time)
 
 
 def test_the_curve_keeps_the_whole_run_within_its_limit() -> None:
@@ -148,11 +149,13 @@ def test_a_resume_from_an_earlier_checkpoint_cuts_the_curve_back() -> None:
 def test_status_records_each_new_report_on_the_curve() -> None:
     job = make_job({"Worker": 1})
     pods = running_pods(ReplicaType.WORKER, 1)
-    first = aggregate(job, pods, True, T0, reported=Progress(step=5, loss=2.0, update_time=T0))
+    first = aggregate(job, pods, True, T0, reported=Report(Progress(step=5, loss=2.0, update_time=T0)))
     job = job.model_copy(update={"status": first})
-    again = aggregate(job, pods, True, T0, reported=Progress(step=5, loss=2.0, update_time=T0))
+    again = aggregate(job, pods, True, T0, reported=Report(Progress(step=5, loss=2.0, update_time=T0)))
     job = job.model_copy(update={"status": again})
-    later = aggregate(job, pods, True, T0, reported=Progress(step=9, loss=1.5, update_time=T0 + timedelta(seconds=5)))
+    later = aggregate(
+        job, pods, True, T0, reported=Report(Progress(step=9, loss=1.5, update_time=T0 + timedelta(seconds=5)))
+    )
     assert [(point.step, point.loss) for point in later.progress_history] == [(5, 2.0), (9, 1.5)]
 
 
@@ -172,12 +175,12 @@ def test_the_poller_passes_on_only_new_reports() -> None:
     poller.stop()
 
 
-def _polls(answers: Sequence[Progress | type[SilentTrainerError] | None]) -> list[float]:
+def _polls(answers: Sequence[Report | type[SilentTrainerError] | None]) -> list[float]:
     """When a job is polled over len(answers) intervals of 10 s, each interval's answer given."""
     clock = [0.0]
     polled: list[float] = []
 
-    def fetch(url: str) -> Progress | None:
+    def fetch(url: str) -> Report | None:
         polled.append(clock[0])
         answer = answers[int(clock[0] // 10)]
         if answer is SilentTrainerError:
@@ -304,7 +307,7 @@ def test_a_poll_follows_no_redirect_and_reads_a_bounded_answer() -> None:
             assert fetch_progress(f"http://127.0.0.1:{redirecting.server_address[1]}/progress", timeout=2) is None
         with http_server(Endless) as endless:
             assert fetch_progress(f"http://127.0.0.1:{endless.server_address[1]}/progress", timeout=2) is None
-        assert fetch_progress(f"{target}/../progress", timeout=2) == parse_progress(REPORT.decode())
+        assert fetch_progress(f"{target}/../progress", timeout=2) == parse_report(REPORT.decode())
     assert _Asked.asked == ["/secret/../progress"]  # the redirect's target was never asked
 
 
@@ -314,7 +317,7 @@ def test_one_namespace_s_slow_trainers_do_not_delay_another_s_progress() -> None
     release, reported, counting = threading.Event(), threading.Event(), threading.Lock()
     asking = [0, 0]  # A's polls in hand now, and the most at once
 
-    def fetch(url: str) -> Progress | None:
+    def fetch(url: str) -> Report | None:
         if url.startswith("a"):
             with counting:
                 asking[0] += 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -11,8 +12,10 @@ from pathlib import Path
 import pytest
 
 from disttrain.local.ports import free_port
+from disttrain_contract.divergence import report_divergence
+from disttrain_contract.exit_codes import ExitCode
 from disttrain_contract.progress import PROGRESS_PORT_ENV, TERMINATION_MESSAGE_ENV
-from disttrain_core.progress import parse_progress
+from disttrain_core.progress import parse_progress, parse_report
 from disttrain_operator.progress_poller import fetch_progress
 from disttrain_trainer.reporting import Progress, ProgressServer, fail
 
@@ -28,8 +31,12 @@ def test_the_chief_serves_its_latest_report_and_leaves_it_as_termination_message
         progress.report(10, 1, 0.5)
         progress.report(20, 1, 0.25)
         served = fetch_progress(url)
-        assert served is not None and (served.step, served.total_steps, served.loss) == (20, 300, 0.25)
-        assert parse_progress(message.read_text()) == served
+        assert served is not None and (served.progress.step, served.progress.total_steps, served.progress.loss) == (
+            20,
+            300,
+            0.25,
+        )
+        assert parse_report(message.read_text()) == served
         assert json.loads((tmp_path / "checkpoints" / "progress.json").read_text())["step"] == 20
         with pytest.raises(urllib.error.HTTPError):
             urllib.request.urlopen(f"http://127.0.0.1:{port}/other", timeout=2)
@@ -81,3 +88,44 @@ def test_a_failing_task_adds_its_error_to_its_termination_message(tmp_path: Path
     message.write_text(json.dumps({"step": 40, "finished": False}))  # the chief's last report stays beside it
     fail("a peer was lost", {TERMINATION_MESSAGE_ENV: str(message)})
     assert json.loads(message.read_text()) == {"step": 40, "finished": False, "error": "a peer was lost"}
+
+
+def test_the_final_report_keeps_the_rate_and_a_resumed_run_measures_from_its_own_start(tmp_path: Path) -> None:
+    """The final report repeats the last step: it kept 0.0 examples per second before. A run resumed at step
+    200 measures its first report from 200, not from 0."""
+    progress = Progress(tmp_path, True, 64, total_steps=300, environ={}, start_step=200)
+    time.sleep(0.05)
+    progress.report(210, 1, 0.5)
+    first = json.loads((tmp_path / "progress.json").read_text())["examplesPerSecond"]
+    assert 0 < first <= 10 * 64 / 0.05
+    progress.report(300, 1, 0.25)
+    progress.report(300, 1, 0.25, finished=True)
+    final = json.loads((tmp_path / "progress.json").read_text())
+    assert final["finished"] and final["examplesPerSecond"] > 0
+
+
+def test_each_record_names_the_last_checkpoint_saved_or_restored(tmp_path: Path) -> None:
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "ckpt" / "ckpt-200.index").write_text("")
+    progress = Progress(
+        tmp_path, True, 64, total_steps=300, environ={}, start_step=200, restored=str(tmp_path / "ckpt" / "ckpt-200")
+    )
+    progress.report(210, 1, 0.5)
+    report = parse_report((tmp_path / "progress.json").read_text())
+    assert report is not None and report.checkpoint is not None
+    assert (report.checkpoint.step, report.checkpoint.path) == (200, "ckpt/ckpt-200")
+    (tmp_path / "ckpt" / "ckpt-250.index").write_text("")
+    progress.saved(250, str(tmp_path / "ckpt" / "ckpt-250"))  # said at once, not at the next report
+    again = parse_report((tmp_path / "progress.json").read_text())
+    assert again is not None and again.checkpoint is not None and again.checkpoint.step == 250
+    assert again.progress.step == 210 and again.progress.update_time is not None
+    assert report.progress.update_time is not None and again.progress.update_time >= report.progress.update_time
+
+
+def test_a_user_s_own_trainer_reports_divergence_through_the_contract(tmp_path: Path) -> None:
+    message = tmp_path / "termination-log"
+    message.write_text(json.dumps({"step": 40}))
+    code = report_divergence(41, float("nan"), "ckpt/ckpt-40", environ={TERMINATION_MESSAGE_ENV: str(message)})
+    assert code == ExitCode.DIVERGED and int(code) == 5
+    record = json.loads(message.read_text())
+    assert record["step"] == 40 and "nan at step 41" in record["error"] and "ckpt/ckpt-40" in record["error"]

@@ -1,0 +1,198 @@
+"""The progress deadline's clock at its edges, divergence, the rate and the time left: the pure status and plan."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from disttrain_contract.exit_codes import ExitCode
+from disttrain_core.api.job import DistTrainJob
+from disttrain_core.api.spec import ReplicaType
+from disttrain_core.api.status import ConditionStatus, ConditionType, DistTrainJobStatus, Progress, SavedCheckpoint
+from disttrain_core.builders.build_settings import BuildSettings
+from disttrain_core.observed import PodPhase, PodView
+from disttrain_core.planner import Plan, plan
+from disttrain_core.progress import Report
+from disttrain_core.stalls import stall
+from disttrain_core.status_from_pods import aggregate, record_restart
+from job_builder import JobBuilder, make_pod, running_pods
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+SETTINGS = BuildSettings()
+WORKERS = running_pods(ReplicaType.WORKER, 2)
+
+
+def _job(**run_policy: Any) -> DistTrainJob:
+    return JobBuilder().counts({"Worker": 2}, restartPolicy="OnFailure").run_policy(**run_policy).job()
+
+
+def _seen(job: DistTrainJob, seconds: float, pods: list[PodView] = WORKERS, **kwargs: Any) -> DistTrainJob:
+    """The job as the operator leaves it after a reconcile `seconds` after T0."""
+    status = aggregate(job, pods, True, T0 + timedelta(seconds=seconds), **kwargs)
+    return job.model_copy(update={"status": status})
+
+
+def _report(step: int, seconds: float, checkpoint: int | None = None) -> Report:
+    saved = None if checkpoint is None else SavedCheckpoint(step=checkpoint, time=T0, path=f"ckpt/ckpt-{checkpoint}")
+    return Report(Progress(step=step, total_steps=1000, update_time=T0 + timedelta(seconds=seconds)), saved)
+
+
+def _stalled(job: DistTrainJob) -> ConditionStatus | None:
+    return next((c.status for c in job.status.conditions if c.type is ConditionType.STALLED), None)
+
+
+def _plan(job: DistTrainJob, seconds: float, pods: list[PodView] = WORKERS) -> Plan:
+    return plan(job, pods, [], SETTINGS, now=T0 + timedelta(seconds=seconds))
+
+
+def test_a_step_that_stops_advancing_stalls_the_job_at_the_deadline_and_restarts_it_counted() -> None:
+    job = _seen(_job(progressDeadlineSeconds=30), 0)  # Running from T0
+    job = _seen(job, 5, reported=_report(100, 5, checkpoint=100))
+    job = _seen(job, 10, reported=_report(120, 10, checkpoint=100))
+    assert stall(job, T0 + timedelta(seconds=39), None) == T0 + timedelta(seconds=40)  # the operator wakes then
+    assert _stalled(_seen(job, 39, reported=_report(120, 10))) is None  # the same report again: no advance
+    job = _seen(job, 40, reported=_report(120, 10))
+    assert _stalled(job) is ConditionStatus.TRUE
+    stalled = next(c for c in job.status.conditions if c.type is ConditionType.STALLED)
+    assert stalled.reason == "NoProgress" and "step 120" in stalled.message and "(30 s)" in stalled.message
+    decided = _plan(job, 40)
+    assert decided.restart is not None and decided.restart.stalled and decided.fail is None
+    assert set(decided.delete) == {pod.name for pod in WORKERS}
+    status = record_restart(job.status, (), decided.restart.message, T0 + timedelta(seconds=40), 1, stalled=True)
+    restarting = next(c for c in status.conditions if c.type is ConditionType.RESTARTING)
+    assert (status.restart_count, restarting.reason) == (1, "Stalled")
+    assert "resumes from the checkpoint of step 100 (ckpt/ckpt-100), redoing 20 steps" in restarting.message
+
+
+def test_the_first_step_of_each_run_has_the_startup_allowance() -> None:
+    job = _seen(_job(progressDeadlineSeconds=30), 0)
+    assert stall(job, T0 + timedelta(seconds=299), None) == T0 + timedelta(seconds=300)  # at least 300 s by default
+    short = _seen(_job(progressDeadlineSeconds=30, startupDeadlineSeconds=60), 0)
+    assert stall(short, T0 + timedelta(seconds=59), None) == T0 + timedelta(seconds=60)
+    verdict = stall(short, T0 + timedelta(seconds=60), None)
+    assert not isinstance(verdict, datetime) and verdict is not None and "within 60 s of the run" in verdict.message
+
+
+def test_a_restart_restores_a_lower_step_and_the_clock_starts_anew() -> None:
+    job = _seen(_job(progressDeadlineSeconds=30), 0)
+    job = _seen(job, 10, reported=_report(120, 10, checkpoint=100))
+    job = _seen(job, 40, reported=_report(120, 10))  # stalled
+    status = record_restart(job.status, (), "stalled", T0 + timedelta(seconds=40), 1, stalled=True)
+    job = job.model_copy(update={"status": status})
+    job = _seen(job, 45, pods=[])  # its pods are gone
+    job = _seen(job, 60)  # the new pods run: a new run, and Stalled turns False
+    assert _stalled(job) is ConditionStatus.FALSE
+    assert stall(job, T0 + timedelta(seconds=100), None) == T0 + timedelta(seconds=360)  # the startup allowance
+    job = _seen(job, 80, reported=_report(101, 79))  # resumed from step 100: lower, and the truth
+    assert job.status.progress is not None and job.status.progress.step == 101
+    assert stall(job, T0 + timedelta(seconds=80), None) == T0 + timedelta(seconds=110)
+    backwards = _seen(job, 90, reported=_report(95, 89))  # lower within one run: ignored
+    assert backwards.status.progress == job.status.progress
+
+
+def test_a_report_from_before_the_run_does_not_start_its_clock() -> None:
+    job = _seen(_job(progressDeadlineSeconds=30), 0)
+    job = _seen(job, 10, reported=_report(120, 10))
+    status = record_restart(job.status, (), "a worker failed", T0 + timedelta(seconds=20), 1)
+    job = _seen(job.model_copy(update={"status": status}), 25, pods=[])
+    job = _seen(job, 30)  # the new run
+    ended = make_pod(ReplicaType.WORKER, 0, PodPhase.RUNNING, final_report=_report(130, 21))  # the old pod's last word
+    job = _seen(job, 31, pods=[ended, *WORKERS[1:]])
+    assert stall(job, T0 + timedelta(seconds=100), None) == T0 + timedelta(seconds=330)
+
+
+def test_suspended_the_clock_stops_and_resumed_it_starts_anew() -> None:
+    job = _seen(_job(progressDeadlineSeconds=30), 0)
+    job = _seen(job, 10, reported=_report(120, 10))
+    suspended = job.model_copy(
+        update={
+            "spec": job.spec.model_copy(update={"run_policy": job.spec.run_policy.model_copy(update={"suspend": True})})
+        }
+    )
+    suspended = _seen(suspended, 20, pods=[])
+    assert stall(suspended, T0 + timedelta(hours=1), None) is None
+    resumed = suspended.model_copy(update={"spec": job.spec})
+    resumed = _seen(resumed, 3600, pods=[])
+    resumed = _seen(resumed, 3610)
+    assert stall(resumed, T0 + timedelta(seconds=3611), None) == T0 + timedelta(seconds=3910)
+
+
+def test_an_operator_restarted_mid_deadline_keeps_the_clock_from_the_status() -> None:
+    job = _seen(_job(progressDeadlineSeconds=30), 0)
+    job = _seen(job, 10, reported=_report(120, 10))
+    written = job.status.model_dump(mode="json", by_alias=True, exclude_none=True)  # as the API server keeps it
+    again = job.model_copy(update={"status": DistTrainJobStatus.model_validate(written)})
+    assert stall(again, T0 + timedelta(seconds=20), None) == stall(job, T0 + timedelta(seconds=20), None)
+    assert _plan(_seen(again, 40), 40).restart is not None
+
+
+def test_a_restart_in_place_keeps_the_pods_and_starts_the_clock_anew() -> None:
+    """Restarted in place, the pods stay Running throughout: the restart's decision begins the next run."""
+    job = _seen(_job(progressDeadlineSeconds=30), 0)
+    job = _seen(job, 10, reported=_report(120, 10))
+    status = record_restart(job.status, (), "stalled", T0 + timedelta(seconds=40), 1, stalled=True)
+    job = _seen(job.model_copy(update={"status": status}), 41)  # the same pods, running
+    assert stall(job, T0 + timedelta(seconds=70), None) == T0 + timedelta(seconds=341)
+
+
+def test_the_operator_s_default_applies_and_the_job_s_own_wins() -> None:
+    job = _seen(_job(), 0, progress_deadline=60)
+    assert stall(job, T0, 60) == T0 + timedelta(seconds=300)
+    assert stall(job, T0, None) is None
+    own = _seen(_job(progressDeadlineSeconds=400), 0)
+    assert stall(own, T0, 60) == T0 + timedelta(seconds=400)
+
+
+def test_past_the_backoff_limit_or_by_a_rule_a_stall_fails_the_job() -> None:
+    limited = _seen(_seen(_job(progressDeadlineSeconds=30, backoffLimit=0), 0), 400)
+    failed = _plan(limited, 400).fail
+    assert failed is not None and failed.reason == "Stalled" and "backoffLimit 0 is reached" in failed.message
+    rule = {"rules": [{"action": "FailJob", "onStall": True}]}
+    ruled = _seen(_seen(_job(progressDeadlineSeconds=30, failurePolicy=rule), 0), 400)
+    failed = _plan(ruled, 400).fail
+    assert failed is not None and failed.reason == "Stalled" and "failurePolicy rule 1" in failed.message
+
+
+def test_an_on_stall_rule_matches_no_failed_pod() -> None:
+    rule = {"rules": [{"action": "FailJob", "onStall": True}]}
+    job = _seen(_job(progressDeadlineSeconds=30, failurePolicy=rule), 0)
+    lost = make_pod(ReplicaType.WORKER, 1, PodPhase.FAILED, exit_code=137)
+    decided = _plan(_seen(job, 5, pods=[WORKERS[0], lost]), 5, pods=[WORKERS[0], lost])
+    assert decided.fail is None and decided.restart is not None  # OnFailure restarts it
+
+
+def test_a_diverged_trainer_fails_the_job_at_once_unless_a_rule_restarts_it() -> None:
+    message = "the loss became nan at step 512: training stopped there; the last finite checkpoint is ckpt/ckpt-500"
+    diverged = make_pod(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=int(ExitCode.DIVERGED), message=message)
+    pods = [diverged, WORKERS[1]]
+    job = _seen(_seen(_job(), 0), 5, pods=pods)
+    failed = next(c for c in job.status.conditions if c.type is ConditionType.FAILED)
+    assert failed.reason == "Diverged" and "step 512" in failed.message and "ckpt/ckpt-500" in failed.message
+    rule = {"rules": [{"action": "RestartJob", "onExitCodes": {"operator": "In", "values": [5]}}]}
+    retried = _seen(_seen(_job(failurePolicy=rule), 0), 5, pods=pods)
+    assert not any(c.type is ConditionType.FAILED for c in retried.status.conditions)
+    assert _plan(retried, 5, pods=pods).restart is not None
+
+
+def test_the_rate_over_the_last_minute_gives_the_time_left() -> None:
+    job = _seen(_job(), 0)
+    for seconds in range(10, 130, 10):  # 2 steps a second
+        job = _seen(job, seconds, reported=_report(2 * seconds, seconds))
+    progress = job.status.progress
+    assert progress is not None
+    assert (progress.steps_per_second, progress.fraction_done) == (2.0, 0.24)
+    assert progress.estimated_remaining_seconds == (1000 - 240) // 2
+    job = _seen(job, 200, reported=_report(250, 200))  # slower now: the window forgets the fast start
+    progress = job.status.progress
+    assert progress is not None and progress.steps_per_second is not None and progress.steps_per_second < 2.0
+
+
+def test_a_trainer_cannot_write_the_operator_s_readings() -> None:
+    from disttrain_core.progress import parse_report  # noqa: PLC0415
+
+    report = parse_report('{"step": 5, "estimatedRemainingSeconds": 1, "lastAdvanceTime": "2030-01-01T00:00:00Z"}')
+    assert report is not None and report.progress == Progress(step=5)
+    saved = parse_report('{"step": 5, "checkpoint": {"step": 4, "time": "2026-01-01T00:00:00", "path": "ckpt/ckpt-4"}}')
+    assert saved is not None and saved.checkpoint == SavedCheckpoint(step=4, time=T0, path="ckpt/ckpt-4")
+    broken = parse_report('{"step": 5, "checkpoint": {"step": -1}}')
+    assert broken is not None and broken.checkpoint is None and broken.progress.step == 5
