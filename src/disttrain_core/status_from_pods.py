@@ -177,11 +177,16 @@ def failure(job: DistTrainJob, pods: Sequence[PodView]) -> Verdict | None:
 
 
 def running(job: DistTrainJob, pods: Sequence[PodView]) -> bool:
-    """The Chief runs, or without a Chief every Worker runs."""
+    """The Chief runs, or without a Chief every Worker runs; a pod being deleted runs no more (a restart that
+    stops running pods, as a stall's, is not over while they stop)."""
     if job.spec.replicas(ReplicaType.CHIEF) > 0:
         chief = find_pod(pods, ReplicaType.CHIEF, 0)
         return chief is not None and chief.phase is PodPhase.RUNNING and not chief.deleting
-    workers = [pod for pod in pods if pod.replica_type is ReplicaType.WORKER and pod.phase is PodPhase.RUNNING]
+    workers = [
+        pod
+        for pod in pods
+        if pod.replica_type is ReplicaType.WORKER and pod.phase is PodPhase.RUNNING and not pod.deleting
+    ]
     return len(workers) == job.spec.replicas(ReplicaType.WORKER) > 0
 
 

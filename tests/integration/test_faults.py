@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import signal
 import subprocess
 import time
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -58,10 +60,12 @@ def _submit(
     backoff_limit: int = 4,
     labels: dict[str, str] | None = None,
     cpu: str | None = None,
+    run_policy: dict[str, Any] | None = None,
 ) -> int:
     """A job that checkpoints every 50 steps; returns its total step count. `every_worker`: the job succeeds
     once every worker did, so that none still running at the chief's end is stopped by the cleanup. `extra`:
-    more of the trainer's arguments. `labels` on the job, and `cpu` requested by each pod, for a queue."""
+    more of the trainer's arguments. `labels` on the job, and `cpu` requested by each pod, for a queue;
+    `run_policy`: more of its fields."""
     args = ["--model", "mlp", "--dataset", "digits", "--epochs", str(epochs)]
     args += ["--checkpoint-every", str(checkpoint_every), *extra]
     manifest = job_manifest(name, strategy, counts, [*args, "--log-every", "5"])
@@ -70,7 +74,7 @@ def _submit(
         spec["template"]["spec"]["automountServiceAccountToken"] = False
         if cpu is not None:
             spec["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": cpu}}
-    manifest["spec"]["runPolicy"] = {"backoffLimit": backoff_limit}
+    manifest["spec"]["runPolicy"] = {"backoffLimit": backoff_limit, **(run_policy or {})}
     manifest["spec"]["checkpoint"] = {"size": "1Gi"}
     if every_worker:
         manifest["spec"]["successPolicy"] = "AllWorkers"
@@ -356,3 +360,68 @@ def test_workers_cut_off_from_each_other_say_whom_they_wait_for_then_resume_once
         finally:
             subprocess.run(["iptables", "-D", *cut], check=True)
     _succeeded(process_cluster, process_namespace, total)
+
+
+def _condition(job: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next(c for c in job["status"]["conditions"] if c["type"] == kind)
+
+
+def test_a_frozen_job_is_named_stalled_restarts_from_its_checkpoint_and_finishes(
+    process_cluster: Cluster, operator: OperatorProcess, process_namespace: str
+) -> None:
+    """Every process of a running MultiWorkerMirrored job frozen (SIGSTOP), with progressDeadlineSeconds 30:
+    the job is Stalled within the deadline and one poll of its last step, restarts as a whole, counted, from
+    its last checkpoint, which the Restarting condition names, and succeeds with the steps of an
+    uninterrupted run."""
+    cluster, namespace = process_cluster, process_namespace
+    policy = {"progressDeadlineSeconds": 30, "terminationGracePeriodSeconds": 5}
+    total = _submit(
+        cluster, namespace, "MultiWorkerMirrored", {"Worker": 2}, epochs=20, checkpoint_every=40, run_policy=policy
+    )
+    _at_step(cluster, namespace, 100)
+    for pod in (f"{JOB}-worker-0", f"{JOB}-worker-1"):
+        os.killpg(int((_pod_folder(cluster, namespace, pod) / "tensorflow.pid").read_text()), signal.SIGSTOP)
+
+    def is_stalled() -> dict[str, Any] | None:
+        job = _job(cluster, namespace)
+        return job if holds(job, "Stalled") else None
+
+    stalled = wait_for("Stalled", is_stalled, timeout=90)
+    named = datetime.fromisoformat(_condition(stalled, "Stalled")["lastTransitionTime"])
+    advanced = datetime.fromisoformat(stalled["status"]["progress"]["lastAdvanceTime"])
+    assert (named - advanced).total_seconds() <= 30 + 1 + 2  # the deadline, one poll, a reconcile's write
+    assert _condition(stalled, "Stalled")["reason"] == "NoProgress"
+    done = _succeeded(cluster, namespace, total)
+    restarting = _condition(done, "Restarting")
+    assert done["status"]["restartCount"] == 1 and restarting["reason"] in ("Stalled", "Recovered")
+    assert cluster.has_event(namespace, "Stalled") and cluster.has_event(namespace, "NoProgress")
+    assert _condition(done, "Stalled")["status"] == "False"
+    assert done["status"]["checkpoint"]["step"] % 40 == 0 or done["status"]["checkpoint"]["step"] == total
+
+
+def test_a_nan_at_a_known_step_fails_the_job_as_diverged_there(
+    process_cluster: Cluster, operator: OperatorProcess, process_namespace: str
+) -> None:
+    """The trainer's loss NaN from step 60 (--nan-at-step): the job fails at once as Diverged, not retried,
+    naming step 60 and the last finite checkpoint (step 40)."""
+    cluster, namespace = process_cluster, process_namespace
+    _submit(
+        cluster,
+        namespace,
+        "MultiWorkerMirrored",
+        {"Worker": 2},
+        epochs=20,
+        checkpoint_every=40,
+        extra=("--nan-at-step", "60"),
+    )
+
+    def failed() -> dict[str, Any] | None:
+        job = _job(cluster, namespace)
+        return job if holds(job, "Failed") else None
+
+    job = wait_for("Failed", failed, timeout=240)
+    verdict = _condition(job, "Failed")
+    assert verdict["reason"] == "Diverged", verdict
+    assert "at step 60" in verdict["message"] and "ckpt/ckpt-40" in verdict["message"], verdict
+    assert job["status"].get("restartCount", 0) == 0
+    assert job["status"]["checkpoint"]["step"] == 40

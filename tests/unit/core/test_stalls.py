@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from disttrain_contract.exit_codes import ExitCode
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType
-from disttrain_core.api.status import ConditionStatus, ConditionType, DistTrainJobStatus, Progress, SavedCheckpoint
+from disttrain_core.api.status import (
+    ConditionStatus,
+    ConditionType,
+    DistTrainJobStatus,
+    JobPhase,
+    Progress,
+    SavedCheckpoint,
+)
 from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.observed import PodPhase, PodView
 from disttrain_core.planner import Plan, plan
@@ -62,6 +70,9 @@ def test_a_step_that_stops_advancing_stalls_the_job_at_the_deadline_and_restarts
     restarting = next(c for c in status.conditions if c.type is ConditionType.RESTARTING)
     assert (status.restart_count, restarting.reason) == (1, "Stalled")
     assert "resumes from the checkpoint of step 100 (ckpt/ckpt-100), redoing 20 steps" in restarting.message
+    stopping = [replace(pod, deleting=True) for pod in WORKERS]  # still running while they stop
+    after = aggregate(job.model_copy(update={"status": status}), stopping, True, T0 + timedelta(seconds=41))
+    assert after.phase is JobPhase.RESTARTING
 
 
 def test_the_first_step_of_each_run_has_the_startup_allowance() -> None:
