@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import DEFAULT_STARTUP_SECONDS
-from disttrain_core.api.status import Condition, ConditionStatus, ConditionType, DistTrainJobStatus
+from disttrain_core.api.status import ConditionStatus, ConditionType, DistTrainJobStatus
 from disttrain_core.types import Verdict
 
 NO_PROGRESS = "NoProgress"  # the Stalled condition's reason
@@ -33,12 +33,8 @@ def startup_allowance(job: DistTrainJob, deadline: int) -> int:
 
 def running_since(status: DistTrainJobStatus) -> datetime | None:
     """When the current run began: the Running condition's last turn to True; None while it does not run."""
-    found = _condition(status, ConditionType.RUNNING)
+    found = status.condition(ConditionType.RUNNING)
     return found.last_transition_time if found is not None and found.status is ConditionStatus.TRUE else None
-
-
-def _condition(status: DistTrainJobStatus, kind: ConditionType) -> Condition | None:
-    return next((condition for condition in status.conditions if condition.type is kind), None)
 
 
 def stall(job: DistTrainJob, now: datetime, default: int | None) -> Verdict | datetime | None:

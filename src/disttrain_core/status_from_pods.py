@@ -66,11 +66,13 @@ def with_condition(
 
 
 def condition_holds(status: DistTrainJobStatus, kind: ConditionType) -> bool:
-    return any(c.type is kind and c.status is ConditionStatus.TRUE for c in status.conditions)
+    found = status.condition(kind)
+    return found is not None and found.status is ConditionStatus.TRUE
 
 
 def _message(status: DistTrainJobStatus, kind: ConditionType) -> str:
-    return next((c.message for c in status.conditions if c.type is kind), "")
+    found = status.condition(kind)
+    return found.message if found is not None else ""
 
 
 def is_finished(status: DistTrainJobStatus) -> bool:
@@ -378,7 +380,7 @@ def _stalled(job: DistTrainJob, now: datetime, default_deadline: int | None) -> 
             status.conditions, ConditionType.STALLED, holds=True, verdict=verdict, now=now, generation=generation
         )
         return status.model_copy(update={"conditions": conditions})
-    stalled = next((c for c in status.conditions if c.type is ConditionType.STALLED), None)
+    stalled = status.condition(ConditionType.STALLED)
     since = running_since(status)
     if (
         stalled is None

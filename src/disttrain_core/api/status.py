@@ -221,3 +221,7 @@ class DistTrainJobStatus(ApiModel):
         max_length=MAX_UNKEPT_LOGS,
         description=f"Attempts whose log was not kept, and why; the latest {MAX_UNKEPT_LOGS} such runs of attempts.",
     )
+
+    def condition(self, kind: ConditionType) -> Condition | None:
+        """The condition of that type, if the status has one."""
+        return next((condition for condition in self.conditions if condition.type is kind), None)
