@@ -35,6 +35,7 @@ from disttrain_core.api.status import (
     JobPhase,
     Progress,
     ProgressPoint,
+    SavedCheckpoint,
     UnkeptLogs,
 )
 
@@ -155,6 +156,9 @@ class TFJobStatus(ApiModel):
     progress: Progress | None = None
     progress_history: list[ProgressPoint] = Field(
         default_factory=list, max_length=MAX_HISTORY, description=HISTORY_DESCRIPTION
+    )
+    checkpoint: SavedCheckpoint | None = Field(
+        None, description="The last checkpoint the trainer reported saving: where a restart resumes (disttrain)."
     )
     evaluation: Evaluation | None = Field(None, description="The Evaluator's last scores (disttrain).")
     unkept_logs: list[UnkeptLogs] = Field(
