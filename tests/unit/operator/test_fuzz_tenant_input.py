@@ -26,7 +26,7 @@ from disttrain_core.api.tenant_input import JOB_GONE_SINCE, LOG_MAX_BYTES, LOG_T
 from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.naming import JOB_NAME_LABEL
 from disttrain_core.managers import managed_elsewhere
-from disttrain_core.progress import parse_evaluation, parse_progress
+from disttrain_core.progress import parse_evaluation, parse_report
 from disttrain_operator.reconciler import Reconciler
 from disttrain_operator.status_writer import dump_status
 from disttrain_operator.watch import Listings, ObjectStore, ObjectWatch, Reconnects, Scope
@@ -90,17 +90,28 @@ def test_a_sweep_over_any_kept_logs_deletes_only_those_whose_ttl_ran_out(items: 
     assert all(KeptLogNotes.of(item["metadata"]).job_gone_since is None for item in found.mark)
 
 
-REPORTS = JSON.map(lambda value: json.dumps({"step": 3, "loss": value, "evaluation": {"metrics": {"m": value}}}))
+REPORTS = JSON.map(
+    lambda value: json.dumps(
+        {"step": 3, "loss": value, "evaluation": {"metrics": {"m": value}}, "checkpoint": value, "stepsPerSecond": 1}
+    )
+)
+REPORTS |= JSON.map(lambda value: json.dumps({"step": 3, "checkpoint": {"step": 2, "path": value, "time": value}}))
 REPORTS |= st.sampled_from(['{"step": 1, "loss": NaN}', '{"evaluation": {"metrics": {"a": Infinity, "b": 0.5}}}'])
 
 
 @FUZZ
 @given(REPORTS | st.text(max_size=200))
 def test_any_report_reaches_the_status_as_json_the_api_server_takes(text: str) -> None:
-    status = DistTrainJobStatus(progress=parse_progress(text), evaluation=parse_evaluation(text))
+    """Whatever a trainer reports, the status holds it within its bounds, or leaves it out; the operator's own
+    readings (the rate, the time left) are never the trainer's."""
+    report = parse_report(text)
+    progress, checkpoint = (report.progress, report.checkpoint) if report else (None, None)
+    status = DistTrainJobStatus(progress=progress, checkpoint=checkpoint, evaluation=parse_evaluation(text))
     sent = json.loads(json.dumps(dump_status(status), allow_nan=False))  # NaN and Infinity are no JSON
     for value in (sent.get("evaluation") or {}).get("metrics", {}).values():
         assert math.isfinite(value)
+    assert "stepsPerSecond" not in (sent.get("progress") or {})
+    assert len((sent.get("checkpoint") or {}).get("path") or "") <= 1024
 
 
 def _neighbour() -> dict[str, Any]:
