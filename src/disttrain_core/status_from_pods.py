@@ -266,14 +266,15 @@ def record_restart(
 
 def resumes_from(status: DistTrainJobStatus) -> str:
     """Where a restart decided now resumes, as far as the trainer said: its last checkpoint's step, and the
-    steps it trains again."""
+    steps it trains again. Reports reach the status up to a poll late: a checkpoint saved since the last one
+    the status holds is where the trainer resumes, and it redoes fewer steps."""
     saved, progress = status.checkpoint, status.progress
     if saved is None:
         return "; no checkpoint reported: it starts from its own latest, if any" if progress else ""
     where = f" ({saved.path})" if saved.path else ""
     redone = progress.step - saved.step if progress is not None and progress.step is not None else None
-    again = f", redoing {redone} steps" if redone is not None and redone >= 0 else ""
-    return f"; it resumes from the checkpoint of step {saved.step}{where}{again}"
+    again = f", redoing the {redone} steps since as reported" if redone is not None and redone >= 0 else ""
+    return f"; it resumes from the last checkpoint reported, step {saved.step}{where}, or one saved since{again}"
 
 
 def _phase(status: DistTrainJobStatus) -> JobPhase:

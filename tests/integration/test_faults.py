@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -366,20 +367,22 @@ def _condition(job: dict[str, Any], kind: str) -> dict[str, Any]:
     return next(c for c in job["status"]["conditions"] if c["type"] == kind)
 
 
+@pytest.mark.parametrize(
+    ("strategy", "counts"),
+    [("MultiWorkerMirrored", {"Worker": 2}), ("ParameterServer", {"Chief": 1, "Worker": 2, "PS": 1})],
+    ids=["multi-worker-mirrored", "parameter-server"],
+)
 def test_a_frozen_job_is_named_stalled_restarts_from_its_checkpoint_and_finishes(
-    process_cluster: Cluster, operator: OperatorProcess, process_namespace: str
+    process_cluster: Cluster, operator: OperatorProcess, process_namespace: str, strategy: str, counts: dict[str, int]
 ) -> None:
-    """Every process of a running MultiWorkerMirrored job frozen (SIGSTOP), with progressDeadlineSeconds 30:
-    the job is Stalled within the deadline and one poll of its last step, restarts as a whole, counted, from
-    its last checkpoint, which the Restarting condition names, and succeeds with the steps of an
-    uninterrupted run."""
+    """Every process of a running job frozen (SIGSTOP), with progressDeadlineSeconds 30: the job is Stalled
+    within the deadline and one poll of its last step, restarts as a whole, counted, from its last checkpoint,
+    which the Restarting condition names, and succeeds with the steps of an uninterrupted run."""
     cluster, namespace = process_cluster, process_namespace
     policy = {"progressDeadlineSeconds": 30, "terminationGracePeriodSeconds": 5}
-    total = _submit(
-        cluster, namespace, "MultiWorkerMirrored", {"Worker": 2}, epochs=20, checkpoint_every=40, run_policy=policy
-    )
+    total = _submit(cluster, namespace, strategy, counts, epochs=20, checkpoint_every=40, run_policy=policy)
     _at_step(cluster, namespace, 100)
-    for pod in (f"{JOB}-worker-0", f"{JOB}-worker-1"):
+    for pod in cluster.job_pods(namespace, JOB):
         os.killpg(int((_pod_folder(cluster, namespace, pod) / "tensorflow.pid").read_text()), signal.SIGSTOP)
 
     def is_stalled() -> dict[str, Any] | None:
@@ -393,10 +396,15 @@ def test_a_frozen_job_is_named_stalled_restarts_from_its_checkpoint_and_finishes
     assert _condition(stalled, "Stalled")["reason"] == "NoProgress"
     done = _succeeded(cluster, namespace, total)
     restarting = _condition(done, "Restarting")
-    assert done["status"]["restartCount"] == 1 and restarting["reason"] in ("Stalled", "Recovered")
+    assert done["status"]["restartCount"] == 1 and restarting["reason"] == "Recovered"
     assert cluster.has_event(namespace, "Stalled") and cluster.has_event(namespace, "NoProgress")
     assert _condition(done, "Stalled")["status"] == "False"
-    assert done["status"]["checkpoint"]["step"] % 40 == 0 or done["status"]["checkpoint"]["step"] == total
+    saved = re.search(r"from the last checkpoint reported, step (\d+) \(ckpt/ckpt-\1\)", restarting["message"])
+    assert saved is not None, restarting["message"]
+    chief = f"{JOB}-chief-0" if "Chief" in counts else f"{JOB}-worker-0"
+    restored = events(_chief_log(cluster, namespace, chief), "restored")[0]["step"]
+    assert restored >= int(saved[1]) and restored % 40 == 0  # a checkpoint saved within a poll of the freeze
+    assert done["status"]["checkpoint"]["step"] == total  # the final save
 
 
 def test_a_nan_at_a_known_step_fails_the_job_as_diverged_there(
