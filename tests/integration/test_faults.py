@@ -433,3 +433,23 @@ def test_a_nan_at_a_known_step_fails_the_job_as_diverged_there(
     assert "at step 60" in verdict["message"] and "ckpt/ckpt-40" in verdict["message"], verdict
     assert job["status"].get("restartCount", 0) == 0
     assert job["status"]["checkpoint"]["step"] == 40
+
+
+def test_at_mid_run_the_time_left_is_within_a_fifth_of_the_time_it_took(
+    process_cluster: Cluster, operator: OperatorProcess, process_namespace: str
+) -> None:
+    """status.progress.estimatedRemainingSeconds read once half the steps are done, against the time the trainer
+    then took to its last step (both on the trainer's clock, from its reports; the export after it is no step)."""
+    cluster, namespace = process_cluster, process_namespace
+    total = _submit(cluster, namespace, "MultiWorkerMirrored", {"Worker": 2}, epochs=120)
+
+    def halfway() -> dict[str, Any] | None:
+        progress = _job(cluster, namespace).get("status", {}).get("progress", {})
+        return progress if progress.get("fractionDone", 0) >= 0.5 and "estimatedRemainingSeconds" in progress else None
+
+    mid = wait_for("half the steps done, with a time left", halfway, timeout=240, interval=0.5)
+    _succeeded(cluster, namespace, total)
+    reports = events(_chief_log(cluster, namespace, f"{JOB}-worker-0"), "progress")
+    last_step = next(report for report in reports if report["step"] == total)
+    took = (datetime.fromisoformat(last_step["updateTime"]) - datetime.fromisoformat(mid["updateTime"])).total_seconds()
+    assert abs(mid["estimatedRemainingSeconds"] - took) <= 0.2 * took, (mid, last_step, took)
