@@ -123,17 +123,20 @@ def _submit(
     backoff_limit: int | None = None,
     every_worker: bool = False,
     labels: dict[str, str] | None = None,
+    run_policy: dict[str, int] | None = None,
 ) -> str:
     """The example with more epochs (a fault then lands mid-run) and `extra` trainer flags, its logs kept on its
-    checkpoint volume with `logs_on_volume`, its name ending in `suffix`, its checkpoints, restarts and labels
-    as given; with `every_worker` it succeeds once every worker did (none is stopped still running by the
-    cleanup at worker 0's end). Returns its name."""
+    checkpoint volume with `logs_on_volume`, its name ending in `suffix`, its checkpoints, restarts, labels and
+    more `run_policy` fields as given; with `every_worker` it succeeds once every worker did (none is stopped
+    still running by the cleanup at worker 0's end). Returns its name."""
     flags = "".join(f', "{flag}"' for flag in extra)
     text = re.sub(r'"--epochs", "\d+"', f'"--epochs", "{epochs}"{flags}', example.read_text())
     if checkpoint_every is not None:
         text = re.sub(r'"--checkpoint-every", "\d+"', f'"--checkpoint-every", "{checkpoint_every}"', text)
-    if backoff_limit is not None:
-        text = text.replace("\nspec:\n", f"\nspec:\n  runPolicy:\n    backoffLimit: {backoff_limit}\n", 1)
+    policy = {**({} if backoff_limit is None else {"backoffLimit": backoff_limit}), **(run_policy or {})}
+    if policy:
+        fields = "".join(f"    {key}: {value}\n" for key, value in policy.items())
+        text = text.replace("\nspec:\n", f"\nspec:\n  runPolicy:\n{fields}", 1)
     if every_worker:
         text = text.replace("\nspec:\n", "\nspec:\n  successPolicy: AllWorkers\n", 1)
     text = re.sub(r"^  name: (\S+)$", rf"  name: \g<1>{suffix}", text, count=1, flags=re.MULTILINE)
@@ -156,6 +159,7 @@ def _step(cluster: Cluster, namespace: str, job: str) -> int:
 FAULTED_EPOCHS = 60
 PS_FAULTED_EPOCHS = 200
 LONG_EPOCHS = 90  # some 22 s of training, for a run that takes two or three faults
+STALLED_EPOCHS = 200  # some 50 s: the status, polled every 10 s, shows a step well before the end
 
 
 def _logged_step(cluster: Cluster, namespace: str, pod: str) -> int:
@@ -374,6 +378,40 @@ def test_a_worker_killed_through_containerd_resumes_to_the_exact_step(installed:
     assert first[0] == "started" and "finished" not in first, first[-5:]  # killed mid-run, its log to the end
     last = [json.loads(line)["event"] for line in client.logs(job, "worker-1") if line.startswith("{")]
     assert "restored" in last and last[-1] == "finished", last[-5:]
+
+
+def test_a_job_frozen_through_containerd_is_named_stalled_and_restarts_from_its_checkpoint(
+    installed: Cluster, real_namespace: str
+) -> None:
+    """Every process of the trainer image's MultiWorkerMirrored job frozen (SIGSTOP to each container's every
+    process), with progressDeadlineSeconds 30: Stalled within the deadline and one poll (10 s) of its last
+    step, restarted, resumed from a checkpoint, and finished with every step."""
+    policy = {"progressDeadlineSeconds": 30, "terminationGracePeriodSeconds": 5}
+    job = _submit(installed, real_namespace, MWMS, epochs=STALLED_EPOCHS, run_policy=policy)
+    # frozen once the status shows a step (the installed operator polls every 10 s): until then the run's
+    # first step is owed within the startup allowance (300 s), not the deadline
+    wait_for("a step past the first checkpoint in the status", lambda: _step(installed, real_namespace, job) > 50, 60)
+    files = real_node.NodeFiles(devcluster.state_dir())
+    for pod in (f"{job}-worker-0", f"{job}-worker-1"):
+        container = _running_container_id(installed, real_namespace, job, pod)
+        containerd.ctr(files, versions.node_cache_paths(), "tasks", "kill", "--all", "--signal", "SIGSTOP", container)
+    _still_running(installed, real_namespace, job, STALLED_EPOCHS)
+
+    def stalled() -> dict[str, Any] | None:
+        found = installed.job(real_namespace, job)
+        return found if holds(found, "Stalled") else None
+
+    seen = wait_for("Stalled", stalled, timeout=120)
+    named = next(c for c in seen["status"]["conditions"] if c["type"] == "Stalled")
+    advanced = datetime.fromisoformat(seen["status"]["progress"]["lastAdvanceTime"])
+    assert (datetime.fromisoformat(named["lastTransitionTime"]) - advanced).total_seconds() <= 30 + 10 + 2
+    finished = _wait_succeeded(installed, real_namespace, job)
+    assert finished["status"]["restartCount"] == 1
+    restarting = next(c for c in finished["status"]["conditions"] if c["type"] == "Restarting")
+    assert "the job stalled" in restarting["message"] and "from the last checkpoint reported" in restarting["message"]
+    logs = installed.kubectl("logs", "-n", real_namespace, f"{job}-worker-0").stdout
+    assert '"event": "restored"' in logs
+    assert _finished_line(installed, real_namespace, f"{job}-worker-0")["steps"] == STALLED_EPOCHS * STEPS_PER_EPOCH
 
 
 def test_parameter_server_absorbs_an_evicted_worker_and_resumes_an_evicted_ps_at_its_step(
