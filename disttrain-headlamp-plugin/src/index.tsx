@@ -13,6 +13,8 @@ import {
 import { useParams } from 'react-router-dom';
 import { AnyJob, DistTrainJob, ServedTFJob } from './jobs';
 import {
+  checkpointText,
+  etaText,
   evaluationText,
   keptLogCommand,
   phaseText,
@@ -33,6 +35,7 @@ const COLUMNS = [
   { id: 'ready', label: 'Ready', getValue: (job: AnyJob) => readyText(job.jsonData) },
   { id: 'restarts', label: 'Restarts', getValue: (job: AnyJob) => restartsText(job.jsonData) },
   { id: 'progress', label: 'Progress', getValue: (job: AnyJob) => progressText(job.jsonData) },
+  { id: 'eta', label: 'Time left', getValue: (job: AnyJob) => etaText(job.jsonData) },
   { id: 'queue', label: 'Queue', getValue: (job: AnyJob) => queueText(job.jsonData) },
   'age',
 ] as const;
@@ -70,6 +73,8 @@ function JobDetails(props: { resourceClass: typeof DistTrainJob | typeof ServedT
           { name: 'Replicas (ready)', value: replicasText(job.jsonData) },
           { name: 'Restarts', value: restartsText(job.jsonData) },
           { name: 'Progress', value: progressText(job.jsonData) },
+          { name: 'Time left', value: etaText(job.jsonData) },
+          { name: 'Checkpoint', value: checkpointText(job.jsonData) },
           { name: 'Evaluation', value: evaluationText(job.jsonData) },
           { name: 'Queue', value: queueText(job.jsonData) },
           {

@@ -13,6 +13,14 @@ export interface Progress {
   step?: number;
   totalSteps?: number;
   loss?: number;
+  stepsPerSecond?: number;
+  estimatedRemainingSeconds?: number;
+}
+
+export interface SavedCheckpoint {
+  step: number;
+  time?: string;
+  path?: string;
 }
 
 export interface Evaluation {
@@ -43,6 +51,7 @@ export interface JobData {
     restartCount?: number;
     disruptions?: number;
     progress?: Progress;
+    checkpoint?: SavedCheckpoint;
     evaluation?: Evaluation;
     conditions?: Condition[];
     replicaStatuses?: Record<string, ReplicaStatus>;
@@ -98,6 +107,54 @@ export function progressText(job: JobData): string {
   const total = progress.totalSteps !== undefined ? `/${progress.totalSteps}` : '';
   const loss = progress.loss !== undefined ? ` loss ${formatG4(progress.loss)}` : '';
   return `step ${progress.step}${total}${loss}`;
+}
+
+/** kubectl's short duration of `seconds`: 45s, 3m20s, 17m, 5h12m, 3d4h, 21d. */
+export function duration(seconds: number): string {
+  const whole = Math.max(0, Math.trunc(seconds));
+  const minutes = Math.floor(whole / 60);
+  const hours = Math.floor(whole / 3600);
+  const days = Math.floor(whole / 86400);
+  const two = (big: number, bigUnit: string, small: number, smallUnit: string) =>
+    small ? `${big}${bigUnit}${small}${smallUnit}` : `${big}${bigUnit}`;
+  if (whole < 120) {
+    return `${whole}s`;
+  }
+  if (minutes < 10) {
+    return two(minutes, 'm', whole % 60, 's');
+  }
+  if (hours < 3) {
+    return `${minutes}m`;
+  }
+  if (hours < 8) {
+    return two(hours, 'h', minutes % 60, 'm');
+  }
+  if (hours < 48) {
+    return `${hours}h`;
+  }
+  if (hours < 192) {
+    return two(days, 'd', hours % 24, 'h');
+  }
+  return `${days}d`;
+}
+
+/** `6m20s left at 2.125 steps/s`: the time left at the rate of the last minute; `-` where it is unknown. */
+export function etaText(job: JobData): string {
+  const progress = job.status?.progress;
+  if (progress?.estimatedRemainingSeconds === undefined || progress.stepsPerSecond === undefined) {
+    return '-';
+  }
+  return `${duration(progress.estimatedRemainingSeconds)} left at ${formatG4(progress.stepsPerSecond)} steps/s`;
+}
+
+/** `step 500 at 2026-01-01T00:00:00Z (ckpt/ckpt-500)`: the last checkpoint the trainer saved; `-` before one. */
+export function checkpointText(job: JobData): string {
+  const saved = job.status?.checkpoint;
+  if (saved === undefined) {
+    return '-';
+  }
+  const when = saved.time ? ` at ${new Date(saved.time).toISOString().replace(/\.\d{3}Z$/, 'Z')}` : '';
+  return `step ${saved.step}${when}${saved.path ? ` (${saved.path})` : ''}`;
 }
 
 /** `step 100 accuracy 0.9123 loss 0.4062`: the evaluator's last scores, by name; `-` before any. */
@@ -202,6 +259,8 @@ export function summary(job: JobData) {
     restarts: restartsText(job),
     replicas: replicasText(job),
     progress: progressText(job),
+    eta: etaText(job),
+    checkpoint: checkpointText(job),
     evaluation: evaluationText(job),
     queue: queueText(job),
     tensorboardCommand: tensorboardCommand(job),

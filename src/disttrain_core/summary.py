@@ -1,5 +1,6 @@
 """A job in a few words: the texts `disttrain jobs`, the dashboard and the Headlamp plugin show for a
-job's phase, replicas, progress, scores, age, pods and log commands. Pure functions of the objects.
+job's phase, replicas, progress, time left, last checkpoint, scores, age, pods and log commands. Pure
+functions of the objects.
 
 `summary` is what every view says of a job, in one JSON object; the Headlamp plugin's TypeScript port
 (disttrain-headlamp-plugin/src/summary.ts) is tested against the same fixtures
@@ -11,6 +12,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from disttrain_contract.timestamps import format_time
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType
 from disttrain_core.api.status import JobPhase
@@ -26,6 +28,8 @@ def summary(job: DistTrainJob) -> dict[str, Any]:
         "restarts": restarts_text(job),
         "replicas": replicas_text(job),
         "progress": progress_text(job),
+        "eta": eta_text(job),
+        "checkpoint": checkpoint_text(job),
         "evaluation": evaluation_text(job),
         "queue": queue_text(job),
         "tensorboardCommand": tensorboard_command(job),
@@ -77,21 +81,19 @@ def progress_text(job: DistTrainJob) -> str:
 
 
 def eta_text(job: DistTrainJob) -> str:
-    """The time left at the rate of the last minute, and the share done; `-` where either is unknown."""
+    """`6m20s left at 2.125 steps/s`: the time left at the rate of the last minute; `-` where it is unknown."""
     progress = job.status.progress
     if progress is None or progress.estimated_remaining_seconds is None or progress.steps_per_second is None:
         return "-"
-    left = duration(progress.estimated_remaining_seconds)
-    done = f" ({progress.fraction_done:.0%})" if progress.fraction_done is not None else ""
-    return f"{left} left at {progress.steps_per_second:.3g} steps/s{done}"
+    return f"{duration(progress.estimated_remaining_seconds)} left at {progress.steps_per_second:.4g} steps/s"
 
 
 def checkpoint_text(job: DistTrainJob) -> str:
-    """The last checkpoint the trainer saved: its step, time and path; `-` where it reported none."""
+    """`step 500 at 2026-01-01T00:00:00Z (ckpt/ckpt-500)`: the last checkpoint the trainer saved; `-` before one."""
     saved = job.status.checkpoint
     if saved is None:
         return "-"
-    when = f" at {saved.time.strftime('%Y-%m-%dT%H:%M:%SZ')}" if saved.time is not None else ""
+    when = f" at {format_time(saved.time)}" if saved.time is not None else ""
     return f"step {saved.step}{when}" + (f" ({saved.path})" if saved.path else "")
 
 

@@ -36,6 +36,8 @@ from disttrain.logs import replicas
 from disttrain_core.api.status import JobPhase
 from disttrain_core.summary import (
     age,
+    checkpoint_text,
+    eta_text,
     evaluation_text,
     phase_text,
     pod_state,
@@ -519,6 +521,8 @@ def job_page(
         "replicas": replicas_text(job),
         "restarts": restarts_text(job),
         "progress": progress_text(job),
+        "eta": eta_text(job),
+        "checkpoint": checkpoint_text(job),
         "evaluation": evaluation_text(job),
         "queue": queue_text(job),
         "age": age(job.metadata.creation_timestamp, now),

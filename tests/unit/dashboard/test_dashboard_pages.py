@@ -60,10 +60,20 @@ def test_hostile_text_on_a_job_page_is_escaped() -> None:
         "message": HOSTILE,
         "lastTransitionTime": "2026-01-01T00:30:00Z",
     }
-    job = _job(phase="Failed", conditions=[condition])
+    job = _job(phase="Failed", conditions=[condition], checkpoint={"step": 40, "path": HOSTILE})  # the trainer's word
     event = JobEvent(NOW, "Warning", "Hostile", HOSTILE, "DistTrainJob/vision")
     pod = {"metadata": {"name": "vision-worker-0"}, "spec": {}, "status": {"phase": "Failed"}}
     html = templates.get_template("job_panel.html").render(job_page(job, [pod], [event], NOW))
     assert "<script>" not in html and "<img" not in html
-    assert html.count("&lt;script&gt;alert(1)&lt;/script&gt;") == 2  # the condition and the Event, as text
+    assert html.count("&lt;script&gt;alert(1)&lt;/script&gt;") == 3  # the condition, the checkpoint, the Event
     assert 'href="/jobs/DistTrainJob/team/vision/logs/worker-0"' in html
+
+
+def test_a_job_page_shows_the_time_left_and_the_last_checkpoint() -> None:
+    progress = {"step": 120, "totalSteps": 300, "stepsPerSecond": 2.125, "estimatedRemainingSeconds": 380}
+    saved = {"step": 100, "time": "2026-01-01T00:00:00Z", "path": "ckpt/ckpt-100"}
+    html = templates.get_template("job_panel.html").render(
+        job_page(_job(progress=progress, checkpoint=saved), [], [], NOW)
+    )
+    assert '<dd id="eta">6m20s left at 2.125 steps/s</dd>' in html
+    assert '<dd id="checkpoint">step 100 at 2026-01-01T00:00:00Z (ckpt/ckpt-100)</dd>' in html
