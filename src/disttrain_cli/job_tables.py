@@ -28,13 +28,14 @@ from disttrain_core.summary import (
     progress_text,
     queue_text,
     ready_text,
+    remaining_text,
     replicas_text,
     restarts_text,
 )
 
 Object = Mapping[str, Any]
 
-COLUMNS = ("NAME", "PHASE", "READY", "RESTARTS", "PROGRESS", "AGE")
+COLUMNS = ("NAME", "PHASE", "READY", "RESTARTS", "PROGRESS", "ETA", "AGE")
 WIDE_COLUMNS = ("STRATEGY", "REPLICAS", "QUEUE", "EVALUATION")
 PHASE_STYLES = {
     "Succeeded": "green",
@@ -62,6 +63,7 @@ def job_cells(job: DistTrainJob, *, all_namespaces: bool, wide: bool, now: datet
         ready_text(job),
         restarts_text(job),
         progress_text(job),
+        remaining_text(job),
         age(job.metadata.creation_timestamp, now),
     ]
     if wide:

@@ -80,12 +80,19 @@ def progress_text(job: DistTrainJob) -> str:
     return f"step {progress.step}{total}{loss}"
 
 
+def remaining_text(job: DistTrainJob) -> str:
+    """`6m20s`: the time left at the rate of the last minute, as `disttrain jobs get` shows it; `-` unknown."""
+    progress = job.status.progress
+    seconds = progress.estimated_remaining_seconds if progress is not None else None
+    return "-" if seconds is None else duration(seconds)
+
+
 def eta_text(job: DistTrainJob) -> str:
-    """`6m20s left at 2.125 steps/s`: the time left at the rate of the last minute; `-` where it is unknown."""
+    """`6m20s left at 2.125 steps/s`: the time left and the rate it comes from; `-` where either is unknown."""
     progress = job.status.progress
     if progress is None or progress.estimated_remaining_seconds is None or progress.steps_per_second is None:
         return "-"
-    return f"{duration(progress.estimated_remaining_seconds)} left at {progress.steps_per_second:.4g} steps/s"
+    return f"{remaining_text(job)} left at {progress.steps_per_second:.4g} steps/s"
 
 
 def checkpoint_text(job: DistTrainJob) -> str:

@@ -309,7 +309,7 @@ def test_the_admin_cli_lists_and_describes_jobs(cluster: Cluster, operator: Oper
         return result.stdout
 
     listed = run(*jobs, "list", "-A").splitlines()
-    assert listed[0].split() == ["NAMESPACE", "NAME", "PHASE", "READY", "RESTARTS", "PROGRESS", "AGE"]
+    assert listed[0].split() == ["NAMESPACE", "NAME", "PHASE", "READY", "RESTARTS", "PROGRESS", "ETA", "AGE"]
     row = next(line for line in listed if namespace in line and "mnist-mwms" in line)
     assert row.split()[1:5] == ["mnist-mwms", "Running", "4/4", "0"]
     wide = run(*jobs, "get", "mnist-mwms", "-n", namespace, "-o", "wide").splitlines()

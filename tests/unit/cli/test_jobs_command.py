@@ -39,7 +39,8 @@ RUNNING = _job(
     restartCount=1,
     ready="3/4",
     replicaStatuses={"Chief": {"ready": 1}, "Worker": {"ready": 1}, "PS": {"ready": 1}},
-    progress={"step": 120, "totalSteps": 300, "loss": 0.3125},
+    progress={"step": 120, "totalSteps": 300, "loss": 0.3125, "stepsPerSecond": 2.125, "estimatedRemainingSeconds": 84},
+    checkpoint={"step": 100, "time": "2026-01-01T00:00:00Z", "path": "ckpt/ckpt-100"},
     evaluation={"step": 100, "metrics": {"accuracy": 0.875}, "final": False},
     conditions=[
         {
@@ -56,7 +57,7 @@ RUNNING = _job(
 def test_list_shows_ready_pods_restarts_progress_and_age(capsys: pytest.CaptureFixture[str]) -> None:
     table = job_tables.jobs_table([RUNNING, _job("new", namespace="a")], all_namespaces=True, wide=False, now=NOW)
     lines = _text(table, capsys).splitlines()
-    assert lines[0].split() == ["NAMESPACE", "NAME", "PHASE", "READY", "RESTARTS", "PROGRESS", "AGE"]
+    assert lines[0].split() == ["NAMESPACE", "NAME", "PHASE", "READY", "RESTARTS", "PROGRESS", "ETA", "AGE"]
     assert lines[1].split() == [
         "a",
         "new",
@@ -64,9 +65,13 @@ def test_list_shows_ready_pods_restarts_progress_and_age(capsys: pytest.CaptureF
         "-",
         "0",
         "-",
+        "-",
         "10m",
     ]  # not written yet: Pending, as every view says
-    assert lines[2].split() == ["team", "mnist", "Running", "3/4", "1", "step", "120/300", "loss", "0.3125", "10m"]
+    assert lines[2].split() == [
+        *("team", "mnist", "Running", "3/4", "1"),
+        *("step", "120/300", "loss", "0.3125", "84s", "10m"),
+    ]
     assert all(line == line.rstrip() for line in lines)
     assert "\x1b[" not in "".join(lines)  # no colour where the output is not a terminal
 
@@ -103,6 +108,8 @@ def test_describe_shows_conditions_pods_and_events(capsys: pytest.CaptureFixture
     event = JobEvent(datetime(2026, 1, 1, tzinfo=UTC), "Warning", "Restarting", "worker-1 failed", "DistTrainJob/mnist")
     text = _text(job_tables.describe(RUNNING, [pod], [event]), capsys)
     assert "Progress:    step 120/300 loss 0.3125" in text
+    assert "Time left:   84s left at 2.125 steps/s" in text
+    assert "Checkpoint:  step 100 at 2026-01-01T00:00:00Z (ckpt/ckpt-100)" in text
     assert "Evaluation:  step 100 accuracy 0.875" in text
     assert "JobRunning" in text and "the chief is running" in text
     assert "Failed (exit 137, OOMKilled)" in text and "node-a" in text
