@@ -8,6 +8,7 @@ from typing import Any
 
 from disttrain_contract.exit_codes import ExitCode
 from disttrain_core.api.job import DistTrainJob
+from disttrain_core.api.parsing import parse_job
 from disttrain_core.api.spec import ReplicaType
 from disttrain_core.api.status import (
     ConditionStatus,
@@ -23,6 +24,7 @@ from disttrain_core.planner import Plan, plan
 from disttrain_core.progress import Report
 from disttrain_core.stalls import stall
 from disttrain_core.status_from_pods import aggregate, record_restart
+from disttrain_core.tfjob_conversion import convert
 from job_builder import JobBuilder, make_pod, running_pods
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -208,3 +210,21 @@ def test_a_trainer_cannot_write_the_operator_s_readings() -> None:
     assert saved is not None and saved.checkpoint == SavedCheckpoint(step=4, time=T0, path="ckpt/ckpt-4")
     broken = parse_report('{"step": 5, "checkpoint": {"step": -1}}')
     assert broken is not None and broken.checkpoint is None and broken.progress.step == 5
+
+
+def test_a_served_tfjob_takes_the_operator_s_default() -> None:
+    """A TFJob has no progressDeadlineSeconds of its own: converted, it runs under the operator's default."""
+    tfjob = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "TFJob",
+        "metadata": {"name": "mnist", "namespace": "team"},
+        "spec": {
+            "tfReplicaSpecs": {
+                "Worker": {"replicas": 2, "template": {"spec": {"containers": [{"name": "tensorflow", "image": "i"}]}}}
+            }
+        },
+    }
+    job = parse_job(convert(tfjob).job)
+    pods = [make_pod(ReplicaType.WORKER, index, PodPhase.RUNNING, job="mnist") for index in range(2)]
+    running = _seen(job, 0, pods=pods, progress_deadline=600)
+    assert stall(running, T0, 600) == T0 + timedelta(seconds=600)

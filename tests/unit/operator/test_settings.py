@@ -27,7 +27,13 @@ def test_variables_set_the_settings_and_empty_ones_keep_the_defaults(monkeypatch
 
 @pytest.mark.parametrize(
     ("variable", "value"),
-    [("DISTTRAIN_RECONCILE_WORKERS", "many"), ("DISTTRAIN_PROGRESS_SECONDS", "0"), ("DISTTRAIN_METRICS_PORT", "70000")],
+    [
+        ("DISTTRAIN_RECONCILE_WORKERS", "many"),
+        ("DISTTRAIN_PROGRESS_SECONDS", "0"),
+        ("DISTTRAIN_METRICS_PORT", "70000"),
+        ("DISTTRAIN_PROGRESS_DEADLINE_SECONDS", "5"),
+        ("DISTTRAIN_PROGRESS_DEADLINE_SECONDS", "100000"),
+    ],
 )
 def test_a_bad_value_names_its_variable(monkeypatch: pytest.MonkeyPatch, variable: str, value: str) -> None:
     monkeypatch.setenv(variable, value)
@@ -42,3 +48,14 @@ def test_the_operator_stops_on_a_bad_value_before_it_starts_anything(monkeypatch
         run_operator(["--namespace", "team-a"])
     shown = " ".join((ROOT / "docs" / "admins.md").read_text().split())
     assert f"`{stopped.value.code}`" in shown
+
+
+def test_a_progress_deadline_shorter_than_one_poll_is_refused_and_a_kept_one_reaches_the_planner(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("DISTTRAIN_PROGRESS_SECONDS", "30")
+    monkeypatch.setenv("DISTTRAIN_PROGRESS_DEADLINE_SECONDS", "20")
+    with pytest.raises(SettingsError, match="^DISTTRAIN_PROGRESS_DEADLINE_SECONDS: .*shorter than one progress poll"):
+        OperatorSettings.from_environment()
+    monkeypatch.setenv("DISTTRAIN_PROGRESS_DEADLINE_SECONDS", "600")
+    assert OperatorSettings.from_environment().build.progress_deadline_seconds == 600
