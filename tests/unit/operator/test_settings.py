@@ -55,7 +55,7 @@ def test_a_progress_deadline_shorter_than_one_poll_is_refused_and_a_kept_one_rea
 ) -> None:
     monkeypatch.setenv("DISTTRAIN_PROGRESS_SECONDS", "30")
     monkeypatch.setenv("DISTTRAIN_PROGRESS_DEADLINE_SECONDS", "20")
-    with pytest.raises(SettingsError, match="^DISTTRAIN_PROGRESS_DEADLINE_SECONDS: .*shorter than one progress poll"):
+    with pytest.raises(SettingsError, match=r"^DISTTRAIN_PROGRESS_DEADLINE_SECONDS: .*shorter than one progress poll"):
         OperatorSettings.from_environment()
     monkeypatch.setenv("DISTTRAIN_PROGRESS_DEADLINE_SECONDS", "600")
     assert OperatorSettings.from_environment().build.progress_deadline_seconds == 600
