@@ -373,7 +373,7 @@ def aggregate(
 
 def _stalled(job: DistTrainJob, now: datetime, default_deadline: int | None) -> DistTrainJobStatus:
     """The status with Stalled True while the job runs past its progress deadline (`stalls.stall`); once it
-    runs again after a restart, or a step advanced, Stalled turns False."""
+    runs again after the restart the stall called for, Stalled turns False."""
     status, generation = job.status, job.metadata.generation
     verdict = stall(job, now, default_deadline)
     if isinstance(verdict, Verdict):
