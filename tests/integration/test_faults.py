@@ -441,7 +441,7 @@ def test_at_mid_run_the_time_left_is_within_a_fifth_of_the_time_it_took(
     """status.progress.estimatedRemainingSeconds read once half the steps are done, against the time the trainer
     then took to its last step (both on the trainer's clock, from its reports; the export after it is no step)."""
     cluster, namespace = process_cluster, process_namespace
-    total = _submit(cluster, namespace, "MultiWorkerMirrored", {"Worker": 2}, epochs=120)
+    total = _submit(cluster, namespace, "MultiWorkerMirrored", {"Worker": 2}, epochs=240)  # some 30 s left at half
 
     def halfway() -> dict[str, Any] | None:
         progress = _job(cluster, namespace).get("status", {}).get("progress", {})
