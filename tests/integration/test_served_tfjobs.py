@@ -113,6 +113,40 @@ def test_kubeflow_s_example_runs_as_training_operator_ran_it(
     assert done["replicaStatuses"]["Worker"]["succeeded"] == 1
 
 
+def test_a_served_tfjob_s_quick_restarts_back_off_as_a_disttrainjob_s_do(
+    serving: OperatorProcess, cluster: Cluster, namespace: str
+) -> None:
+    """Kubeflow's example, its worker 0 failing twice, each time at once: the second restart waits, and the
+    TFJob's status keeps what decided it (restartBackoff, which its CRD once pruned on every write)."""
+    name, manifest = _example(namespace)
+    job = json.loads(manifest)
+    job["spec"]["runPolicy"] = {"backoffLimit": 5}
+    cluster.kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=baseline", "--overwrite")
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(job))
+    seen: set[str] = set()
+    for attempt in (1, 2):
+
+        def fresh_pods() -> dict[str, dict[str, Any]] | None:
+            pods = cluster.job_pods(namespace, name)
+            uids = {pod["metadata"]["uid"] for pod in pods.values()}
+            return pods if len(pods) == 2 and not uids & seen else None
+
+        pods = wait_for(f"attempt {attempt}'s pods", fresh_pods, timeout=60)
+        seen.update(pod["metadata"]["uid"] for pod in pods.values())
+        for pod in pods:
+            cluster.set_pod_status(namespace, pod, "Running")
+        cluster.set_pod_status(namespace, f"{name}-worker-0", "Failed", exit_code=1)
+
+        def restarted(count: int = attempt) -> dict[str, Any] | None:
+            status = _tfjob(cluster, namespace, name).get("status", {})
+            return status if status.get("restartCount") == count else None
+
+        status = wait_for(f"restart {attempt}", restarted, timeout=60)
+    assert status["restartBackoff"]["quickRestarts"] == 1, status
+    restarting = _conditions({"status": status})["Restarting"]
+    assert "2 restarts in a row" in restarting["message"] and "start again in 10 s" in restarting["message"], restarting
+
+
 def test_the_operator_refuses_to_serve_tfjobs_beside_another_controller_s_crd(tfjob_crd: Cluster) -> None:
     tfjob_crd.kubectl("label", "crd", TFJOB_CRD, f"{crd.CRD_OWNER_LABEL}-")
     try:

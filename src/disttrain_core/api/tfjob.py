@@ -31,10 +31,12 @@ from disttrain_core.api.status import (
     MAX_UNKEPT_LOGS,
     ConditionStatus,
     ConditionType,
+    Disruption,
     Evaluation,
     JobPhase,
     Progress,
     ProgressPoint,
+    RestartBackoff,
     SavedCheckpoint,
     UnkeptLogs,
 )
@@ -152,6 +154,15 @@ class TFJobStatus(ApiModel):
     phase: JobPhase | None = Field(None, description="disttrain's phase of the job.")
     ready: str | None = None
     restart_count: int = Field(0, ge=0)
+    disruptions: int = Field(
+        0,
+        ge=0,
+        description="Restarts after pods were taken away on purpose, not counted against backoffLimit (disttrain).",
+    )
+    last_disruption: Disruption | None = None
+    restart_backoff: RestartBackoff | None = Field(
+        None, description="Quick restarts wait longer and longer to start (disttrain)."
+    )
     observed_generation: int | None = Field(None, ge=0)
     progress: Progress | None = None
     progress_history: list[ProgressPoint] = Field(

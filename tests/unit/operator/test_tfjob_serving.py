@@ -15,7 +15,7 @@ from disttrain_core import served
 from disttrain_core.api import crd
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType
-from disttrain_core.api.status import Evaluation
+from disttrain_core.api.status import DistTrainJobStatus, Evaluation
 from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.naming import tensorflow_container
 from disttrain_core.builders.objects import desired_objects
@@ -90,6 +90,16 @@ def test_status_goes_out_in_tfjob_shape_and_comes_back_unchanged() -> None:
     assert set(as_tfjob["replicaStatuses"]) == {"Master", "ps"}
     assert as_tfjob["lastReconcileTime"] == "t2" and as_tfjob["startTime"] == "t0" and as_tfjob["phase"] == "Running"
     assert served.core_status(as_tfjob) == STATUS
+
+
+def test_the_tfjob_crd_keeps_every_field_of_the_core_s_status() -> None:
+    """The API server prunes what a structural schema lacks: a field of the core's status missing from the
+    TFJob CRD would be lost on every write (a restart's back-off, its disruptions), as if never decided.
+    A TFJob has no spec.tensorboard, so no status of one."""
+    schema = crd.tfjob_resource_definition()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    kept = set(schema["properties"]["status"]["properties"])
+    written = set(DistTrainJobStatus.model_json_schema(by_alias=True)["properties"])
+    assert written - kept == {"tensorboard"}
 
 
 def test_kueue_patches_name_the_replica_types_as_the_tfjob_does() -> None:
