@@ -47,6 +47,7 @@ from operator_process import OperatorProcess
 from pod_checks import drain, drain_and_uncordon
 from rbac_rights import AUDIT_TIME, refused_rights
 from repository import ROOT
+from trainer_support import events
 
 pytestmark = pytest.mark.real_node
 MWMS = ROOT / "examples" / "local-multi-worker-digits.yaml"
@@ -159,7 +160,10 @@ def _step(cluster: Cluster, namespace: str, job: str) -> int:
 FAULTED_EPOCHS = 60
 PS_FAULTED_EPOCHS = 200
 LONG_EPOCHS = 90  # some 22 s of training, for a run that takes two or three faults
-STALLED_EPOCHS = 200  # some 50 s: the status, polled every 10 s, shows a step well before the end
+STALLED_EPOCHS = (
+    200  # some 50 s (the ParameterServer job 30): the status, polled every 10 s, shows a step well before the end
+)
+ETA_EPOCHS = 300  # some 70 s: at half, the 10 s between polls is a small part of what is left
 
 
 def _logged_step(cluster: Cluster, namespace: str, pod: str) -> int:
@@ -380,19 +384,24 @@ def test_a_worker_killed_through_containerd_resumes_to_the_exact_step(installed:
     assert "restored" in last and last[-1] == "finished", last[-5:]
 
 
+@pytest.mark.parametrize(
+    ("example", "coordinator"),
+    [(MWMS, "worker-0"), (PS, "chief-0")],
+    ids=["multi-worker-mirrored", "parameter-server"],
+)
 def test_a_job_frozen_through_containerd_is_named_stalled_and_restarts_from_its_checkpoint(
-    installed: Cluster, real_namespace: str
+    installed: Cluster, real_namespace: str, example: Path, coordinator: str
 ) -> None:
-    """Every process of the trainer image's MultiWorkerMirrored job frozen (SIGSTOP to each container's every
-    process), with progressDeadlineSeconds 30: Stalled within the deadline and one poll (10 s) of its last
-    step, restarted, resumed from a checkpoint, and finished with every step."""
+    """Every process of the trainer image's job frozen (SIGSTOP to each container's every process), with
+    progressDeadlineSeconds 30: Stalled within the deadline and one poll (10 s) of its last step, restarted,
+    resumed from a checkpoint, and finished with every step."""
     policy = {"progressDeadlineSeconds": 30, "terminationGracePeriodSeconds": 5}
-    job = _submit(installed, real_namespace, MWMS, epochs=STALLED_EPOCHS, run_policy=policy)
+    job = _submit(installed, real_namespace, example, epochs=STALLED_EPOCHS, run_policy=policy)
     # frozen once the status shows a step (the installed operator polls every 10 s): until then the run's
     # first step is owed within the startup allowance (300 s), not the deadline
     wait_for("a step past the first checkpoint in the status", lambda: _step(installed, real_namespace, job) > 50, 60)
     files = real_node.NodeFiles(devcluster.state_dir())
-    for pod in (f"{job}-worker-0", f"{job}-worker-1"):
+    for pod in installed.job_pods(real_namespace, job):
         container = _running_container_id(installed, real_namespace, job, pod)
         containerd.ctr(files, versions.node_cache_paths(), "tasks", "kill", "--all", "--signal", "SIGSTOP", container)
     _still_running(installed, real_namespace, job, STALLED_EPOCHS)
@@ -409,9 +418,50 @@ def test_a_job_frozen_through_containerd_is_named_stalled_and_restarts_from_its_
     assert finished["status"]["restartCount"] == 1
     restarting = next(c for c in finished["status"]["conditions"] if c["type"] == "Restarting")
     assert "the job stalled" in restarting["message"] and "from the last checkpoint reported" in restarting["message"]
-    logs = installed.kubectl("logs", "-n", real_namespace, f"{job}-worker-0").stdout
+    logs = installed.kubectl("logs", "-n", real_namespace, f"{job}-{coordinator}").stdout
     assert '"event": "restored"' in logs
-    assert _finished_line(installed, real_namespace, f"{job}-worker-0")["steps"] == STALLED_EPOCHS * STEPS_PER_EPOCH
+    assert (
+        _finished_line(installed, real_namespace, f"{job}-{coordinator}")["steps"] == STALLED_EPOCHS * STEPS_PER_EPOCH
+    )
+
+
+def test_a_nan_in_the_trainer_image_fails_the_job_as_diverged_at_its_step(
+    installed: Cluster, real_namespace: str
+) -> None:
+    """The trainer image's loss NaN from step 60 (--nan-at-step): the job fails at once as Diverged, not
+    retried, naming step 60 and the last finite checkpoint (step 40), from the container's termination
+    message as the kubelet wrote it."""
+    job = _submit(installed, real_namespace, MWMS, FAULTED_EPOCHS, "--nan-at-step", "60")
+
+    def failed() -> dict[str, Any] | None:
+        found = installed.job(real_namespace, job)
+        return found if holds(found, "Failed") else None
+
+    verdict = next(c for c in wait_for("Failed", failed, timeout=240)["status"]["conditions"] if c["type"] == "Failed")
+    assert verdict["reason"] == "Diverged", verdict
+    assert "at step 60" in verdict["message"] and "ckpt/ckpt-40" in verdict["message"], verdict
+    status = installed.job(real_namespace, job)["status"]
+    assert (status.get("restartCount", 0), status["checkpoint"]["step"]) == (0, 40), status
+
+
+def test_at_mid_run_the_trainer_image_s_time_left_is_within_a_fifth_of_the_time_it_took(
+    installed: Cluster, real_namespace: str
+) -> None:
+    """status.progress.estimatedRemainingSeconds read once half the steps are done (the installed operator
+    polls every 10 s), against the time the trainer then took to its last step, both on the trainer's clock."""
+    job = _submit(installed, real_namespace, MWMS, ETA_EPOCHS)
+    total = ETA_EPOCHS * STEPS_PER_EPOCH
+
+    def halfway() -> dict[str, Any] | None:
+        progress = installed.job(real_namespace, job).get("status", {}).get("progress", {})
+        return progress if progress.get("fractionDone", 0) >= 0.5 and "estimatedRemainingSeconds" in progress else None
+
+    mid = wait_for("half the steps done, with a time left", halfway, timeout=240, interval=0.5)
+    _wait_succeeded(installed, real_namespace, job)
+    reports = events(installed.kubectl("logs", "-n", real_namespace, f"{job}-worker-0").stdout, "progress")
+    last_step = next(report for report in reports if report["step"] == total)
+    took = (datetime.fromisoformat(last_step["updateTime"]) - datetime.fromisoformat(mid["updateTime"])).total_seconds()
+    assert abs(mid["estimatedRemainingSeconds"] - took) <= 0.2 * took, (mid, last_step, took)
 
 
 def test_parameter_server_absorbs_an_evicted_worker_and_resumes_an_evicted_ps_at_its_step(
@@ -579,13 +629,13 @@ def test_a_job_s_network_policy_admits_its_own_pods_and_the_operator_and_no_othe
         fellow = {"name": "fellow", "labels": naming.job_labels(job)}
         insider = _reached(installed, real_namespace, fellow, address, ports)
         outsider = _reached(installed, plain_namespace, {"name": "outsider"}, address, ports)
-        _still_running(installed, real_namespace, job, epochs)
+        _still_running(installed, real_namespace, job, STALLED_EPOCHS)
         wait_for("the operator's poll to move the job's step", lambda: _step(installed, real_namespace, job) > 0, 60)
-        _still_running(installed, real_namespace, job, epochs)
+        _still_running(installed, real_namespace, job, STALLED_EPOCHS)
         _wait_succeeded(installed, real_namespace, job)
     assert insider == {str(port): True for port in ports}
     assert outsider == {str(port): False for port in ports}
-    assert _finished_line(installed, real_namespace, worker)["steps"] == epochs * STEPS_PER_EPOCH
+    assert _finished_line(installed, real_namespace, worker)["steps"] == STALLED_EPOCHS * STEPS_PER_EPOCH
 
 
 def _uid(cluster: Cluster, namespace: str, pod: str) -> str:
