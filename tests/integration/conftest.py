@@ -38,15 +38,6 @@ def pytest_deselected(items: list[pytest.Item]) -> None:
     DESELECTED.extend(item.nodeid for item in items if "integration" in item.path.parts)
 
 
-NOT_PASSED: list[str] = []  # integration tests of this process that were skipped or failed (their own reports:
-# a pytest-xdist worker's terminal reporter does not count them)
-
-
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    if "tests/integration/" in report.nodeid and (report.skipped or report.failed):
-        NOT_PASSED.append(report.nodeid)
-
-
 @pytest.fixture(scope="session")
 def cluster() -> Cluster:
     """The local cluster, started (or reused) once; left running for the next run, as `up` is idempotent.
@@ -120,9 +111,11 @@ def rights_held_to_use(request: pytest.FixtureRequest, cluster: Cluster) -> Iter
 def _whole_suite_passed(session: pytest.Session) -> bool:
     """Every integration module ran, none of its tests deselected, skipped or failed. (CI deselects the
     tests its fast run passed before, none of them integration tests.)"""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = bool(reporter is not None and reporter.stats.get("skipped"))
     ran = {item.path.name for item in session.items if "integration" in item.path.parts}
     every = {path.name for path in Path(__file__).parent.glob("test_*.py")}
-    return ran == every and not DESELECTED and not NOT_PASSED
+    return ran == every and not DESELECTED and not session.testsfailed and not skipped
 
 
 RESTRICTED = "pod-security.kubernetes.io/enforce=restricted"
