@@ -23,7 +23,7 @@ import pytest
 from disttrain_dev import cluster as devcluster
 from disttrain_dev.polling import wait_for
 from disttrain_dev.process_node import NODE_NAME as PROCESS_NODE
-from job_checks import holds, says_a_worker_is_unreachable, suspend
+from job_checks import holds, job_where, says_a_worker_is_unreachable, suspend
 from kube_cluster import OPERATOR_TEST_NAMESPACE, Cluster, operator_kubeconfig
 from kueue_support import (
     LOCAL_QUEUE,
@@ -432,6 +432,8 @@ def test_a_nan_at_a_known_step_fails_the_job_as_diverged_there(
     assert verdict["reason"] == "Diverged", verdict
     assert "at step 60" in verdict["message"] and "ckpt/ckpt-40" in verdict["message"], verdict
     assert job["status"].get("restartCount", 0) == 0
+    # the failure may come from worker 1's exit: the checkpoint comes with worker 0's final report, read once it ends
+    job = job_where(cluster, namespace, JOB, "a checkpoint reported", lambda found: "checkpoint" in found["status"])
     assert job["status"]["checkpoint"]["step"] == 40
 
 
