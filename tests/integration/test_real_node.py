@@ -160,9 +160,7 @@ def _step(cluster: Cluster, namespace: str, job: str) -> int:
 FAULTED_EPOCHS = 60
 PS_FAULTED_EPOCHS = 200
 LONG_EPOCHS = 90  # some 22 s of training, for a run that takes two or three faults
-STALLED_EPOCHS = (
-    200  # some 50 s (the ParameterServer job 30): the status, polled every 10 s, shows a step well before the end
-)
+STALLED_EPOCHS = 200  # some 50 s (ParameterServer: 30): the status, polled every 10 s, shows a step well before the end
 ETA_EPOCHS = 300  # some 70 s: at half, the 10 s between polls is a small part of what is left
 
 
@@ -630,13 +628,13 @@ def test_a_job_s_network_policy_admits_its_own_pods_and_the_operator_and_no_othe
         fellow = {"name": "fellow", "labels": naming.job_labels(job)}
         insider = _reached(installed, real_namespace, fellow, address, ports)
         outsider = _reached(installed, plain_namespace, {"name": "outsider"}, address, ports)
-        _still_running(installed, real_namespace, job, STALLED_EPOCHS)
+        _still_running(installed, real_namespace, job, epochs)
         wait_for("the operator's poll to move the job's step", lambda: _step(installed, real_namespace, job) > 0, 60)
-        _still_running(installed, real_namespace, job, STALLED_EPOCHS)
+        _still_running(installed, real_namespace, job, epochs)
         _wait_succeeded(installed, real_namespace, job)
     assert insider == {str(port): True for port in ports}
     assert outsider == {str(port): False for port in ports}
-    assert _finished_line(installed, real_namespace, worker)["steps"] == STALLED_EPOCHS * STEPS_PER_EPOCH
+    assert _finished_line(installed, real_namespace, worker)["steps"] == epochs * STEPS_PER_EPOCH
 
 
 def _uid(cluster: Cluster, namespace: str, pod: str) -> str:
