@@ -10,9 +10,24 @@ import pytest
 import yaml
 
 from disttrain_dev.go_tools import HELM
+from kube_cluster import Cluster
 from repository import ROOT
 
 CHART = ROOT / "charts" / "disttrain"
+
+# Each install mode kustomize offers, its namespace, and the chart's values for it.
+MODES: dict[str, tuple[list[str], str, dict[str, Any]]] = {
+    "cluster-wide": (["deploy"], "disttrain-system", {}),
+    "namespaced": (
+        ["deploy/namespaced"],
+        "disttrain-system",
+        {"scope": "namespaced", "namespaces": ["disttrain"], "metrics": {"grafanaDashboard": False}},
+    ),
+    "serve TFJobs": (["overlays/serve-tfjobs"], "disttrain-system", {"serveTFJobs": True}),
+    "dashboard": (["overlays/dashboard"], "disttrain-system", {"dashboard": {"enabled": True}}),
+    "local images": (["overlays/local-images"], "disttrain-system", {"image": {"pullPolicy": "Never"}}),
+    "Kueue's RBAC": (["deploy", "deploy/kueue-rbac.yaml"], "disttrain-system", {"kueue": {"rbac": True}}),
+}
 
 
 def helm(
@@ -33,3 +48,13 @@ def template(values: Mapping[str, Any], namespace: str = "disttrain-system") -> 
     result = helm("template", "disttrain", str(CHART), "--namespace", namespace, values=values)
     assert result.returncode == 0, result.stderr
     return [document for document in yaml.safe_load_all(result.stdout) if document]
+
+
+def kustomized(cluster: Cluster, sources: list[str]) -> list[dict[str, Any]]:
+    """The objects an install mode's sources make: kustomize folders (with the cluster's kubectl) and files."""
+    made: list[dict[str, Any]] = []
+    for source in sources:
+        path = ROOT / source
+        text = path.read_text() if path.is_file() else cluster.kubectl("kustomize", str(path)).stdout
+        made += [item for item in yaml.safe_load_all(text) if item]
+    return made

@@ -22,10 +22,11 @@ PAGE_NAMESPACE = "team-a"  # the namespace of the page's LocalQueue, a test's ow
 
 
 @contextmanager
-def control_plane(name: str) -> Iterator[Cluster]:
-    """A second control plane of this name (kwok's fake nodes, no process node), until the block ends."""
+def control_plane(name: str, kubernetes: str | None = None) -> Iterator[Cluster]:
+    """A second control plane of this name (kwok's fake nodes, no process node), of the `kubernetes` release
+    (default the newest), until the block ends."""
     try:
-        yield Cluster(devcluster.up(log=False, name=name))
+        yield Cluster(devcluster.up(log=False, name=name, kubernetes=kubernetes))
     finally:
         devcluster.down(name)
 

@@ -19,7 +19,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from disttrain_contract.timestamps import format_time
-from disttrain_core.api.kubernetes_version import KUBERNETES_VERSION
 from disttrain_dev import versions
 from disttrain_dev.tool_run import run_tool
 from disttrain_dev.versions import CachePaths
@@ -61,11 +60,11 @@ def _write_module(folder: Path, name: str, requires: dict[str, str], replaces: d
     (folder / "go.mod").write_text("\n".join(lines) + "\n")
 
 
-def _version_ldflags() -> str:
+def _version_ldflags(kubernetes: str) -> str:
     """Stamp the version the way upstream's build does, so `/version` reports a real release."""
-    major, minor = KUBERNETES_VERSION.lstrip("v").split(".")[:2]
+    major, minor = kubernetes.lstrip("v").split(".")[:2]
     stamp = {
-        "gitVersion": KUBERNETES_VERSION,
+        "gitVersion": kubernetes,
         "gitMajor": major,
         "gitMinor": minor,
         "gitTreeState": "clean",
@@ -79,8 +78,8 @@ def _version_ldflags() -> str:
 def build_kubernetes(paths: CachePaths, names: tuple[str, ...], out: Path) -> None:
     """Build Kubernetes commands into `out`; the module lists the node's commands too, so one tidy serves both."""
     folder = paths.src / "kubernetes"
-    staging = {f"k8s.io/{name}": versions.STAGING_VERSION for name in versions.STAGING_MODULES}
-    _write_module(folder, "disttrain.local/kubernetes", {"k8s.io/kubernetes": KUBERNETES_VERSION}, staging)
+    staging = {f"k8s.io/{name}": versions.staging_version(paths.kubernetes) for name in versions.STAGING_MODULES}
+    _write_module(folder, "disttrain.local/kubernetes", {"k8s.io/kubernetes": paths.kubernetes}, staging)
     every = (*versions.KUBERNETES_COMMANDS, *versions.NODE_KUBERNETES_COMMANDS)
     (folder / "tools.go").write_text(
         "//go:build tools\n\npackage tools\n\nimport (\n"
@@ -88,7 +87,7 @@ def build_kubernetes(paths: CachePaths, names: tuple[str, ...], out: Path) -> No
         + ")\n"
     )
     run_go(["mod", "tidy"], folder)
-    build_args = ["build", "-trimpath", "-tags=selinux,notest", f"-ldflags={_version_ldflags()}"]
+    build_args = ["build", "-trimpath", "-tags=selinux,notest", f"-ldflags={_version_ldflags(paths.kubernetes)}"]
     out.mkdir(parents=True, exist_ok=True)
     run_go([*build_args, "-o", str(out) + "/", *(f"k8s.io/kubernetes/cmd/{name}" for name in names)], folder)
 

@@ -22,6 +22,7 @@ from typing import Any
 from disttrain.local.ports import free_port
 from disttrain_core.api import crd
 from disttrain_core.api import job as api
+from disttrain_core.api.kubernetes_version import KUBERNETES_VERSION, pinned_release
 from disttrain_dev import (
     background,
     containerd,
@@ -71,6 +72,7 @@ class ClusterState:
     # The API server's address: loopback, or the pod bridge's where a real node's pods must reach it.
     address: str = "127.0.0.1"
     node_ports: dict[str, int] = field(default_factory=dict)
+    kubernetes: str = ""  # the release it runs; empty in a state folder written before versions were chosen
 
     @property
     def server(self) -> str:
@@ -193,8 +195,18 @@ def fake_node(name: str, shape: NodeShape) -> dict[str, object]:
 
 # Kubernetes' own gang scheduling (alpha in 1.36, off by default): the Workload API, and kube-scheduler's
 # GangScheduling and TopologyAware plugins, which its default profile adds once their gates are on.
-FEATURE_GATES = "--feature-gates=GenericWorkload=true,GangScheduling=true,TopologyAwareWorkloadScheduling=true"
-WORKLOAD_API = "--runtime-config=scheduling.k8s.io/v1alpha2=true"
+def _feature_gates(kubernetes: str) -> str:
+    gates = versions.control_plane_flags(kubernetes).feature_gates
+    return "--feature-gates=" + ",".join(f"{gate}=true" for gate in gates)
+
+
+def _version_flags(kubernetes: str, address: str) -> list[str]:
+    """The API server's flags of this minor: its gates, its Workload API, and on 1.37 with a loopback
+    address no endpoint reconciler (only a real node's pods, on the pod bridge, use the `kubernetes` Service)."""
+    flags = versions.control_plane_flags(kubernetes)
+    loopback = address.startswith("127.")
+    endpoints = ["--endpoint-reconciler-type=none"] if loopback and flags.loopback_without_endpoints else []
+    return [_feature_gates(kubernetes), f"--runtime-config={flags.workload_api}=true", *endpoints]
 
 
 # What every ServiceAccount outside the cluster's own add-ons asks of the API server (not what it sends),
@@ -251,8 +263,7 @@ def _apiserver_command(paths: CachePaths, folder: Path, state: ClusterState) -> 
         # Namespaces annotated for the process node send their pods there (see process_namespace).
         "--enable-admission-plugins=PodNodeSelector,PodTolerationRestriction",
         "--kubelet-preferred-address-types=InternalIP,Hostname",  # node names resolve nowhere
-        FEATURE_GATES,
-        WORKLOAD_API,
+        *_version_flags(paths.kubernetes, state.address),
     ]
 
 
@@ -280,14 +291,14 @@ def _commands(paths: CachePaths, folder: Path, state: ClusterState) -> dict[str,
             f"--root-ca-file={folder / 'certs' / 'apiserver.crt'}",  # what pods trust, in kube-root-ca.crt
             f"--cluster-cidr={POD_CIDR}",
             "--controllers=*",
-            FEATURE_GATES,
+            _feature_gates(paths.kubernetes),
         ],
         "kube-scheduler": [
             str(paths.binary("kube-scheduler")),
             f"--kubeconfig={kubeconfig}",
             "--leader-elect=false",
             "--secure-port=0",
-            FEATURE_GATES,
+            _feature_gates(paths.kubernetes),
         ],
         "kwok": [
             str(paths.binary("kwok")),
@@ -340,9 +351,11 @@ def _prepare(paths: CachePaths, folder: Path) -> None:
 def up(
     shape: NodeShape | None = None,
     log: bool = True,
+    *,
     process_node: bool = False,
     real_node: bool = False,
     name: str | None = None,
+    kubernetes: str | None = None,
 ) -> Path:
     """Start the cluster (or find it running) and return its kubeconfig path.
 
@@ -352,43 +365,60 @@ def up(
     `name` starts a second control plane of that name beside the local cluster (MultiKueue's manager
     or another worker): its own etcd, API server, controllers and kwok's fake nodes. The process and
     real nodes hold this machine's pod network, so they belong to the unnamed cluster alone.
+    `kubernetes` chooses a supported release (`1.35`, `v1.36.3`; default the newest); a cluster running
+    another is started anew. The real node runs the default release only: its binaries are built for it.
     """
+    release = KUBERNETES_VERSION if kubernetes is None else pinned_release(kubernetes)
     if name is not None and (process_node or real_node):
         raise RuntimeError(
             "a named control plane has kwok's fake nodes only: the process and real nodes are the local cluster's"
         )
+    if real_node and release != KUBERNETES_VERSION:
+        raise RuntimeError(f"the real node runs Kubernetes {KUBERNETES_VERSION} only, not {release}")
     folder = state_dir(name)
     running = running_state(folder)
+    if running is not None and running.kubernetes != release:
+        print(
+            f"restarting the cluster: it runs Kubernetes {running.kubernetes or 'of an older checkout'}, not {release}",
+            file=sys.stderr,
+        )
+        running = None
     if running is not None and real_node and running.address != pod_network.GATEWAY:
         print("restarting the local cluster: a real node's pods need the API server on the pod bridge", file=sys.stderr)
         running = None
     if running is not None:
-        _install_crd(ensure_binaries(), folder)  # a running cluster gets the CRD of this checkout
+        paths = ensure_binaries(versions.cache_paths(release))
+        _install_crd(paths, folder)  # a running cluster gets the CRD of this checkout
         if process_node and PROCESS_NODE not in running.pids:
-            running = _start_process_node(ensure_binaries(), folder, running)
+            running = _start_process_node(paths, folder, running)
         if real_node and "kubelet" not in running.pids:
-            _start_real_node(ensure_binaries(), folder, running)
+            _start_real_node(paths, folder, running)
         return kubeconfig_path(folder)
     down(name)
     started = time.monotonic()
-    _start_cluster(folder, name, shape or NodeShape(), process_node=process_node, real_node=real_node)
+    _start_cluster(folder, name, shape or NodeShape(), release, process_node=process_node, real_node=real_node)
     if log:
         what = "local cluster" if name is None else f"control plane {name}"
-        print(f"{what} up in {time.monotonic() - started:.1f}s, logs in {folder / 'logs'}", file=sys.stderr)
+        print(
+            f"{what} (Kubernetes {release}) up in {time.monotonic() - started:.1f}s, logs in {folder / 'logs'}",
+            file=sys.stderr,
+        )
     return kubeconfig_path(folder)
 
 
-def _start_cluster(folder: Path, name: str | None, shape: NodeShape, *, process_node: bool, real_node: bool) -> None:
+def _start_cluster(
+    folder: Path, name: str | None, shape: NodeShape, release: str, *, process_node: bool, real_node: bool
+) -> None:
     """Start every component in the (empty) state folder, in order, each once the one before answers; on
     any failure, stop what started and raise with the tail of every component's log."""
-    paths = ensure_binaries()
+    paths = ensure_binaries(versions.cache_paths(release))
     node_paths = _real_node_binaries() if real_node else None  # a machine that cannot run one says so first
     _prepare(paths, folder)
     address = "127.0.0.1"
     if real_node:
         pod_network.ensure_bridge()
         address = pod_network.GATEWAY
-    state = ClusterState(free_port(), free_port(), free_port(), pids={}, address=address)
+    state = ClusterState(free_port(), free_port(), free_port(), pids={}, address=address, kubernetes=release)
     commands = _commands(paths, folder, state)
     pids: dict[str, int] = {}
     try:
@@ -450,7 +480,8 @@ def apply_namespaces(names: list[str], kind: str | None = None) -> str:
     """Create (or annotate) namespaces whose pods run on the node of `kind` (by default, the one the cluster
     runs: `node_kind_running`); that kind. One still being deleted (the namespace controller takes 5 s or
     more) is waited for first: nothing could be made in it."""
-    paths, folder = ensure_binaries(), state_dir()
+    folder = state_dir()
+    paths = ensure_binaries(versions.cache_paths(require_running(folder).kubernetes))
     kind = kind or node_kind_running(require_running(folder))
     listed = json.loads(_kubectl(paths, folder, "get", "namespaces", "-o", "json"))["items"]
     going = [
@@ -560,7 +591,8 @@ def restart_component(name: str, pause: float = 0) -> None:
         command = real_node.commands(real_node.NodeFiles(folder), node, kubeconfig_path(folder), state.node_ports)[name]
         state.pids[name] = _start(folder, name, command, _node_environment(node))
     else:
-        state.pids[name] = _start(folder, name, _commands(ensure_binaries(), folder, state)[name])
+        paths = ensure_binaries(versions.cache_paths(state.kubernetes))
+        state.pids[name] = _start(folder, name, _commands(paths, folder, state)[name])
     _save_state(folder, state)
     if name == "kube-apiserver":
         wait_for("kube-apiserver /readyz", lambda: _ready(state), 90)

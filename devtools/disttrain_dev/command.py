@@ -7,6 +7,18 @@ import subprocess
 
 import click
 
+from disttrain_core.api.kubernetes_version import KUBERNETES_VERSION, SUPPORTED_KUBERNETES, pinned_release
+
+
+def _release(context: click.Context, parameter: click.Parameter, value: str | None) -> str | None:
+    """A supported release, from `1.35`, `v1.35` or `v1.35.4`; anything else is refused before any build."""
+    if value is None:
+        return None
+    try:
+        return pinned_release(value)
+    except ValueError as error:
+        raise click.BadParameter(str(error)) from None
+
 
 @click.command("dev-cluster")
 @click.argument("action", type=click.Choice(["up", "down", "kubeconfig", "load", "namespace", "operator"]))
@@ -34,8 +46,23 @@ import click
     default=None,
     help="with up, down and kubeconfig: a second control plane of this name beside the local cluster (MultiKueue)",
 )
+@click.option(
+    "--kubernetes",
+    metavar="VERSION",
+    default=None,
+    callback=_release,
+    help=f"with up: the Kubernetes release to build and run, one of {', '.join(SUPPORTED_KUBERNETES)} "
+    f"(or its minor, `1.35`) [default: {KUBERNETES_VERSION}]",
+)
 def dev_cluster(
-    action: str, names: tuple[str, ...], *, process_node: bool, real_node: bool, node: str | None, name: str | None
+    action: str,
+    names: tuple[str, ...],
+    *,
+    process_node: bool,
+    real_node: bool,
+    node: str | None,
+    name: str | None,
+    kubernetes: str | None,
 ) -> int:
     """A local control plane with fake GPU nodes, built from Go modules (development, CI).
 
@@ -47,7 +74,7 @@ def dev_cluster(
 
     try:
         if action == "up":
-            click.echo(cluster.up(process_node=process_node, real_node=real_node, name=name))
+            click.echo(cluster.up(process_node=process_node, real_node=real_node, name=name, kubernetes=kubernetes))
         elif action == "down":
             cluster.down(name)
         elif action == "load":

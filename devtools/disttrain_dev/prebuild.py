@@ -1,5 +1,6 @@
 """`python -m disttrain_dev.prebuild`, from the checkout's root: build ahead what CI's lint step and the test
-command build in their set-up (helm, the peer, Kueue, Headlamp and its plugin's packages), so that CI runs
+command build in their set-up (helm, the peer, Kueue, Headlamp and its plugin's packages, the older supported
+Kubernetes releases), so that CI runs
 those builds beside README's first command, whose downloads and waits leave the CPU idle, rather than one
 after another in the middle of the tests.
 
@@ -16,9 +17,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
-from disttrain_dev import headlamp, kueue, peer
+from disttrain_core.api.kubernetes_version import KUBERNETES_VERSION, SUPPORTED_KUBERNETES
+from disttrain_dev import headlamp, kueue, peer, versions
+from disttrain_dev.build import ensure_binaries
 from disttrain_dev.go_tools import HELM, KUBE_ROUTER
 
 
@@ -33,6 +37,13 @@ BUILDS: tuple[tuple[str, Callable[[], object], Callable[[], str | None]], ...] =
     ("Headlamp", headlamp.ensure_headlamp, headlamp.missing_requirement),
     ("the Headlamp plugin's packages", lambda: headlamp.plugin_packages(Path(headlamp.PLUGIN_FOLDER)), _no_npm),
     ("kube-router", KUBE_ROUTER.ensure, KUBE_ROUTER.unavailable),  # the real node's NetworkPolicy test
+    # the older supported releases' control planes (test_kubernetes_versions.py), last: the first command
+    # builds the default release's meanwhile
+    *(
+        (f"Kubernetes {release}", partial(ensure_binaries, versions.cache_paths(release)), lambda: None)
+        for release in SUPPORTED_KUBERNETES
+        if release != KUBERNETES_VERSION
+    ),
 )
 
 

@@ -11,10 +11,41 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from disttrain_core.api.kubernetes_version import KUBERNETES_VERSION
+from disttrain_core.api.kubernetes_version import KUBERNETES_VERSION, minor_of
 
-STAGING_VERSION = "v0" + KUBERNETES_VERSION.removeprefix("v1")  # k8s.io/api v0.36.3 ships with v1.36.3
 ETCD_VERSION = "v3.6.10"
+
+
+@dataclass(frozen=True)
+class ControlPlaneFlags:
+    """What one minor's control plane is started with so that its Workload API (gangs) is served."""
+
+    feature_gates: tuple[str, ...]
+    workload_api: str  # the scheduling.k8s.io version turned on through --runtime-config
+    # 1.37's API server refuses to advertise a loopback address with the default endpoint reconciler.
+    loopback_without_endpoints: bool = False
+
+
+CONTROL_PLANE_FLAGS = {
+    (1, 35): ControlPlaneFlags(("GenericWorkload", "GangScheduling"), "scheduling.k8s.io/v1alpha1"),
+    (1, 36): ControlPlaneFlags(
+        ("GenericWorkload", "GangScheduling", "TopologyAwareWorkloadScheduling"), "scheduling.k8s.io/v1alpha2"
+    ),
+    (1, 37): ControlPlaneFlags(
+        ("GenericWorkload", "TopologyAwareWorkloadScheduling"),
+        "scheduling.k8s.io/v1beta1",
+        loopback_without_endpoints=True,
+    ),
+}
+
+
+def control_plane_flags(kubernetes: str) -> ControlPlaneFlags:
+    minor = minor_of(kubernetes)
+    if minor not in CONTROL_PLANE_FLAGS:
+        raise RuntimeError(f"no control-plane flags are known for Kubernetes {kubernetes}")
+    return CONTROL_PLANE_FLAGS[minor]
+
+
 KWOK_VERSION = "v0.8.0"
 
 # The staging modules k8s.io/kubernetes replaces with its own staging folders; each is published on its own.
@@ -96,6 +127,7 @@ class CachePaths:
     """Folders of one version set: sources (Go module files), binaries and logs of the build."""
 
     root: Path
+    kubernetes: str = KUBERNETES_VERSION
 
     @property
     def bin(self) -> Path:
@@ -117,16 +149,21 @@ class CachePaths:
         return self.bin / name
 
 
+def staging_version(kubernetes: str) -> str:
+    """The staging modules' release that ships with a Kubernetes release: k8s.io/api v0.37.2 with v1.37.2."""
+    return "v0" + kubernetes.removeprefix("v1")
+
+
 def node_version_key() -> str:
     pins = "|".join((KUBERNETES_VERSION, CONTAINERD_VERSION, RUNC_VERSION, COREDNS_VERSION, LOCAL_PATH_VERSION))
     digest = hashlib.sha256(pins.encode()).hexdigest()[:8]
     return f"node-{KUBERNETES_VERSION}-containerd-{CONTAINERD_VERSION}-{digest}"
 
 
-def version_key() -> str:
-    pins = "|".join((KUBERNETES_VERSION, STAGING_VERSION, ETCD_VERSION, KWOK_VERSION))
+def version_key(kubernetes: str = KUBERNETES_VERSION) -> str:
+    pins = "|".join((kubernetes, staging_version(kubernetes), ETCD_VERSION, KWOK_VERSION))
     digest = hashlib.sha256(pins.encode()).hexdigest()[:8]
-    return f"k8s-{KUBERNETES_VERSION}-etcd-{ETCD_VERSION}-kwok-{KWOK_VERSION}-{digest}"
+    return f"k8s-{kubernetes}-etcd-{ETCD_VERSION}-kwok-{KWOK_VERSION}-{digest}"
 
 
 def cache_root() -> Path:
@@ -138,8 +175,9 @@ def cache_root() -> Path:
     return (Path(xdg) if xdg else Path.home() / ".cache") / "disttrain"
 
 
-def cache_paths() -> CachePaths:
-    return CachePaths(cache_root() / "devcluster" / version_key())
+def cache_paths(kubernetes: str = KUBERNETES_VERSION) -> CachePaths:
+    """The binaries of one Kubernetes release (each supported one is cached apart)."""
+    return CachePaths(cache_root() / "devcluster" / version_key(kubernetes), kubernetes)
 
 
 def node_cache_paths() -> CachePaths:

@@ -233,7 +233,8 @@ def plan(
     evaluated_by = evaluation_due(job, pods)  # the Evaluator's time for the final checkpoint runs out
     still_there = [pod.name for pod in pods if pod.uid in handled and not pod.deleting and pod not in keeping]
     paused_until = _paused_until(job, now)
-    missing = _startable(_missing(job, pods, children, settings, awaited=awaited, with_pods=not paused_until), pods)
+    held = paused_until is not None or settings.gang.oversized(job) is not None
+    missing = _startable(_missing(job, pods, children, settings, awaited=awaited, with_pods=not held), pods)
     # The remains of a pod held its name until this restart: handled now, they give it up to the next plan.
     freed = now if restart is not None and any(pod.gone for pod in restart.failed) else None
     next_batch = now if missing.more else None

@@ -14,7 +14,7 @@ from __future__ import annotations
 import gc
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import kopf
@@ -22,14 +22,17 @@ import pydantic
 
 from disttrain_core.api.crd import openapi_schema
 from disttrain_core.api.job import GROUP, KIND, PLURAL, VERSION
+from disttrain_core.api.kubernetes_version import KUBERNETES_VERSION
 from disttrain_core.api.spec import DistTrainJobSpec
 from disttrain_core.api.status import JobPhase
+from disttrain_core.builders.gang import GangScheduler, WorkloadApi
 from disttrain_core.kueue import WorkloadView
 from disttrain_core.managers import managed_elsewhere
 from disttrain_core.observed import PodView, after_removal
 from disttrain_core.tensorboard_status import TensorBoardView
 from disttrain_core.types import Body, JobKey, ObjectRef, Verdict
 from disttrain_kube.api_errors import NotServedError
+from disttrain_kube.cluster_facts import ClusterFacts, read_cluster_facts
 from disttrain_kube.connection import NoClusterError, connect
 from disttrain_kube.rest import WATCH_SILENCE_MARGIN, Kube
 from disttrain_operator import metrics
@@ -130,8 +133,15 @@ def job_kinds(settings: OperatorSettings) -> list[JobKind]:
     return [DISTTRAIN_JOBS, SERVED_TFJOBS] if settings.serve_tfjobs else [DISTTRAIN_JOBS]
 
 
-def build_runtime(settings: OperatorSettings, kube: OperatorApi, indexes: Mapping[str, JobIndex]) -> Runtime:
-    """The operator's parts wired together, none started; `indexes`: kopf's index of each kind of job."""
+def build_runtime(
+    settings: OperatorSettings,
+    kube: OperatorApi,
+    indexes: Mapping[str, JobIndex],
+    cluster: ClusterFacts | None = None,
+) -> Runtime:
+    """The operator's parts wired together, none started; `indexes`: kopf's index of each kind of job;
+    `cluster`: what the operator read of the cluster at its start (None: the newest supported version's)."""
+    cluster = cluster or ClusterFacts(KUBERNETES_VERSION, WorkloadApi.V1BETA1)
     listings = Listings()
     watched = scopes(settings.watch_namespaces)
     kinds = job_kinds(settings)
@@ -150,12 +160,13 @@ def build_runtime(settings: OperatorSettings, kube: OperatorApi, indexes: Mappin
     runtime = Runtime(
         reconciler=Reconciler(
             kube,
-            settings.build,
+            replace(settings.build, workload_api=cluster.workload_api),
             events,
             logs=logs,
             wake=wakeups.schedule,
             stuck_after=settings.stuck_after,
             kueue_queues_tfjobs=settings.kueue_tfjob_integration,
+            unsupported=cluster.unsupported,
         ),
         queue=queue,
         wakeups=wakeups,
@@ -275,7 +286,13 @@ def configure(*, memo: kopf.Memo, settings: kopf.OperatorSettings, **indexes: An
     except NoClusterError as error:
         raise kopf.PermanentError(str(error)) from error
     kube = Kube(connection.api_client, on_error=metrics.count_api_error)
-    runtime = memo["runtime"] = build_runtime(operator_settings, kube, indexes)
+    facts = read_cluster_facts(kube)
+    if facts.unsupported is not None:
+        logger.warning("%s: jobs are served as on the nearest supported version, untested", facts.unsupported)
+    if operator_settings.gang_scheduler is GangScheduler.KUBERNETES:
+        served = "none" if facts.workload_api is None else facts.workload_api.value
+        logger.info("Kubernetes %s serves the Workload API: %s", facts.version, served)
+    runtime = memo["runtime"] = build_runtime(operator_settings, kube, indexes, facts)
     if nothing_to_index(kube, runtime.job_paths):
         runtime.indexed()
     metrics.LEADER.set(1)

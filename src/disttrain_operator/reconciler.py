@@ -23,6 +23,7 @@ from disttrain_core.api.status import DistTrainJobStatus, UnkeptLogs
 from disttrain_core.api.validation import spec_violations
 from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.objects import UNWATCHED_KINDS, object_key
+from disttrain_core.gang_status import with_gang
 from disttrain_core.kueue import MULTIKUEUE, QUEUE_LABEL, WorkloadView
 from disttrain_core.managers import managed_elsewhere
 from disttrain_core.observed import PodView, created_pod_view, own_pods
@@ -96,10 +97,13 @@ class Reconciler:
         wake: Callable[[JobKey, datetime], None] | None = None,
         stuck_after: timedelta = STUCK_TERMINATING,
         kueue_queues_tfjobs: bool = False,
+        unsupported: str | None = None,
     ) -> None:
         """`kueue_queues_tfjobs`: Kueue's own TFJob integration queues served TFJobs (as it does training-operator's),
-        so Kueue's contract is not the operator's part for them."""
+        so Kueue's contract is not the operator's part for them. `unsupported`: why the cluster's Kubernetes is
+        outside the supported range, said once on each job (`cluster_facts`)."""
         self._kueue_queues_tfjobs = kueue_queues_tfjobs
+        self._unsupported = unsupported
         self._logs = logs or _NoLogsKept()
         self._wake = wake
         self._stuck_after = stuck_after
@@ -141,7 +145,11 @@ class Reconciler:
         if other is not None:
             self._follow_dispatched(body, other, workload)
             return
-        memory = self._memory(str(body["metadata"]["uid"]))
+        uid = str(body["metadata"]["uid"])
+        if self._unsupported is not None and uid not in self._jobs:
+            message = f"{self._unsupported}: the job is served as on the nearest supported version, untested"
+            self._emit(body, type="Warning", reason="UnsupportedKubernetes", message=message)
+        memory = self._memory(uid)
         memory.shape = JobShape.of(body)
         try:
             core = memory.shape.body_in(body)
@@ -181,7 +189,11 @@ class Reconciler:
         and a Failed condition saying why, written once."""
         if self._other_manager(body) is not None:
             return
-        memory = self._memory(str(body["metadata"]["uid"]))
+        uid = str(body["metadata"]["uid"])
+        if self._unsupported is not None and uid not in self._jobs:
+            message = f"{self._unsupported}: the job is served as on the nearest supported version, untested"
+            self._emit(body, type="Warning", reason="UnsupportedKubernetes", message=message)
+        memory = self._memory(uid)
         memory.shape = JobShape.of(body)
         body = memory.shape.bare_in(body)
         self._fail_as_it_is(body, memory.written or body.get("status") or {}, verdict)  # the job's watch may lag
@@ -295,6 +307,7 @@ class Reconciler:
         )
         refused = memory.tensorboard_refused
         status = with_tensorboard(job, status, tensorboard, now, refused=None if refused is None else refused[1])
+        status = with_gang(job, status, self._settings.gang, now)
         if rejected is not None:
             status = failed_status(status, rejected, now, generation)
         status = self._with_unkept_logs(body, status)

@@ -28,7 +28,12 @@ STATUS_BATCH = timedelta(seconds=2)
 # A restart's status waits at most this long for the replacements of the pods it deleted (`StatusWriter.write`).
 RESTART_HOLD = STATUS_BATCH
 _COUNTS = frozenset({"replicaStatuses", "ready", "progress"})
-_WARNING_CONDITIONS = {ConditionType.FAILED.value, ConditionType.RESTARTING.value, ConditionType.STALLED.value}
+_WARNING_CONDITIONS = {
+    ConditionType.FAILED.value,
+    ConditionType.RESTARTING.value,
+    ConditionType.STALLED.value,
+    ConditionType.GANG_UNAVAILABLE.value,
+}
 
 
 class EventSink(Protocol):

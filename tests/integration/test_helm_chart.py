@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from chart_support import CHART, helm, template
+from chart_support import CHART, MODES, helm, kustomized, template
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import images, node_kinds, readme, real_node
 from disttrain_dev.polling import wait_for
@@ -33,19 +33,6 @@ CLUSTER_SCOPED = {
     "ClusterRoleBinding",
     "ValidatingAdmissionPolicy",
     "ValidatingAdmissionPolicyBinding",
-}
-# Each install mode kustomize offers, its namespace, and the chart's values for it.
-MODES: dict[str, tuple[list[str], str, dict[str, Any]]] = {
-    "cluster-wide": (["deploy"], "disttrain-system", {}),
-    "namespaced": (
-        ["deploy/namespaced"],
-        "disttrain-system",
-        {"scope": "namespaced", "namespaces": ["disttrain"], "metrics": {"grafanaDashboard": False}},
-    ),
-    "serve TFJobs": (["overlays/serve-tfjobs"], "disttrain-system", {"serveTFJobs": True}),
-    "dashboard": (["overlays/dashboard"], "disttrain-system", {"dashboard": {"enabled": True}}),
-    "local images": (["overlays/local-images"], "disttrain-system", {"image": {"pullPolicy": "Never"}}),
-    "Kueue's RBAC": (["deploy", "deploy/kueue-rbac.yaml"], "disttrain-system", {"kueue": {"rbac": True}}),
 }
 
 
@@ -73,11 +60,7 @@ def _comparable(objects: list[dict[str, Any]], namespace: str) -> dict[tuple[str
 @pytest.mark.parametrize("mode", sorted(MODES))
 def test_the_chart_makes_what_kustomize_makes(cluster: Cluster, mode: str) -> None:
     sources, namespace, values = MODES[mode]
-    made: list[dict[str, Any]] = []
-    for source in sources:
-        path = ROOT / source
-        text = path.read_text() if path.is_file() else cluster.kubectl("kustomize", str(path)).stdout
-        made += [item for item in yaml.safe_load_all(text) if item]
+    made = kustomized(cluster, sources)
     charted = template({**values, "createNamespace": True}, namespace)
     expected, actual = _comparable(made, namespace), _comparable(charted, namespace)
     assert sorted(actual) == sorted(expected)

@@ -29,7 +29,9 @@ ZONE = "topology.kubernetes.io/zone"
 
 def _group_condition(cluster: Cluster, namespace: str, name: str) -> str | None:
     group = cluster.get("podgroups.scheduling.k8s.io", name, namespace) or {}
-    found = [c for c in group.get("status", {}).get("conditions", []) if c["type"] == "PodGroupScheduled"]
+    # 1.37 names it PodGroupInitiallyScheduled; 1.36 named it PodGroupScheduled
+    kinds = ("PodGroupInitiallyScheduled", "PodGroupScheduled")
+    found = [c for c in group.get("status", {}).get("conditions", []) if c["type"] in kinds]
     return str(found[0]["status"]) if found else None
 
 

@@ -195,6 +195,45 @@ def test_kubeflow_s_sdk_runs_a_real_tfjob_unchanged(tfjob_crd: Cluster, tmp_path
     assert "digits-worker-0" in result["logs"] and result["logs"]["digits-worker-0"].strip()
 
 
+def test_training_operator_s_gang_flow_holds_a_tfjob_whose_gang_is_larger_than_it_until_lowered(
+    tfjob_crd: Cluster, process_cluster: Cluster, tmp_path: Path
+) -> None:
+    """Kubeflow's SDK drives training-operator's gang e2e flow on disttrain with Kubernetes' own gangs: a TFJob
+    of one worker asking for 10 is Created, never Running and holds no pod, its GangUnavailable condition says
+    why; lowered to 1 with `update_job`, it runs on the process node and succeeds."""
+    namespace = f"gang-{uuid.uuid4().hex[:8]}"
+    tfjob_crd.kubectl("apply", "-f", "-", stdin=json.dumps(devcluster.process_namespace(namespace)))
+    wait_for("the namespace's default ServiceAccount", lambda: tfjob_crd.get("serviceaccount", "default", namespace))
+    kubeconfig = operator_kubeconfig(tfjob_crd, tmp_path)
+    operator_kubeconfig(tfjob_crd, tmp_path / "tfjobs", ROOT / "overlays" / "serve-tfjobs" / "rbac.yaml")
+    process = OperatorProcess(
+        tfjob_crd,
+        tmp_path / "operator.log",
+        ["--namespace", namespace],
+        kubeconfig,
+        options=["--serve-tfjobs"],
+        environment={"DISTTRAIN_GANG_SCHEDULER": "kubernetes"},
+    )
+    process.start()
+    try:
+        script = Path(__file__).parent / "sdk" / "drive_gang_tfjob.py"
+        answer = tmp_path / "answered.json"
+        command = [str(kubeflow_sdk.sdk_python()), str(script), str(tfjob_crd.kubeconfig), namespace, "gang"]
+        answered = subprocess.run([*command, str(answer)], capture_output=True, text=True, timeout=600, check=False)
+        assert answered.returncode == 0, answered.stderr[-3000:]
+        result = json.loads(answer.read_text())
+        events = {event["reason"]: event for event in tfjob_crd.items("events", namespace)}
+    finally:
+        process.stop()
+        tfjob_crd.kubectl("delete", "namespace", namespace, "--wait=false")
+    assert result["held"] == [{"created": True, "running": False}] * 3 and result["pods_held"] == []
+    (unavailable,) = [c for c in result["conditions_held"] if c[0] == "GangUnavailable"]
+    assert unavailable[1:3] == ["True", "TFJobGangUnavailable"]  # TFJob's reasons; disttrain's leads the message
+    assert unavailable[3].startswith("GangTooLarge: schedulingPolicy.minAvailable 10 is more than the 1 pods")
+    assert events["GangTooLarge"]["type"] == "Warning"
+    assert result["succeeded"] is True
+
+
 def test_the_python_client_creates_waits_on_and_lists_a_served_tfjob(
     serving: OperatorProcess, cluster: Cluster, namespace: str
 ) -> None:

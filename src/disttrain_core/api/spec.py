@@ -518,6 +518,12 @@ _SPEC_RULES = schema_rules(
         f"self.strategy != 'ParameterServer' || {_replicas(ReplicaType.WORKER)} >= 1",
         "ParameterServer needs at least one Worker to run the training steps",
     ),
+    Rule(  # Kubernetes' own gangs leave the Evaluator out: the operator says so when that matters
+        "!has(self.runPolicy) || !has(self.runPolicy.schedulingPolicy)"
+        " || !has(self.runPolicy.schedulingPolicy.minAvailable)"
+        f" || self.runPolicy.schedulingPolicy.minAvailable <= {' + '.join(_replicas(kind) for kind in ReplicaType)}",
+        "runPolicy.schedulingPolicy.minAvailable is more than the job's pods: such a gang could never be placed",
+    ),
     Rule(
         f"self.strategy == 'ParameterServer' || {_replicas(ReplicaType.PS)} == 0",
         "PS replicas are only allowed with the ParameterServer strategy",

@@ -29,6 +29,7 @@ class ConditionType(StrEnum):
     SUSPENDED = "Suspended"
     STALLED = "Stalled"
     TENSORBOARD_READY = "TensorBoardReady"
+    GANG_UNAVAILABLE = "GangUnavailable"
 
 
 class ConditionStatus(StrEnum):

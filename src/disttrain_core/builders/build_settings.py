@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from disttrain_core.builders.gang import Gang, GangScheduler, gang_for
+from disttrain_core.builders.gang import Gang, GangScheduler, WorkloadApi, gang_for
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,9 @@ class BuildSettings:
     network_policy: bool = True  # each job's trainers closed to all but the job and the operator
     operator_namespace: str | None = None  # where the operator's pods run, which that policy admits
     progress_deadline_seconds: int | None = None  # for jobs that set no runPolicy.progressDeadlineSeconds
+    # The Workload API version the cluster serves, for Kubernetes' own gangs: found at the operator's start.
+    workload_api: WorkloadApi | None = WorkloadApi.V1BETA1
 
     @property
     def gang(self) -> Gang:
-        return gang_for(self.gang_scheduler, self.gang_by_default)
+        return gang_for(self.gang_scheduler, self.gang_by_default, self.workload_api)

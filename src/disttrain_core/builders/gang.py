@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.quantity import format_quantity, parse_quantity
-from disttrain_core.api.spec import ReplicaType, SchedulingPolicy
+from disttrain_core.api.spec import ReplicaType, RestartScope, SchedulingPolicy
 from disttrain_core.types import Manifest
 
 
@@ -65,7 +65,7 @@ class Membership:
     scheduler_name: str | None
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
-    scheduling_group: str | None = None  # Kubernetes' gangs: the PodGroup in `spec.schedulingGroup`
+    pod_spec: Manifest = field(default_factory=dict)  # Kubernetes' gangs: the pod's field naming its group
 
 
 def gang_policy(job: DistTrainJob, by_default: bool) -> SchedulingPolicy | None:
@@ -92,12 +92,35 @@ class Gang(ABC):
         """Whether pods of `replica_type` belong to a gang job's gang."""
         return True
 
+    def members(self, job: DistTrainJob) -> int:
+        return sum(job.spec.replicas(kind) for kind in ReplicaType if self.in_gang(kind))
+
     def min_count(self, job: DistTrainJob) -> int:
-        """The pods the gang needs together: minAvailable, but never more than the gang has (a larger one could
-        never be met)."""
+        """The pods the gang needs together: minAvailable, else every member."""
         policy = gang_policy(job, self.by_default)
-        members = sum(job.spec.replicas(kind) for kind in ReplicaType if self.in_gang(kind))
-        return min(policy.min_available, members) if policy is not None and policy.min_available else members
+        return policy.min_available if policy is not None and policy.min_available else self.members(job)
+
+    def oversized(self, job: DistTrainJob) -> str | None:
+        """Why the gang could never be placed: it needs more pods together than it has. Its pods and its gang
+        wait until minAvailable is lowered, as training-operator's stay unplaced (a DistTrainJob's CRD refuses
+        such a spec; a served TFJob's cannot)."""
+        policy = gang_policy(job, self.by_default)
+        members = self.members(job)
+        if policy is None or not policy.min_available or policy.min_available <= members:
+            return None
+        evaluators = (
+            " (an Evaluator is no member)"
+            if job.spec.replicas(ReplicaType.EVALUATOR) and not self.in_gang(ReplicaType.EVALUATOR)
+            else ""
+        )
+        return (
+            f"schedulingPolicy.minAvailable {policy.min_available} is more than the {members} pods of the job's "
+            f"gang{evaluators}: it could never be placed, so its pods wait until minAvailable is lowered"
+        )
+
+    def unserved(self, job: DistTrainJob) -> str | None:
+        """Why the job, a gang by its spec, runs as none on this cluster (its scheduler's API is not served)."""
+        return None
 
     def unmet_need(self, job: DistTrainJob) -> str | None:
         """What the job asks of its gang that this scheduler cannot give, if anything."""
@@ -112,7 +135,7 @@ class Gang(ABC):
     def objects(self, job: DistTrainJob) -> list[Manifest]:
         """The job's gang (metadata without owner or labels), in creation order."""
         policy = gang_policy(job, self.by_default)
-        if policy is None:
+        if policy is None or self.oversized(job) is not None:
             return []
         metadata = {"name": pod_group_name(job), "namespace": job.metadata.namespace}
         return self._objects(job, policy, metadata)
@@ -175,48 +198,91 @@ class VolcanoGang(_PodGroupGang):
         return Membership(self.scheduler_name, annotations=annotations)
 
 
+class WorkloadApi(StrEnum):
+    """The versions of Kubernetes' Workload API disttrain builds, newest first: the operator takes the newest
+    the cluster serves (`disttrain_kube.discovery`)."""
+
+    V1BETA1 = "scheduling.k8s.io/v1beta1"  # Kubernetes 1.37: Workload and PodGroup, GenericWorkload gate
+    V1ALPHA2 = "scheduling.k8s.io/v1alpha2"  # 1.36: Workload and PodGroup, GangScheduling gate
+    V1ALPHA1 = "scheduling.k8s.io/v1alpha1"  # 1.35: a Workload whose pod groups pods name directly
+
+
 @dataclass(frozen=True)
 class KubernetesGang(Gang):
-    """kube-scheduler's own: a Workload with one gang template and the PodGroup that is its running instance;
-    it alone takes a topology constraint (Volcano's network topology and scheduler-plugins know no node
-    label). An Evaluator is no member."""
+    """kube-scheduler's own, in the Workload API version the cluster serves (`workload_api`; None where it
+    serves none: the job runs as no gang, and `unserved` says why). From v1alpha2 on, a Workload with one
+    gang template and the PodGroup that is its running instance, which each pod names; in v1alpha1 the
+    Workload alone, whose pod group each pod names. It alone takes a topology constraint (Volcano's network
+    topology and scheduler-plugins know no node label). An Evaluator is no member."""
+
+    workload_api: WorkloadApi | None = WorkloadApi.V1BETA1
+    whole_job_restarts: bool = True  # `disruptionMode: all` for jobs that restart as a whole, where served
 
     name = GangScheduler.KUBERNETES
-    api_version = "scheduling.k8s.io/v1alpha2"
+    api_version = WorkloadApi.V1BETA1.value
     scheduler_name = None
 
     def in_gang(self, replica_type: ReplicaType) -> bool:
         return replica_type is not ReplicaType.EVALUATOR
 
     def unmet_need(self, job: DistTrainJob) -> str | None:
-        return None
+        policy = gang_policy(job, self.by_default)
+        if policy is None or policy.topology_key is None or self.workload_api is not WorkloadApi.V1ALPHA1:
+            return None
+        return (
+            "schedulingPolicy.topologyKey needs Kubernetes 1.36 or later: this cluster serves the Workload API as "
+            f"{WorkloadApi.V1ALPHA1.value}, which has no topology constraint"
+        )
+
+    def unserved(self, job: DistTrainJob) -> str | None:
+        if self.workload_api is not None or gang_policy(job, self.by_default) is None:
+            return None
+        built = ", ".join(api.value for api in WorkloadApi)
+        return (
+            f"this cluster serves no Workload API disttrain builds ({built}; see docs/gang-scheduling.md for "
+            "the feature gates each Kubernetes version needs): the job runs, but not as a gang"
+        )
+
+    def membership(self, job: DistTrainJob, replica_type: ReplicaType) -> Membership | None:
+        return None if self.workload_api is None else super().membership(job, replica_type)
 
     def _objects(self, job: DistTrainJob, policy: SchedulingPolicy, metadata: Manifest) -> list[Manifest]:
+        api = self.workload_api
+        if api is None:
+            return []
         gang: Manifest = {"schedulingPolicy": {"gang": {"minCount": self.min_count(job)}}}
         if policy.topology_key:
             gang["schedulingConstraints"] = {"topology": [{"key": policy.topology_key}]}
-        if policy.priority_class:
+        if api is WorkloadApi.V1BETA1 and job.spec.effective_restart_scope is RestartScope.JOB:
+            gang["disruptionMode"] = {"all": {}}  # one pod disrupted takes the gang's others with it
+        if policy.priority_class and api is not WorkloadApi.V1ALPHA1:
             gang["priorityClassName"] = policy.priority_class
-        template = {"name": GANG_TEMPLATE, **gang}
         owner = {"apiGroup": job.api_version.split("/")[0], "kind": job.kind, "name": job.metadata.name}
-        reference = {"workload": {"workloadName": pod_group_name(job), "podGroupTemplateName": GANG_TEMPLATE}}
-        return [
-            {
-                "apiVersion": self.api_version,
-                "kind": "Workload",
-                "metadata": dict(metadata),
-                "spec": {"controllerRef": owner, "podGroupTemplates": [template]},
-            },
-            {
-                "apiVersion": self.api_version,
-                "kind": "PodGroup",
-                "metadata": dict(metadata),
-                "spec": {"podGroupTemplateRef": reference, **gang},
-            },
-        ]
+        workload: Manifest = {"apiVersion": api.value, "kind": "Workload", "metadata": dict(metadata)}
+        if api is WorkloadApi.V1ALPHA1:
+            group = {"name": GANG_TEMPLATE, "policy": gang["schedulingPolicy"]}
+            return [{**workload, "spec": {"controllerRef": owner, "podGroups": [group]}}]
+        workload["spec"] = {"controllerRef": owner, "podGroupTemplates": [{"name": GANG_TEMPLATE, **gang}]}
+        if api is WorkloadApi.V1BETA1:
+            reference: Manifest = {"workloadRef": {"workloadName": pod_group_name(job), "templateName": GANG_TEMPLATE}}
+        else:
+            reference = {
+                "podGroupTemplateRef": {
+                    "workload": {"workloadName": pod_group_name(job), "podGroupTemplateName": GANG_TEMPLATE}
+                }
+            }
+        pod_group = {
+            "apiVersion": api.value,
+            "kind": "PodGroup",
+            "metadata": dict(metadata),
+            "spec": {**reference, **gang},
+        }
+        return [workload, pod_group]
 
     def _membership(self, policy: SchedulingPolicy, group: str) -> Membership:
-        return Membership(self.scheduler_name, scheduling_group=group)
+        if self.workload_api is WorkloadApi.V1ALPHA1:
+            return Membership(self.scheduler_name, pod_spec={"workloadRef": {"name": group, "podGroup": GANG_TEMPLATE}})
+        return Membership(self.scheduler_name, pod_spec={"schedulingGroup": {"podGroupName": group}})
 
 
 _GANGS: dict[GangScheduler, type[Gang]] = {
@@ -224,5 +290,9 @@ _GANGS: dict[GangScheduler, type[Gang]] = {
 }
 
 
-def gang_for(scheduler: GangScheduler, by_default: bool = False) -> Gang:
+def gang_for(scheduler: GangScheduler, by_default: bool = False, workload_api: WorkloadApi | None = None) -> Gang:
+    """The operator's gang scheduler; `workload_api`: the Workload API version the cluster serves, for
+    Kubernetes' own gangs (None: none)."""
+    if scheduler is GangScheduler.KUBERNETES:
+        return KubernetesGang(by_default, workload_api)
     return _GANGS[scheduler](by_default)

@@ -152,8 +152,7 @@ def pod(
     if membership is not None:
         if membership.scheduler_name is not None:
             pod_spec["schedulerName"] = membership.scheduler_name
-        if membership.scheduling_group is not None:
-            pod_spec["schedulingGroup"] = {"podGroupName": membership.scheduling_group}
+        pod_spec.update(membership.pod_spec)
         labels.update(membership.labels)
         template_metadata["annotations"] = {**(template_metadata.get("annotations") or {}), **membership.annotations}
     policy = job.spec.run_policy.scheduling_policy

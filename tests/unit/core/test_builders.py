@@ -14,7 +14,7 @@ from disttrain_core.api.parsing import parse_job
 from disttrain_core.api.spec import ReplicaType
 from disttrain_core.api.validation import InvalidManifestError
 from disttrain_core.builders.build_settings import BuildSettings
-from disttrain_core.builders.gang import GangScheduler, min_resources
+from disttrain_core.builders.gang import GangScheduler, WorkloadApi, min_resources
 from disttrain_core.builders.naming import tensorflow_container
 from disttrain_core.builders.objects import desired_objects, pod
 from disttrain_core.served import job_manifest
@@ -28,6 +28,11 @@ DEFAULT = BuildSettings()
 
 def _job(spec: dict[str, Any], name: str = "demo", namespace: str = "team", uid: str | None = None) -> DistTrainJob:
     return JobBuilder(name, namespace).metadata(**({"uid": uid} if uid else {})).spec(**spec).job()
+
+
+def _unchecked_job(spec: dict[str, Any]) -> DistTrainJob:
+    """A job as the models read it, without the CRD's rules: as the operator reads a served TFJob."""
+    return JobBuilder("demo", "team").spec(**spec).model()
 
 
 def _replica(replicas: int, **container: Any) -> dict[str, Any]:
@@ -284,52 +289,119 @@ def test_a_served_tfjob_is_a_gang_where_the_operator_makes_every_job_one() -> No
     assert pod(job, ReplicaType.WORKER, 1, settings)["spec"]["schedulerName"] == "volcano"
 
 
-def test_a_gang_never_asks_for_more_pods_than_it_has() -> None:
-    """minAvailable above the gang's size would be a gang no scheduler could ever place."""
-    job = _job({"replicaSpecs": {"Worker": _replica(2)}, "runPolicy": {"schedulingPolicy": {"minAvailable": 5}}})
+def test_a_gang_that_asks_for_more_pods_than_it_has_is_not_cut_to_its_size_but_held() -> None:
+    """minAvailable above the gang's size is a gang no scheduler could ever place: nothing of it is made (its
+    pods wait, `gang_status`), where it used to be cut silently to the job's size."""
+    job = _unchecked_job(
+        {"replicaSpecs": {"Worker": _replica(2)}, "runPolicy": {"schedulingPolicy": {"minAvailable": 5}}}
+    )
     for scheduler in GangScheduler:
-        (group,) = [
-            item for item in desired_objects(job, BuildSettings(gang_scheduler=scheduler)) if item["kind"] == "PodGroup"
-        ]
-        asked = group["spec"].get("minMember") or group["spec"]["schedulingPolicy"]["gang"]["minCount"]
-        assert asked == 2, (scheduler, group["spec"])
+        gang = BuildSettings(gang_scheduler=scheduler).gang
+        assert gang.objects(job) == [], scheduler
+        assert gang.oversized(job) == (
+            "schedulingPolicy.minAvailable 5 is more than the 2 pods of the job's gang: it could never be placed, "
+            "so its pods wait until minAvailable is lowered"
+        )
+    evaluated = _unchecked_job(
+        {
+            "replicaSpecs": {"Worker": _replica(2), "Evaluator": _replica(1)},
+            "runPolicy": {"schedulingPolicy": {"minAvailable": 3}},
+        }
+    )
+    assert "(an Evaluator is no member)" in str(
+        BuildSettings(gang_scheduler=GangScheduler.KUBERNETES).gang.oversized(evaluated)
+    )
+    assert BuildSettings(gang_scheduler=GangScheduler.VOLCANO).gang.oversized(evaluated) is None
+
+
+_GANG_SPEC = {
+    "strategy": "ParameterServer",
+    "replicaSpecs": {"Chief": _replica(1), "Worker": _replica(4), "PS": _replica(2), "Evaluator": _replica(1)},
+    "runPolicy": {"schedulingPolicy": {"priorityClass": "high"}},
+}
+_OWNER = {"apiGroup": "disttrain.io", "kind": "DistTrainJob", "name": "demo"}
+
+
+def _native_gang(api: WorkloadApi | None, spec: dict[str, Any] = _GANG_SPEC) -> tuple[list[Manifest], dict[str, Any]]:
+    """The gang objects and every pod's spec, by name, under Kubernetes' own gangs of `api`."""
+    built = desired_objects(
+        _job(spec, uid="u1"), BuildSettings(gang_scheduler=GangScheduler.KUBERNETES, workload_api=api)
+    )
+    gang = [item for item in built if item["kind"] in ("Workload", "PodGroup")]
+    return gang, {item["metadata"]["name"]: item["spec"] for item in built if item["kind"] == "Pod"}
 
 
 def test_kubernetes_gangs_are_a_workload_and_its_pod_group_which_every_pod_but_the_evaluator_joins() -> None:
-    spec = {
-        "strategy": "ParameterServer",
-        "replicaSpecs": {"Chief": _replica(1), "Worker": _replica(4), "PS": _replica(2), "Evaluator": _replica(1)},
-        "runPolicy": {"schedulingPolicy": {"priorityClass": "high"}},
-    }
-    native = BuildSettings(gang_scheduler=GangScheduler.KUBERNETES)
-    built = desired_objects(_job(spec, uid="u1"), native)
-    workload, group = (item for item in built if item["kind"] in ("Workload", "PodGroup"))
+    """Kubernetes 1.37's v1beta1 (the default): the PodGroup names its Workload's template in workloadRef, and a
+    ParameterServer job, whose PS failure restarts the Chief and workers but not itself, asks for no
+    disruptionMode."""
+    built = desired_objects(_job(_GANG_SPEC, uid="u1"), BuildSettings(gang_scheduler=GangScheduler.KUBERNETES))
     assert [item["kind"] for item in built[:4]] == ["Service", "NetworkPolicy", "Workload", "PodGroup"]  # before pods
+    (workload, group), pods = _native_gang(WorkloadApi.V1BETA1)
     gang = {"schedulingPolicy": {"gang": {"minCount": 7}}, "priorityClassName": "high"}  # 1 + 4 + 2
-    assert workload["apiVersion"] == group["apiVersion"] == "scheduling.k8s.io/v1alpha2"
-    assert workload["spec"] == {
-        "controllerRef": {"apiGroup": "disttrain.io", "kind": "DistTrainJob", "name": "demo"},
-        "podGroupTemplates": [{"name": "gang", **gang}],
-    }
-    reference = {"workload": {"workloadName": "demo", "podGroupTemplateName": "gang"}}
-    assert group["spec"] == {"podGroupTemplateRef": reference, **gang}
+    assert workload["apiVersion"] == group["apiVersion"] == "scheduling.k8s.io/v1beta1"
+    assert workload["spec"] == {"controllerRef": _OWNER, "podGroupTemplates": [{"name": "gang", **gang}]}
+    assert group["spec"] == {"workloadRef": {"workloadName": "demo", "templateName": "gang"}, **gang}
     assert workload["metadata"]["ownerReferences"][0]["uid"] == group["metadata"]["ownerReferences"][0]["uid"] == "u1"
-    pods = {item["metadata"]["name"]: item["spec"] for item in built if item["kind"] == "Pod"}
     assert {name for name, pod_spec in pods.items() if pod_spec.get("schedulingGroup") == {"podGroupName": "demo"}} == (
         set(pods) - {"demo-evaluator-0"}
     )
     assert all(
         "schedulerName" not in pod_spec and pod_spec["priorityClassName"] == "high" for pod_spec in pods.values()
     )
-    fewer = {**spec, "runPolicy": {"schedulingPolicy": {"minAvailable": 3}}}
-    (_, smaller) = (item for item in desired_objects(_job(fewer), native) if item["kind"] in ("Workload", "PodGroup"))
+    fewer = {**_GANG_SPEC, "runPolicy": {"schedulingPolicy": {"minAvailable": 3}}}
+    (_, smaller), _ = _native_gang(WorkloadApi.V1BETA1, fewer)
     assert smaller["spec"]["schedulingPolicy"] == {"gang": {"minCount": 3}}
     assert "schedulingConstraints" not in smaller["spec"]
-    racked = {**spec, "runPolicy": {"schedulingPolicy": {"topologyKey": "example.com/rack"}}}
-    in_one_rack = [item for item in desired_objects(_job(racked), native) if item["kind"] in ("Workload", "PodGroup")]
+    racked = {**_GANG_SPEC, "runPolicy": {"schedulingPolicy": {"topologyKey": "example.com/rack"}}}
+    in_one_rack, _ = _native_gang(WorkloadApi.V1BETA1, racked)
     constraints = {"topology": [{"key": "example.com/rack"}]}
     assert in_one_rack[0]["spec"]["podGroupTemplates"][0]["schedulingConstraints"] == constraints
     assert in_one_rack[1]["spec"]["schedulingConstraints"] == constraints
+
+
+def test_a_job_that_restarts_as_a_whole_asks_its_v1beta1_gang_for_disruption_mode_all() -> None:
+    """MultiWorkerMirrored restarts every worker together: one disrupted pod is the whole gang's disruption."""
+    mirrored = {"replicaSpecs": {"Worker": _replica(3)}, "runPolicy": {"gang": True}}
+    (workload, group), _ = _native_gang(WorkloadApi.V1BETA1, mirrored)
+    assert workload["spec"]["podGroupTemplates"][0]["disruptionMode"] == {"all": {}}
+    assert group["spec"]["disruptionMode"] == {"all": {}}
+    (workload, group), _ = _native_gang(WorkloadApi.V1ALPHA2, mirrored)  # 1.36 knows no disruptionMode
+    assert "disruptionMode" not in group["spec"] and "disruptionMode" not in workload["spec"]["podGroupTemplates"][0]
+
+
+def test_kubernetes_1_36_gangs_are_v1alpha2_whose_pod_group_names_the_template_by_podgrouptemplateref() -> None:
+    (workload, group), pods = _native_gang(WorkloadApi.V1ALPHA2)
+    gang = {"schedulingPolicy": {"gang": {"minCount": 7}}, "priorityClassName": "high"}
+    assert workload["apiVersion"] == group["apiVersion"] == "scheduling.k8s.io/v1alpha2"
+    assert workload["spec"] == {"controllerRef": _OWNER, "podGroupTemplates": [{"name": "gang", **gang}]}
+    reference = {"workload": {"workloadName": "demo", "podGroupTemplateName": "gang"}}
+    assert group["spec"] == {"podGroupTemplateRef": reference, **gang}
+    assert pods["demo-worker-0"]["schedulingGroup"] == {"podGroupName": "demo"}
+
+
+def test_kubernetes_1_35_gangs_are_one_v1alpha1_workload_whose_pod_group_each_pod_names() -> None:
+    (workload,), pods = _native_gang(WorkloadApi.V1ALPHA1)
+    assert workload["apiVersion"] == "scheduling.k8s.io/v1alpha1"
+    group = {"name": "gang", "policy": {"gang": {"minCount": 7}}}
+    assert workload["spec"] == {"controllerRef": _OWNER, "podGroups": [group]}
+    joined = {
+        name for name, pod_spec in pods.items() if pod_spec.get("workloadRef") == {"name": "demo", "podGroup": "gang"}
+    }
+    assert joined == set(pods) - {"demo-evaluator-0"}
+    assert all("schedulingGroup" not in pod_spec for pod_spec in pods.values())
+    racked = _job({**_GANG_SPEC, "runPolicy": {"schedulingPolicy": {"topologyKey": "example.com/rack"}}})
+    unmet = BuildSettings(gang_scheduler=GangScheduler.KUBERNETES, workload_api=WorkloadApi.V1ALPHA1).gang.unmet_need
+    assert "topologyKey needs Kubernetes 1.36 or later" in str(unmet(racked))
+
+
+def test_where_no_workload_api_is_served_a_gang_job_runs_as_no_gang_and_says_why() -> None:
+    gang, pods = _native_gang(None)
+    assert gang == []
+    assert all("schedulingGroup" not in pod_spec and "workloadRef" not in pod_spec for pod_spec in pods.values())
+    unserved = BuildSettings(gang_scheduler=GangScheduler.KUBERNETES, workload_api=None).gang
+    assert "serves no Workload API disttrain builds" in str(unserved.unserved(_job(_GANG_SPEC)))
+    assert unserved.unserved(_job({"replicaSpecs": {"Worker": _replica(2)}})) is None  # no gang asked for
 
 
 def _job_with_worker_resources(resources: dict[str, Any]) -> DistTrainJob:

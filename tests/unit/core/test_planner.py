@@ -13,13 +13,14 @@ from disttrain_contract.exit_codes import ExitCode
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.parsing import parse_job
 from disttrain_core.api.spec import ReplicaType
-from disttrain_core.api.status import ReplicaStatus
+from disttrain_core.api.status import JobPhase, ReplicaStatus
 from disttrain_core.api.tenant_input import ATTEMPT
 from disttrain_core.builders import objects
 from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.gang import GangScheduler
 from disttrain_core.builders.objects import object_key
 from disttrain_core.builders.tfconfig import TFConfigs, tf_config
+from disttrain_core.gang_status import with_gang
 from disttrain_core.observed import PodPhase, PodView, Unschedulable, unschedulable
 from disttrain_core.planner import CREATE_BATCH, Plan, plan
 from disttrain_core.status_from_pods import aggregate, failure, record_restart, restart_backoff
@@ -350,6 +351,45 @@ def test_a_topology_key_fails_the_job_before_any_pod_unless_the_gangs_are_kubern
     )
     native = plan(job, [], [], BuildSettings(gang_scheduler=GangScheduler.KUBERNETES), now=NOW)
     assert native.fail is None and {object_key(item).kind for item in native.create} >= {"PodGroup", "Pod"}
+
+
+def test_a_gang_larger_than_its_job_holds_the_pods_and_says_why_until_min_available_is_lowered() -> None:
+    """As training-operator leaves such a TFJob Created and never placed (a DistTrainJob's CRD refuses it): the
+    Service is made, no pod and no gang; Created says the pods wait and GangUnavailable why; lowered, it runs."""
+    native = BuildSettings(gang_scheduler=GangScheduler.KUBERNETES)
+    too_large = JobBuilder().counts({"Worker": 1}).run_policy(schedulingPolicy={"minAvailable": 10}).model()
+    held = plan(too_large, [], [], native, now=NOW)
+    assert held.fail is None and {object_key(item).kind for item in held.create} == {"Service", "NetworkPolicy"}
+    status = with_gang(too_large, aggregate(too_large, [], created=True, now=NOW), native.gang, NOW)
+    conditions = {condition.type.value: condition for condition in status.conditions}
+    assert (conditions["Created"].status, conditions["Created"].reason) == ("True", "PodsHeld")
+    assert (conditions["GangUnavailable"].status, conditions["GangUnavailable"].reason) == ("True", "GangTooLarge")
+    assert "minAvailable 10 is more than the 1 pods" in conditions["GangUnavailable"].message
+    assert status.phase is JobPhase.PENDING
+
+    lowered = too_large.model_copy(update={"status": status})
+    lowered = lowered.model_copy(
+        update={
+            "spec": JobBuilder().counts({"Worker": 1}).run_policy(schedulingPolicy={"minAvailable": 1}).model().spec
+        }
+    )
+    running = plan(lowered, [], JOB_CHILDREN, native, now=NOW)
+    assert {object_key(item).kind for item in running.create} == {"Workload", "PodGroup", "Pod"}
+    after = with_gang(lowered, aggregate(lowered, [], created=True, now=NOW), native.gang, NOW)
+    conditions = {condition.type.value: condition for condition in after.conditions}
+    assert (conditions["Created"].reason, conditions["GangUnavailable"].status) == ("ChildrenCreated", "False")
+
+
+def test_a_gang_job_where_no_workload_api_is_served_runs_and_says_it_is_no_gang() -> None:
+    unserved = BuildSettings(gang_scheduler=GangScheduler.KUBERNETES, workload_api=None)
+    job = _job({"Worker": 2}, gang=True)
+    created = plan(job, [], [], unserved, now=NOW)
+    assert {object_key(item).kind for item in created.create} == {"Service", "NetworkPolicy", "Pod"}
+    status = with_gang(job, aggregate(job, [], created=True, now=NOW), unserved.gang, NOW)
+    (said,) = [condition for condition in status.conditions if condition.type.value == "GangUnavailable"]
+    assert (said.status, said.reason) == ("True", "WorkloadAPINotServed")
+    plain = _job({"Worker": 2})
+    assert with_gang(plain, plain.status, unserved.gang, NOW) == plain.status  # no gang asked: nothing said
 
 
 def test_only_a_pod_the_scheduler_found_no_place_for_is_unschedulable() -> None:

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from disttrain_kube.api_errors import RefusedError
+from disttrain_kube.cluster_facts import ClusterFacts, served_workload_api
 from disttrain_kube.resources import Resources
 
 CORE = {
@@ -59,3 +60,38 @@ def test_an_unserved_kind_is_refused_and_asked_again_next_time() -> None:
     discovery.documents["/apis/kueue.x-k8s.io/v1beta1"] = workloads
     assert resources.collection("kueue.x-k8s.io/v1beta1", "Workload").endswith("/workloads")
     assert discovery.asked == ["/apis/kueue.x-k8s.io/v1beta1", "/api/v1", "/apis/kueue.x-k8s.io/v1beta1"]
+
+
+def _scheduling(*kinds: str) -> dict[str, Any]:
+    return {"resources": [{"name": f"{kind.lower()}s", "kind": kind, "namespaced": True} for kind in kinds]}
+
+
+@pytest.mark.parametrize(
+    ("documents", "served"),
+    [
+        ({"v1beta1": _scheduling("Workload", "PodGroup"), "v1alpha3": _scheduling("CompositePodGroup")}, "v1beta1"),
+        ({"v1alpha2": _scheduling("Workload", "PodGroup")}, "v1alpha2"),
+        ({"v1alpha1": _scheduling("Workload")}, "v1alpha1"),
+        ({"v1alpha2": _scheduling("Workload")}, None),  # a version without its PodGroup cannot make a gang
+        ({}, None),
+    ],
+)
+def test_the_newest_workload_api_the_cluster_serves_is_the_one_gangs_are_built_in(
+    documents: dict[str, dict[str, Any]], served: str | None
+) -> None:
+    discovery = _Discovery({f"/apis/scheduling.k8s.io/{version}": doc for version, doc in documents.items()})
+    found = served_workload_api(Resources(discovery))
+    assert (None if found is None else found.value) == (None if served is None else f"scheduling.k8s.io/{served}")
+
+
+@pytest.mark.parametrize(
+    ("version", "supported"), [("v1.37.2", True), ("v1.35.0+k3s1", True), ("v1.34.4", False), ("v1.38.0-beta.0", False)]
+)
+def test_a_cluster_outside_the_supported_minors_is_named_so(version: str, supported: bool) -> None:
+    unsupported = ClusterFacts(version, None).unsupported
+    assert (unsupported is None) is supported
+    if unsupported is not None:
+        assert (
+            unsupported
+            == f"Kubernetes {version} is outside the versions disttrain supports (v1.35.4, v1.36.3, v1.37.2)"
+        )

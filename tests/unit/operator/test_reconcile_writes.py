@@ -535,3 +535,24 @@ def test_a_managed_by_no_manager_could_have_is_refused_by_name() -> None:
     assert setup.reconcile([], []) == []
     (failed,) = [c for c in setup.kube.statuses[-1]["conditions"] if c["type"] == "Failed"]
     assert failed["reason"] == "InvalidSpec" and "managedBy" in failed["message"]
+
+
+def test_an_operator_on_an_unsupported_kubernetes_says_so_once_on_each_job_and_serves_it() -> None:
+    events: list[tuple[str, str, str]] = []
+    unsupported = "Kubernetes v1.34.4 is outside the versions disttrain supports (v1.35.4, v1.36.3, v1.37.2)"
+    kube = RecordingApi()
+    reconciler = Reconciler(
+        kube,
+        BuildSettings(),
+        lambda body, **event: events.append((body["metadata"]["uid"], event["type"], event["reason"])),
+        clock=lambda: START,
+        unsupported=unsupported,
+    )
+    job = {**load_one(EXAMPLES[0]), "status": {}}
+    for uid in ("u1", "u2"):
+        body = {**job, "metadata": {**job["metadata"], "namespace": "default", "uid": uid, "generation": 1}}
+        reconciler.reconcile(body, [], [])
+        reconciler.reconcile(body, [], [])
+    warned = [(uid, kind) for uid, kind, reason in events if reason == "UnsupportedKubernetes"]
+    assert warned == [("u1", "Warning"), ("u2", "Warning")]
+    assert any(item.startswith("Pod/") for item in kube.created)  # served all the same

@@ -13,7 +13,7 @@ import pytest
 
 from disttrain_cli.main import main
 from disttrain_core.api import yaml_io
-from disttrain_core.api.kubernetes_version import KUBERNETES_VERSION
+from disttrain_core.api.kubernetes_version import KUBERNETES_VERSION, SUPPORTED_KUBERNETES
 from disttrain_core.api.status import DistTrainJobStatus
 from disttrain_dev import readme
 from repository import ROOT
@@ -56,8 +56,12 @@ def test_the_api_page_names_every_status_field_and_printer_column() -> None:
     assert [column for column in columns if column not in page] == []
 
 
-def test_the_admins_page_names_the_kubernetes_version_every_test_runs_on() -> None:
-    assert f"({KUBERNETES_VERSION}, the version the local cluster builds" in (ROOT / "docs" / "admins.md").read_text()
+def test_the_admins_page_lists_every_supported_kubernetes_release_and_the_default() -> None:
+    page = (ROOT / "docs" / "admins.md").read_text()
+    table = page.split("## Supported Kubernetes versions", 1)[1].split("\n## ", 1)[0]
+    tested = [line.split("|")[2].strip() for line in table.splitlines() if line.startswith("| 1.")]
+    assert sorted(tested) == sorted(SUPPORTED_KUBERNETES)
+    assert f"({KUBERNETES_VERSION}, the version the local cluster builds" in table
 
 
 def test_every_word_of_the_glossary_is_where_it_says() -> None:
