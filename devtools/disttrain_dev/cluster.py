@@ -193,8 +193,8 @@ def fake_node(name: str, shape: NodeShape) -> dict[str, object]:
     }
 
 
-# Kubernetes' own gang scheduling (alpha in 1.36, off by default): the Workload API, and kube-scheduler's
-# GangScheduling and TopologyAware plugins, which its default profile adds once their gates are on.
+# Kubernetes' own gang scheduling (off by default on every supported minor): the Workload API, and
+# kube-scheduler's gang and topology plugins, which its default profile adds once their gates are on.
 def _feature_gates(kubernetes: str) -> str:
     gates = versions.control_plane_flags(kubernetes).feature_gates
     return "--feature-gates=" + ",".join(f"{gate}=true" for gate in gates)
@@ -481,8 +481,9 @@ def apply_namespaces(names: list[str], kind: str | None = None) -> str:
     runs: `node_kind_running`); that kind. One still being deleted (the namespace controller takes 5 s or
     more) is waited for first: nothing could be made in it."""
     folder = state_dir()
-    paths = ensure_binaries(versions.cache_paths(require_running(folder).kubernetes))
-    kind = kind or node_kind_running(require_running(folder))
+    state = require_running(folder)
+    paths = ensure_binaries(versions.cache_paths(state.kubernetes))
+    kind = kind or node_kind_running(state)
     listed = json.loads(_kubectl(paths, folder, "get", "namespaces", "-o", "json"))["items"]
     going = [
         f"namespace/{item['metadata']['name']}"

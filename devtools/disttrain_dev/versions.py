@@ -14,6 +14,7 @@ from pathlib import Path
 from disttrain_core.api.kubernetes_version import KUBERNETES_VERSION, minor_of
 
 ETCD_VERSION = "v3.6.10"
+KWOK_VERSION = "v0.8.0"
 
 
 @dataclass(frozen=True)
@@ -45,8 +46,6 @@ def control_plane_flags(kubernetes: str) -> ControlPlaneFlags:
         raise RuntimeError(f"no control-plane flags are known for Kubernetes {kubernetes}")
     return CONTROL_PLANE_FLAGS[minor]
 
-
-KWOK_VERSION = "v0.8.0"
 
 # The staging modules k8s.io/kubernetes replaces with its own staging folders; each is published on its own.
 STAGING_MODULES = (

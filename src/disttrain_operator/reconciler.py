@@ -118,6 +118,14 @@ class Reconciler:
     def _memory(self, uid: str) -> JobMemory:
         return self._jobs.setdefault(uid, JobMemory())
 
+    def _job_memory(self, body: Body) -> JobMemory:
+        """The job's memory; a job met for the first time on a cluster outside the supported range is told so."""
+        uid = str(body["metadata"]["uid"])
+        if self._unsupported is not None and uid not in self._jobs:
+            message = f"{self._unsupported}: the job is served as on the nearest supported version, untested"
+            self._emit(body, type="Warning", reason="UnsupportedKubernetes", message=message)
+        return self._memory(uid)
+
     def forget(self, uid: str) -> None:
         """Drop what is remembered of a deleted job."""
         memory = self._jobs.pop(uid, None)
@@ -145,11 +153,7 @@ class Reconciler:
         if other is not None:
             self._follow_dispatched(body, other, workload)
             return
-        uid = str(body["metadata"]["uid"])
-        if self._unsupported is not None and uid not in self._jobs:
-            message = f"{self._unsupported}: the job is served as on the nearest supported version, untested"
-            self._emit(body, type="Warning", reason="UnsupportedKubernetes", message=message)
-        memory = self._memory(uid)
+        memory = self._job_memory(body)
         memory.shape = JobShape.of(body)
         try:
             core = memory.shape.body_in(body)
@@ -189,11 +193,7 @@ class Reconciler:
         and a Failed condition saying why, written once."""
         if self._other_manager(body) is not None:
             return
-        uid = str(body["metadata"]["uid"])
-        if self._unsupported is not None and uid not in self._jobs:
-            message = f"{self._unsupported}: the job is served as on the nearest supported version, untested"
-            self._emit(body, type="Warning", reason="UnsupportedKubernetes", message=message)
-        memory = self._memory(uid)
+        memory = self._job_memory(body)
         memory.shape = JobShape.of(body)
         body = memory.shape.bare_in(body)
         self._fail_as_it_is(body, memory.written or body.get("status") or {}, verdict)  # the job's watch may lag

@@ -85,7 +85,6 @@ class Gang(ABC):
     by_default: bool = False  # every job is a gang unless it opts out
 
     name: ClassVar[GangScheduler]
-    api_version: ClassVar[str]
     scheduler_name: ClassVar[str | None]  # the pods' schedulerName; None: the default scheduler
 
     def in_gang(self, replica_type: ReplicaType) -> bool:
@@ -158,6 +157,8 @@ class Gang(ABC):
 class _PodGroupGang(Gang):
     """scheduler-plugins and Volcano: one PodGroup asking for `minMember` pods and their resources together."""
 
+    api_version: ClassVar[str]
+
     def _objects(self, job: DistTrainJob, policy: SchedulingPolicy, metadata: Manifest) -> list[Manifest]:
         spec: Manifest = {"minMember": self.min_count(job), "minResources": min_resources(job)}
         if policy.priority_class:
@@ -200,7 +201,7 @@ class VolcanoGang(_PodGroupGang):
 
 class WorkloadApi(StrEnum):
     """The versions of Kubernetes' Workload API disttrain builds, newest first: the operator takes the newest
-    the cluster serves (`disttrain_kube.discovery`)."""
+    the cluster serves (`disttrain_kube.cluster_facts`)."""
 
     V1BETA1 = "scheduling.k8s.io/v1beta1"  # Kubernetes 1.37: Workload and PodGroup, GenericWorkload gate
     V1ALPHA2 = "scheduling.k8s.io/v1alpha2"  # 1.36: Workload and PodGroup, GangScheduling gate
@@ -216,10 +217,8 @@ class KubernetesGang(Gang):
     topology and scheduler-plugins know no node label). An Evaluator is no member."""
 
     workload_api: WorkloadApi | None = WorkloadApi.V1BETA1
-    whole_job_restarts: bool = True  # `disruptionMode: all` for jobs that restart as a whole, where served
 
     name = GangScheduler.KUBERNETES
-    api_version = WorkloadApi.V1BETA1.value
     scheduler_name = None
 
     def in_gang(self, replica_type: ReplicaType) -> bool:
