@@ -38,6 +38,8 @@ from disttrain_contract.timestamps import format_time
 from disttrain_dev import node_kinds, node_logs, pod_network
 from disttrain_dev.kubelet import KubeletApi
 from disttrain_dev.process_pods import (
+    RESTART,
+    RESTART_ALL,
     ContainerState,
     PodFolders,
     ProcessSpec,
@@ -47,7 +49,7 @@ from disttrain_dev.process_pods import (
     hosts_file,
     pod_status,
     process_specs,
-    restarts,
+    restart_action,
     service_names,
 )
 from disttrain_dev.readiness import ReadinessProbe
@@ -283,23 +285,44 @@ class ProcessNode:
             self._release(run)
 
     def _collect_exits(self, run: PodRun, *, restart: bool) -> None:
-        """Note how each ended container ended, and start again those the pod's policy restarts."""
+        """Note how each ended container ended, and start again those the kubelet would (`restart_action`): the
+        container alone, or, for `RestartAllContainers`, every container of the pod, in place."""
         policy = run.body["spec"].get("restartPolicy", "Always")
+        manifests = {container["name"]: container for container in run.body["spec"]["containers"]}
         for container in run.containers:
             if container.process is None or (code := container.process.poll()) is None:
                 continue
-            state = container.state
-            message = _read(container.spec.termination_message)
-            if restart and restarts(policy, _exit_code(code)):
-                ready = container.readiness is None
-                state = replace(state, restarts=state.restarts + 1, last_exit_code=_exit_code(code), ready=ready)
-                container.state = state
-                container.process = self._start_process(run, container.spec)
-                if container.readiness is not None:
-                    container.readiness.restart(time.monotonic())
+            action = restart_action(policy, manifests[container.spec.container], _exit_code(code)) if restart else None
+            if action == RESTART_ALL:
+                self._restart_all(run)
+                return
+            if action == RESTART:
+                self._restart(run, container, _exit_code(code))
                 continue
+            message = _read(container.spec.termination_message)
             container.process = None
-            container.state = replace(state, exit_code=_exit_code(code), finished=_now(), message=message)
+            container.state = replace(container.state, exit_code=_exit_code(code), finished=_now(), message=message)
+
+    def _restart(self, run: PodRun, container: Container, exit_code: int) -> None:
+        ready = container.readiness is None
+        state = container.state
+        container.state = replace(
+            state, restarts=state.restarts + 1, last_exit_code=exit_code, ready=ready, exit_code=None, finished=None
+        )
+        container.process = self._start_process(run, container.spec)
+        if container.readiness is not None:
+            container.readiness.restart(time.monotonic())
+
+    def _restart_all(self, run: PodRun) -> None:
+        """Every container of the pod started again, in place, as the kubelet does for `RestartAllContainers`:
+        those still running killed first, those that ended too; the pod keeps its UID, address and volumes."""
+        _signal(run.live, signal.SIGKILL)
+        for container in run.containers:
+            if container.process is not None:
+                code = _exit_code(container.process.wait(timeout=10))
+            else:
+                code = container.state.exit_code or 0
+            self._restart(run, container, code)
 
     def _probe(self, run: PodRun) -> None:
         """Run the readiness probes that are due of the containers that run."""

@@ -257,3 +257,19 @@ def failed_status(reason: str, message: str) -> Manifest:
 
 def restarts(restart_policy: str, exit_code: int) -> bool:
     return restart_policy == "Always" or (restart_policy == "OnFailure" and exit_code != 0)
+
+
+RESTART = "Restart"
+RESTART_ALL = "RestartAllContainers"
+
+
+def restart_action(pod_restart_policy: str, container: Mapping[str, Any], exit_code: int) -> str | None:
+    """What a kubelet does when `container` exits with `exit_code`: its first `restartPolicyRules` entry whose
+    exit codes match decides (`Restart`: it alone starts again; `RestartAllContainers`: every container of the
+    pod starts again, in place); else its own `restartPolicy`, else the pod's, restarts it or not (None)."""
+    for rule in container.get("restartPolicyRules") or []:
+        codes = rule.get("exitCodes") or {}
+        listed = exit_code in (codes.get("values") or [])
+        if listed == (codes.get("operator") == "In"):
+            return str(rule.get("action"))
+    return RESTART if restarts(container.get("restartPolicy") or pod_restart_policy, exit_code) else None

@@ -19,6 +19,7 @@ from disttrain_dev.process_pods import (
     pod_phase,
     pod_status,
     process_specs,
+    restart_action,
     restarts,
     service_names,
 )
@@ -110,6 +111,10 @@ def test_a_headless_service_that_selects_the_pod_resolves_to_it() -> None:
     assert service_names(pod, services) == ["tf-worker-0.ns.svc.cluster.local", "tf-worker-0.ns.svc"]
 
 
+def _rule(action: str, operator: str, values: list[int]) -> dict[str, Any]:
+    return {"action": action, "exitCodes": {"operator": operator, "values": values}}
+
+
 def test_phase_and_restarts_follow_the_restart_policy() -> None:
     running = ContainerState("a", T0)
     ok = ContainerState("a", T0, exit_code=0, finished=T0)
@@ -124,6 +129,43 @@ def test_phase_and_restarts_follow_the_restart_policy() -> None:
         False,
         True,
     )
+
+
+@pytest.mark.parametrize(
+    ("container", "exit_code", "action"),
+    [
+        ({}, 1, None),  # the pod's Never
+        ({"restartPolicy": "OnFailure"}, 1, "Restart"),  # the container's own policy over the pod's
+        ({"restartPolicy": "OnFailure"}, 0, None),
+        (
+            {"restartPolicy": "Never", "restartPolicyRules": [_rule("RestartAllContainers", "In", [42])]},
+            42,
+            "RestartAllContainers",
+        ),
+        ({"restartPolicy": "Never", "restartPolicyRules": [_rule("RestartAllContainers", "In", [42])]}, 1, None),
+        (  # the first rule that matches decides
+            {
+                "restartPolicy": "Never",
+                "restartPolicyRules": [_rule("Restart", "NotIn", [0, 42]), _rule("RestartAllContainers", "In", [42])],
+            },
+            42,
+            "RestartAllContainers",
+        ),
+        (
+            {
+                "restartPolicy": "Never",
+                "restartPolicyRules": [_rule("Restart", "NotIn", [0, 42]), _rule("RestartAllContainers", "In", [42])],
+            },
+            3,
+            "Restart",
+        ),
+        ({"restartPolicy": "Always", "restartPolicyRules": [_rule("Restart", "In", [7])]}, 0, "Restart"),
+    ],
+)
+def test_a_container_s_restart_rules_decide_as_the_kubelet_s_do(
+    container: dict[str, Any], exit_code: int, action: str | None
+) -> None:
+    assert restart_action("Never", container, exit_code) == action
 
 
 def test_status_is_what_a_kubelet_reports() -> None:
