@@ -38,6 +38,7 @@ from disttrain_contract.timestamps import format_time
 from disttrain_dev import node_kinds, node_logs, pod_network
 from disttrain_dev.kubelet import KubeletApi
 from disttrain_dev.process_pods import (
+    KILLED,
     RESTART,
     RESTART_ALL,
     ContainerState,
@@ -104,6 +105,9 @@ class PodRun:
         return [c.process for c in self.containers if c.process is not None and c.process.poll() is None]
 
 
+DECLARED_FEATURES = ("RestartAllContainersOnContainerExits",)  # `restart_action`'s RestartAllContainers
+
+
 class ProcessNode:
     def __init__(self, kube: KubeletApi, folder: Path, name: str = NODE_NAME) -> None:
         self.wake = threading.Event()  # set when a pod of the node changed or one of its processes ended
@@ -164,6 +168,8 @@ class ProcessNode:
                 {"type": "Hostname", "address": self.name},
             ],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": self._logs.server_address[1] if self._logs else 0}},
+            # what a kubelet declares of the features this node implements, which the scheduler matches pods to
+            "declaredFeatures": list(DECLARED_FEATURES),
         }
         self._kube.patch_status(f"/api/v1/nodes/{self.name}/status", status)
         self._kube.renew_node_lease(self.name, LEASE_SECONDS)
@@ -303,11 +309,16 @@ class ProcessNode:
             container.process = None
             container.state = replace(container.state, exit_code=_exit_code(code), finished=_now(), message=message)
 
-    def _restart(self, run: PodRun, container: Container, exit_code: int) -> None:
+    def _restart(self, run: PodRun, container: Container, exit_code: int, *, with_all: bool = False) -> None:
         ready = container.readiness is None
-        state = container.state
         container.state = replace(
-            state, restarts=state.restarts + 1, last_exit_code=exit_code, ready=ready, exit_code=None, finished=None
+            container.state,
+            restarts=container.state.restarts + 1,
+            last_exit_code=exit_code,
+            restarted_with_all=with_all,
+            ready=ready,
+            exit_code=None,
+            finished=None,
         )
         container.process = self._start_process(run, container.spec)
         if container.readiness is not None:
@@ -319,10 +330,8 @@ class ProcessNode:
         _signal(run.live, signal.SIGKILL)
         for container in run.containers:
             if container.process is not None:
-                code = _exit_code(container.process.wait(timeout=10))
-            else:
-                code = container.state.exit_code or 0
-            self._restart(run, container, code)
+                container.process.wait(timeout=10)
+            self._restart(run, container, KILLED, with_all=True)
 
     def _probe(self, run: PodRun) -> None:
         """Run the readiness probes that are due of the containers that run."""

@@ -187,6 +187,7 @@ class ContainerState:
     message: str = ""
     last_exit_code: int | None = None
     ready: bool = True
+    restarted_with_all: bool = False  # its last run ended as the pod's RestartAllContainers stopped it
 
 
 def container_status(state: ContainerState, image: str) -> Manifest:
@@ -210,7 +211,11 @@ def container_status(state: ContainerState, image: str) -> Manifest:
         if state.message:
             terminated["message"] = state.message[:MESSAGE_LIMIT]
         status["state"] = {"terminated": terminated}
-    if state.last_exit_code is not None:
+    if state.restarted_with_all:  # the kubelet's words for every container it restarts so
+        status["lastState"] = {
+            "terminated": {"exitCode": KILLED, "reason": ALL_RESTARTING_REASON, "message": ALL_RESTARTING}
+        }
+    elif state.last_exit_code is not None:
         status["lastState"] = {"terminated": {"exitCode": state.last_exit_code, "reason": "Error"}}
     return status
 
@@ -238,6 +243,8 @@ def pod_status(
         {"type": "ContainersReady", "status": ready, "lastTransitionTime": now},
         {"type": "Ready", "status": ready, "lastTransitionTime": now},
     ]
+    if any(state.restarted_with_all for state in states):  # done restarting: the kubelet leaves it False
+        conditions.append({"type": "AllContainersRestarting", "status": "False", "lastTransitionTime": now})
     return {
         "phase": phase,
         "podIP": pod_ip,
@@ -261,6 +268,9 @@ def restarts(restart_policy: str, exit_code: int) -> bool:
 
 RESTART = "Restart"
 RESTART_ALL = "RestartAllContainers"
+KILLED = 137
+ALL_RESTARTING_REASON = "RestartingAllContainers"
+ALL_RESTARTING = "The container is removed because RestartAllContainers in place"
 
 
 def restart_action(pod_restart_policy: str, container: Mapping[str, Any], exit_code: int) -> str | None:

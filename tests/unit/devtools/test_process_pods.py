@@ -168,6 +168,15 @@ def test_a_container_s_restart_rules_decide_as_the_kubelet_s_do(
     assert restart_action("Never", container, exit_code) == action
 
 
+def test_a_pod_restarted_in_place_is_reported_in_the_kubelet_s_words() -> None:
+    restarted = ContainerState("a", T0, restarts=1, last_exit_code=137, restarted_with_all=True)
+    status = pod_status(_pod(), [restarted], "10.250.0.7", "10.250.0.1", T0)
+    ended = status["containerStatuses"][0]["lastState"]["terminated"]
+    assert (ended["exitCode"], ended["reason"]) == (137, "RestartingAllContainers")
+    assert ended["message"] == "The container is removed because RestartAllContainers in place"
+    assert {"type": "AllContainersRestarting", "status": "False"}.items() <= status["conditions"][-1].items()
+
+
 def test_status_is_what_a_kubelet_reports() -> None:
     ended = ContainerState(
         "tensorflow",
