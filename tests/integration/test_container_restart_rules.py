@@ -10,12 +10,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from real_node_images import real_node_with_images
 
 from disttrain_dev import cluster as devcluster
-from disttrain_dev import images, node_kinds, real_node
+from disttrain_dev import images, node_kinds
 from disttrain_dev.polling import wait_for
 from kube_cluster import Cluster
-from repository import ROOT
 
 ONCE = "if [ -f /data/once ]; then exec sleep 600; fi; touch /data/once; sleep 1; exit 42"
 
@@ -26,12 +26,7 @@ def node_namespace(request: pytest.FixtureRequest, process_cluster: Cluster) -> 
     kind = request.param
     image = "none"
     if kind == node_kinds.REAL:
-        missing = real_node.missing_requirement()
-        if missing is not None:
-            pytest.skip(missing)
-        devcluster.up(real_node=True)
-        built = images.ensure_images(ROOT)
-        devcluster.load_images([f"{name}:{images.VERSION}" for name in built])
+        real_node_with_images()
         image = f"{images.TRAINER.name}:{images.VERSION}"
     name = f"rules-{uuid.uuid4().hex[:8]}"
     process_cluster.kubectl("apply", "-f", "-", stdin=json.dumps(devcluster.node_namespace(name, kind)))

@@ -13,16 +13,16 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from real_node_images import real_node_with_images
 
 from disttrain_dev import cluster as devcluster
-from disttrain_dev import images, node_kinds, real_node
+from disttrain_dev import node_kinds, real_node
 from disttrain_dev.polling import wait_for
 from job_builder import JobBuilder
 from job_checks import condition, holds, job_where
 from kube_cluster import Cluster
 from operator_process import OperatorProcess
 from pod_checks import GpuPool, bound_pods, gang_waits, replaced_as_a_gang
-from repository import ROOT
 
 ZONE = "topology.kubernetes.io/zone"
 
@@ -151,11 +151,7 @@ def test_a_gang_that_can_never_fit_fails_after_its_schedule_timeout_having_held_
 @pytest.fixture
 def real_namespace(cluster: Cluster) -> Iterator[str]:
     """A namespace whose pods run on the real node, the trainer image loaded into its containerd."""
-    missing = real_node.missing_requirement()
-    if missing is not None:
-        pytest.skip(missing)
-    devcluster.up(real_node=True)
-    devcluster.load_images([f"{name}:{images.VERSION}" for name in images.ensure_images(ROOT)])
+    real_node_with_images()
     name = f"gang-{uuid.uuid4().hex[:8]}"
     cluster.kubectl("apply", "-f", "-", stdin=json.dumps(devcluster.node_namespace(name, node_kinds.REAL)))
     wait_for("the namespace's default ServiceAccount", lambda: cluster.get("serviceaccount", "default", name))

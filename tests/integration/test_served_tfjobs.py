@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from real_node_images import real_node_with_images
 
 from disttrain import Client, JobNotFoundError
 from disttrain_core.api import crd, yaml_io
 from disttrain_dev import cluster as devcluster
-from disttrain_dev import images, kubeflow_sdk, node_kinds, peer, real_node
+from disttrain_dev import images, kubeflow_sdk, node_kinds, peer
 from disttrain_dev.build import module_dir
 from disttrain_dev.cluster import crd_established
 from disttrain_dev.polling import wait_for
@@ -162,12 +163,7 @@ def test_the_operator_refuses_to_serve_tfjobs_beside_another_controller_s_crd(tf
 def test_kubeflow_s_sdk_runs_a_real_tfjob_unchanged(tfjob_crd: Cluster, tmp_path: Path) -> None:
     """`kubeflow-training` from PyPI drives the digits model as a TFJob in the trainer image on the real
     node: create, list, get, wait for Succeeded, pods (the master among them), logs, delete."""
-    missing = real_node.missing_requirement()
-    if missing is not None:
-        pytest.skip(missing)
-    devcluster.up(real_node=True)
-    built = images.ensure_images(ROOT)
-    devcluster.load_images([f"{name}:{images.VERSION}" for name in built])
+    real_node_with_images()
     namespace = f"sdk-{uuid.uuid4().hex[:8]}"
     tfjob_crd.kubectl("apply", "-f", "-", stdin=json.dumps(devcluster.node_namespace(namespace, node_kinds.REAL)))
     wait_for("the namespace's default ServiceAccount", lambda: tfjob_crd.get("serviceaccount", "default", namespace))
