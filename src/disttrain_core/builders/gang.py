@@ -284,14 +284,16 @@ class KubernetesGang(Gang):
         return Membership(self.scheduler_name, pod_spec={"schedulingGroup": {"podGroupName": group}})
 
 
-_GANGS: dict[GangScheduler, type[Gang]] = {
-    gang.name: gang for gang in (SchedulerPluginsGang, VolcanoGang, KubernetesGang)
+_POD_GROUP_GANGS: dict[GangScheduler, type[_PodGroupGang]] = {
+    gang.name: gang for gang in (SchedulerPluginsGang, VolcanoGang)
 }
 
 
-def gang_for(scheduler: GangScheduler, by_default: bool = False, workload_api: WorkloadApi | None = None) -> Gang:
+def gang_for(
+    scheduler: GangScheduler, by_default: bool = False, workload_api: WorkloadApi | None = WorkloadApi.V1BETA1
+) -> Gang:
     """The operator's gang scheduler; `workload_api`: the Workload API version the cluster serves, for
     Kubernetes' own gangs (None: none)."""
     if scheduler is GangScheduler.KUBERNETES:
         return KubernetesGang(by_default, workload_api)
-    return _GANGS[scheduler](by_default)
+    return _POD_GROUP_GANGS[scheduler](by_default)
