@@ -7,7 +7,7 @@ from typing import Any
 
 
 class RecordingApi:
-    """A `JobApi` that records creations, deletions and status writes; other calls are not expected."""
+    """A `JobApi` that records creations, deletions, pod patches and status writes; other calls are not expected."""
 
     def __init__(self) -> None:
         self.created: list[str] = []
@@ -15,7 +15,8 @@ class RecordingApi:
         self.statuses: list[dict[str, Any]] = []
         self.status_kinds: list[str] = []  # the kind of the job each status was written to
         self.deleted: list[str] = []
-        self.calls: list[str] = []  # "create", "delete" and "status", in the order they were made
+        self.pod_patches: list[tuple[str, list[dict[str, Any]]]] = []
+        self.calls: list[str] = []  # "create", "delete", "patch" and "status", in the order they were made
 
     def create(self, manifest: dict[str, Any]) -> bool:
         self.created.append(f"{manifest['kind']}/{manifest['metadata']['name']}")
@@ -26,6 +27,11 @@ class RecordingApi:
     def delete_pod(self, namespace: str, name: str, force: bool = False, resource_version: str | None = None) -> bool:
         self.deleted.append(name)
         self.calls.append("delete")
+        return True
+
+    def patch_pod(self, namespace: str, name: str, patch: list[dict[str, Any]]) -> bool:
+        self.pod_patches.append((name, patch))
+        self.calls.append("patch")
         return True
 
     def patch_job_status(self, job: Mapping[str, Any], status: dict[str, Any]) -> None:

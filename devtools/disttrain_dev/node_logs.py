@@ -3,9 +3,10 @@
 The API server asks the node's InternalIP on the port of `status.daemonEndpoints.kubeletEndpoint`,
 over HTTPS, for `/containerLogs/{namespace}/{pod}/{container}`; it checks no kubelet certificate
 unless told to (`--kubelet-certificate-authority`), so a self-signed one serves. Container output is
-already in files (`pods/{namespace}_{pod}_{uid}/{container}.log`); this serves them, with
-`tailLines`, `limitBytes` and `follow` (the log so far, then what the container writes until its
-process ends). Lines carry no timestamps: the files hold the processes' output as it is.
+already in files (`pods/{namespace}_{pod}_{uid}/{container}.log`, and the run before a restart's in
+`previous_log`); this serves them, with `tailLines`, `limitBytes`, `previous` and `follow` (the log so far,
+then what the container writes until its process ends). Lines carry no timestamps: the files hold the
+processes' output as it is.
 """
 
 from __future__ import annotations
@@ -32,6 +33,11 @@ def find_log(pods: Path, namespace: str, pod: str, container: str) -> Path | Non
     candidates = [path / f"{container}.log" for path in pods.glob(f"{namespace}_{pod}_*") if path.is_dir()]
     existing = [path for path in candidates if path.exists()]
     return max(existing, key=lambda path: path.stat().st_mtime, default=None)
+
+
+def previous_log(log: Path) -> Path:
+    """Where a container's log goes when it restarts: the kubelet keeps the log of one run before the current."""
+    return log.with_name(f"{log.stem}.previous{log.suffix}")
 
 
 def select(data: bytes, tail_lines: int | None, limit_bytes: int | None) -> bytes:
@@ -68,10 +74,15 @@ def _handler(pods: Path) -> type[BaseHTTPRequestHandler]:
             url = urlsplit(self.path)
             match = _PATH.fullmatch(url.path)
             log = find_log(pods, **match.groupdict()) if match else None
-            if log is None:
+            if match is None or log is None:
                 self.send_error(404, "no such container log")
                 return
             query = parse_qs(url.query)
+            if query.get("previous", [""])[0] == "true":
+                log = previous_log(log)
+                if not log.exists():  # the kubelet's words and status for a container that never restarted
+                    self.send_error(400, f'previous terminated container "{match.group("container")}" not found')
+                    return
             data = log.read_bytes()
             body = select(data, _number(query, "tailLines"), _number(query, "limitBytes"))
             follow = query.get("follow", [""])[0] == "true"

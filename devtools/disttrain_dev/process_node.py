@@ -310,11 +310,23 @@ class ProcessNode:
             container.state = replace(container.state, exit_code=_exit_code(code), finished=_now(), message=message)
 
     def _restart(self, run: PodRun, container: Container, exit_code: int, *, with_all: bool = False) -> None:
+        """The container started again; its last run's log kept beside it, as the kubelet keeps one, and served
+        as `previous`, except after `RestartAllContainers`, whose runs the kubelet no longer serves."""
         ready = container.readiness is None
+        log, previous = container.spec.log, node_logs.previous_log(container.spec.log)
+        if log.exists():
+            removed = log.with_name(f"{log.stem}.removed-{container.state.restarts}{log.suffix}")
+            log.replace(removed if with_all else previous)
+            if with_all:
+                previous.unlink(missing_ok=True)
         container.state = replace(
             container.state,
+            started=_now(),
             restarts=container.state.restarts + 1,
             last_exit_code=exit_code,
+            last_started=container.state.started,
+            last_finished=_now(),
+            last_message=_read(container.spec.termination_message),
             restarted_with_all=with_all,
             ready=ready,
             exit_code=None,

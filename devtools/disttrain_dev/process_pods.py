@@ -185,7 +185,10 @@ class ContainerState:
     exit_code: int | None = None
     finished: datetime | None = None
     message: str = ""
-    last_exit_code: int | None = None
+    last_exit_code: int | None = None  # how its last run ended, where it restarted: the code, its times and words
+    last_started: datetime | None = None
+    last_finished: datetime | None = None
+    last_message: str = ""
     ready: bool = True
     restarted_with_all: bool = False  # its last run ended as the pod's RestartAllContainers stopped it
 
@@ -216,7 +219,15 @@ def container_status(state: ContainerState, image: str) -> Manifest:
             "terminated": {"exitCode": KILLED, "reason": ALL_RESTARTING_REASON, "message": ALL_RESTARTING}
         }
     elif state.last_exit_code is not None:
-        status["lastState"] = {"terminated": {"exitCode": state.last_exit_code, "reason": "Error"}}
+        last: Manifest = {
+            "exitCode": state.last_exit_code,
+            "reason": "Completed" if not state.last_exit_code else "Error",
+        }
+        if state.last_started is not None and state.last_finished is not None:
+            last |= {"startedAt": _time(state.last_started), "finishedAt": _time(state.last_finished)}
+        if state.last_message:
+            last["message"] = state.last_message[:MESSAGE_LIMIT]
+        status["lastState"] = {"terminated": last}
     return status
 
 

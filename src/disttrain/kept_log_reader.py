@@ -27,6 +27,7 @@ from disttrain_contract.kept_logs import parse_attempt_file_name
 from disttrain_contract.timestamps import parse_time
 from disttrain_core import kept_logs
 from disttrain_core.api.job import DistTrainJob
+from disttrain_core.api.tenant_input import PodLogNotes
 from disttrain_core.builders.naming import JOB_NAME_LABEL
 from disttrain_core.kept_logs.reader_pod import reader_pod
 from disttrain_kube.rest import PODS_PATH, Kube
@@ -128,14 +129,25 @@ def _kept(number: int, item: Mapping[str, Any]) -> KeptLog:
 
 
 def live_attempt(pod: dict[str, Any] | None, kept: list[KeptLog]) -> Attempt | None:
-    """The started pod there is now as the attempt after the kept ones; None without one, or once it is kept."""
+    """The started pod there is now as the attempt after the kept ones; None without one, or once it is kept. A
+    pod that restarted in place (`disttrain_core.in_place`) runs its attempt numbered on from its earlier runs',
+    started with its container."""
     if pod is None:
         return None
-    metadata = pod["metadata"]
-    if any(log.attempt.pod_uid == metadata["uid"] for log in kept):
+    metadata, run = pod["metadata"], kept_logs.run_index(pod)
+    ours = [log.attempt for log in kept if log.attempt.pod_uid == metadata["uid"]]
+    if ours and not run:
         return None
     number = max((log.attempt.number for log in kept), default=0) + 1
-    return Attempt(number, metadata["uid"], parse_time(metadata.get("creationTimestamp")), None, None, False)
+    if run:
+        made = PodLogNotes.of(metadata).attempt
+        number = made + run if made is not None else number
+        if any(attempt.number == number for attempt in ours):
+            return None
+    state = kept_logs.container_status(pod).get("state") or {}
+    started = (state.get("running") or state.get("terminated") or {}).get("startedAt") if run else None
+    when = parse_time(started or metadata.get("creationTimestamp"))
+    return Attempt(number, metadata["uid"], when, None, None, False)
 
 
 def replica_label(replica: str) -> str:

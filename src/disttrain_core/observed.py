@@ -19,11 +19,11 @@ from disttrain_contract.exit_codes import ExitCode
 from disttrain_contract.progress import ERROR_FIELD
 from disttrain_contract.timestamps import parse_time
 from disttrain_core.api.job import DistTrainJob
-from disttrain_core.api.spec import ReplicaType
+from disttrain_core.api.spec import MAX_ATTEMPT, ReplicaType
 from disttrain_core.api.status import MAX_DISRUPTION_REASON, Evaluation
-from disttrain_core.api.tenant_input import PodLogNotes
+from disttrain_core.api.tenant_input import PodLogNotes, PodRunNotes
 from disttrain_core.builders import naming
-from disttrain_core.kept_logs import essentials, log_due
+from disttrain_core.kept_logs import essentials, log_due, previous_run_due
 from disttrain_core.progress import Report, parse_evaluation, parse_report
 from disttrain_core.types import Body
 
@@ -45,6 +45,23 @@ class Unschedulable:
 
 
 @dataclass(frozen=True)
+class Runs:
+    """The runs of a pod's trainer container, in a pod that restarts in place (`disttrain_core.in_place`): how
+    many ended and restarted, how many of those ends restarts already counted, and how the last one ended."""
+
+    ended: int
+    counted: int
+    exit_code: int | None = None
+    reason: str | None = None
+    message: str | None = None
+    finished_at: datetime | None = None
+
+    @property
+    def uncounted(self) -> bool:
+        return self.ended > self.counted
+
+
+@dataclass(frozen=True)
 class PodView:
     name: str
     replica_type: ReplicaType
@@ -63,7 +80,8 @@ class PodView:
     finished_at: datetime | None = None  # when its container ended, for a pod that ended
     message: str | None = None  # why a failed container says it failed: the trainer's error, or its own text
     log_due: bool = False  # its log is to be kept now (`disttrain_core.kept_logs`), if it is not already
-    log_due_body: Body | None = field(default=None, compare=False, repr=False)  # its `essentials`, when log_due
+    run_log_due: int | None = None  # the run it restarted in place after, whose log is to be kept now
+    log_due_body: Body | None = field(default=None, compare=False, repr=False)  # its `essentials`, when either is due
     attempt: int | None = None  # which attempt of its replica it is (`disttrain_core.kept_logs.pods`)
     released: bool = False  # deleted with no grace left: only a finalizer (another's) keeps it
     unschedulable: Unschedulable | None = None  # the scheduler found no place for it (or for its gang)
@@ -71,6 +89,7 @@ class PodView:
     disruption: str | None = None  # why it was taken away on purpose, not for its own fault (`disruption`)
     conditions: frozenset[str] = frozenset()  # the types of its conditions that are True (`true_conditions`)
     gone: bool = False  # removed from the API: its view `after_removal`, kept until a reconcile acted on its loss
+    runs: Runs | None = None  # its trainer container's runs, where it restarts in place
 
     @property
     def ended(self) -> bool:
@@ -79,6 +98,12 @@ class PodView:
     @property
     def active(self) -> bool:
         return self.phase in (PodPhase.PENDING, PodPhase.RUNNING) and not self.deleting
+
+    @property
+    def owed_restart_in_place(self) -> bool:
+        """A restart counted the end of this pod's current run, which has not come (`disttrain_core.in_place`):
+        it is to restart in place, and runs for its job no more."""
+        return self.runs is not None and not self.ended and self.runs.counted > self.runs.ended
 
     @property
     def lost(self) -> bool:
@@ -96,7 +121,9 @@ def after_removal(pod: PodView) -> PodView | None:
     are going and let go (nothing runs), and keep the pod's name until its loss is handled."""
     if pod.phase is PodPhase.SUCCEEDED:
         return None
-    return replace(pod, deleting=True, released=True, gone=True, ready=False, log_due=False, log_due_body=None)
+    return replace(
+        pod, deleting=True, released=True, gone=True, ready=False, log_due=False, run_log_due=None, log_due_body=None
+    )
 
 
 def own_pods(job: DistTrainJob, pods: Sequence[PodView]) -> list[PodView]:
@@ -113,6 +140,31 @@ def own_pods(job: DistTrainJob, pods: Sequence[PodView]) -> list[PodView]:
 def find_pod(pods: Sequence[PodView], replica_type: ReplicaType, index: int) -> PodView | None:
     """The pod of one task, if it exists."""
     return next((pod for pod in pods if pod.replica_type is replica_type and pod.index == index), None)
+
+
+def _container_status(status: Mapping[str, Any], container_name: str) -> Mapping[str, Any]:
+    statuses = status.get("containerStatuses") or []
+    return next((entry for entry in statuses if isinstance(entry, Mapping) and entry.get("name") == container_name), {})
+
+
+def runs(metadata: Mapping[str, Any], status: Mapping[str, Any], container_name: str) -> Runs | None:
+    """The trainer container's runs, for a pod the operator made to restart in place; None for any other."""
+    counted = PodRunNotes.of(metadata).counted
+    if counted is None:
+        return None
+    container = _container_status(status, container_name)
+    restarts = container.get("restartCount")
+    ended = restarts if isinstance(restarts, int) and 0 <= restarts <= MAX_ATTEMPT else 0
+    last = (container.get("lastState") or {}).get("terminated") or {}
+    code = last.get("exitCode")
+    return Runs(
+        ended=ended,
+        counted=counted,
+        exit_code=code if isinstance(code, int) else None,
+        reason=str(last["reason"])[:MAX_DISRUPTION_REASON] if last.get("reason") else None,
+        message=failure_message(last.get("message")),
+        finished_at=parse_time(last.get("finishedAt")),
+    )
 
 
 def _terminated_state(status: dict[str, Any], container_name: str | None) -> dict[str, Any] | None:
@@ -175,6 +227,11 @@ def disruption(body: Mapping[str, Any], exit_code: int | None) -> str | None:
     for condition in (body.get("status") or {}).get("conditions") or []:
         if condition.get("type") == DISRUPTION_CONDITION and condition.get("status") == "True":
             return str(condition.get("reason") or DISRUPTION_CONDITION)[:MAX_DISRUPTION_REASON]
+    return run_disruption(exit_code)
+
+
+def run_disruption(exit_code: int | None) -> str | None:
+    """`Preempted` for a trainer that saved on a termination signal and left saying so."""
     return PREEMPTED if exit_code == ExitCode.PREEMPTED else None
 
 
@@ -228,13 +285,15 @@ def pod_view(body: dict[str, Any], tensorflow_container: str = "tensorflow") -> 
     terminated = _terminated_state(status, tensorflow_container) if ended else None
     failed = (terminated or {}) if phase is PodPhase.FAILED else {}
     container_statuses = status.get("containerStatuses") or []
-    due = log_due(body)
+    due, run_due = log_due(body), previous_run_due(body)
+    in_place = runs(metadata, status, tensorflow_container)
+    attempt = PodLogNotes.of(metadata).attempt
     return PodView(
         name=str(metadata.get("name", "")),
         replica_type=replica_type,
         index=index,
         phase=phase,
-        ready=ready and phase is PodPhase.RUNNING,
+        ready=ready and phase is PodPhase.RUNNING and not (in_place is not None and in_place.counted > in_place.ended),
         deleting=metadata.get("deletionTimestamp") is not None,
         deletion_time=parse_time(metadata.get("deletionTimestamp")),
         exit_code=failed.get("exitCode"),
@@ -247,11 +306,13 @@ def pod_view(body: dict[str, Any], tensorflow_container: str = "tensorflow") -> 
         finished_at=parse_time((terminated or {}).get("finishedAt")),
         message=failure_message(failed.get("message")),
         log_due=due,
-        log_due_body=essentials(body) if due else None,
-        attempt=PodLogNotes.of(metadata).attempt,
+        run_log_due=run_due,
+        log_due_body=essentials(body) if due or run_due else None,
+        attempt=attempt + in_place.ended if attempt is not None and in_place is not None else attempt,
         released=metadata.get("deletionTimestamp") is not None and metadata.get("deletionGracePeriodSeconds") == 0,
         unschedulable=unschedulable(body),
         resource_version=str(metadata["resourceVersion"]) if metadata.get("resourceVersion") else None,
         disruption=disruption(body, failed.get("exitCode")),
         conditions=true_conditions(body),
+        runs=in_place,
     )

@@ -14,10 +14,11 @@ with it."""
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from disttrain_contract.exit_codes import ExitCode
+from disttrain_core import in_place
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import CleanPodPolicy, FailureAction, ReplicaType, RestartScope
 from disttrain_core.builders.build_settings import BuildSettings
@@ -26,19 +27,26 @@ from disttrain_core.builders.objects import owned_objects
 from disttrain_core.failure_policy import Response, Scope, response, stall_rule
 from disttrain_core.observed import PodView
 from disttrain_core.stalls import STALLED, stall
-from disttrain_core.status_from_pods import describe_failure, evaluation_due, is_finished
+from disttrain_core.status_from_pods import describe_failure, evaluation_due, is_finished, restart_backoff
 from disttrain_core.types import Manifest, ObjectRef, Verdict, invalid_spec
 
 
 @dataclass(frozen=True)
 class Restart:
-    """One restart decision: the pods to replace, the failures behind it, and why."""
+    """One restart decision: the pods to replace, the failures behind it, and why; the pods that restart in
+    place instead, each with the count of its runs' ends the restart covers (`in_place.RUNS_COUNTED`)."""
 
     pods: tuple[str, ...]
     failed: tuple[PodView, ...]
     message: str
     disruption: str | None = None  # every failed pod was taken away on purpose: the first one's reason
     stalled: bool = False  # no pod failed: the job made no step within its progress deadline
+    in_place: tuple[tuple[str, int], ...] = ()
+
+    def replacing(self) -> Restart:
+        """The same restart with every pod replaced, none in place."""
+        names = tuple(dict.fromkeys([*self.pods, *(name for name, _ in self.in_place)]))
+        return replace(self, pods=names, in_place=())
 
 
 # A pod still terminating this long after its deletion time is on a node that stopped reporting: no
@@ -59,16 +67,23 @@ class Plan:
 
 
 def restart_for(
-    job: DistTrainJob, pods: Sequence[PodView], handled: Collection[str], awaited: Collection[str] = ()
+    job: DistTrainJob,
+    pods: Sequence[PodView],
+    handled: Collection[str],
+    awaited: Collection[str] = (),
+    runs: Sequence[PodView] = (),
 ) -> Restart | None:
-    """The restart the failed pods call for, or None when nothing new failed, nothing may restart, or a pod
-    that must restart with them was created moments ago and is not in the view yet (`awaited`, by name):
-    restarted without it, it would fail on its own moments later (a Chief that lost its PS).
+    """The restart the failed pods, and the runs that ended in place (`runs`, `in_place.previous_runs`), call
+    for, or None when nothing new failed, nothing may restart, or a pod that must restart with them was created
+    moments ago and is not in the view yet (`awaited`, by name): restarted without it, it would fail on its own
+    moments later (a Chief that lost its PS).
 
-    `handled` holds the uids of pods the operator already acted on: restarted, or deleted itself. What each
-    failed pod calls for is `failure_policy.response`.
+    `handled` holds the uids of pods the operator already acted on (restarted, or deleted itself), and the keys
+    of runs (`in_place.run_key`). What each failure calls for is `failure_policy.response`. A pod that restarts
+    in place and still runs restarts in place; any other is replaced.
     """
-    answers = [(pod, response(job, pod)) for pod in pods if pod.lost and pod.uid not in handled]
+    ended = [*(pod for pod in pods if pod.lost), *runs]
+    answers = [(pod, response(job, pod)) for pod in ended if pod.uid not in handled]
     failed = [(pod, answer) for pod, answer in answers if not answer.fails]
     if not failed:
         return None
@@ -95,7 +110,24 @@ def restart_for(
     uncounted = _uncounted(failed)
     apart = ", not counted against backoffLimit" if uncounted is not None else ""
     message = f"{'; '.join(describe_failure(pod) + answer.says() for pod, answer in failed)}: {scope}{apart}"
-    return Restart(tuple(dict.fromkeys(victims)), tuple(pod for pod, _ in failed), message, uncounted)
+    in_place = _in_place(pods, victims, {pod.name for pod, _ in failed if pod in runs})
+    replaced = tuple(name for name in dict.fromkeys(victims) if name not in dict(in_place))
+    return Restart(replaced, tuple(pod for pod, _ in failed), message, uncounted, in_place=in_place)
+
+
+def _in_place(
+    pods: Sequence[PodView], victims: Sequence[str], restarted: Collection[str]
+) -> tuple[tuple[str, int], ...]:
+    """Of the pods a restart stops, those that restart in place: running, their runs followed. The count of their
+    runs' ends it covers: up to the one that restarted already, or the one still to come."""
+    by_name = {pod.name: pod for pod in pods}
+    chosen: dict[str, int] = {}
+    for name in victims:
+        pod = by_name.get(name)
+        if pod is None or pod.runs is None or pod.ended or pod.deleting:
+            continue
+        chosen[name] = pod.runs.ended if name in restarted else pod.runs.ended + 1
+    return tuple(chosen.items())
 
 
 def _uncounted(failed: Sequence[tuple[PodView, Response]]) -> str | None:
@@ -218,7 +250,10 @@ def plan(
         owned = _missing(job, pods, children, settings, with_pods=False).objects
         stopped = [pod.name for pod in pods if not pod.deleting and pod not in keeping]
         return Plan(create=owned, delete=stopped, force_delete=stuck)
-    restart = restart_for(job, pods, handled, awaited)
+    handled = {*handled, *(pod.uid for pod in pods if in_place.end_counted(pod))}
+    restart = restart_for(job, pods, handled, awaited, in_place.previous_runs(pods))
+    if restart is not None and restart.in_place and restart_backoff(job.status.restart_backoff, now).quick_restarts:
+        restart = restart.replacing()  # its pause holds every pod back, as it holds a recreated one
     stalled = _on_stall(job, pods, now, settings.progress_deadline_seconds) if restart is None else None
     restart = stalled if isinstance(stalled, Restart) else restart
     failed = stalled if isinstance(stalled, Verdict) else _past_backoff_limit(job, restart)
@@ -232,6 +267,7 @@ def plan(
     deadline = _after(job.status.start_time, run_policy.active_deadline_seconds)
     evaluated_by = evaluation_due(job, pods)  # the Evaluator's time for the final checkpoint runs out
     still_there = [pod.name for pod in pods if pod.uid in handled and not pod.deleting and pod not in keeping]
+    overdue, in_place_due = _past_in_place_grace(job, pods, now)
     paused_until = _paused_until(job, now)
     held = paused_until is not None or settings.gang.oversized(job) is not None
     missing = _startable(_missing(job, pods, children, settings, awaited=awaited, with_pods=not held), pods)
@@ -239,15 +275,32 @@ def plan(
     freed = now if restart is not None and any(pod.gone for pod in restart.failed) else None
     next_batch = now if missing.more else None
     stall_due = stalled if isinstance(stalled, datetime) else None
-    wakes = (deadline, unstuck_at, evaluated_by, unplaced, freed, next_batch, paused_until, stall_due)
+    wakes = (deadline, unstuck_at, evaluated_by, unplaced, freed, next_batch, paused_until, stall_due, in_place_due)
     return Plan(
         create=missing.objects,
         more=missing.more,
-        delete=sorted({*(restart.pods if restart else ()), *still_there}),
+        delete=sorted({*(restart.pods if restart else ()), *still_there, *overdue}),
         force_delete=stuck,
         restart=restart,
         wake_at=min(filter(None, wakes), default=None),
     )
+
+
+def _past_in_place_grace(
+    job: DistTrainJob, pods: Sequence[PodView], now: datetime
+) -> tuple[list[str], datetime | None]:
+    """Where a pod owed a restart in place (`PodView.owed_restart_in_place`) did not make it within IN_PLACE_GRACE
+    of the restart that counted it, every training pod is replaced: the ones that restarted in place would
+    reach its old run. Else when the grace ends, while one is owed."""
+    owed = [pod for pod in pods if pod.owed_restart_in_place and not pod.deleting]
+    if not owed:
+        return [], None
+    backoff = job.status.restart_backoff
+    due = (backoff.last_restart if backoff is not None else now) + in_place.IN_PLACE_GRACE
+    if now < due:
+        return [], due
+    training = [pod.name for pod in pods if not pod.deleting and pod.replica_type is not ReplicaType.EVALUATOR]
+    return training, None
 
 
 def _past_backoff_limit(job: DistTrainJob, restart: Restart | None) -> Verdict | None:

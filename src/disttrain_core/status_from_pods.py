@@ -179,16 +179,15 @@ def failure(job: DistTrainJob, pods: Sequence[PodView]) -> Verdict | None:
 
 
 def running(job: DistTrainJob, pods: Sequence[PodView]) -> bool:
-    """The Chief runs, or without a Chief every Worker runs; a pod being deleted runs no more (a restart that
-    stops running pods, as a stall's, is not over while they stop)."""
+    """The Chief runs, or without a Chief every Worker runs; a pod being deleted, or owed a restart in place,
+    runs no more (a restart that stops running pods, as a stall's, is not over while they stop)."""
+
+    def runs(pod: PodView | None) -> bool:
+        return pod is not None and pod.phase is PodPhase.RUNNING and not pod.deleting and not pod.owed_restart_in_place
+
     if job.spec.replicas(ReplicaType.CHIEF) > 0:
-        chief = find_pod(pods, ReplicaType.CHIEF, 0)
-        return chief is not None and chief.phase is PodPhase.RUNNING and not chief.deleting
-    workers = [
-        pod
-        for pod in pods
-        if pod.replica_type is ReplicaType.WORKER and pod.phase is PodPhase.RUNNING and not pod.deleting
-    ]
+        return runs(find_pod(pods, ReplicaType.CHIEF, 0))
+    workers = [pod for pod in pods if pod.replica_type is ReplicaType.WORKER and runs(pod)]
     return len(workers) == job.spec.replicas(ReplicaType.WORKER) > 0
 
 

@@ -4,9 +4,15 @@ authenticated client may read (`/version`, discovery), so they need no rights of
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from disttrain_core.api.kubernetes_version import SUPPORTED_MINORS, minor_of, supported_list
+from disttrain_core.api.kubernetes_version import (
+    SUPPORTED_MINORS,
+    minor_of,
+    restarts_containers_on_rules,
+    supported_list,
+)
+from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.gang import WorkloadApi
 from disttrain_kube.api_errors import RefusedError
 from disttrain_kube.resources import Resources
@@ -17,6 +23,12 @@ from disttrain_kube.rest import Kube
 class ClusterFacts:
     version: str  # the API server's gitVersion
     workload_api: WorkloadApi | None
+
+    def build_settings(self, install: BuildSettings) -> BuildSettings:
+        """The install's settings as this cluster allows them: its Workload API, and restarts in place where its
+        version restarts containers on their rules."""
+        in_place = install.restart_in_place and restarts_containers_on_rules(self.version)
+        return replace(install, workload_api=self.workload_api, restart_in_place=in_place)
 
     @property
     def unsupported(self) -> str | None:

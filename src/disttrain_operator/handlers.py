@@ -14,7 +14,7 @@ from __future__ import annotations
 import gc
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import kopf
@@ -160,7 +160,7 @@ def build_runtime(
     runtime = Runtime(
         reconciler=Reconciler(
             kube,
-            replace(settings.build, workload_api=cluster.workload_api),
+            cluster.build_settings(settings.build),
             events,
             logs=logs,
             wake=wakeups.schedule,
@@ -199,6 +199,8 @@ def _child_watches(
     def child_changed(key: JobKey, view: object, present: bool) -> None:
         if isinstance(view, PodView) and not present:
             runtime.logs.forget(view.uid)
+        if present and isinstance(view, PodView) and view.run_log_due is not None:  # restarted in place
+            runtime.logs.offer(key, key[0], view.name, view.uid, view.log_due_body, run=view.run_log_due)
         if present and isinstance(view, PodView) and view.log_due:
             offered = runtime.logs.offer(key, key[0], view.name, view.uid, view.log_due_body)
             if offered and view.ended:  # the keeper wakes the job once the log is kept: its plan waits for that

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from disttrain_core import kept_logs
 from disttrain_core.api.status import MAX_UNKEPT_LOGS, UnkeptLogs
 from disttrain_core.backoff import Backoff
+from disttrain_core.in_place import run_key
 from disttrain_core.types import Body, JobKey, Manifest
 from disttrain_kube.api_errors import LogUnreadableError, RefusedError, TransientApiError
 from disttrain_kube.rest import POD_PATH
@@ -47,7 +48,14 @@ FOLLOW_BYTES = 256 * 1024 * 1024
 class LogApi(Protocol):
     def read(self, path: str, params: dict[str, str]) -> dict[str, Any] | None: ...
     def pod_log_chunks(
-        self, namespace: str, name: str, container: str, *, follow: bool = False, read_timeout: float | None = None
+        self,
+        namespace: str,
+        name: str,
+        container: str,
+        *,
+        follow: bool = False,
+        query: dict[str, str] | None = None,
+        read_timeout: float | None = None,
     ) -> Iterator[bytes]: ...
     def create(self, manifest: Manifest) -> bool: ...
     def patch_pod(self, namespace: str, name: str, patch: list[dict[str, Any]]) -> bool: ...
@@ -59,11 +67,13 @@ class LogApi(Protocol):
 class _Task:
     namespace: str
     name: str
-    uid: str
+    uid: str  # the pod's, or for a run that ended in place its key (`in_place.run_key`)
     job: JobKey
     body: Body | None = None  # the pod as the watch last saw it, for the first try; a retry reads it afresh
     follow: bool = False  # deleted while it may still run: its log is read to its end
     live: bool = False  # offered once every watch had listed: seen ending, or being deleted, as it happened
+    pod_uid: str = ""
+    run: int | None = None  # the run whose log is kept, one the pod restarted in place after
     tries: int = 0
     errors: int = 0  # failures that were no API error, in a row
     given_up: bool = False
@@ -117,6 +127,7 @@ class KeptLogKeeper(Workers):
         self._contending: set[str] = set()  # namespaces that hold a follow or wait for one, as `_next` last saw
         self._follow_seconds = follow_seconds
         self._settled: set[str] = set()  # uids of pods whose log is kept or given up, until the pod is gone
+        self._runs: dict[str, set[str]] = {}  # by the pod's uid, the keys of its runs in `_settled` or in hand
         self._unkept: dict[str, list[UnkeptLogs]] = {}  # by the job's uid
         self._end_seconds = end_seconds
         self._endings = threading.Condition()  # its own: a follow waiting on it takes no wakeup meant for a task
@@ -128,17 +139,24 @@ class KeptLogKeeper(Workers):
         with self._endings:
             self._endings.notify_all()
 
-    def offer(self, job: JobKey, namespace: str, name: str, uid: str, body: Body | None = None) -> bool:
-        """A pod whose log is due (`PodView.log_due`), as the watch saw it; a pod offered again while in hand, or
-        once settled, is not queued again. True when it is queued now: its job is woken once it is settled."""
+    def offer(
+        self, job: JobKey, namespace: str, name: str, uid: str, body: Body | None = None, *, run: int | None = None
+    ) -> bool:
+        """A pod whose log is due (`PodView.log_due`), or whose `run` ended and restarted in place
+        (`PodView.run_log_due`), as the watch saw it; a pod (or run) offered again while in hand, or once
+        settled, is not queued again. True when it is queued now: its job is woken once it is settled."""
+        key = uid if run is None else run_key(uid, run)
         with self._condition:
-            if uid in self._pending and body is not None and kept_logs.container_ended(body):
+            if run is None and uid in self._pending and body is not None and kept_logs.container_ended(body):
                 self._ended(uid, body)
-            if uid in self._pending or uid in self._settled:
+            if key in self._pending or key in self._settled:
                 return False
-            self._pending.add(uid)
-            follow = body is not None and kept_logs.to_follow(body)
-            self._fresh.append(_Task(namespace, name, uid, job, body, follow, live=self._ready.is_set()))
+            self._pending.add(key)
+            if run is not None:
+                self._runs.setdefault(uid, set()).add(key)
+            follow = run is None and body is not None and kept_logs.to_follow(body)
+            live = self._ready.is_set()
+            self._fresh.append(_Task(namespace, name, key, job, body, follow, live=live, pod_uid=uid, run=run))
             self._condition.notify()
             return True
 
@@ -151,6 +169,7 @@ class KeptLogKeeper(Workers):
         """The pod is gone."""
         with self._condition:
             self._settled.discard(uid)
+            self._settled.difference_update(self._runs.pop(uid, ()))
             if uid in self._pending:
                 self._ended(uid, None)
 
@@ -237,7 +256,8 @@ class KeptLogKeeper(Workers):
                         del self._following[task.namespace]
                 if done:
                     self._pending.discard(task.uid)
-                    self._settled.add(task.uid)
+                    if task.run is None or task.uid in self._runs.get(task.pod_uid, ()):  # not gone meanwhile
+                        self._settled.add(task.uid)
                     with self._endings:
                         self._ends.pop(task.uid, None)
                 else:
@@ -260,8 +280,14 @@ class KeptLogKeeper(Workers):
         try, and TransientApiError when keeping the log is."""
         pod = task.body or self._kube.read(POD_PATH, {"namespace": task.namespace, "name": task.name})
         task.body = None  # a retry starts from the pod as it is then: the release below tests uid and finalizers
-        if pod is None or pod["metadata"].get("uid") != task.uid or not kept_logs.log_due(pod):
-            return True  # gone (a gap its replica's next kept log shows), replaced, or let go already
+        if pod is None or pod["metadata"].get("uid") != (task.pod_uid or task.uid):
+            return True  # gone (a gap its replica's next kept log shows), or replaced
+        if task.run is not None:  # kept while the kubelet keeps it: the log of the run before the current one
+            if kept_logs.previous_run_due(pod) == task.run and not task.given_up:
+                self._kept_run(kept_logs.previous_run(pod, task.run), task)
+            return True
+        if not kept_logs.log_due(pod):
+            return True  # let go already
         if not task.given_up and kept_logs.started(pod):
             try:
                 self._kept(pod, task)
@@ -276,6 +302,16 @@ class KeptLogKeeper(Workers):
         if self._kube.patch_pod(task.namespace, task.name, kept_logs.release_patch(pod)):
             return True
         return self._kube.read(POD_PATH, {"namespace": task.namespace, "name": task.name}) is None
+
+    def _kept_run(self, pod: Body, task: _Task) -> None:
+        """`_kept` for a run that ended in place, given up after KEEP_TRIES like a pod's log."""
+        try:
+            self._kept(pod, task)
+        except TransientApiError as error:
+            task.tries += 1
+            if task.tries < KEEP_TRIES:
+                raise
+            logger.warning("the log of %s/%s, run %s, was not kept: %s", task.namespace, task.name, task.run, error)
 
     def _kept(self, pod: Body, task: _Task) -> None:
         """Keep the log, unless it is kept already, its job is gone and keeps nothing past itself, the API server
@@ -296,6 +332,7 @@ class KeptLogKeeper(Workers):
                 task.name,
                 kept_logs.logged_container(pod),
                 follow=task.follow,
+                query={"previous": "true"} if task.run is not None else None,
                 read_timeout=self._follow_seconds if task.follow else None,
             )
             if task.follow:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 from collections.abc import Set as AbstractSet
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
@@ -24,6 +25,7 @@ from disttrain_core.api.validation import spec_violations
 from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.objects import UNWATCHED_KINDS, object_key
 from disttrain_core.gang_status import with_gang
+from disttrain_core.in_place import counted_patch, run_key
 from disttrain_core.kueue import MULTIKUEUE, QUEUE_LABEL, WorkloadView
 from disttrain_core.managers import managed_elsewhere
 from disttrain_core.observed import PodView, created_pod_view, own_pods
@@ -53,6 +55,7 @@ class JobApi(Protocol):
         self, namespace: str, name: str, force: bool = False, resource_version: str | None = None
     ) -> bool: ...
     def delete_job(self, job: Body) -> bool: ...
+    def patch_pod(self, namespace: str, name: str, patch: list[dict[str, Any]]) -> bool: ...
     def patch_job(self, job: Body, patch: dict[str, Any]) -> None: ...
     def patch_job_status(self, job: Body, status: dict[str, Any]) -> None: ...
     def apply_status_condition(self, manifest: Manifest, condition: dict[str, Any], field_manager: str) -> None: ...
@@ -286,6 +289,7 @@ class Reconciler:
             self._delete_job(body)
             return None
         retry = self._delete(body, memory, next_plan, pods, expected)
+        retry = self._count_in_place(body, memory, next_plan, pods) or retry
         status = _with_restart(memory, status, next_plan, now, generation)
         creates = self._to_create(memory, next_plan, expected, generation)
         wakes = [] if next_plan.wake_at is None else [next_plan.wake_at]
@@ -295,7 +299,7 @@ class Reconciler:
         # The pods just created count as the watch will show them (Pending), so that their first sight
         # changes nothing to write.
         made = [view for manifest in created if (view := created_pod_view(manifest)) is not None]
-        staying = [*(pod for pod in pods if pod.name not in next_plan.delete), *made]
+        staying = [*_after_in_place(next_plan, [pod for pod in pods if pod.name not in next_plan.delete]), *made]
         created_all = retry is None and rejected is None and not next_plan.more
         status = aggregate(
             _with(job, status),
@@ -311,7 +315,7 @@ class Reconciler:
         if rejected is not None:
             status = failed_status(status, rejected, now, generation)
         status = self._with_unkept_logs(body, status)
-        if next_plan.restart is not None and retry is None and not created:
+        if next_plan.restart is not None and next_plan.restart.pods and retry is None and not created:
             memory.making_way_until = now + RESTART_HOLD  # its pods were deleted; the replacements come next
         elif created or retry is not None or rejected is not None or next_plan.fail is not None:
             memory.making_way_until = None
@@ -425,6 +429,28 @@ class Reconciler:
             self._emit(body, type="Warning", reason="PodStuckTerminating", message=f"{name}: removed by force")
         return retry
 
+    def _count_in_place(
+        self, body: Body, memory: JobMemory, next_plan: Plan, pods: Sequence[PodView]
+    ) -> TransientApiError | None:
+        """The restart's pods that restart in place: the ends of their runs it covers are handled from now on
+        (an end still to come too, however soon it comes), and written on each pod, for an operator that reads
+        them afresh (`in_place.RUNS_COUNTED`). A pod gone or replaced meanwhile takes no note."""
+        restart = next_plan.restart
+        if restart is None:
+            return None
+        retry: TransientApiError | None = None
+        namespace, by_name = body["metadata"]["namespace"], {pod.name: pod for pod in pods}
+        for name, counted in restart.in_place:
+            pod = by_name[name]
+            runs = pod.runs
+            assert runs is not None  # the planner chose it for its runs
+            memory.handled.update(run_key(pod.uid, run) for run in range(runs.ended + 1, counted + 1))
+            try:
+                self._kube.patch_pod(namespace, name, counted_patch(pod.uid, counted))
+            except TransientApiError as error:
+                retry = error
+        return retry
+
     def _create(
         self, body: Body, memory: JobMemory, manifests: Sequence[Manifest], retry: TransientApiError | None
     ) -> tuple[list[Manifest], Verdict | None, TransientApiError | None]:
@@ -497,6 +523,18 @@ def _with_restart(
     return record_restart(
         status, restart.failed, restart.message, now, generation, disruption=restart.disruption, stalled=restart.stalled
     )
+
+
+def _after_in_place(next_plan: Plan, pods: list[PodView]) -> list[PodView]:
+    """The pods as the plan's restart in place leaves them: their counts as written, and none ready yet, so that
+    the status says the job restarts (its condition and Event) before its pods say they run again."""
+    counts = dict(next_plan.restart.in_place) if next_plan.restart is not None else {}
+    return [
+        replace(pod, ready=False, runs=replace(pod.runs, counted=max(pod.runs.counted, counts[pod.name])))
+        if pod.name in counts and pod.runs is not None
+        else pod
+        for pod in pods
+    ]
 
 
 def _describe(manifest: Manifest) -> str:

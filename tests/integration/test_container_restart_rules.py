@@ -1,6 +1,8 @@
-"""Kubernetes' container restart rules on both nodes that run pods: a container that exits with a code its
-`RestartAllContainers` rule names restarts every container of its pod in place (the same pod, UID and
-address, its volumes kept), on the process node as the real node's kubelet does."""
+"""Kubernetes' container restart rules on both nodes that run pods, the process node as the real node's kubelet:
+a container that exits with a code its `Restart` rule names starts again alone, in its pod, and its last run's
+exit code and log stay readable (what a restart in place of a job's trainer keeps, `disttrain_core.in_place`);
+one whose `RestartAllContainers` rule matches restarts every container of its pod in place (the same pod, UID
+and address, its volumes kept), and the kubelet then reports neither its exit code nor its last run's log."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from disttrain_dev import images, node_kinds
 from disttrain_dev.polling import wait_for
 from kube_cluster import Cluster
 
-ONCE = "if [ -f /data/once ]; then exec sleep 600; fi; touch /data/once; sleep 1; exit 42"
+ONCE = "if [ -f /data/once ]; then echo again; exec sleep 600; fi; echo first; touch /data/once; sleep 1; exit 42"
 
 
 @pytest.fixture(params=[node_kinds.PROCESS, node_kinds.REAL])
@@ -35,12 +37,59 @@ def node_namespace(request: pytest.FixtureRequest, process_cluster: Cluster) -> 
     process_cluster.delete_namespace(name)
 
 
-def _restarted_in_place(cluster: Cluster, namespace: str, first: dict[str, Any]) -> dict[str, Any] | None:
+def _restarted_in_place(
+    cluster: Cluster, namespace: str, first: dict[str, Any], restarts: dict[str, int]
+) -> dict[str, Any] | None:
+    """The pod once its containers restarted as often as `restarts` says, each running again, the same pod."""
     pod = cluster.get("pod", "rules", namespace) or {}
     statuses = {status["name"]: status for status in pod.get("status", {}).get("containerStatuses", [])}
-    restarted = all(statuses.get(name, {}).get("restartCount") == 1 for name in ("main", "side"))
-    running = all("running" in statuses.get(name, {}).get("state", {}) for name in ("main", "side"))
+    restarted = all(statuses.get(name, {}).get("restartCount") == count for name, count in restarts.items())
+    running = all("running" in statuses.get(name, {}).get("state", {}) for name in restarts)
     return pod if restarted and running and pod["metadata"]["uid"] == first["metadata"]["uid"] else None
+
+
+def _pod(image: str, rule: dict[str, Any]) -> dict[str, Any]:
+    """A pod whose container `main` exits 42 once, under `rule`, beside a container `side` that sleeps."""
+    mount = [{"name": "data", "mountPath": "/data"}]
+    main = {"name": "main", "image": image, "command": ["sh", "-c", ONCE], "volumeMounts": mount}
+    main |= {"restartPolicy": "Never", "restartPolicyRules": [rule]}
+    side = {"name": "side", "image": image, "command": ["sh", "-c", "exec sleep 600"]}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "rules"},
+        "spec": {"restartPolicy": "Never", "containers": [main, side], "volumes": [{"name": "data", "emptyDir": {}}]},
+    }
+
+
+def _started(cluster: Cluster, namespace: str, pod: dict[str, Any]) -> dict[str, Any]:
+    cluster.apply(namespace, json.dumps(pod))
+    return wait_for(
+        "the pod's address", lambda: (p := cluster.get("pod", "rules", namespace)) and p["status"].get("podIP") and p
+    )
+
+
+def test_a_restart_rule_restarts_the_container_alone_in_its_pod_keeping_its_exit_code_and_last_log(
+    process_cluster: Cluster, node_namespace: tuple[str, str]
+) -> None:
+    namespace, image = node_namespace
+    rule = {"action": "Restart", "exitCodes": {"operator": "In", "values": [42]}}
+    first = _started(process_cluster, namespace, _pod(image, rule))
+    after = wait_for(
+        "main restarted in place",
+        lambda: _restarted_in_place(process_cluster, namespace, first, {"main": 1, "side": 0}),
+        timeout=90,
+    )
+    assert after["status"]["podIP"] == first["status"]["podIP"]
+    main = next(status for status in after["status"]["containerStatuses"] if status["name"] == "main")
+    assert main["lastState"]["terminated"]["exitCode"] == 42, main
+    previous = process_cluster.kubectl("logs", "-n", namespace, "rules", "-c", "main", "--previous")
+    assert previous.stdout == "first\n"
+    current = wait_for(
+        "main's second run logged",
+        lambda: (out := process_cluster.kubectl("logs", "-n", namespace, "rules", "-c", "main").stdout) and out,
+    )
+    assert current == "again\n"
 
 
 def test_restart_all_containers_restarts_the_pod_in_place_on_either_node(
@@ -48,23 +97,11 @@ def test_restart_all_containers_restarts_the_pod_in_place_on_either_node(
 ) -> None:
     namespace, image = node_namespace
     rule = {"action": "RestartAllContainers", "exitCodes": {"operator": "In", "values": [42]}}
-    mount = [{"name": "data", "mountPath": "/data"}]
-    main = {"name": "main", "image": image, "command": ["sh", "-c", ONCE], "volumeMounts": mount}
-    main |= {"restartPolicy": "Never", "restartPolicyRules": [rule]}
-    side = {"name": "side", "image": image, "command": ["sh", "-c", "exec sleep 600"]}
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "rules"},
-        "spec": {"restartPolicy": "Never", "containers": [main, side], "volumes": [{"name": "data", "emptyDir": {}}]},
-    }
-    process_cluster.apply(namespace, json.dumps(pod))
-    first = wait_for(
-        "the pod's address",
-        lambda: (p := process_cluster.get("pod", "rules", namespace)) and p["status"].get("podIP") and p,
-    )
+    first = _started(process_cluster, namespace, _pod(image, rule))
     after = wait_for(
-        "both containers restarted in place", lambda: _restarted_in_place(process_cluster, namespace, first), timeout=90
+        "both containers restarted in place",
+        lambda: _restarted_in_place(process_cluster, namespace, first, {"main": 1, "side": 1}),
+        timeout=90,
     )
     assert after["status"]["podIP"] == first["status"]["podIP"]
     assert after["status"]["phase"] == "Running"
@@ -73,3 +110,5 @@ def test_restart_all_containers_restarts_the_pod_in_place_on_either_node(
         assert (ended["exitCode"], ended["reason"]) == (137, "RestartingAllContainers"), status
     conditions = {condition["type"]: condition["status"] for condition in after["status"]["conditions"]}
     assert conditions["AllContainersRestarting"] == "False"
+    previous = process_cluster.kubectl("logs", "-n", namespace, "rules", "-c", "main", "--previous", check=False)
+    assert previous.returncode != 0 and "previous terminated container" in previous.stderr, previous

@@ -124,6 +124,13 @@ def _uids(cluster: Cluster, namespace: str) -> dict[str, str]:
     return {name: pod["metadata"]["uid"] for name, pod in cluster.job_pods(namespace, JOB).items()}
 
 
+def _run(pod: dict[str, Any]) -> tuple[str, int]:
+    """Which run a pod's trainer is: its pod's uid, and how often it restarted there (`disttrain_core.in_place`)."""
+    statuses = pod.get("status", {}).get("containerStatuses") or []
+    restarts = next((status.get("restartCount", 0) for status in statuses if status["name"] == "tensorflow"), 0)
+    return pod["metadata"]["uid"], int(restarts)
+
+
 @pytest.mark.real_node_twin("test_parameter_server_absorbs_an_evicted_worker_and_resumes_an_evicted_ps_at_its_step")
 def test_parameter_server_absorbs_an_evicted_worker_and_resumes_an_evicted_ps_where_it_stopped(
     process_cluster: Cluster, operator: OperatorProcess, process_namespace: str
@@ -172,12 +179,13 @@ def test_the_operator_and_the_api_server_going_away_mid_job_cost_nothing(
     assert done["status"].get("restartCount", 0) == 0
 
 
-def _restored_since(cluster: Cluster, namespace: str, pod: str, before: str) -> int:
-    """The step that `pod`'s next attempt (a uid other than `before`) restored, once it logged it."""
+def _restored_since(cluster: Cluster, namespace: str, pod: str, before: tuple[str, int]) -> int:
+    """The step that `pod`'s next attempt (another pod, or the same restarted in place: a run after `before`)
+    restored, once it logged it."""
 
     def restored() -> int | None:
         found = cluster.get("pod", pod, namespace)
-        if found is None or found["metadata"]["uid"] == before:
+        if found is None or _run(found) == before or "running" not in _trainer_state(found):
             return None
         log = _pod_folder(cluster, namespace, pod, found["metadata"]["uid"]) / "tensorflow.log"
         try:
@@ -189,12 +197,17 @@ def _restored_since(cluster: Cluster, namespace: str, pod: str, before: str) -> 
     return wait_for(f"{pod}'s next attempt restored", restored, timeout=240)
 
 
+def _trainer_state(pod: dict[str, Any]) -> dict[str, Any]:
+    statuses = pod.get("status", {}).get("containerStatuses") or []
+    return next((status.get("state") or {} for status in statuses if status["name"] == "tensorflow"), {})
+
+
 def _resumes_past(cluster: Cluster, namespace: str, fault: Callable[[], None], since: int) -> int:
     """Once the status shows `since` + 200 steps, `fault`; then worker 0's next attempt must restore at least the
     step shown before it. Returns the step it restored."""
     shown = _at_step(cluster, namespace, since + 200)["status"]["progress"]["step"]
     worker = f"{JOB}-worker-0"
-    before = _uids(cluster, namespace)[worker]
+    before = _run(cluster.job_pods(namespace, JOB)[worker])
     fault()
     restored = _restored_since(cluster, namespace, worker, before)
     assert restored >= shown

@@ -35,3 +35,14 @@ def pinned_release(version: str) -> str:
         if wanted.lstrip("v") in (release.lstrip("v"), ".".join(release.lstrip("v").split(".")[:2])):
             return release
     raise ValueError(f"Kubernetes {wanted!r} is not supported: choose one of {supported_list()}")
+
+
+# Container restart rules (`restartPolicyRules`, the action Restart): beta and on from 1.35.
+CONTAINER_RESTART_RULES_SINCE = (1, 35)
+
+
+def restarts_containers_on_rules(version: str) -> bool:
+    """Whether a cluster of this version restarts a container in its pod on a `restartPolicyRules` rule; a
+    version that names no minor is taken as the newest."""
+    minor = minor_of(version)
+    return minor is None or minor >= CONTAINER_RESTART_RULES_SINCE

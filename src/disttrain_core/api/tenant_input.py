@@ -27,8 +27,10 @@ LOG_MAX_BYTES = f"{GROUP}/log-max-bytes"
 LOG_TTL = f"{GROUP}/log-ttl-seconds-after-job-deleted"
 JOB_GONE_SINCE = f"{GROUP}/job-gone-since"
 ATTEMPT = f"{GROUP}/attempt"  # on a pod and on its kept log: which attempt of its replica it is, from 1
+# On a pod that restarts in place: how many runs of its trainer container ended within restarts already counted.
+RUNS_COUNTED = f"{GROUP}/runs-counted"
 # The annotations the operator owns on a pod: a template's own values for them are dropped.
-OPERATOR_POD_ANNOTATIONS = frozenset({LOG_MAX_BYTES, LOG_TTL, ATTEMPT})
+OPERATOR_POD_ANNOTATIONS = frozenset({LOG_MAX_BYTES, LOG_TTL, ATTEMPT, RUNS_COUNTED})
 
 
 def as_mapping(value: Any) -> Mapping[str, Any]:
@@ -73,6 +75,12 @@ class PodLogNotes(_Annotations):
     max_bytes: LogBytes = Field(DEFAULT_LOG_BYTES, alias=LOG_MAX_BYTES)
     attempt: Attempt = Field(None, alias=ATTEMPT)
     ttl_seconds: TtlSeconds = Field(0, alias=LOG_TTL)
+
+
+class PodRunNotes(_Annotations):
+    """What a pod that restarts in place says of its runs (`disttrain_core.in_place`); None on any other pod."""
+
+    counted: Annotated[int | None, Field(ge=0, le=MAX_ATTEMPT), _or(None)] = Field(None, alias=RUNS_COUNTED)
 
 
 class KeptLogNotes(_Annotations):

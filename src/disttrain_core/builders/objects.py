@@ -14,7 +14,7 @@ from disttrain_contract.progress import (
     PROGRESS_PORT_ENV,
     TERMINATION_MESSAGE_ENV,
 )
-from disttrain_core import kept_logs
+from disttrain_core import in_place, kept_logs
 from disttrain_core.api import tfjob
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType
@@ -27,8 +27,9 @@ from disttrain_core.types import Manifest, ObjectRef
 
 CHECKPOINT_DIR_ENV = "DISTTRAIN_CHECKPOINT_DIR"
 
-# Pods never restart in place: the operator decides every restart (per restartPolicy, exit code and
-# restartScope), replaces the pod with the same name and TF_CONFIG, and counts it against backoffLimit.
+# The operator decides every restart (per restartPolicy, exit code and restartScope) and counts it against
+# backoffLimit: it replaces the pod with the same name and TF_CONFIG, or, where the trainer's container has the
+# rule of `in_place`, counts the restart the kubelet made in place.
 POD_RESTART_POLICY = "Never"
 # Created once and never watched: a gang's API may not be served, and a NetworkPolicy never changes.
 UNWATCHED_KINDS = GANG_KINDS | {"NetworkPolicy"}
@@ -184,6 +185,9 @@ def pod(
     container["ports"] = _with_port(container["ports"], naming.PROGRESS_PORT_NAME, job.spec.progress_port)
 
     annotations = kept_logs.pod_annotations(job, replica_type, index, template_metadata.get("annotations"))
+    restarts_in_place = in_place.restarts_in_place(job, replica_type, settings.restart_in_place)
+    if restarts_in_place and in_place.with_restart_rule(container, in_place.restart_codes(job, replica_type)):
+        annotations.update(in_place.counted_annotation(0))
     metadata = _metadata(job, name, labels, annotations)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
 

@@ -39,7 +39,7 @@ LABELS = frozenset(
 ANNOTATIONS = OPERATOR_POD_ANNOTATIONS | {JOB_GONE_SINCE, POD_UID, STARTED, ENDED, EXIT_CODE, LOG_BYTES, KEPT_AT}
 METADATA = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "finalizers")
 MOST_ENTRIES = 64  # of a pod's containers, their statuses and its owners: a real pod's are among its first
-_STATES = ("state", "lastState")
+_KEPT = ("state", "lastState", "restartCount")  # of a container's status
 
 
 def essentials(body: Body) -> dict[str, Any]:
@@ -66,7 +66,7 @@ def essentials(body: Body) -> dict[str, Any]:
         slim["status"] = {
             "phase": status.get("phase"),
             "containerStatuses": [
-                {"name": entry.get("name"), **{key: entry[key] for key in _STATES if key in entry}}
+                {"name": entry.get("name"), **{key: entry[key] for key in _KEPT if key in entry}}
                 for entry in _entries(status.get("containerStatuses"))
             ],
         }

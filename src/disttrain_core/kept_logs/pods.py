@@ -12,8 +12,7 @@ from typing import Any
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType
 from disttrain_core.api.tenant_input import ATTEMPT, LOG_MAX_BYTES, LOG_TTL, OPERATOR_POD_ANNOTATIONS, PodLogNotes
-from disttrain_core.builders.naming import tensorflow_container
-from disttrain_core.kept_logs.names import LEGACY_LOG_FINALIZER
+from disttrain_core.kept_logs.names import LEGACY_LOG_FINALIZER, container_status, logged_container, run_index
 from disttrain_core.kept_logs.policy import kept_bytes_per_attempt
 from disttrain_core.types import Body
 
@@ -67,14 +66,27 @@ def to_follow(body: Body) -> bool:
     return not ended(body) and (body.get("metadata") or {}).get("deletionTimestamp") is not None
 
 
-def logged_container(pod: Body) -> str:
-    """The container whose log is kept: the TensorFlow one."""
-    return str(tensorflow_container(pod["spec"]["containers"])["name"])
+def previous_run_due(body: Body) -> int | None:
+    """In a pod that restarts in place and keeps its logs, the run whose log is to be kept now as the previous
+    one's (the kubelet keeps the log of one run before the current), while it is there; else None."""
+    run = run_index(body)
+    if not run or not keeps_log(body.get("metadata") or {}):
+        return None
+    return run if (container_status(body).get("lastState") or {}).get("terminated") else None
 
 
-def container_status(pod: Body) -> Mapping[str, Any]:
-    statuses = (pod.get("status") or {}).get("containerStatuses") or []
-    return next((entry for entry in statuses if entry.get("name") == logged_container(pod)), {})
+def previous_run(body: Body, run: int) -> Body:
+    """The pod as it was when its `run`-th run ended (its previous run's state its state, its restarts one
+    fewer): what the kept log of that run is built from."""
+    statuses = (body.get("status") or {}).get("containerStatuses") or []
+    name = logged_container(body)
+    ended = [
+        {**entry, "state": entry.get("lastState") or {}, "lastState": {}, "restartCount": run - 1}
+        if entry.get("name") == name
+        else entry
+        for entry in statuses
+    ]
+    return {**body, "status": {**(body.get("status") or {}), "phase": "Failed", "containerStatuses": ended}}
 
 
 def container_ended(pod: Body) -> bool:

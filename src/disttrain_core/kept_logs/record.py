@@ -27,9 +27,10 @@ from disttrain_core.kept_logs.names import (
     OUTLIVES_JOB_LABEL,
     POD_UID,
     STARTED,
+    container_status,
     kept_log_name,
+    run_index,
 )
-from disttrain_core.kept_logs.pods import container_status
 from disttrain_core.kept_logs.policy import KEPT_ATTEMPTS_PER_REPLICA
 from disttrain_core.types import Body, Manifest
 
@@ -124,9 +125,10 @@ def next_attempt(kept: Iterable[Body]) -> int:
 
 
 def pod_attempt(pod: Body, kept: Iterable[Body]) -> int:
-    """The attempt a pod is: the number it was made with, or (a pod of an earlier version) the one after its
-    replica's kept logs."""
-    return PodLogNotes.of(pod.get("metadata")).attempt or next_attempt(kept)
+    """The attempt a pod's log is: the number it was made with and the runs it restarted in place before this
+    one, or (a pod of an earlier version) the one after its replica's kept logs."""
+    made = PodLogNotes.of(pod.get("metadata")).attempt
+    return made + run_index(pod) if made is not None else next_attempt(kept)
 
 
 def unkept_before(kept: Iterable[Body], attempt: int) -> tuple[int, int] | None:
@@ -159,9 +161,11 @@ def kept_log(pod: Body, tail: LogTail, now: datetime, *, job_present: bool, atte
     if owner is None or replica is None or job_name is None or not (job_present or ttl > 0):
         return None
     terminated = _terminated(pod)
+    # a run restarted in place started with its container; any other, with its pod
+    started = terminated.get("startedAt") if run_index(pod) else metadata.get("creationTimestamp")
     kept_notes = {
         POD_UID: str(metadata["uid"]),
-        STARTED: str(metadata.get("creationTimestamp") or ""),
+        STARTED: str(started or ""),
         LOG_BYTES: str(tail.total),
         KEPT_AT: format_micro_time(now),
         ATTEMPT: str(attempt),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from disttrain_dev.node_logs import find_log, select
+from disttrain_dev.node_logs import find_log, previous_log, select
 
 
 def test_tail_then_limit_as_the_kubelet_cuts() -> None:
@@ -28,3 +28,7 @@ def test_the_newest_pod_of_a_name_is_read(tmp_path: Path) -> None:
     assert found is not None and found.read_text() == "new"
     assert find_log(tmp_path, "ns", "job-worker-1", "tensorflow") is None
     assert find_log(tmp_path, "ns", "job-worker-0", "sidecar") is None
+
+
+def test_a_restarted_container_s_last_run_is_kept_beside_its_log() -> None:
+    assert previous_log(Path("pods/ns_p_u/tensorflow.log")) == Path("pods/ns_p_u/tensorflow.previous.log")

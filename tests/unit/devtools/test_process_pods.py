@@ -186,6 +186,9 @@ def test_status_is_what_a_kubelet_reports() -> None:
         finished=T0 + timedelta(minutes=1),
         message='{"step": 3}',
         last_exit_code=1,
+        last_started=T0 - timedelta(minutes=2),
+        last_finished=T0 - timedelta(minutes=1),
+        last_message='{"error": "a peer was lost"}',
     )
     status = pod_status(_pod(), [ended], "10.250.0.7", "10.250.0.1", T0)
     assert (status["phase"], status["podIP"], status["hostIP"]) == ("Succeeded", "10.250.0.7", "10.250.0.1")
@@ -197,6 +200,13 @@ def test_status_is_what_a_kubelet_reports() -> None:
         "startedAt": "2026-01-01T00:00:00Z",
         "finishedAt": "2026-01-01T00:01:00Z",
         "message": '{"step": 3}',
+    }
+    assert container["lastState"]["terminated"] == {  # the run before, as a container restarted alone keeps it
+        "exitCode": 1,
+        "reason": "Error",
+        "startedAt": "2025-12-31T23:58:00Z",
+        "finishedAt": "2025-12-31T23:59:00Z",
+        "message": '{"error": "a peer was lost"}',
     }
     assert container["lastState"]["terminated"]["exitCode"] == 1
     ready = {c["type"]: c["status"] for c in status["conditions"]}["Ready"]

@@ -23,7 +23,7 @@ from disttrain_core import kept_logs, served
 from disttrain_core.api.job import API_VERSION, DistTrainJob
 from disttrain_core.api.spec import ReplicaType
 from disttrain_core.api.status import UnkeptLogs
-from disttrain_core.api.tenant_input import ATTEMPT, JOB_GONE_SINCE, LOG_MAX_BYTES, LOG_TTL
+from disttrain_core.api.tenant_input import ATTEMPT, JOB_GONE_SINCE, LOG_MAX_BYTES, LOG_TTL, RUNS_COUNTED
 from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.objects import pod
 from disttrain_core.kept_logs import (
@@ -145,7 +145,14 @@ class _LogApi:
         return self.found
 
     def pod_log_chunks(
-        self, namespace: str, name: str, container: str, *, follow: bool = False, read_timeout: float | None = None
+        self,
+        namespace: str,
+        name: str,
+        container: str,
+        *,
+        follow: bool = False,
+        query: dict[str, str] | None = None,
+        read_timeout: float | None = None,
     ) -> Iterator[bytes]:
         self.log_reads += 1
         if isinstance(self.log, Exception):
@@ -438,7 +445,14 @@ class _FollowedLogApi(_LogApi):
         return self.pods.get(params["name"])
 
     def pod_log_chunks(
-        self, namespace: str, name: str, container: str, *, follow: bool = False, read_timeout: float | None = None
+        self,
+        namespace: str,
+        name: str,
+        container: str,
+        *,
+        follow: bool = False,
+        query: dict[str, str] | None = None,
+        read_timeout: float | None = None,
     ) -> Iterator[bytes]:
         if follow:
             self.follows.append(name)
@@ -614,7 +628,14 @@ class _EndlessLogApi(_FollowedLogApi):
         self.pause = pause
 
     def pod_log_chunks(
-        self, namespace: str, name: str, container: str, *, follow: bool = False, read_timeout: float | None = None
+        self,
+        namespace: str,
+        name: str,
+        container: str,
+        *,
+        follow: bool = False,
+        query: dict[str, str] | None = None,
+        read_timeout: float | None = None,
     ) -> Iterator[bytes]:
         if follow:
             self.follows.append(name)
@@ -678,3 +699,67 @@ def test_a_follow_is_bounded_in_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
         keeper.stop()
         keeper.join(timeout=10)
     assert int(api.created[0]["metadata"]["annotations"][kept_logs.LOG_BYTES]) == 4 << 20
+
+
+def _restarted_in_place(runs: int, attempt: int = 2) -> dict[str, Any]:
+    """Worker 1 of a job that restarts in place, made as `attempt` and restarted in place `runs` times."""
+    found = _pod(_job())
+    found["metadata"]["annotations"] |= {ATTEMPT: str(attempt), RUNS_COUNTED: str(runs)}
+    last = {"exitCode": 137, "startedAt": "2026-11-25T11:10:00Z", "finishedAt": "2026-11-25T11:20:00Z"}
+    found["status"]["containerStatuses"][0] |= {"restartCount": runs, "lastState": {"terminated": last}}
+    return found
+
+
+def test_each_run_restarted_in_place_is_an_attempt_whose_log_is_kept_from_the_run_before_the_current() -> None:
+    """The kubelet keeps the log of the run before the current one: the keeper reads it (`previous`) and keeps it
+    as its own attempt, numbered on from the pod's; a later run is dated from its container's start, and named
+    apart."""
+    found = _restarted_in_place(runs=1)
+    view = pod_view(found)
+    assert view is not None and (view.run_log_due, view.log_due, view.attempt) == (1, False, 3)
+    reads: list[dict[str, str] | None] = []
+
+    class _PreviousLogApi(_LogApi):
+        def pod_log_chunks(self, *args: Any, query: dict[str, str] | None = None, **kwargs: Any) -> Iterator[bytes]:
+            reads.append(query)
+            return super().pod_log_chunks(*args, **kwargs)
+
+    api = _PreviousLogApi(found, [b"the first run\n"])
+    settled = threading.Event()
+    keeper = KeptLogKeeper(api, lambda key: {JOB_UID}, wake=lambda key: settled.set(), clock=lambda: NOW, threads=2)
+    keeper.start()
+    assert keeper.offer(("team", "mnist"), "team", "mnist-worker-1", POD_UID, view.log_due_body, run=1)
+    assert settled.wait(timeout=10)
+    assert not keeper.offer(("team", "mnist"), "team", "mnist-worker-1", POD_UID, view.log_due_body, run=1)
+    keeper.stop()
+    keeper.join(timeout=10)
+    assert reads == [{"previous": "true"}]
+    [kept] = api.created
+    notes = kept["metadata"]["annotations"]
+    assert kept["metadata"]["name"] == "mnist-worker-1-log-0f3c9a1e"  # the pod's first run: named as any pod's
+    started = "2026-11-25T11:00:00Z"  # the first run started with its pod
+    assert (notes[ATTEMPT], notes[kept_logs.EXIT_CODE], notes[kept_logs.STARTED]) == ("2", "137", started)
+    assert kept["data"]["log"] == "the first run\n"
+    run_2 = kept_logs.previous_run(_restarted_in_place(runs=2), 2)
+    tail = kept_logs.LogTail(b"", 0)
+    second = kept_logs.kept_log(run_2, tail, NOW, job_present=True, attempt=kept_logs.pod_attempt(run_2, []))
+    assert second is not None and second["metadata"]["name"] == "mnist-worker-1-log-0f3c9a1e-run1"
+    assert second["metadata"]["annotations"][ATTEMPT] == "3"
+    assert second["metadata"]["annotations"][kept_logs.STARTED] == "2026-11-25T11:10:00Z"  # with its container
+
+
+def test_a_run_whose_log_the_kubelet_no_longer_keeps_is_given_up_for_the_gap_it_leaves() -> None:
+    """Offered for run 1, the pod read shows run 2 ended already: run 1's log is gone with it, nothing is kept
+    under its name, and the run is settled (its replica's next kept log shows the gap)."""
+    view = pod_view(_restarted_in_place(runs=1))
+    assert view is not None
+    api = _LogApi(_restarted_in_place(runs=2), [b"run 2's log\n"])
+    keeper = KeptLogKeeper(api, lambda key: {JOB_UID}, clock=lambda: NOW, threads=2)
+    keeper.start()
+    keeper.offer(("team", "mnist"), "team", "mnist-worker-1", POD_UID, None, run=1)
+    wait_for(
+        "run 1 settled", lambda: not keeper.offer(("team", "mnist"), "team", "mnist-worker-1", POD_UID, None, run=1)
+    )
+    keeper.stop()
+    keeper.join(timeout=10)
+    assert api.created == [] and api.log_reads == 0

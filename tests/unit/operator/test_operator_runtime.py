@@ -48,7 +48,14 @@ class _Api(RecordingApi):
         raise AssertionError("no pod here ends")
 
     def pod_log_chunks(
-        self, namespace: str, name: str, container: str, *, follow: bool = False, read_timeout: float | None = None
+        self,
+        namespace: str,
+        name: str,
+        container: str,
+        *,
+        follow: bool = False,
+        query: dict[str, str] | None = None,
+        read_timeout: float | None = None,
     ) -> Iterator[bytes]:
         raise AssertionError("no pod here ends")
 

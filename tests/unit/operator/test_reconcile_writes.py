@@ -19,7 +19,7 @@ from disttrain_core.api.status import DistTrainJobStatus, JobPhase, UnkeptLogs
 from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.naming import replica_labels
 from disttrain_core.kueue import MULTIKUEUE, QUEUE_LABEL, workload, workload_view
-from disttrain_core.observed import PodPhase, PodView, Unschedulable, after_removal, pod_view
+from disttrain_core.observed import PodPhase, PodView, Runs, Unschedulable, after_removal, pod_view
 from disttrain_core.types import ObjectRef, Verdict
 from disttrain_kube.api_errors import HTTP_CONFLICT, ConflictError, RefusedError
 from disttrain_operator.expectations import EXPECTATION
@@ -556,3 +556,29 @@ def test_an_operator_on_an_unsupported_kubernetes_says_so_once_on_each_job_and_s
     warned = [(uid, kind) for uid, kind, reason in events if reason == "UnsupportedKubernetes"]
     assert warned == [("u1", "Warning"), ("u2", "Warning")]
     assert any(item.startswith("Pod/") for item in kube.created)  # served all the same
+
+
+def test_a_run_that_ended_in_place_is_counted_on_its_pods_and_nothing_is_deleted_or_made() -> None:
+    """The example restarts as a whole: its first pod's trainer was killed and its kubelet restarted it in place.
+    The restart is counted, each pod is told how many of its runs' ends it covers (the first pod's that came, the
+    others' to come), at once and without waiting for replacements: there are none."""
+    setup = _Setup()
+    setup.reconciler = Reconciler(
+        setup.kube, BuildSettings(restart_in_place=True), lambda *_, **__: None, clock=lambda: setup.now
+    )
+    pods, children = setup.observed(setup.reconcile([], []), running=99)
+    pods = [replace(pod, runs=Runs(ended=0, counted=0)) for pod in pods]
+    setup.reconcile(pods, children)
+    restarted = replace(pods[0], runs=Runs(ended=1, counted=0, exit_code=137, finished_at=START))
+    setup.now = START + timedelta(seconds=10)
+    assert setup.reconcile([restarted, *pods[1:]], children) == []
+    assert setup.kube.deleted == []
+    counts = {name: patch[-1]["value"] for name, patch in setup.kube.pod_patches}
+    assert counts == {restarted.name: "1", **{pod.name: "1" for pod in pods[1:]}}
+    assert setup.kube.pod_patches[0][1][0] == {"op": "test", "path": "/metadata/uid", "value": restarted.uid}
+    status = setup.kube.statuses[-1]
+    assert (status["restartCount"], status["phase"]) == (1, "Restarting")
+    assert "exit code 137" in next(c for c in status["conditions"] if c["type"] == "Restarting")["message"]
+    peer = replace(pods[1], runs=Runs(ended=1, counted=0, exit_code=130, finished_at=setup.now))
+    setup.reconcile([restarted, peer, *pods[2:]], children)  # its patch not seen yet: the operator knows
+    assert setup.kube.statuses[-1]["restartCount"] == 1

@@ -1,0 +1,148 @@
+"""Whole-job restarts in place: the rule the trainers' containers get, the runs a pod reports, and what the
+planner makes of a run that ended in place, of a pod owed a restart in place, and of one that failed instead."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from disttrain_contract.exit_codes import ExitCode
+from disttrain_core import in_place
+from disttrain_core.api.job import DistTrainJob
+from disttrain_core.api.spec import ReplicaType
+from disttrain_core.api.tenant_input import ATTEMPT, RUNS_COUNTED
+from disttrain_core.builders import objects
+from disttrain_core.builders.build_settings import BuildSettings
+from disttrain_core.observed import PodPhase, PodView, Runs, pod_view
+from disttrain_core.planner import Plan, plan
+from disttrain_core.status_from_pods import aggregate, record_restart
+from job_builder import JobBuilder
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+IN_PLACE = BuildSettings(restart_in_place=True)
+RETRYABLE = list(range(128, 256))
+
+
+def _job(policy: str = "ExitCode", **run_policy: Any) -> DistTrainJob:
+    return JobBuilder().counts({"Worker": 2}, restartPolicy=policy).run_policy(**run_policy).job()
+
+
+def _container(job: DistTrainJob, settings: BuildSettings = IN_PLACE, kind: ReplicaType = ReplicaType.WORKER) -> Any:
+    return objects.pod(job, kind, 0, settings)["spec"]["containers"][0]
+
+
+def test_a_job_that_restarts_as_a_whole_restarts_in_place_on_every_code_its_policy_restarts_for() -> None:
+    job = _job()
+    manifest = objects.pod(job, ReplicaType.WORKER, 0, IN_PLACE)
+    container = manifest["spec"]["containers"][0]
+    assert container["restartPolicy"] == "Never"
+    assert container["restartPolicyRules"] == [
+        {"action": "Restart", "exitCodes": {"operator": "In", "values": RETRYABLE}}
+    ]
+    assert manifest["metadata"]["annotations"][RUNS_COUNTED] == "0"
+    assert manifest["spec"]["restartPolicy"] == "Never"  # a code outside the rule fails the pod, as before
+
+
+def test_the_rule_leaves_out_what_the_failure_policy_fails_and_what_diverged() -> None:
+    rules = [{"action": "FailJob", "onExitCodes": {"operator": "In", "values": [137]}}]
+    assert in_place.restart_codes(_job(failurePolicy={"rules": rules}), ReplicaType.WORKER) == [
+        code for code in RETRYABLE if code != 137
+    ]
+    on_failure = _container(_job(policy="OnFailure"))["restartPolicyRules"][0]["exitCodes"]
+    assert on_failure == {"operator": "NotIn", "values": [0, ExitCode.DIVERGED]}  # the shorter list of the two
+
+
+def test_no_rule_where_the_cluster_or_the_job_does_not_restart_in_place_or_the_template_has_its_own() -> None:
+    assert "restartPolicyRules" not in _container(_job(), BuildSettings())
+    assert "restartPolicyRules" not in _container(_job(restartScope="Replica"))  # restarts a replica alone
+    assert "restartPolicyRules" not in _container(_job(policy="Never"))  # no code restarts
+    own = {"action": "Restart", "exitCodes": {"operator": "In", "values": [42]}}
+    job = _job()
+    template = job.spec.replica_specs[ReplicaType.WORKER].template
+    template["spec"]["containers"][0] |= {"restartPolicy": "Never", "restartPolicyRules": [own]}
+    manifest = objects.pod(job, ReplicaType.WORKER, 0, IN_PLACE)
+    assert manifest["spec"]["containers"][0]["restartPolicyRules"] == [own]
+    assert RUNS_COUNTED not in manifest["metadata"]["annotations"]
+
+
+def _body(restarts: int, counted: str | None, exit_code: int = 137) -> dict[str, Any]:
+    annotations = {ATTEMPT: "3", **({} if counted is None else {RUNS_COUNTED: counted})}
+    last = {"terminated": {"exitCode": exit_code, "reason": "Error", "finishedAt": "2026-01-01T00:00:00Z"}}
+    container = {"name": "tensorflow", "restartCount": restarts, "state": {"running": {}}, "lastState": last}
+    labels = {"disttrain.io/replica-type": "worker", "disttrain.io/replica-index": "0"}
+    metadata = {"name": "job-worker-0", "uid": "u", "labels": labels, "annotations": annotations}
+    return {"metadata": metadata, "status": {"phase": "Running", "containerStatuses": [container]}}
+
+
+def test_a_pod_that_restarts_in_place_reports_its_runs_and_each_run_is_an_attempt() -> None:
+    view = pod_view(_body(restarts=2, counted="1"))
+    assert view is not None and view.runs is not None
+    assert (view.runs.ended, view.runs.counted, view.runs.exit_code, view.runs.uncounted) == (2, 1, 137, True)
+    assert view.runs.finished_at == NOW
+    assert view.attempt == 5  # made as attempt 3, and restarted twice
+    plain = pod_view(_body(restarts=2, counted=None))
+    assert plain is not None and (plain.runs, plain.attempt) == (None, 3)
+    forged = pod_view(_body(restarts=2, counted="-4"))  # a tenant's own value that is no count: not followed
+    assert forged is not None and forged.runs is None
+
+
+def _worker(index: int, ended: int = 0, counted: int = 0, exit_code: int | None = None, **fields: Any) -> PodView:
+    runs = Runs(ended=ended, counted=counted, exit_code=exit_code, finished_at=NOW if exit_code else None)
+    name = f"job-worker-{index}"
+    return PodView(name, ReplicaType.WORKER, index, PodPhase.RUNNING, uid=f"uid-{index}", runs=runs, **fields)
+
+
+def _plan(job: DistTrainJob, pods: list[PodView], now: datetime = NOW, handled: frozenset[str] = frozenset()) -> Plan:
+    status = aggregate(job, pods, created=True, now=now)
+    return plan(job.model_copy(update={"status": status}), pods, [], IN_PLACE, now=now, handled=handled)
+
+
+def test_a_run_that_ended_in_place_restarts_the_job_in_place_counted_once() -> None:
+    """Worker 0 was killed and restarted in place; worker 1 still runs its first run: neither is deleted, the
+    restart is counted with worker 0's exit code, and it covers worker 0's run that ended and worker 1's to come."""
+    job = _job()
+    pods = [_worker(0, ended=1, exit_code=137), _worker(1)]
+    decided = _plan(job, pods)
+    assert decided.delete == [] and decided.restart is not None
+    assert decided.restart.in_place == (("job-worker-0", 1), ("job-worker-1", 1))
+    assert [(pod.name, pod.exit_code, pod.uid) for pod in decided.restart.failed] == [
+        ("job-worker-0", 137, in_place.run_key("uid-0", 1))
+    ]
+    assert "exit code 137" in decided.restart.message and "the whole job restarts" in decided.restart.message
+    # that run handled, nothing more happens: not even for worker 1, which ends as it was counted to
+    handled = frozenset({in_place.run_key("uid-0", 1), in_place.run_key("uid-1", 1)})
+    counted = [_worker(0, ended=1, counted=1, exit_code=137), _worker(1, ended=1, counted=1, exit_code=130)]
+    assert _plan(job, counted, handled=handled).restart is None
+    assert _plan(job, counted).restart is None  # the counts written on the pods say so to a fresh operator
+
+
+def test_a_pod_owed_a_restart_in_place_is_replaced_with_its_peers_after_the_grace_and_one_that_failed_at_once() -> None:
+    job = _job()
+    status = record_restart(aggregate(job, [], created=True, now=NOW), [], "worker 0 failed", NOW, 1)
+    job = job.model_copy(update={"status": status})
+    owed = [_worker(0, ended=1, counted=1, exit_code=137), _worker(1, ended=0, counted=1)]
+    waiting = plan(job, owed, [], IN_PLACE, now=NOW + timedelta(seconds=5))
+    assert (waiting.delete, waiting.restart, waiting.wake_at) == ([], None, NOW + in_place.IN_PLACE_GRACE)
+    late = plan(job, owed, [], IN_PLACE, now=NOW + in_place.IN_PLACE_GRACE)
+    assert (late.delete, late.restart, late.fail) == (["job-worker-0", "job-worker-1"], None, None)  # all anew
+    # a user's image that exits 1 on losing its peer: a permanent code, but an end the restart counted already
+    failed = replace(owed[1], phase=PodPhase.FAILED, exit_code=ExitCode.INTERNAL_ERROR)
+    ended = plan(job, [owed[0], failed], [], IN_PLACE, now=NOW + timedelta(seconds=5))
+    assert (ended.delete, ended.restart, ended.fail) == (["job-worker-1"], None, None)
+
+
+def test_a_quick_restart_replaces_every_pod_for_the_pause_it_earns() -> None:
+    job = _job()
+    status = record_restart(aggregate(job, [], created=True, now=NOW), [], "worker 0 failed", NOW, 1)
+    job = job.model_copy(update={"status": status})
+    pods = [_worker(0, ended=2, counted=1, exit_code=137), _worker(1, ended=1, counted=1)]
+    decided = plan(job, pods, [], IN_PLACE, now=NOW + timedelta(seconds=5))
+    assert decided.restart is not None and decided.restart.in_place == ()
+    assert decided.delete == ["job-worker-0", "job-worker-1"]
+
+
+def test_a_failure_past_the_backoff_limit_fails_the_job_however_it_restarted() -> None:
+    job = _job(backoffLimit=0)
+    decided = _plan(job, [_worker(0, ended=1, exit_code=137), _worker(1)])
+    assert decided.fail is not None and decided.fail.reason == "BackoffLimitExceeded"
