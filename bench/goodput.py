@@ -27,6 +27,7 @@ from typing import Any
 from harness import Cluster, Side, namespace
 
 from disttrain_dev import cluster as devcluster
+from disttrain_dev import node_kinds
 
 STEPS_PER_EPOCH = 1437 // 64  # the bundled digits' training split at the default batch
 JOB = "goodput"
@@ -183,7 +184,7 @@ def _evict(bench: Cluster, scope: str, pod: str) -> bool:
 def run_once(bench: Cluster, side: Side, setup: Setup, every: float | None, log: Path) -> Outcome:
     """One job from creation to its end, worker 1 evicted every `every` seconds (None: never)."""
     version, resource = side.jobs
-    with namespace(bench, "goodput", process_node=True) as scope:
+    with namespace(bench, "goodput", node=node_kinds.PROCESS) as scope:
         under_test = side.start(bench, scope, log)
         try:
             checkpoints = log.parent / f"checkpoints-{scope}"

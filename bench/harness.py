@@ -31,7 +31,7 @@ from urllib3.exceptions import HTTPError
 
 from disttrain_core.builders.events import COMPONENT
 from disttrain_dev import cluster as devcluster
-from disttrain_dev import node_kinds, peer
+from disttrain_dev import peer
 from disttrain_dev.cluster import UNATTENDED_ANNOTATION, crd_established
 from disttrain_dev.kubelet import KubeletApi
 from disttrain_dev.polling import wait_for
@@ -118,15 +118,15 @@ BENCH_LABEL = "disttrain.io/bench"
 
 
 @contextmanager
-def namespace(bench: Cluster, prefix: str, *, process_node: bool = False) -> Iterator[str]:
-    """A namespace of the benchmark's own (whose pods run on the process node, with `process_node`), emptied
-    of its pods, Services and jobs afterwards. It is deleted with the benchmark's others at its end
+def namespace(bench: Cluster, prefix: str, *, node: str | None = None) -> Iterator[str]:
+    """A namespace of the benchmark's own (whose pods run on the node of that kind, `node_kinds`, if one is
+    named), emptied of its pods, Services and jobs afterwards. It is deleted with the benchmark's others at its end
     (`delete_namespaces`): the namespace controller waits 5 s before it empties a deleted namespace, however
     little it holds, and what it deletes then would count against the next round's quiet (`settle`)."""
     name = f"{prefix}-{uuid.uuid4().hex[:6]}"
     labels = {BENCH_LABEL: "true"}
-    if process_node:
-        bench.kube.create(devcluster.node_namespace(name, node_kinds.PROCESS, labels))
+    if node is not None:
+        bench.kube.create(devcluster.node_namespace(name, node, labels))
     else:
         bench.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}})
     try:

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import goodput
+import restarts
 import trainer
 from harness import (
     BESIDE_HOSTILE,
@@ -55,9 +56,12 @@ from disttrain_cli.render import render_objects
 from disttrain_core.api.tenant_input import JOB_GONE_SINCE, LOG_MAX_BYTES, LOG_TTL
 from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.kept_logs import JOB_UID_LABEL, KEPT_LOG_LABEL, OUTLIVES_JOB_LABEL
+from disttrain_dev import cluster as devcluster
+from disttrain_dev import images, node_kinds, real_node
 from disttrain_dev.polling import wait_for
 
 LOGS = Path(tempfile.gettempdir()) / "disttrain-bench"
+ROOT = Path(__file__).resolve().parent.parent
 Rotated = TypeVar("Rotated")  # a side, or None for the floor
 
 
@@ -581,6 +585,19 @@ def goodput_benchmark(args: argparse.Namespace) -> str:
     return goodput.summary(outcomes, total, args.every)
 
 
+def restarts_benchmark(args: argparse.Namespace) -> str:
+    if node_kinds.REAL in args.node:
+        missing = real_node.missing_requirement()
+        if missing is not None:
+            raise SystemExit(f"the real node cannot run here: {missing}")
+        devcluster.up(log=False, real_node=True)
+        devcluster.load_images([f"{name}:{images.VERSION}" for name in images.ensure_images(ROOT)])
+    bench = local_cluster(process_node=True)
+    outcomes = restarts.measure(bench, args.node, args.kills, LOGS, args.run_limit)
+    _record(args, "restarts", [asdict(outcome) for outcome in outcomes])
+    return restarts.summary(outcomes)
+
+
 def _recorded(args: argparse.Namespace) -> dict[str, Any]:
     """What the JSON file --record names holds so far (nothing without one)."""
     path = Path(args.record) if args.record else None
@@ -606,6 +623,36 @@ def _on_the_cluster(benchmark: Callable[[argparse.Namespace], str]) -> Callable[
             delete_namespaces(local_cluster())
 
     return run
+
+
+def _tensorflow_benchmarks(benchmarks: Any) -> None:
+    """The benchmarks that run real trainers: they need the trainer extra."""
+    goodput_parser = benchmarks.add_parser("goodput", help="a job preempted every N seconds (TensorFlow)")
+    goodput_parser.add_argument("--epochs", type=int, default=240, help="the job's length (22 steps an epoch)")
+    goodput_parser.add_argument(
+        "--every", type=float, nargs="+", default=[30.0, 60.0], help="seconds between evictions"
+    )
+    goodput_parser.add_argument("--peer", action="store_true", help="the same job as a TFJob under training-operator")
+    goodput_parser.add_argument("--evictions", type=int, default=4, help="at most this many evictions a run")
+    goodput_parser.add_argument("--run-limit", type=float, default=1800.0, help="seconds a run may take at most")
+    goodput_parser.add_argument("--trainer-before", help="another checkout whose trainer runs the job too, as a side")
+    goodput_parser.set_defaults(run=_on_the_cluster(goodput_benchmark))
+    restarts_parser = benchmarks.add_parser(
+        "restarts", help="whole-job restarts in place against recreated (TensorFlow)"
+    )
+    restarts_parser.add_argument(
+        "--node",
+        nargs="+",
+        choices=[node_kinds.PROCESS, node_kinds.REAL],
+        default=[node_kinds.PROCESS, node_kinds.REAL],
+    )
+    restarts_parser.add_argument("--kills", type=int, default=3, help="worker 1's trainer killed this often a run")
+    restarts_parser.add_argument("--run-limit", type=float, default=300.0, help="seconds each wait may take at most")
+    restarts_parser.set_defaults(run=_on_the_cluster(restarts_benchmark))
+    trainer_parser = benchmarks.add_parser("trainer", help="MultiWorkerMirrored against one process (TensorFlow)")
+    trainer_parser.add_argument("--batch", type=int, default=256, help="global batch size")
+    trainer_parser.add_argument("--steps", type=int, default=60)
+    trainer_parser.set_defaults(run=lambda args: trainer.main(args.batch, args.steps))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -650,20 +697,7 @@ def main(argv: list[str] | None = None) -> int:
     growth_parser.add_argument("--jobs", type=int, nargs="+", default=[250, 1000, 2500, 5000])
     growth_parser.add_argument("--no-floor", action="store_true", help="the operators alone: a size's run is shorter")
     growth_parser.set_defaults(run=_on_the_cluster(growth))
-    goodput_parser = benchmarks.add_parser("goodput", help="a job preempted every N seconds (TensorFlow)")
-    goodput_parser.add_argument("--epochs", type=int, default=240, help="the job's length (22 steps an epoch)")
-    goodput_parser.add_argument(
-        "--every", type=float, nargs="+", default=[30.0, 60.0], help="seconds between evictions"
-    )
-    goodput_parser.add_argument("--peer", action="store_true", help="the same job as a TFJob under training-operator")
-    goodput_parser.add_argument("--evictions", type=int, default=4, help="at most this many evictions a run")
-    goodput_parser.add_argument("--run-limit", type=float, default=1800.0, help="seconds a run may take at most")
-    goodput_parser.add_argument("--trainer-before", help="another checkout whose trainer runs the job too, as a side")
-    goodput_parser.set_defaults(run=_on_the_cluster(goodput_benchmark))
-    trainer_parser = benchmarks.add_parser("trainer", help="MultiWorkerMirrored against one process (TensorFlow)")
-    trainer_parser.add_argument("--batch", type=int, default=256, help="global batch size")
-    trainer_parser.add_argument("--steps", type=int, default=60)
-    trainer_parser.set_defaults(run=lambda args: trainer.main(args.batch, args.steps))
+    _tensorflow_benchmarks(benchmarks)
     args = parser.parse_args(argv)
     LOGS.mkdir(parents=True, exist_ok=True)
     print(args.run(args))

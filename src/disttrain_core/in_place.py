@@ -117,5 +117,6 @@ def run_key(uid: str, run: int) -> str:
 
 
 def end_counted(pod: PodView) -> bool:
-    """A pod that ended whose end a restart already counted (it was to restart in place, and failed instead)."""
-    return pod.runs is not None and pod.ended and pod.runs.counted > pod.runs.ended
+    """A pod that ended whose end a restart already counted: it was to restart in place, and failed instead (its
+    peer lost, a user's image exits as it pleases; a kubelet that follows no rule)."""
+    return pod.runs is not None and pod.ended and pod.runs.counted >= pod.runs.ended > 0

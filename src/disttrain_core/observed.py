@@ -23,7 +23,7 @@ from disttrain_core.api.spec import MAX_ATTEMPT, ReplicaType
 from disttrain_core.api.status import MAX_DISRUPTION_REASON, Evaluation
 from disttrain_core.api.tenant_input import PodLogNotes, PodRunNotes
 from disttrain_core.builders import naming
-from disttrain_core.kept_logs import essentials, log_due, previous_run_due
+from disttrain_core.kept_logs import essentials, log_due, previous_run_due, run_index
 from disttrain_core.progress import Report, parse_evaluation, parse_report
 from disttrain_core.types import Body
 
@@ -148,14 +148,21 @@ def _container_status(status: Mapping[str, Any], container_name: str) -> Mapping
 
 
 def runs(metadata: Mapping[str, Any], status: Mapping[str, Any], container_name: str) -> Runs | None:
-    """The trainer container's runs, for a pod the operator made to restart in place; None for any other."""
+    """The trainer container's runs, for a pod the operator made to restart in place; None for any other. The
+    kubelet counts a container's restarts once the next run starts: a run that ended is read from its state
+    (ended, or waiting out CrashLoopBackOff) before that, as soon as it shows."""
     counted = PodRunNotes.of(metadata).counted
     if counted is None:
         return None
     container = _container_status(status, container_name)
     restarts = container.get("restartCount")
-    ended = restarts if isinstance(restarts, int) and 0 <= restarts <= MAX_ATTEMPT else 0
+    ended = restarts if isinstance(restarts, int) and 0 <= restarts < MAX_ATTEMPT else 0
+    state = container.get("state") or {}
     last = (container.get("lastState") or {}).get("terminated") or {}
+    if state.get("terminated"):
+        ended, last = ended + 1, state["terminated"]
+    elif state.get("waiting") and last:
+        ended += 1
     code = last.get("exitCode")
     return Runs(
         ended=ended,
@@ -288,6 +295,7 @@ def pod_view(body: dict[str, Any], tensorflow_container: str = "tensorflow") -> 
     due, run_due = log_due(body), previous_run_due(body)
     in_place = runs(metadata, status, tensorflow_container)
     attempt = PodLogNotes.of(metadata).attempt
+    run = run_index(body)  # the latest run's, from 0: an attempt a run, where it restarts in place
     return PodView(
         name=str(metadata.get("name", "")),
         replica_type=replica_type,
@@ -308,7 +316,7 @@ def pod_view(body: dict[str, Any], tensorflow_container: str = "tensorflow") -> 
         log_due=due,
         run_log_due=run_due,
         log_due_body=essentials(body) if due or run_due else None,
-        attempt=attempt + in_place.ended if attempt is not None and in_place is not None else attempt,
+        attempt=attempt + run if attempt is not None else None,
         released=metadata.get("deletionTimestamp") is not None and metadata.get("deletionGracePeriodSeconds") == 0,
         unschedulable=unschedulable(body),
         resource_version=str(metadata["resourceVersion"]) if metadata.get("resourceVersion") else None,

@@ -132,3 +132,17 @@ def test_goodput_under_evictions_beside_the_peer(bench_cluster: Cluster, process
     pattern = rf"goodput steps=990 every=5 operator_5={FIGURE} operator_5_redone=-?{FIGURE} operator_5_evictions=1 "
     pattern += rf"operator_5_counted=0 operator_5_resumed={FIGURE} peer_5=0.00 peer_5_failed=1 peer_5_evictions=1"
     assert re.fullmatch(pattern, last), last
+
+
+@pytest.mark.tensorflow
+@pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="needs the trainer extra")
+def test_restarts_in_place_against_recreated_on_the_process_node(
+    bench_cluster: Cluster, process_cluster: Cluster
+) -> None:
+    """Worker 1's trainer killed once under each mode: in place the pods stay, recreated they do not; both
+    count the restart. The real node's figures (`--node real`) are docs/benchmarks.md's."""
+    last = _bench("restarts", "--node", "process", "--kills", "1")
+    pattern = rf"restarts kills=1 process_in-place={FIGURE} process_in-place_same_pods=1 process_in-place_counted=1 "
+    pattern += rf"process_recreate={FIGURE} process_recreate_same_pods=0 process_recreate_counted=1 "
+    pattern += rf"process_ratio={FIGURE}"
+    assert re.fullmatch(pattern, last), last

@@ -67,12 +67,15 @@ def to_follow(body: Body) -> bool:
 
 
 def previous_run_due(body: Body) -> int | None:
-    """In a pod that restarts in place and keeps its logs, the run whose log is to be kept now as the previous
-    one's (the kubelet keeps the log of one run before the current), while it is there; else None."""
+    """In a pod that restarts in place and keeps its logs, while its trainer runs again, the count of its runs
+    that ended: the log of the last of them is to be kept now, as the run before the current, which the kubelet
+    keeps; else None."""
     run = run_index(body)
     if not run or not keeps_log(body.get("metadata") or {}):
         return None
-    return run if (container_status(body).get("lastState") or {}).get("terminated") else None
+    status = container_status(body)
+    running = "running" in (status.get("state") or {})
+    return run if running and (status.get("lastState") or {}).get("terminated") else None
 
 
 def previous_run(body: Body, run: int) -> Body:

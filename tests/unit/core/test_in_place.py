@@ -127,7 +127,7 @@ def test_a_pod_owed_a_restart_in_place_is_replaced_with_its_peers_after_the_grac
     late = plan(job, owed, [], IN_PLACE, now=NOW + in_place.IN_PLACE_GRACE)
     assert (late.delete, late.restart, late.fail) == (["job-worker-0", "job-worker-1"], None, None)  # all anew
     # a user's image that exits 1 on losing its peer: a permanent code, but an end the restart counted already
-    failed = replace(owed[1], phase=PodPhase.FAILED, exit_code=ExitCode.INTERNAL_ERROR)
+    failed = replace(owed[1], phase=PodPhase.FAILED, exit_code=ExitCode.INTERNAL_ERROR, runs=Runs(ended=1, counted=1))
     ended = plan(job, [owed[0], failed], [], IN_PLACE, now=NOW + timedelta(seconds=5))
     assert (ended.delete, ended.restart, ended.fail) == (["job-worker-1"], None, None)
 
@@ -146,3 +146,17 @@ def test_a_failure_past_the_backoff_limit_fails_the_job_however_it_restarted() -
     job = _job(backoffLimit=0)
     decided = _plan(job, [_worker(0, ended=1, exit_code=137), _worker(1)])
     assert decided.fail is not None and decided.fail.reason == "BackoffLimitExceeded"
+
+
+def test_a_run_that_ended_shows_before_the_kubelet_counts_the_restart() -> None:
+    """The kubelet counts a restart once the next run starts: the run that ended is read from the container's
+    state, ended or waiting out CrashLoopBackOff, and its log is due only once the next run runs."""
+    ended = _body(restarts=1, counted="1")
+    container = ended["status"]["containerStatuses"][0]
+    container["state"] = {"terminated": {"exitCode": 130, "finishedAt": "2026-01-01T00:00:00Z"}}
+    view = pod_view(ended)
+    assert view is not None and view.runs is not None
+    assert (view.runs.ended, view.runs.exit_code, view.run_log_due) == (2, 130, None)
+    container["state"] = {"waiting": {"reason": "CrashLoopBackOff"}}
+    waiting = pod_view(ended)
+    assert waiting is not None and waiting.runs is not None and (waiting.runs.ended, waiting.runs.exit_code) == (2, 137)

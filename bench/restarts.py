@@ -1,0 +1,179 @@
+"""Whole-job restarts in place against recreated pods: the bundled MultiWorkerMirrored digits example (two
+workers, its checkpoint volume, a checkpoint every 40 steps) whose worker 1 trainer is killed (SIGKILL) a few
+times, a checkpoint apart, under this operator with restarts in place and again with them off
+(`DISTTRAIN_RESTART_IN_PLACE=false`), one after the other in one run, on the process node and on the real node
+(the trainer image in containerd).
+
+- **Recovered**: seconds from a kill to worker 0's first progress report of its next run, whether that is
+  the same pod restarted in place or a new pod: a MultiWorkerMirrored step needs every worker, so every
+  worker trains again by then. Worker 0's log is read through the API server as it is written (every 0.2 s),
+  so each figure is late by that much at most, on both sides alike.
+- **Same pods**: whether worker 0 and worker 1 kept their UIDs through every restart.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from harness import Cluster, OperatorUnderTest, namespace
+
+from disttrain_core.api import yaml_io
+from disttrain_dev import cluster as devcluster
+from disttrain_dev import containerd, node_kinds, real_node, versions
+from disttrain_kube.api_errors import LogUnreadableError, TransientApiError
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "local-multi-worker-digits.yaml"
+JOB = "digits-mwms"
+POD = "/api/v1/namespaces/{namespace}/pods/{name}"
+MODES = {"in-place": "true", "recreate": "false"}
+WORKERS = (f"{JOB}-worker-0", f"{JOB}-worker-1")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    node: str
+    mode: str
+    recovered: tuple[float, ...]  # seconds, a kill each
+    same_pods: bool
+    restarts: int  # what the job's status counted
+
+
+def job_manifest(epochs: int) -> str:
+    """The example, with enough epochs for every kill."""
+    return re.sub(r'"--epochs", "\d+"', f'"--epochs", "{epochs}"', EXAMPLE.read_text())
+
+
+def _pod(bench: Cluster, scope: str, name: str) -> dict[str, Any] | None:
+    return bench.kube.read(POD, {"namespace": scope, "name": name})
+
+
+def _run(pod: dict[str, Any] | None) -> tuple[str, int] | None:
+    """The pod's uid and how often its trainer restarted in it, while its trainer runs."""
+    if pod is None or pod["metadata"].get("deletionTimestamp"):
+        return None
+    for status in pod.get("status", {}).get("containerStatuses") or []:
+        if status["name"] == "tensorflow" and "running" in (status.get("state") or {}):
+            return pod["metadata"]["uid"], int(status.get("restartCount", 0))
+    return None
+
+
+def _progress_steps(bench: Cluster, scope: str, name: str) -> list[int]:
+    """The steps the pod's current trainer reported so far (none where its log cannot be read yet)."""
+    try:
+        chunks = bench.kube.pod_log_chunks(scope, name, "tensorflow")
+        text = b"".join(chunks).decode(errors="replace")
+    except (LogUnreadableError, TransientApiError):
+        return []
+    steps = []
+    for line in text.splitlines():
+        if line.startswith('{"event": "progress"'):
+            steps.append(int(json.loads(line)["step"]))
+    return steps
+
+
+def _kill(bench: Cluster, scope: str, node: str, pod: dict[str, Any]) -> None:
+    """SIGKILL to the pod's trainer: its process group on the process node, its container's task on the real one."""
+    if node == node_kinds.PROCESS:
+        folder = devcluster.state_dir() / devcluster.PROCESS_NODE / "pods"
+        pid = (folder / f"{scope}_{pod['metadata']['name']}_{pod['metadata']['uid']}" / "tensorflow.pid").read_text()
+        os.killpg(int(pid), signal.SIGKILL)
+        return
+    status = next(s for s in pod["status"]["containerStatuses"] if s["name"] == "tensorflow")
+    container = str(status["containerID"]).removeprefix("containerd://")
+    files = real_node.NodeFiles(devcluster.state_dir())
+    containerd.ctr(files, versions.node_cache_paths(), "tasks", "kill", "--signal", "SIGKILL", container)
+
+
+def _wait(what: str, check: Callable[[], T | None], limit: float) -> T:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.2)
+    raise RuntimeError(f"{what}: not within {limit:.0f} s")
+
+
+def _runs(bench: Cluster, scope: str) -> dict[str, tuple[str, int]] | None:
+    """Both workers' runs, once both trainers run."""
+    runs = {name: _run(_pod(bench, scope, name)) for name in WORKERS}
+    return {name: run for name, run in runs.items() if run is not None} if all(runs.values()) else None
+
+
+def run_once(bench: Cluster, node: str, mode: str, *, kills: int, log: Path, limit: float) -> Outcome:
+    """One job, its worker 1 killed `kills` times, each once worker 0's current run reported 60 steps (it
+    restored a checkpoint at most 40 steps back and made one since)."""
+    worker_0, worker_1 = WORKERS
+    recovered: list[float] = []
+    with namespace(bench, f"restarts-{mode}", node=node) as scope:
+        operator = OperatorUnderTest(bench, [scope], log, env={"DISTTRAIN_RESTART_IN_PLACE": MODES[mode]})
+        try:
+            path = f"/apis/disttrain.io/v1alpha1/namespaces/{scope}/disttrainjobs"
+            bench.kube.request("POST", path, {}, yaml_io.load_all(job_manifest(epochs=2000))[0])
+            first = _wait("both workers running", lambda: _runs(bench, scope), limit)
+            runs = first
+            for _ in range(kills):
+
+                def trained_a_while() -> bool:
+                    steps = _progress_steps(bench, scope, worker_0)
+                    return len(steps) > 1 and steps[-1] - steps[0] >= 60
+
+                _wait("worker 0 training a while", trained_a_while, limit)
+                victim = _pod(bench, scope, worker_1)
+                assert victim is not None
+                killed = time.monotonic()
+                _kill(bench, scope, node, victim)
+                before = runs[worker_0]
+
+                def stepping(before: tuple[str, int] = before) -> bool:
+                    now = _run(_pod(bench, scope, worker_0))
+                    return now is not None and now != before and bool(_progress_steps(bench, scope, worker_0))
+
+                _wait("worker 0's next run stepping", stepping, limit)
+                recovered.append(round(time.monotonic() - killed, 1))
+                runs = _wait("both workers running", lambda: _runs(bench, scope), limit)
+            job = bench.kube.read(f"{path}/{JOB}", {}) or {}
+            same = all(runs[name][0] == first[name][0] for name in WORKERS)
+            return Outcome(node, mode, tuple(recovered), same, int(job.get("status", {}).get("restartCount", 0)))
+        finally:
+            operator.stop()
+
+
+def measure(bench: Cluster, nodes: list[str], kills: int, logs: Path, limit: float) -> list[Outcome]:
+    """On each node, a run with restarts in place and one with pods recreated, one after the other."""
+    outcomes = []
+    for node in nodes:
+        for mode in MODES:
+            outcome = run_once(bench, node, mode, kills=kills, log=logs / f"restarts-{node}-{mode}.log", limit=limit)
+            outcomes.append(outcome)
+            print(outcome, flush=True)
+    return outcomes
+
+
+def summary(outcomes: list[Outcome]) -> str:
+    """`restarts kills=K process_in-place=S process_recreate=S process_ratio=R ... ` with the median seconds
+    from a kill to every worker training again, whether the pods stayed, and the restarts counted."""
+    parts = [f"restarts kills={len(outcomes[0].recovered) if outcomes else 0}"]
+    by_node: dict[str, dict[str, Outcome]] = {}
+    for outcome in outcomes:
+        by_node.setdefault(outcome.node, {})[outcome.mode] = outcome
+        median = statistics.median(outcome.recovered)
+        parts.append(f"{outcome.node}_{outcome.mode}={median:.1f}")
+        parts.append(f"{outcome.node}_{outcome.mode}_same_pods={int(outcome.same_pods)}")
+        parts.append(f"{outcome.node}_{outcome.mode}_counted={outcome.restarts}")
+    for node, modes in by_node.items():
+        if len(modes) == len(MODES):
+            ratio = statistics.median(modes["in-place"].recovered) / statistics.median(modes["recreate"].recovered)
+            parts.append(f"{node}_ratio={ratio:.2f}")
+    return " ".join(parts)
