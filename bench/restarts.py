@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 from harness import Cluster, OperatorUnderTest, namespace
 
 from disttrain_core.api import yaml_io
+from disttrain_core.status_from_pods import HEALTHY_RUN
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import containerd, node_kinds, real_node, versions
 from disttrain_kube.api_errors import LogUnreadableError, TransientApiError
@@ -41,12 +42,27 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True)
+class Recovery:
+    """Seconds from a kill to worker 0's next run: running, `started` (TensorFlow loaded, its peers joined, the
+    collective set up), `training` (the checkpoint restored) and its first progress report."""
+
+    running: float
+    started: float | None
+    training: float | None
+    stepping: float
+
+
+@dataclass(frozen=True)
 class Outcome:
     node: str
     mode: str
-    recovered: tuple[float, ...]  # seconds, a kill each
+    recoveries: tuple[Recovery, ...]  # a kill each
     same_pods: bool
     restarts: int  # what the job's status counted
+
+    @property
+    def recovered(self) -> list[float]:
+        return [recovery.stepping for recovery in self.recoveries]
 
 
 def job_manifest(epochs: int) -> str:
@@ -68,18 +84,17 @@ def _run(pod: dict[str, Any] | None) -> tuple[str, int] | None:
     return None
 
 
-def _progress_steps(bench: Cluster, scope: str, name: str) -> list[int]:
-    """The steps the pod's current trainer reported so far (none where its log cannot be read yet)."""
+def _events(bench: Cluster, scope: str, name: str) -> list[dict[str, Any]]:
+    """The events the pod's current trainer logged so far (none where its log cannot be read yet)."""
     try:
-        chunks = bench.kube.pod_log_chunks(scope, name, "tensorflow")
-        text = b"".join(chunks).decode(errors="replace")
+        text = b"".join(bench.kube.pod_log_chunks(scope, name, "tensorflow")).decode(errors="replace")
     except (LogUnreadableError, TransientApiError):
         return []
-    steps = []
-    for line in text.splitlines():
-        if line.startswith('{"event": "progress"'):
-            steps.append(int(json.loads(line)["step"]))
-    return steps
+    return [json.loads(line) for line in text.splitlines() if line.startswith('{"event": ')]
+
+
+def _progress_steps(bench: Cluster, scope: str, name: str) -> list[int]:
+    return [int(event["step"]) for event in _events(bench, scope, name) if event["event"] == "progress"]
 
 
 def _kill(bench: Cluster, scope: str, node: str, pod: dict[str, Any]) -> None:
@@ -105,6 +120,23 @@ def _wait(what: str, check: Callable[[], T | None], limit: float) -> T:
     raise RuntimeError(f"{what}: not within {limit:.0f} s")
 
 
+def _next_run(bench: Cluster, scope: str, before: tuple[str, int], killed: float, limit: float) -> Recovery:
+    """Worker 0's next run after `before`, followed until its first progress report, each step timed."""
+    marks: dict[str, float] = {}
+    deadline = killed + limit
+    while time.monotonic() < deadline:
+        now = _run(_pod(bench, scope, WORKERS[0]))
+        if now is not None and now != before:
+            marks.setdefault("running", time.monotonic())
+            for event in _events(bench, scope, WORKERS[0]):
+                marks.setdefault(event["event"], time.monotonic())
+            if "progress" in marks:
+                after = {key: round(at - killed, 1) for key, at in marks.items()}
+                return Recovery(after["running"], after.get("started"), after.get("training"), after["progress"])
+        time.sleep(0.2)
+    raise RuntimeError(f"worker 0's next run: no progress within {limit:.0f} s")
+
+
 def _runs(bench: Cluster, scope: str) -> dict[str, tuple[str, int]] | None:
     """Both workers' runs, once both trainers run."""
     runs = {name: _run(_pod(bench, scope, name)) for name in WORKERS}
@@ -113,16 +145,17 @@ def _runs(bench: Cluster, scope: str) -> dict[str, tuple[str, int]] | None:
 
 def run_once(bench: Cluster, node: str, mode: str, *, kills: int, log: Path, limit: float) -> Outcome:
     """One job, its worker 1 killed `kills` times, each once worker 0's current run reported 60 steps (it
-    restored a checkpoint at most 40 steps back and made one since)."""
+    restored a checkpoint at most 40 steps back and made one since) and the job ran a while since the last
+    (a restart that comes sooner is a quick one, which pauses the job and recreates its pods in either mode)."""
     worker_0, worker_1 = WORKERS
-    recovered: list[float] = []
+    recoveries: list[Recovery] = []
     with namespace(bench, f"restarts-{mode}", node=node) as scope:
         operator = OperatorUnderTest(bench, [scope], log, env={"DISTTRAIN_RESTART_IN_PLACE": MODES[mode]})
         try:
             path = f"/apis/disttrain.io/v1alpha1/namespaces/{scope}/disttrainjobs"
             bench.kube.request("POST", path, {}, yaml_io.load_all(job_manifest(epochs=2000))[0])
             first = _wait("both workers running", lambda: _runs(bench, scope), limit)
-            runs = first
+            runs, running_since = first, time.monotonic()
             for _ in range(kills):
 
                 def trained_a_while() -> bool:
@@ -130,22 +163,19 @@ def run_once(bench: Cluster, node: str, mode: str, *, kills: int, log: Path, lim
                     return len(steps) > 1 and steps[-1] - steps[0] >= 60
 
                 _wait("worker 0 training a while", trained_a_while, limit)
+                time.sleep(max(0.0, running_since + HEALTHY_RUN.total_seconds() + 5 - time.monotonic()))
                 victim = _pod(bench, scope, worker_1)
                 assert victim is not None
                 killed = time.monotonic()
                 _kill(bench, scope, node, victim)
-                before = runs[worker_0]
-
-                def stepping(before: tuple[str, int] = before) -> bool:
-                    now = _run(_pod(bench, scope, worker_0))
-                    return now is not None and now != before and bool(_progress_steps(bench, scope, worker_0))
-
-                _wait("worker 0's next run stepping", stepping, limit)
-                recovered.append(round(time.monotonic() - killed, 1))
+                recovery = _next_run(bench, scope, runs[worker_0], killed, limit)
+                recoveries.append(recovery)
+                running_since = killed + recovery.stepping
                 runs = _wait("both workers running", lambda: _runs(bench, scope), limit)
             job = bench.kube.read(f"{path}/{JOB}", {}) or {}
             same = all(runs[name][0] == first[name][0] for name in WORKERS)
-            return Outcome(node, mode, tuple(recovered), same, int(job.get("status", {}).get("restartCount", 0)))
+            counted = int(job.get("status", {}).get("restartCount", 0))
+            return Outcome(node, mode, tuple(recoveries), same, counted)
         finally:
             operator.stop()
 

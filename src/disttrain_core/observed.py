@@ -51,6 +51,7 @@ class Runs:
 
     ended: int
     counted: int
+    backing_off: bool = False  # the kubelet holds its next start back (CrashLoopBackOff)
     exit_code: int | None = None
     reason: str | None = None
     message: str | None = None
@@ -147,6 +148,9 @@ def _container_status(status: Mapping[str, Any], container_name: str) -> Mapping
     return next((entry for entry in statuses if isinstance(entry, Mapping) and entry.get("name") == container_name), {})
 
 
+CRASH_LOOP_BACK_OFF = "CrashLoopBackOff"  # the kubelet's reason for a container whose next start it holds back
+
+
 def runs(metadata: Mapping[str, Any], status: Mapping[str, Any], container_name: str) -> Runs | None:
     """The trainer container's runs, for a pod the operator made to restart in place; None for any other. The
     kubelet counts a container's restarts once the next run starts: a run that ended is read from its state
@@ -167,6 +171,7 @@ def runs(metadata: Mapping[str, Any], status: Mapping[str, Any], container_name:
     return Runs(
         ended=ended,
         counted=counted,
+        backing_off=(state.get("waiting") or {}).get("reason") == CRASH_LOOP_BACK_OFF,
         exit_code=code if isinstance(code, int) else None,
         reason=str(last["reason"])[:MAX_DISRUPTION_REASON] if last.get("reason") else None,
         message=failure_message(last.get("message")),

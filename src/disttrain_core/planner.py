@@ -268,6 +268,13 @@ def plan(
     evaluated_by = evaluation_due(job, pods)  # the Evaluator's time for the final checkpoint runs out
     still_there = [pod.name for pod in pods if pod.uid in handled and not pod.deleting and pod not in keeping]
     overdue, in_place_due = _past_in_place_grace(job, pods, now)
+    # A trainer the kubelet holds back (10 s after a restart within 10 minutes of the last, doubling to 5 minutes)
+    # starts sooner in a pod of its own; its run's end is counted first.
+    held_back = [
+        pod.name
+        for pod in pods
+        if pod.runs is not None and pod.runs.backing_off and not pod.runs.uncounted and not pod.deleting
+    ]
     paused_until = _paused_until(job, now)
     held = paused_until is not None or settings.gang.oversized(job) is not None
     missing = _startable(_missing(job, pods, children, settings, awaited=awaited, with_pods=not held), pods)
@@ -279,7 +286,7 @@ def plan(
     return Plan(
         create=missing.objects,
         more=missing.more,
-        delete=sorted({*(restart.pods if restart else ()), *still_there, *overdue}),
+        delete=sorted({*(restart.pods if restart else ()), *still_there, *overdue, *held_back}),
         force_delete=stuck,
         restart=restart,
         wake_at=min(filter(None, wakes), default=None),

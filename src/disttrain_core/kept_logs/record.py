@@ -147,7 +147,11 @@ def surplus(kept: Iterable[Body], keep: int = KEPT_ATTEMPTS_PER_REPLICA) -> list
 
 
 def _terminated(pod: Body) -> Mapping[str, Any]:
-    return dict((container_status(pod).get("state") or {}).get("terminated") or {})
+    """How its container's run ended: its state, or its last state while the next run waits to start."""
+    status = container_status(pod)
+    state = status.get("state") or {}
+    last = (status.get("lastState") or {}).get("terminated") if "waiting" in state else None
+    return dict(state.get("terminated") or last or {})
 
 
 def kept_log(pod: Body, tail: LogTail, now: datetime, *, job_present: bool, attempt: int = 1) -> Manifest | None:

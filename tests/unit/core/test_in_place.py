@@ -160,3 +160,19 @@ def test_a_run_that_ended_shows_before_the_kubelet_counts_the_restart() -> None:
     container["state"] = {"waiting": {"reason": "CrashLoopBackOff"}}
     waiting = pod_view(ended)
     assert waiting is not None and waiting.runs is not None and (waiting.runs.ended, waiting.runs.exit_code) == (2, 137)
+
+
+def test_a_trainer_the_kubelet_holds_back_is_replaced_once_its_run_is_counted() -> None:
+    """A restart within 10 minutes of the last waits out the kubelet's CrashLoopBackOff (10 s, doubling): a pod
+    of its own starts sooner. Its run's end is counted first, in place, then the pod goes."""
+    job = _job()
+    held = Runs(ended=2, counted=1, backing_off=True, exit_code=137, finished_at=NOW)
+    first = _plan(job, [_worker(0, ended=1, counted=1), replace(_worker(1), runs=held)])
+    assert first.restart is not None and first.delete == []
+    counted = replace(held, counted=2)
+    then = _plan(job, [_worker(0, ended=2, counted=2), replace(_worker(1), runs=counted)])
+    assert (then.restart, then.delete) == (None, ["job-worker-1"])
+    waiting = _body(restarts=1, counted="2")
+    waiting["status"]["containerStatuses"][0]["state"] = {"waiting": {"reason": "CrashLoopBackOff"}}
+    view = pod_view(waiting)
+    assert view is not None and view.runs is not None and view.runs.backing_off
