@@ -61,6 +61,11 @@ class Runs:
     def uncounted(self) -> bool:
         return self.ended > self.counted
 
+    @property
+    def owed(self) -> bool:
+        """A restart counted the end of the current run, which has not come."""
+        return self.counted > self.ended
+
 
 @dataclass(frozen=True)
 class PodView:
@@ -104,7 +109,7 @@ class PodView:
     def owed_restart_in_place(self) -> bool:
         """A restart counted the end of this pod's current run, which has not come (`disttrain_core.in_place`):
         it is to restart in place, and runs for its job no more."""
-        return self.runs is not None and not self.ended and self.runs.counted > self.runs.ended
+        return self.runs is not None and not self.ended and self.runs.owed
 
     @property
     def lost(self) -> bool:
@@ -306,7 +311,7 @@ def pod_view(body: dict[str, Any], tensorflow_container: str = "tensorflow") -> 
         replica_type=replica_type,
         index=index,
         phase=phase,
-        ready=ready and phase is PodPhase.RUNNING and not (in_place is not None and in_place.counted > in_place.ended),
+        ready=ready and phase is PodPhase.RUNNING and not (in_place is not None and in_place.owed),
         deleting=metadata.get("deletionTimestamp") is not None,
         deletion_time=parse_time(metadata.get("deletionTimestamp")),
         exit_code=failed.get("exitCode"),
