@@ -176,3 +176,18 @@ def test_a_trainer_the_kubelet_holds_back_is_replaced_once_its_run_is_counted() 
     waiting["status"]["containerStatuses"][0]["state"] = {"waiting": {"reason": "CrashLoopBackOff"}}
     view = pod_view(waiting)
     assert view is not None and view.runs is not None and view.runs.backing_off
+
+
+def test_a_count_a_tenant_wrote_on_its_pod_harms_only_that_job() -> None:
+    """The annotation is the tenant's to write too: a count that is no number is not followed (the pod restarts
+    as if it had none), and one too high holds nothing back past the grace, after which the job's pods are
+    made anew, counting nothing."""
+    for forged in ("lots", "1e9", str(2**40)):
+        view = pod_view(_body(restarts=1, counted=forged))
+        assert view is not None and view.runs is None, forged
+    job = _job()
+    status = record_restart(aggregate(job, [], created=True, now=NOW), [], "worker 0 failed", NOW, 1)
+    job = job.model_copy(update={"status": status})
+    inflated = [_worker(0, ended=1, counted=2**31 - 1), _worker(1, ended=1, counted=1)]
+    late = plan(job, inflated, [], IN_PLACE, now=NOW + in_place.IN_PLACE_GRACE)
+    assert (late.delete, late.restart, late.fail) == (["job-worker-0", "job-worker-1"], None, None)
