@@ -28,7 +28,7 @@ from disttrain_core.gang_status import with_gang
 from disttrain_core.in_place import counted_patch, run_key
 from disttrain_core.kueue import MULTIKUEUE, QUEUE_LABEL, WorkloadView
 from disttrain_core.managers import managed_elsewhere
-from disttrain_core.observed import PodView, created_pod_view, own_pods
+from disttrain_core.observed import PodPhase, PodView, created_pod_view, own_pods
 from disttrain_core.planner import STUCK_TERMINATING, Plan, acts_on_losses, plan
 from disttrain_core.progress import Report
 from disttrain_core.served import JobShape, is_served
@@ -526,11 +526,17 @@ def _with_restart(
 
 
 def _after_in_place(next_plan: Plan, pods: list[PodView]) -> list[PodView]:
-    """The pods as the plan's restart in place leaves them: their counts as written, and none ready yet, so that
-    the status says the job restarts (its condition and Event) before its pods say they run again."""
+    """The pods as the plan's restart in place leaves them: their counts as written, and starting, so that the
+    status says the job restarts (its condition and Event) before its pods say they run again, even where every
+    trainer started again before the operator saw one end."""
     counts = dict(next_plan.restart.in_place) if next_plan.restart is not None else {}
     return [
-        replace(pod, ready=False, runs=replace(pod.runs, counted=max(pod.runs.counted, counts[pod.name])))
+        replace(
+            pod,
+            phase=PodPhase.PENDING,
+            ready=False,
+            runs=replace(pod.runs, counted=max(pod.runs.counted, counts[pod.name])),
+        )
         if pod.name in counts and pod.runs is not None
         else pod
         for pod in pods

@@ -582,3 +582,23 @@ def test_a_run_that_ended_in_place_is_counted_on_its_pods_and_nothing_is_deleted
     peer = replace(pods[1], runs=Runs(ended=1, counted=0, exit_code=130, finished_at=setup.now))
     setup.reconcile([restarted, peer, *pods[2:]], children)  # its patch not seen yet: the operator knows
     assert setup.kube.statuses[-1]["restartCount"] == 1
+
+
+def test_a_restart_in_place_says_so_even_where_every_trainer_started_again_before_it_was_seen() -> None:
+    setup = _Setup()
+    setup.reconciler = Reconciler(
+        setup.kube, BuildSettings(restart_in_place=True), lambda *_, **__: None, clock=lambda: setup.now
+    )
+    pods, children = setup.observed(setup.reconcile([], []), running=99)
+    pods = [replace(pod, runs=Runs(ended=0, counted=0)) for pod in pods]
+    setup.reconcile(pods, children)
+    setup.now = START + timedelta(seconds=10)
+    again = [replace(pod, runs=Runs(ended=1, counted=0, exit_code=130, finished_at=START)) for pod in pods]
+    setup.reconcile(again, children)
+    status = setup.kube.statuses[-1]
+    restarting = next(c for c in status["conditions"] if c["type"] == "Restarting")
+    assert (status["restartCount"], status["phase"], restarting["status"]) == (1, "Restarting", "True")
+    counted = [replace(pod, runs=Runs(ended=1, counted=1, exit_code=130, finished_at=START)) for pod in pods]
+    setup.reconcile(counted, children)  # the counts written on the pods seen: they run again
+    recovered = next(c for c in setup.kube.statuses[-1]["conditions"] if c["type"] == "Restarting")
+    assert (setup.kube.statuses[-1]["phase"], recovered["reason"]) == ("Running", "Recovered")
