@@ -468,39 +468,3 @@ def test_at_mid_run_the_time_left_is_within_a_fifth_of_the_time_it_took(
     last_step = next(report for report in reports if report["step"] == total)
     took = (datetime.fromisoformat(last_step["updateTime"]) - datetime.fromisoformat(mid["updateTime"])).total_seconds()
     assert abs(mid["estimatedRemainingSeconds"] - took) <= 0.2 * took, (mid, last_step, took)
-
-
-def test_a_killed_worker_restarts_the_job_in_place_each_run_an_attempt_of_its_own(
-    process_cluster: Cluster, operator: OperatorProcess, process_namespace: str
-) -> None:
-    """Worker 1's trainer killed (SIGKILL) mid-run: the job restarts in place, its two pods kept (their UIDs),
-    counted once with the exit code in its Restarting condition and Event, resumes from its last checkpoint
-    and succeeds with the steps of an uninterrupted run; worker 1's killed run and its next are two attempts,
-    the first kept with its exit code and its log to its last line."""
-    cluster, namespace = process_cluster, process_namespace
-    total = _submit(cluster, namespace, "MultiWorkerMirrored", {"Worker": 2}, epochs=60, checkpoint_every=40)
-    _at_step(cluster, namespace, 100)
-    pods = _uids(cluster, namespace)
-    worker = f"{JOB}-worker-1"
-    os.killpg(int((_pod_folder(cluster, namespace, worker) / "tensorflow.pid").read_text()), signal.SIGKILL)
-    done = _succeeded(cluster, namespace, total)
-    assert _uids(cluster, namespace) == pods  # the same pods, never recreated
-    restarting = _condition(done, "Restarting")
-    assert (done["status"]["restartCount"], restarting["reason"]) == (1, "Recovered")
-    assert f"{worker} failed with exit code 137" in restarting["message"], restarting["message"]
-    assert cluster.has_event(namespace, "Restarting")
-    assert events(_chief_log(cluster, namespace, f"{JOB}-worker-0"), "restored")  # the next run restored
-    runs = cluster.job_pods(namespace, JOB)[worker]["metadata"]["annotations"]
-    assert runs["disttrain.io/runs-counted"] == "1"
-
-    def both_kept() -> list[dict[str, Any]] | None:
-        kept = cluster.items("configmaps", namespace, "disttrain.io/kept-log-of=worker-1")
-        return kept if len(kept) == 2 else None
-
-    cluster.kubectl("delete", "pods", "-n", namespace, "-l", f"disttrain.io/job-name={JOB}", "--wait=true")
-    kept = sorted(wait_for("both of worker 1's attempts kept", both_kept), key=lambda item: item["metadata"]["name"])
-    notes = [item["metadata"]["annotations"] for item in kept]
-    assert (notes[0]["disttrain.io/attempt"], notes[0]["disttrain.io/exit-code"]) == ("1", "137")
-    assert notes[1]["disttrain.io/attempt"] == "2"
-    first = [json.loads(line)["event"] for line in kept[0]["data"]["log"].splitlines() if line.startswith("{")]
-    assert first[0] == "started" and "finished" not in first, first[-5:]  # killed mid-run, its log to the end

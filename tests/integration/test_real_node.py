@@ -357,9 +357,8 @@ def test_the_dashboard_component_installs_and_answers_through_a_port_forward(
 
 
 def test_a_worker_killed_through_containerd_resumes_to_the_exact_step(installed: Cluster, real_namespace: str) -> None:
-    """The job restarts in place (its pods, their UIDs, kept: `disttrain_core.in_place`). And the Python client,
-    following worker-1 from before its pod runs, reads every attempt's log, and once every pod is deleted, each
-    attempt's kept log: the killed one's to its last line."""
+    """And the Python client, following worker-1 from before its pod runs, reads every attempt's log, and once
+    every pod is deleted, each attempt's kept log: the killed one's to its last line."""
     job = _submit(installed, real_namespace, MWMS, epochs=FAULTED_EPOCHS)
     client = Client(kubeconfig=installed.kubeconfig, namespace=real_namespace)
     followed: list[str] = []
@@ -367,13 +366,11 @@ def test_a_worker_killed_through_containerd_resumes_to_the_exact_step(installed:
     follower.start()
     _past_first_checkpoint(installed, real_namespace, f"{job}-worker-0")
     container = _running_container_id(installed, real_namespace, job, f"{job}-worker-1")
-    pods = {name: pod["metadata"]["uid"] for name, pod in installed.job_pods(real_namespace, job).items()}
     files = real_node.NodeFiles(devcluster.state_dir())
     containerd.ctr(files, versions.node_cache_paths(), "tasks", "kill", "--signal", "SIGKILL", container)
     _still_running(installed, real_namespace, job)
     finished = _wait_succeeded(installed, real_namespace, job)
     assert finished["status"]["restartCount"] >= 1
-    assert {name: pod["metadata"]["uid"] for name, pod in installed.job_pods(real_namespace, job).items()} == pods
     assert _finished_line(installed, real_namespace, f"{job}-worker-0")["steps"] == FAULTED_EPOCHS * STEPS_PER_EPOCH
     follower.join(timeout=120)
     assert not follower.is_alive(), "the follow did not end with the job"
