@@ -62,11 +62,20 @@ def _pod(image: str, rule: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _started(cluster: Cluster, namespace: str, pod: dict[str, Any]) -> dict[str, Any]:
-    cluster.apply(namespace, json.dumps(pod))
-    return wait_for(
+def _restarted_under(
+    cluster: Cluster, namespace: str, image: str, rule: dict[str, Any], restarts: dict[str, int]
+) -> dict[str, Any]:
+    """The pod of `_pod` under `rule`, once its containers restarted as `restarts` says: the same pod, at the
+    same address."""
+    cluster.apply(namespace, json.dumps(_pod(image, rule)))
+    first = wait_for(
         "the pod's address", lambda: (p := cluster.get("pod", "rules", namespace)) and p["status"].get("podIP") and p
     )
+    after = wait_for(
+        f"{restarts} restarted in place", lambda: _restarted_in_place(cluster, namespace, first, restarts), timeout=90
+    )
+    assert after["status"]["podIP"] == first["status"]["podIP"]
+    return after
 
 
 def test_a_restart_rule_restarts_the_container_alone_in_its_pod_keeping_its_exit_code_and_last_log(
@@ -74,13 +83,7 @@ def test_a_restart_rule_restarts_the_container_alone_in_its_pod_keeping_its_exit
 ) -> None:
     namespace, image = node_namespace
     rule = {"action": "Restart", "exitCodes": {"operator": "In", "values": [42]}}
-    first = _started(process_cluster, namespace, _pod(image, rule))
-    after = wait_for(
-        "main restarted in place",
-        lambda: _restarted_in_place(process_cluster, namespace, first, {"main": 1, "side": 0}),
-        timeout=90,
-    )
-    assert after["status"]["podIP"] == first["status"]["podIP"]
+    after = _restarted_under(process_cluster, namespace, image, rule, {"main": 1, "side": 0})
     main = next(status for status in after["status"]["containerStatuses"] if status["name"] == "main")
     assert main["lastState"]["terminated"]["exitCode"] == 42, main
     previous = process_cluster.kubectl("logs", "-n", namespace, "rules", "-c", "main", "--previous")
@@ -97,13 +100,7 @@ def test_restart_all_containers_restarts_the_pod_in_place_on_either_node(
 ) -> None:
     namespace, image = node_namespace
     rule = {"action": "RestartAllContainers", "exitCodes": {"operator": "In", "values": [42]}}
-    first = _started(process_cluster, namespace, _pod(image, rule))
-    after = wait_for(
-        "both containers restarted in place",
-        lambda: _restarted_in_place(process_cluster, namespace, first, {"main": 1, "side": 1}),
-        timeout=90,
-    )
-    assert after["status"]["podIP"] == first["status"]["podIP"]
+    after = _restarted_under(process_cluster, namespace, image, rule, {"main": 1, "side": 1})
     assert after["status"]["phase"] == "Running"
     for status in after["status"]["containerStatuses"]:  # as the kubelet words it, main's exit 42 included
         ended = status["lastState"]["terminated"]
