@@ -1,16 +1,16 @@
-"""Goodput under preemption: a MultiWorkerMirrored job whose worker 1 is evicted every N seconds (at most
-a given number of times, so that a job that loses all its steps at each still ends), on the process
-node, with real TensorFlow: under disttrain, and the same trainer and job as a TFJob under
-training-operator, one after the other in one run.
+"""Goodput under preemption: a MultiWorkerMirrored job whose worker 1 is evicted every N seconds, counted from
+worker 0's first step (at most a given number of times, so that a job that loses all its steps at each still
+ends), on the process node, with real TensorFlow: under disttrain, and the same trainer and job as a TFJob
+under training-operator, one after the other in one run.
 
 - **Goodput**: the uninterrupted run's time (creation to success) over the preempted run's: the share of
   the preempted run's time that went into the final model; 1.0 means the preemptions cost nothing.
 - **Steps redone per preemption**: the steps worker 0 trained over all its attempts, less the job's
   steps, over the evictions (from its log: each attempt's start step and the last step it reached).
 - **Where a restart's time goes**, from each eviction to worker 0's next attempt on the node (the old
-  pods saved, left and were replaced), to its `started` (TensorFlow loaded, the peers joined, the
-  collective set up), to its `training` (the checkpoint restored) and to its first step's report; the
-  benchmark reads worker 0's log as it is written.
+  pods saved, left and were replaced, or its container started again in place), to its `started`
+  (TensorFlow loaded, the peers joined, the collective set up), to its `training` (the checkpoint
+  restored) and to its first step's report; the benchmark reads worker 0's log as it is written.
 
 Periodic checkpoints are beyond the job (every 100,000 steps), as on a job whose checkpoints are costly: what a
 preemption costs is whatever the trainer and the operator make of it.
@@ -19,6 +19,7 @@ preemption costs is whatever the trainer and the operator make of it.
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,12 +64,10 @@ class Outcome:
 
 @dataclass
 class _Attempt:
-    seen: float  # when its folder appeared on the node
+    seen: float  # when its log appeared on the node
     read: int = 0  # how far its log was read
     marks: dict[str, float] = field(default_factory=dict)  # the first time of each event of interest
-    # (start step, last step reached) of each run in its log: a container restarted in place, as under
-    # restartPolicy OnFailure, writes on in the same log
-    runs: list[tuple[int, int]] = field(default_factory=list)
+    runs: list[tuple[int, int]] = field(default_factory=list)  # (start step, last step reached) in its log
 
 
 _MARKS = {"started": "started", "training": "training", "progress": "stepping"}
@@ -76,43 +75,66 @@ _MARKS = {"started": "started", "training": "training", "progress": "stepping"}
 
 class Follower:
     """Worker 0's attempts on the process node, followed as they run: when each appeared, started, restored
-    and reported its first step (the trainer's log lines carry no time), and the steps each trained."""
+    and reported its first step (the trainer's log lines carry no time), and the steps each trained. An attempt
+    is one log file: a new pod's, or a run of the same pod's container (the node moves the run before a restart
+    to `tensorflow.previous.log`, where its last lines are read)."""
 
     def __init__(self, scope: str) -> None:
         self._pattern = f"{scope}_{JOB}-worker-0_*"
-        self._attempts: dict[Path, _Attempt] = {}
+        self._attempts: list[_Attempt] = []
+        self._current: dict[Path, tuple[int, _Attempt]] = {}  # each pod folder's log now: its inode, its attempt
 
     def poll(self) -> None:
         now = time.monotonic()
         for folder in (devcluster.state_dir() / devcluster.PROCESS_NODE / "pods").glob(self._pattern):
-            attempt = self._attempts.setdefault(folder, _Attempt(now))
             try:
-                with (folder / "tensorflow.log").open("rb") as log:
-                    log.seek(attempt.read)
-                    text = log.read()
+                inode = (folder / "tensorflow.log").stat().st_ino
             except FileNotFoundError:
                 continue
-            complete = text[: text.rfind(b"\n") + 1]
-            attempt.read += len(complete)
-            for line in complete.decode(errors="replace").splitlines():
-                record = json.loads(line) if line.startswith("{") else {}
-                event = record.get("event")
-                if event in _MARKS:
-                    attempt.marks.setdefault(_MARKS[event], now)
-                if event == "training":
-                    attempt.runs.append((int(record["start"]), int(record["start"])))
-                elif event in ("progress", "finished") and attempt.runs:
-                    step = int(record.get("step", record.get("steps", 0)))
-                    attempt.runs[-1] = (attempt.runs[-1][0], max(attempt.runs[-1][1], step))
+            current = self._current.get(folder)
+            if current is not None and current[0] != inode:  # the container ran again: read its last run's end
+                self._read(folder / "tensorflow.previous.log", current, now)
+                current = None
+            if current is None:
+                current = self._current[folder] = (inode, _Attempt(now))
+                self._attempts.append(current[1])
+            self._read(folder / "tensorflow.log", current, now)
+
+    def _read(self, path: Path, current: tuple[int, _Attempt], now: float) -> None:
+        inode, attempt = current
+        try:
+            with path.open("rb") as log:
+                if os.fstat(log.fileno()).st_ino != inode:
+                    return
+                log.seek(attempt.read)
+                text = log.read()
+        except FileNotFoundError:
+            return
+        complete = text[: text.rfind(b"\n") + 1]
+        attempt.read += len(complete)
+        for line in complete.decode(errors="replace").splitlines():
+            record = json.loads(line) if line.startswith("{") else {}
+            event = record.get("event")
+            if event in _MARKS:
+                attempt.marks.setdefault(_MARKS[event], now)
+            if event == "training":
+                attempt.runs.append((int(record["start"]), int(record["start"])))
+            elif event in ("progress", "finished") and attempt.runs:
+                step = int(record.get("step", record.get("steps", 0)))
+                attempt.runs[-1] = (attempt.runs[-1][0], max(attempt.runs[-1][1], step))
+
+    def stepping(self) -> bool:
+        """Whether worker 0 reported a step yet: before it, an eviction may cost nothing (its peer still starting)."""
+        return any("stepping" in attempt.marks for attempt in self._attempts)
 
     def trained(self) -> int:
         """The steps worker 0 trained over all its attempts (poll once more after the job ended)."""
-        return sum(reached - first for attempt in self._attempts.values() for first, reached in attempt.runs)
+        return sum(reached - first for attempt in self._attempts for first, reached in attempt.runs)
 
     def restarts(self, evictions: list[float]) -> tuple[Restart, ...]:
         """Each eviction's next attempt, as seconds after the eviction."""
         found = []
-        attempts = sorted(self._attempts.values(), key=lambda attempt: attempt.seen)
+        attempts = sorted(self._attempts, key=lambda attempt: attempt.seen)
         for evicted in evictions:
             after = next((attempt for attempt in attempts if attempt.seen > evicted), None)
             if after is not None:
@@ -195,13 +217,15 @@ def run_once(bench: Cluster, side: Side, setup: Setup, every: float | None, log:
             bench.kube.request("POST", path, {}, job(side, scope, setup.epochs, checkpoints))
             interval = every or 0.0
             evicted: list[float] = []
-            next_at = began + interval
+            next_at: float | None = None
             while (ended := _ended(bench.kube.read(f"{path}/{JOB}", {}))) is None:
                 now = time.monotonic()
                 follower.poll()
                 if now - began > setup.limit:
                     raise RuntimeError(f"{side.name}: the job did not end within {setup.limit:.0f} s")
-                due = every is not None and len(evicted) < setup.most and now >= next_at
+                if next_at is None and follower.stepping():
+                    next_at = now + interval
+                due = every is not None and len(evicted) < setup.most and next_at is not None and now >= next_at
                 if due and _evictable(bench, scope, f"{JOB}-worker-1") and _evict(bench, scope, f"{JOB}-worker-1"):
                     evicted.append(now)
                     next_at = now + interval

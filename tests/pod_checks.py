@@ -14,6 +14,19 @@ from kube_cluster import Cluster
 from repository import ROOT, load_one
 
 
+def trainer_state(pod: dict[str, Any]) -> dict[str, Any]:
+    """The state of the pod's trainer container (`running`, `terminated` or `waiting`), empty before it has one."""
+    statuses = pod.get("status", {}).get("containerStatuses") or []
+    return next((status.get("state") or {} for status in statuses if status["name"] == "tensorflow"), {})
+
+
+def trainer_run(pod: dict[str, Any]) -> tuple[str, int]:
+    """Which run a pod's trainer is: its pod's uid, and how often it restarted there (`disttrain_core.in_place`)."""
+    statuses = pod.get("status", {}).get("containerStatuses") or []
+    restarts = next((status.get("restartCount", 0) for status in statuses if status["name"] == "tensorflow"), 0)
+    return pod["metadata"]["uid"], int(restarts)
+
+
 def running_pods(cluster: Cluster, namespace: str, job: str, count: int) -> dict[str, dict[str, Any]]:
     """The job's pods once exactly `count` exist and all run."""
 

@@ -20,7 +20,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 from urllib.parse import parse_qs, urlsplit
 
 logger = logging.getLogger(__name__)
@@ -51,11 +51,20 @@ def select(data: bytes, tail_lines: int | None, limit_bytes: int | None) -> byte
 FOLLOW_POLL_SECONDS = 0.2
 
 
-def _running(log: Path) -> bool:
-    """Whether the container's process lives: the node writes its pid beside its log."""
+def _pid(log: Path) -> int:
+    """The pid of the container's current run, which the node writes beside its log (0 once unreadable)."""
     try:
-        os.kill(int(log.with_suffix(".pid").read_text()), 0)
+        return int(log.with_suffix(".pid").read_text())
     except (OSError, ValueError):
+        return 0
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except OSError:
         return False
     return True
 
@@ -83,31 +92,31 @@ def _handler(pods: Path) -> type[BaseHTTPRequestHandler]:
                 if not log.exists():  # the kubelet's words and status for a container that never restarted
                     self.send_error(400, f'previous terminated container "{match.group("container")}" not found')
                     return
-            data = log.read_bytes()
-            body = select(data, _number(query, "tailLines"), _number(query, "limitBytes"))
             follow = query.get("follow", [""])[0] == "true"
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; charset=utf-8")
-            if not follow:
-                self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-            if follow:
-                try:
-                    self._follow(log, len(data))
-                except (BrokenPipeError, ConnectionResetError):  # the reader went away
-                    return
+            pid = _pid(log) if follow else None  # read before the log is opened: a restart after it ends the follow
+            with log.open("rb") as file:  # one run's file, even once a restart moves it to `previous`
+                data = file.read()
+                body = select(data, _number(query, "tailLines"), _number(query, "limitBytes"))
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; charset=utf-8")
+                if not follow:
+                    self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                if pid is not None:
+                    try:
+                        self._follow(file, pid)
+                    except (BrokenPipeError, ConnectionResetError):  # the reader went away
+                        return
 
-        def _follow(self, log: Path, offset: int) -> None:
-            """What the container writes after `offset`, until its process ends (the connection closes then)."""
+        def _follow(self, file: BinaryIO, pid: int) -> None:
+            """What the run writes after what was sent, until its process ends (the connection closes then), as
+            the kubelet's follow ends with its container: a restarted container is a new stream."""
             running = True
             while running:
-                running = _running(log)  # read before the file: what is written before the exit is sent
-                with log.open("rb") as file:
-                    file.seek(offset)
-                    more = file.read()
+                running = _alive(pid)  # read before the file: what is written before the exit is sent
+                more = file.read()
                 if more:
-                    offset += len(more)
                     self.wfile.write(more)
                     self.wfile.flush()
                 elif running:

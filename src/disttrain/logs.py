@@ -1,6 +1,6 @@
 """A replica's log, streamed: read a chunk at a time and handed on a line at a time, so a log of any length
-costs the same memory. Following waits through a Pending pod and on through the replica's restarts (the
-operator replaces a failed pod with a new one of the same name), until the replica or the job is done."""
+costs the same memory. Following waits through a Pending pod and on through the replica's restarts (a new
+pod of the same name, or the same pod's container run again in place), until the replica or the job is done."""
 
 from __future__ import annotations
 
@@ -51,9 +51,10 @@ def replicas(job: DistTrainJob) -> list[str]:
 
 @dataclass
 class _Position:
-    """Where the stream of one pod got to: its uid and the timestamp of the last line handed on."""
+    """Where the stream of one container run got to: its pod's uid and restart count, and the timestamp of the
+    last line handed on."""
 
-    uid: str | None = None
+    run: tuple[str, int] | None = None
     last: bytes = b""
 
 
@@ -100,11 +101,12 @@ class ReplicaLog:
             pod = self._next(position)
             if pod is None:
                 return
-            uid = pod["metadata"]["uid"]
-            resumed = uid == position.uid
+            run = _run(pod, self._container)
+            resumed = run == position.run
             if not resumed:
-                first = position.uid is None
-                position = _Position(uid)
+                first = position.run is None
+                same_pod = position.run is not None and position.run[0] == run[0]
+                position = _Position(run, position.last if same_pod else b"")  # a run's lines come after its last
             read = 0
             for line in self._stream(pod, position, follow=True, tail=tail if not resumed and first else None):
                 read += 1
@@ -113,15 +115,16 @@ class ReplicaLog:
                 self._wait_for_change(None)  # the container ended and its status does not say so yet
 
     def _next(self, position: _Position) -> dict[str, Any] | None:
-        """The pod to read next: a newer one that started, or the same one still running (its stream broke);
-        None once the replica succeeded or the job ended without a newer pod."""
+        """The pod to read next: a newer pod or container run that started, or the same run still going (its
+        stream broke); None once the replica succeeded or the job ended without a newer run."""
         while True:
             pod, version = self._read_with_version()
             if pod is not None:
                 state = _container_state(pod, self._container)
-                if pod["metadata"]["uid"] != position.uid and _started(pod, self._container):
+                run = _run(pod, self._container)
+                if run != position.run and _started(pod, self._container):
                     return pod
-                if pod["metadata"]["uid"] == position.uid:
+                if run == position.run:
                     if "running" in state and position.last:
                         return pod  # read on from the last line's timestamp (a node without them is not resumed)
                     if (state.get("terminated") or {}).get("exitCode") == 0:
@@ -203,11 +206,20 @@ def _seconds_since(stamp: bytes) -> int:
     return max(1, math.ceil((datetime.now(UTC) - when).total_seconds()))
 
 
-def _container_state(pod: dict[str, Any], container: str) -> dict[str, Any]:
+def _container_status(pod: dict[str, Any], container: str) -> dict[str, Any]:
     for status in pod.get("status", {}).get("containerStatuses") or []:
         if status.get("name") == container:
-            return dict(status.get("state") or {})
+            return dict(status)
     return {}
+
+
+def _container_state(pod: dict[str, Any], container: str) -> dict[str, Any]:
+    return dict(_container_status(pod, container).get("state") or {})
+
+
+def _run(pod: dict[str, Any], container: str) -> tuple[str, int]:
+    """Which run of the container the pod shows: a restart in place keeps the uid and counts one more."""
+    return str(pod["metadata"]["uid"]), int(_container_status(pod, container).get("restartCount") or 0)
 
 
 def _started(pod: dict[str, Any], container: str) -> bool:

@@ -54,9 +54,9 @@ def _print_or_fail(source: str, produce: Callable[[str], str]) -> int:
     help="as an operator with DISTTRAIN_NETWORK_POLICY=false: no NetworkPolicy closes the job's trainers",
 )
 @click.option(
-    "--restart-in-place",
+    "--no-restart-in-place",
     is_flag=True,
-    help="as an operator with DISTTRAIN_RESTART_IN_PLACE=true: whole-job restarts keep the pods",
+    help="as an operator with DISTTRAIN_RESTART_IN_PLACE=false: whole-job restarts recreate the pods",
 )
 def render_command(
     file: str,
@@ -66,7 +66,7 @@ def render_command(
     gang_scheduler: str,
     gang_by_default: bool,
     no_network_policy: bool,
-    restart_in_place: bool,
+    no_restart_in_place: bool,
 ) -> int:
     """Validate a DistTrainJob manifest and print every object the operator would create.
 
@@ -77,7 +77,7 @@ def render_command(
         gang_scheduler=GangScheduler(gang_scheduler),
         gang_by_default=gang_by_default,
         network_policy=not no_network_policy,
-        restart_in_place=restart_in_place,
+        restart_in_place=not no_restart_in_place,
     )
     return _print_or_fail(file, lambda text: render(text, settings, namespace=namespace))
 

@@ -53,7 +53,7 @@ class OperatorSettings(BaseSettings):
     log_sweep_seconds: float = Field(SWEEP_SECONDS, gt=0)  # how often kept logs past their TTL are looked for
     network_policy: bool = True  # each job's trainers closed to other pods (`disttrain_core.builders.network_policy`)
     # Whole-job restarts in place where the cluster restarts containers on rules (`disttrain_core.in_place`).
-    restart_in_place: bool = False
+    restart_in_place: bool = True
     # The operator's own namespace, which that policy admits to the progress port: the Deployment gives it from
     # the downward API. Unset (an operator outside the cluster), the policy admits the operator's label anywhere.
     pod_namespace: str | None = Field(None, validation_alias="POD_NAMESPACE")

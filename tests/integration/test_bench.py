@@ -124,10 +124,10 @@ def test_growth_is_recorded_and_plotted(bench_cluster: Cluster, tmp_path: Path) 
 @pytest.mark.tensorflow
 @pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="needs the trainer extra")
 def test_goodput_under_evictions_beside_the_peer(bench_cluster: Cluster, process_cluster: Cluster) -> None:
-    """Real trainers on the process node, worker 1 evicted once, 5 s in: disttrain's job goes on with the
-    restart uncounted; training-operator fails the same job as a TFJob (it takes the evicted pod for a
-    failed replica, whatever its restartPolicy). The job must still run then: 660 steps, on a node that starts
-    pods at once, ended before 8 s in CI."""
+    """Real trainers on the process node, worker 1 evicted once, 5 s after worker 0's first step: disttrain's job
+    goes on with the restart uncounted; training-operator fails the same job as a TFJob (it takes the evicted
+    pod for a failed replica, whatever its restartPolicy). The job must still run then: 990 steps at about 100
+    a second."""
     last = _bench("goodput", "--epochs", "45", "--every", "5", "--evictions", "1", "--run-limit", "180", "--peer")
     pattern = rf"goodput steps=990 every=5 operator_5={FIGURE} operator_5_redone=-?{FIGURE} operator_5_evictions=1 "
     pattern += rf"operator_5_counted=0 operator_5_resumed={FIGURE} peer_5=0.00 peer_5_failed=1 peer_5_evictions=1"

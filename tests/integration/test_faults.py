@@ -35,7 +35,7 @@ from kueue_support import (
 )
 from network_faults import bridged_traffic_through_iptables
 from operator_process import OperatorProcess
-from pod_checks import drain_and_uncordon
+from pod_checks import drain_and_uncordon, trainer_run, trainer_state
 from trainer_support import events, job_manifest
 
 pytestmark = [
@@ -124,13 +124,6 @@ def _uids(cluster: Cluster, namespace: str) -> dict[str, str]:
     return {name: pod["metadata"]["uid"] for name, pod in cluster.job_pods(namespace, JOB).items()}
 
 
-def _run(pod: dict[str, Any]) -> tuple[str, int]:
-    """Which run a pod's trainer is: its pod's uid, and how often it restarted there (`disttrain_core.in_place`)."""
-    statuses = pod.get("status", {}).get("containerStatuses") or []
-    restarts = next((status.get("restartCount", 0) for status in statuses if status["name"] == "tensorflow"), 0)
-    return pod["metadata"]["uid"], int(restarts)
-
-
 @pytest.mark.real_node_twin("test_parameter_server_absorbs_an_evicted_worker_and_resumes_an_evicted_ps_at_its_step")
 def test_parameter_server_absorbs_an_evicted_worker_and_resumes_an_evicted_ps_where_it_stopped(
     process_cluster: Cluster, operator: OperatorProcess, process_namespace: str
@@ -185,7 +178,7 @@ def _restored_since(cluster: Cluster, namespace: str, pod: str, before: tuple[st
 
     def restored() -> int | None:
         found = cluster.get("pod", pod, namespace)
-        if found is None or _run(found) == before or "running" not in _trainer_state(found):
+        if found is None or trainer_run(found) == before or "running" not in trainer_state(found):
             return None
         log = _pod_folder(cluster, namespace, pod, found["metadata"]["uid"]) / "tensorflow.log"
         try:
@@ -197,17 +190,12 @@ def _restored_since(cluster: Cluster, namespace: str, pod: str, before: tuple[st
     return wait_for(f"{pod}'s next attempt restored", restored, timeout=240)
 
 
-def _trainer_state(pod: dict[str, Any]) -> dict[str, Any]:
-    statuses = pod.get("status", {}).get("containerStatuses") or []
-    return next((status.get("state") or {} for status in statuses if status["name"] == "tensorflow"), {})
-
-
 def _resumes_past(cluster: Cluster, namespace: str, fault: Callable[[], None], since: int) -> int:
     """Once the status shows `since` + 200 steps, `fault`; then worker 0's next attempt must restore at least the
     step shown before it. Returns the step it restored."""
     shown = _at_step(cluster, namespace, since + 200)["status"]["progress"]["step"]
     worker = f"{JOB}-worker-0"
-    before = _run(cluster.job_pods(namespace, JOB)[worker])
+    before = trainer_run(cluster.job_pods(namespace, JOB)[worker])
     fault()
     restored = _restored_since(cluster, namespace, worker, before)
     assert restored >= shown
@@ -468,3 +456,39 @@ def test_at_mid_run_the_time_left_is_within_a_fifth_of_the_time_it_took(
     last_step = next(report for report in reports if report["step"] == total)
     took = (datetime.fromisoformat(last_step["updateTime"]) - datetime.fromisoformat(mid["updateTime"])).total_seconds()
     assert abs(mid["estimatedRemainingSeconds"] - took) <= 0.2 * took, (mid, last_step, took)
+
+
+def test_a_killed_worker_restarts_the_job_in_place_each_run_an_attempt_of_its_own(
+    process_cluster: Cluster, operator: OperatorProcess, process_namespace: str
+) -> None:
+    """Worker 1's trainer killed (SIGKILL) mid-run: the job restarts in place, its two pods kept (their UIDs),
+    counted once with the exit code in its Restarting condition and Event, resumes from its last checkpoint
+    and succeeds with the steps of an uninterrupted run; worker 1's killed run and its next are two attempts,
+    the first kept with its exit code and its log to its last line."""
+    cluster, namespace = process_cluster, process_namespace
+    total = _submit(cluster, namespace, "MultiWorkerMirrored", {"Worker": 2}, epochs=60, checkpoint_every=40)
+    _at_step(cluster, namespace, 100)
+    pods = _uids(cluster, namespace)
+    worker = f"{JOB}-worker-1"
+    os.killpg(int((_pod_folder(cluster, namespace, worker) / "tensorflow.pid").read_text()), signal.SIGKILL)
+    done = _succeeded(cluster, namespace, total)
+    assert _uids(cluster, namespace) == pods  # the same pods, never recreated
+    restarting = _condition(done, "Restarting")
+    assert (done["status"]["restartCount"], restarting["reason"]) == (1, "Recovered")
+    assert f"{worker} failed with exit code 137" in restarting["message"], restarting["message"]
+    assert cluster.has_event(namespace, "Restarting")
+    assert events(_chief_log(cluster, namespace, f"{JOB}-worker-0"), "restored")  # the next run restored
+    runs = cluster.job_pods(namespace, JOB)[worker]["metadata"]["annotations"]
+    assert runs["disttrain.io/runs-counted"] == "1"
+
+    def both_kept() -> list[dict[str, Any]] | None:
+        kept = cluster.items("configmaps", namespace, "disttrain.io/kept-log-of=worker-1")
+        return kept if len(kept) == 2 else None
+
+    cluster.kubectl("delete", "pods", "-n", namespace, "-l", f"disttrain.io/job-name={JOB}", "--wait=true")
+    kept = sorted(wait_for("both of worker 1's attempts kept", both_kept), key=lambda item: item["metadata"]["name"])
+    notes = [item["metadata"]["annotations"] for item in kept]
+    assert (notes[0]["disttrain.io/attempt"], notes[0]["disttrain.io/exit-code"]) == ("1", "137")
+    assert notes[1]["disttrain.io/attempt"] == "2"
+    first = [json.loads(line)["event"] for line in kept[0]["data"]["log"].splitlines() if line.startswith("{")]
+    assert first[0] == "started" and "finished" not in first, first[-5:]  # killed mid-run, its log to the end

@@ -44,7 +44,7 @@ from kueue_support import (
 )
 from network_faults import bridged_traffic_through_iptables
 from operator_process import OperatorProcess
-from pod_checks import drain, drain_and_uncordon
+from pod_checks import drain, drain_and_uncordon, trainer_run, trainer_state
 from rbac_rights import AUDIT_TIME, refused_rights
 from repository import ROOT
 from trainer_support import events
@@ -357,8 +357,9 @@ def test_the_dashboard_component_installs_and_answers_through_a_port_forward(
 
 
 def test_a_worker_killed_through_containerd_resumes_to_the_exact_step(installed: Cluster, real_namespace: str) -> None:
-    """And the Python client, following worker-1 from before its pod runs, reads every attempt's log, and once
-    every pod is deleted, each attempt's kept log: the killed one's to its last line."""
+    """The job restarts in place (its pods, their UIDs, kept: `disttrain_core.in_place`). And the Python client,
+    following worker-1 from before its pod runs, reads every attempt's log, and once every pod is deleted, each
+    attempt's kept log: the killed one's to its last line."""
     job = _submit(installed, real_namespace, MWMS, epochs=FAULTED_EPOCHS)
     client = Client(kubeconfig=installed.kubeconfig, namespace=real_namespace)
     followed: list[str] = []
@@ -366,11 +367,13 @@ def test_a_worker_killed_through_containerd_resumes_to_the_exact_step(installed:
     follower.start()
     _past_first_checkpoint(installed, real_namespace, f"{job}-worker-0")
     container = _running_container_id(installed, real_namespace, job, f"{job}-worker-1")
+    pods = {name: pod["metadata"]["uid"] for name, pod in installed.job_pods(real_namespace, job).items()}
     files = real_node.NodeFiles(devcluster.state_dir())
     containerd.ctr(files, versions.node_cache_paths(), "tasks", "kill", "--signal", "SIGKILL", container)
     _still_running(installed, real_namespace, job)
     finished = _wait_succeeded(installed, real_namespace, job)
     assert finished["status"]["restartCount"] >= 1
+    assert {name: pod["metadata"]["uid"] for name, pod in installed.job_pods(real_namespace, job).items()} == pods
     assert _finished_line(installed, real_namespace, f"{job}-worker-0")["steps"] == FAULTED_EPOCHS * STEPS_PER_EPOCH
     follower.join(timeout=120)
     assert not follower.is_alive(), "the follow did not end with the job"
@@ -659,13 +662,21 @@ def _restored(cluster: Cluster, namespace: str, pod: str) -> int | None:
     return steps[-1] if steps else None
 
 
-def _resumed(cluster: Cluster, namespace: str, pod: str, before: str) -> int:
-    """The step that `pod`'s next attempt (a uid other than `before`) restored; and then, once it trained 100
-    steps past it, the step it logged last."""
+def _run_of(cluster: Cluster, namespace: str, pod: str) -> tuple[str, int]:
+    found = cluster.get("pod", pod, namespace)
+    assert found is not None, f"{pod} not found"
+    return trainer_run(found)
+
+
+def _resumed(cluster: Cluster, namespace: str, pod: str, before: tuple[str, int]) -> int:
+    """The step that `pod`'s next attempt (another pod, or the same restarted in place: a run after `before`)
+    restored; and then, once it trained 100 steps past it, the step it logged last."""
 
     def restored() -> int | None:
         found = cluster.get("pod", pod, namespace)
-        return None if found is None or found["metadata"]["uid"] == before else _restored(cluster, namespace, pod)
+        if found is None or trainer_run(found) == before or "running" not in trainer_state(found):
+            return None
+        return _restored(cluster, namespace, pod)
 
     step = wait_for(f"{pod}'s next attempt restored", restored, timeout=240)
     wait_for(f"{pod} past step {step + 100}", lambda: _logged_step(cluster, namespace, pod) > step + 100, timeout=120)
@@ -682,21 +693,21 @@ def test_the_trainer_image_evicted_drained_and_suspended_costs_no_step(installed
     worker = f"{job}-worker-0"
     wait_for("past step 100", lambda: _logged_step(installed, real_namespace, worker) > 100, timeout=180)
 
-    shown, uid = _logged_step(installed, real_namespace, worker), _uid(installed, real_namespace, worker)
+    shown, run = _logged_step(installed, real_namespace, worker), _run_of(installed, real_namespace, worker)
     installed.evict(real_namespace, f"{job}-worker-1")
-    assert _resumed(installed, real_namespace, worker, uid) >= shown
+    assert _resumed(installed, real_namespace, worker, run) >= shown
     evicted = installed.job(real_namespace, job)["status"]
     assert (evicted["disruptions"], evicted["lastDisruption"]["reason"]) == (1, "EvictionByEvictionAPI")
 
-    shown, uid = _logged_step(installed, real_namespace, worker), _uid(installed, real_namespace, worker)
+    shown, run = _logged_step(installed, real_namespace, worker), _run_of(installed, real_namespace, worker)
     drain_and_uncordon(installed, real_node.NODE_NAME, real_namespace, job, count=2, timeout=DELETION_BOUND)
-    assert _resumed(installed, real_namespace, worker, uid) >= shown
+    assert _resumed(installed, real_namespace, worker, run) >= shown
 
-    shown, uid = _logged_step(installed, real_namespace, worker), _uid(installed, real_namespace, worker)
+    shown, run = _logged_step(installed, real_namespace, worker), _run_of(installed, real_namespace, worker)
     suspend(installed, real_namespace, job, True)
     wait_for("no pods", lambda: not installed.job_pods(real_namespace, job), timeout=DELETION_BOUND)
     suspend(installed, real_namespace, job, False)
-    assert _resumed(installed, real_namespace, worker, uid) >= shown
+    assert _resumed(installed, real_namespace, worker, run) >= shown
 
     finished = _wait_succeeded(installed, real_namespace, job)
     assert (finished["status"].get("restartCount", 0), finished["status"]["disruptions"]) == (0, 2)
@@ -716,13 +727,13 @@ def test_kueue_preempting_the_trainer_image_costs_it_no_step(
                       suffix="-low", labels=queued)  # fmt: skip
         worker = f"{low}-worker-0"
         wait_for("past step 100", lambda: _logged_step(installed, real_namespace, worker) > 100, timeout=180)
-        shown, uid = _logged_step(installed, real_namespace, worker), _uid(installed, real_namespace, worker)
+        shown, run = _logged_step(installed, real_namespace, worker), _run_of(installed, real_namespace, worker)
         high = _submit(installed, real_namespace, MWMS, 2, suffix="-high",
                        labels={**queued, PRIORITY_LABEL: urgent})  # fmt: skip
         evicted_by_kueue(installed, real_namespace, low)
         _wait_succeeded(installed, real_namespace, high)
         try:
-            resumed = _resumed(installed, real_namespace, worker, uid)
+            resumed = _resumed(installed, real_namespace, worker, run)
         except TimeoutError as error:  # the in-cluster operator's log goes with its namespace: keep what it said
             logs = installed.kubectl("logs", "-n", OPERATOR_NAMESPACE, "-l", OPERATOR_LABEL, "--tail=60", check=False)
             seen = what_kueue_and_the_jobs_show(installed, real_namespace, [low, high], logs.stdout)
