@@ -4,11 +4,13 @@ The agent registers the Node `process-node-0` (label and NoSchedule taint
 `disttrain.io/node-kind=process`, so only pods that ask for it land there), renews its Lease and
 status like a kubelet, and runs each pod scheduled onto it: a network namespace and address of its
 own (`pod_network`), its containers as processes (`process_pods`), and its status reported back:
-phase, addresses, container states, exit codes, termination messages, restart counts under
-OnFailure and Always, and readiness as its containers' readiness probes say (`readiness`). A deleted
-pod's processes get SIGTERM, then SIGKILL after the grace period; the agent reports how they ended,
-then confirms the deletion. Images are not pulled: commands run in the environment the agent was
-started from (where the trainer is installed), as the agent's user. Logs are in
+phase, addresses, container states, exit codes, termination messages, restarts as the kubelet
+makes them (a container's restart rules, else the restart policy; a restart within 10 minutes of the
+last held back in CrashLoopBackOff, `RestartBackoff`), and readiness as its containers' readiness
+probes say (`readiness`). A deleted pod's processes get SIGTERM, then SIGKILL after the grace
+period; the agent reports how they ended, then confirms the deletion. Images are not pulled:
+commands run in the environment the agent was started from (where the trainer is installed), as the
+agent's user. Logs are in
 `<state>/pods/<namespace>_<pod>_<uid>/<container>.log` (its pid in `<container>.pid`), which
 `kubectl logs` reads through the API server (`node_logs`).
 
@@ -44,6 +46,8 @@ from disttrain_dev.process_pods import (
     ContainerState,
     PodFolders,
     ProcessSpec,
+    RestartBackoff,
+    backing_off_message,
     claim_names,
     failed_status,
     host_names,
@@ -85,6 +89,9 @@ class Container:
     process: subprocess.Popen[bytes] | None
     state: ContainerState
     readiness: ReadinessProbe | None = None
+    backoff: RestartBackoff = field(default_factory=RestartBackoff)
+    restart_at: float | None = None  # while its restart is held back: when it starts (the monotonic clock)
+    ended: float = 0.0  # when its last run ended (the monotonic clock)
 
 
 @dataclass
@@ -282,6 +289,8 @@ class ProcessNode:
         """Collect exits, restart per policy, carry out a deletion, and report what changed."""
         deleting = bool(run.body["metadata"].get("deletionTimestamp"))
         self._collect_exits(run, restart=not deleting)
+        if not deleting:
+            self._restart_due(run)
         self._probe(run)
         if deleting:
             self._delete(run)
@@ -302,16 +311,36 @@ class ProcessNode:
             if action == RESTART_ALL:
                 self._restart_all(run)
                 return
-            if action == RESTART:
-                self._restart(run, container, _exit_code(code))
-                continue
             message = _read(container.spec.termination_message)
-            container.process = None
+            container.process, container.ended = None, time.monotonic()
             container.state = replace(container.state, exit_code=_exit_code(code), finished=_now(), message=message)
+            if action == RESTART:
+                self._restart_or_back_off(run, container)
 
-    def _restart(self, run: PodRun, container: Container, exit_code: int, *, with_all: bool = False) -> None:
-        """The container started again; its last run's log kept beside it, as the kubelet keeps one, and served
-        as `previous`, except after `RestartAllContainers`, whose runs the kubelet no longer serves."""
+    def _restart_or_back_off(self, run: PodRun, container: Container) -> None:
+        """Start the ended container again at once, or hold it back (`RestartBackoff`) as CrashLoopBackOff."""
+        wait = container.backoff.wait(container.ended)
+        if not wait:
+            container.backoff = container.backoff.next(container.ended)
+            self._restart(run, container)
+            return
+        container.restart_at = container.ended + wait
+        words = backing_off_message(wait, container.spec.container, run.body)
+        container.state = replace(container.state, backing_off=words)
+
+    def _restart_due(self, run: PodRun) -> None:
+        """Start the containers whose back-off is over."""
+        for container in run.containers:
+            if container.restart_at is not None and time.monotonic() >= container.restart_at:
+                container.restart_at = None
+                container.backoff = container.backoff.next(container.ended)
+                self._restart(run, container)
+
+    def _restart(self, run: PodRun, container: Container, *, with_all: bool = False) -> None:
+        """The ended container started again; its last run's log kept beside it, as the kubelet keeps one, and
+        served as `previous`, except after `RestartAllContainers`, whose runs the kubelet no longer serves."""
+        ended = container.state
+        assert ended.exit_code is not None
         ready = container.readiness is None
         log, previous = container.spec.log, node_logs.previous_log(container.spec.log)
         if log.exists():
@@ -322,15 +351,17 @@ class ProcessNode:
         container.state = replace(
             container.state,
             started=_now(),
-            restarts=container.state.restarts + 1,
-            last_exit_code=exit_code,
-            last_started=container.state.started,
-            last_finished=_now(),
-            last_message=_read(container.spec.termination_message),
+            restarts=ended.restarts + 1,
+            last_exit_code=ended.exit_code,
+            last_started=ended.started,
+            last_finished=ended.finished,
+            last_message=ended.message,
             restarted_with_all=with_all,
             ready=ready,
             exit_code=None,
             finished=None,
+            message="",
+            backing_off="",
         )
         container.process = self._start_process(run, container.spec)
         if container.readiness is not None:
@@ -343,7 +374,9 @@ class ProcessNode:
         for container in run.containers:
             if container.process is not None:
                 container.process.wait(timeout=10)
-            self._restart(run, container, KILLED, with_all=True)
+            container.process, container.restart_at = None, None
+            container.state = replace(container.state, exit_code=KILLED, finished=_now())
+            self._restart(run, container, with_all=True)
 
     def _probe(self, run: PodRun) -> None:
         """Run the readiness probes that are due of the containers that run."""

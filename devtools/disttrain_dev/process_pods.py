@@ -20,6 +20,7 @@ from typing import Any
 from disttrain.local.containers import UnsupportedContainerError, command_line, environment
 from disttrain_contract.progress import DEFAULT_TERMINATION_MESSAGE_PATH, TERMINATION_MESSAGE_ENV
 from disttrain_contract.timestamps import format_time
+from disttrain_core.observed import CRASH_LOOP_BACK_OFF
 
 Manifest = dict[str, Any]
 CLUSTER_DOMAIN = "cluster.local"
@@ -191,6 +192,7 @@ class ContainerState:
     last_message: str = ""
     ready: bool = True
     restarted_with_all: bool = False  # its last run ended as the pod's RestartAllContainers stopped it
+    backing_off: str = ""  # the kubelet's words while it holds the ended run's restart back (CrashLoopBackOff)
 
 
 def container_status(state: ContainerState, image: str) -> Manifest:
@@ -204,16 +206,12 @@ def container_status(state: ContainerState, image: str) -> Manifest:
     }
     if state.exit_code is None:
         status["state"] = {"running": {"startedAt": _time(state.started)}}
+    elif state.backing_off:  # the run that ended is the last state until the next one starts
+        status["state"] = {"waiting": {"reason": CRASH_LOOP_BACK_OFF, "message": state.backing_off}}
+        status["lastState"] = {"terminated": _terminated(state)}
+        return status
     else:
-        terminated: Manifest = {
-            "exitCode": state.exit_code,
-            "reason": "Completed" if state.exit_code == 0 else "Error",
-            "startedAt": _time(state.started),
-            "finishedAt": _time(state.finished or state.started),
-        }
-        if state.message:
-            terminated["message"] = state.message[:MESSAGE_LIMIT]
-        status["state"] = {"terminated": terminated}
+        status["state"] = {"terminated": _terminated(state)}
     if state.restarted_with_all:  # the kubelet's words for every container it restarts so
         status["lastState"] = {
             "terminated": {"exitCode": KILLED, "reason": ALL_RESTARTING_REASON, "message": ALL_RESTARTING}
@@ -231,9 +229,22 @@ def container_status(state: ContainerState, image: str) -> Manifest:
     return status
 
 
+def _terminated(state: ContainerState) -> Manifest:
+    assert state.exit_code is not None
+    terminated: Manifest = {
+        "exitCode": state.exit_code,
+        "reason": "Completed" if state.exit_code == 0 else "Error",
+        "startedAt": _time(state.started),
+        "finishedAt": _time(state.finished or state.started),
+    }
+    if state.message:
+        terminated["message"] = state.message[:MESSAGE_LIMIT]
+    return terminated
+
+
 def pod_phase(states: Sequence[ContainerState], restart_policy: str) -> str:
     """Running while any container runs or will restart; then Succeeded if every one exited 0."""
-    if any(state.exit_code is None for state in states):
+    if any(state.exit_code is None or state.backing_off for state in states):
         return "Running"
     if all(state.exit_code == 0 for state in states):
         return "Succeeded"
@@ -282,6 +293,42 @@ RESTART_ALL = "RestartAllContainers"
 KILLED = 137
 ALL_RESTARTING_REASON = "RestartingAllContainers"
 ALL_RESTARTING = "The container is removed because RestartAllContainers in place"
+
+
+FIRST_BACKOFF = 10.0
+LONGEST_BACKOFF = 300.0
+
+
+@dataclass(frozen=True)
+class RestartBackoff:
+    """The kubelet's back-off of one container's restarts (client-go's `flowcontrol.Backoff`, 10 s doubling to
+    5 minutes): a restart starts at once unless the last one was within 10 minutes before this run ended;
+    then it waits the current delay from that end, and the delay doubles. Times are the node's monotonic clock."""
+
+    delay: float = 0.0  # 0: no restart remembered
+    updated: float = 0.0  # when the run that the last restart followed ended
+
+    def _expired(self, finished: float) -> bool:
+        return not self.delay or finished - self.updated > 2 * LONGEST_BACKOFF
+
+    def wait(self, finished: float) -> float:
+        """Seconds after `finished` (a run's end) before the container may start again."""
+        return 0.0 if self._expired(finished) else self.delay
+
+    def next(self, finished: float) -> RestartBackoff:
+        """The back-off once the run that ended at `finished` is restarted."""
+        if self._expired(finished):
+            return RestartBackoff(FIRST_BACKOFF, finished)
+        return RestartBackoff(min(self.delay * 2, LONGEST_BACKOFF), finished)
+
+
+def backing_off_message(seconds: float, container: str, pod: Mapping[str, Any]) -> str:
+    """The kubelet's words in the waiting state of a container it holds back."""
+    metadata = pod["metadata"]
+    return (
+        f"back-off {int(seconds)}s restarting failed container={container}"
+        f" pod={metadata['name']}_{metadata['namespace']}({metadata['uid']})"
+    )
 
 
 def restart_action(pod_restart_policy: str, container: Mapping[str, Any], exit_code: int) -> str | None:

@@ -14,12 +14,13 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from disttrain_core.status_from_pods import HEALTHY_RUN
 from disttrain_dev import cluster as devcluster
 from disttrain_dev.polling import wait_for
 from disttrain_dev.process_node import NODE_NAME as PROCESS_NODE
@@ -114,6 +115,11 @@ def _pod_folder(cluster: Cluster, namespace: str, pod: str, uid: str | None = No
     """The process node's folder of the pod, or of its attempt of `uid`."""
     uid = uid or cluster.get("pod", pod, namespace)["metadata"]["uid"]  # type: ignore[index]
     return devcluster.state_dir() / devcluster.PROCESS_NODE / "pods" / f"{namespace}_{pod}_{uid}"
+
+
+def _signal_trainer(cluster: Cluster, namespace: str, pod: str, sig: signal.Signals) -> None:
+    """Signal the process group of the pod's running trainer, as the node wrote its pid."""
+    os.killpg(int((_pod_folder(cluster, namespace, pod) / "tensorflow.pid").read_text()), sig)
 
 
 def _chief_log(cluster: Cluster, namespace: str, pod: str) -> str:
@@ -384,7 +390,7 @@ def test_a_frozen_job_is_named_stalled_restarts_from_its_checkpoint_and_finishes
     total = _submit(cluster, namespace, strategy, counts, epochs=20, checkpoint_every=40, run_policy=policy)
     _at_step(cluster, namespace, 100)
     for pod in cluster.job_pods(namespace, JOB):
-        os.killpg(int((_pod_folder(cluster, namespace, pod) / "tensorflow.pid").read_text()), signal.SIGSTOP)
+        _signal_trainer(cluster, namespace, pod, signal.SIGSTOP)
 
     def is_stalled() -> dict[str, Any] | None:
         job = _job(cluster, namespace)
@@ -470,7 +476,7 @@ def test_a_killed_worker_restarts_the_job_in_place_each_run_an_attempt_of_its_ow
     _at_step(cluster, namespace, 100)
     pods = _uids(cluster, namespace)
     worker = f"{JOB}-worker-1"
-    os.killpg(int((_pod_folder(cluster, namespace, worker) / "tensorflow.pid").read_text()), signal.SIGKILL)
+    _signal_trainer(cluster, namespace, worker, signal.SIGKILL)
     done = _succeeded(cluster, namespace, total)
     assert _uids(cluster, namespace) == pods  # the same pods, never recreated
     restarting = _condition(done, "Restarting")
@@ -492,3 +498,38 @@ def test_a_killed_worker_restarts_the_job_in_place_each_run_an_attempt_of_its_ow
     assert notes[1]["disttrain.io/attempt"] == "2"
     first = [json.loads(line)["event"] for line in kept[0]["data"]["log"].splitlines() if line.startswith("{")]
     assert first[0] == "started" and "finished" not in first, first[-5:]  # killed mid-run, its log to the end
+
+
+def test_a_second_restart_within_minutes_finds_the_trainers_held_back_and_replaces_their_pods(
+    process_cluster: Cluster, operator: OperatorProcess, process_namespace: str
+) -> None:
+    """Worker 1's trainer killed twice, the second time past a quick restart's window: the first restart is in
+    place; at the second the node, as the kubelet, holds the trainers back (CrashLoopBackOff: a container starts
+    again at once only the first time in 10 minutes), so the operator replaces their pods once their runs are
+    counted, the restart counted once, and the job trains on from its checkpoint."""
+    cluster, namespace = process_cluster, process_namespace
+    _submit(cluster, namespace, "MultiWorkerMirrored", {"Worker": 2}, epochs=300, checkpoint_every=40)
+    _at_step(cluster, namespace, 100)
+    pods, worker = _uids(cluster, namespace), f"{JOB}-worker-1"
+    _signal_trainer(cluster, namespace, worker, signal.SIGKILL)
+    first = job_where(cluster, namespace, JOB, "the first restart", _restarted(1))
+    last_restart = datetime.fromisoformat(first["status"]["restartBackoff"]["lastRestart"])
+    step = _at_step(cluster, namespace, first["status"]["progress"]["step"] + 100)["status"]["progress"]["step"]
+    assert _uids(cluster, namespace) == pods  # in place
+    quick_until = last_restart + HEALTHY_RUN + timedelta(seconds=2)
+    time.sleep(max(0.0, (quick_until - datetime.now(UTC)).total_seconds()))
+    _signal_trainer(cluster, namespace, worker, signal.SIGKILL)
+    second = job_where(cluster, namespace, JOB, "the second restart", _restarted(2))
+    assert second["status"]["restartBackoff"]["quickRestarts"] == 0, second["status"]["restartBackoff"]
+
+    def replaced() -> dict[str, str] | None:
+        now = _uids(cluster, namespace)
+        return now if len(now) == 2 and not set(now.values()) & set(pods.values()) else None
+
+    wait_for("both pods replaced", replaced, timeout=120)
+    _at_step(cluster, namespace, step + 200)
+    assert _job(cluster, namespace)["status"]["restartCount"] == 2
+
+
+def _restarted(count: int) -> Callable[[dict[str, Any]], bool]:
+    return lambda job: job.get("status", {}).get("restartCount", 0) >= count

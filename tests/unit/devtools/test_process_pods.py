@@ -13,6 +13,8 @@ from disttrain_dev.process_pods import (
     ContainerState,
     Mount,
     PodFolders,
+    RestartBackoff,
+    backing_off_message,
     claim_names,
     host_names,
     hosts_file,
@@ -175,6 +177,45 @@ def test_a_pod_restarted_in_place_is_reported_in_the_kubelet_s_words() -> None:
     assert (ended["exitCode"], ended["reason"]) == (137, "RestartingAllContainers")
     assert ended["message"] == "The container is removed because RestartAllContainers in place"
     assert {"type": "AllContainersRestarting", "status": "False"}.items() <= status["conditions"][-1].items()
+
+
+def test_restarts_back_off_as_the_kubelet_s_do() -> None:
+    """The first restart at once; each within 10 minutes of the last waits, 10 s doubling to 5 minutes; a run
+    that ended more than 10 minutes after the last restart's starts at once again."""
+    backoff, waits, ended = RestartBackoff(), [], 0.0
+    for _ in range(8):
+        wait = backoff.wait(ended)
+        waits.append(wait)
+        backoff = backoff.next(ended)
+        ended += wait + 1
+    assert waits == [0, 10, 20, 40, 80, 160, 300, 300]
+    assert backoff.wait(ended + 601) == 0 and backoff.next(ended + 601).delay == 10
+
+
+def test_a_restart_held_back_is_waiting_with_the_run_that_ended_as_its_last_state() -> None:
+    pod = _pod()
+    held = ContainerState(
+        "tensorflow",
+        T0,
+        restarts=2,
+        exit_code=137,
+        finished=T0 + timedelta(seconds=30),
+        message="killed",
+        backing_off=backing_off_message(10, "tensorflow", pod),
+    )
+    status = pod_status(pod, [held], "10.250.0.7", "10.250.0.1", T0)
+    assert status["phase"] == "Running"
+    (container,) = status["containerStatuses"]
+    assert (container["restartCount"], container["ready"], container["started"]) == (2, False, False)
+    assert container["state"]["waiting"]["reason"] == "CrashLoopBackOff"
+    assert container["state"]["waiting"]["message"].startswith("back-off 10s restarting failed container=tensorflow")
+    assert container["lastState"]["terminated"] == {
+        "exitCode": 137,
+        "reason": "Error",
+        "startedAt": "2026-01-01T00:00:00Z",
+        "finishedAt": "2026-01-01T00:00:30Z",
+        "message": "killed",
+    }
 
 
 def test_status_is_what_a_kubelet_reports() -> None:
