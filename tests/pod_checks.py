@@ -7,24 +7,23 @@ import json
 import uuid
 from typing import Any
 
-from disttrain_core.observed import unschedulable
+from disttrain_core.observed import container_status, unschedulable
 from disttrain_dev.cluster import NodeShape, fake_node
 from disttrain_dev.polling import wait_for
 from kube_cluster import Cluster
 from repository import ROOT, load_one
 
+TRAINER = "tensorflow"  # the trainer container of every job manifest the tests submit
+
 
 def trainer_state(pod: dict[str, Any]) -> dict[str, Any]:
     """The state of the pod's trainer container (`running`, `terminated` or `waiting`), empty before it has one."""
-    statuses = pod.get("status", {}).get("containerStatuses") or []
-    return next((status.get("state") or {} for status in statuses if status["name"] == "tensorflow"), {})
+    return dict(container_status(pod.get("status", {}), TRAINER).get("state") or {})
 
 
 def trainer_run(pod: dict[str, Any]) -> tuple[str, int]:
     """Which run a pod's trainer is: its pod's uid, and how often it restarted there (`disttrain_core.in_place`)."""
-    statuses = pod.get("status", {}).get("containerStatuses") or []
-    restarts = next((status.get("restartCount", 0) for status in statuses if status["name"] == "tensorflow"), 0)
-    return pod["metadata"]["uid"], int(restarts)
+    return pod["metadata"]["uid"], int(container_status(pod.get("status", {}), TRAINER).get("restartCount") or 0)
 
 
 def running_pods(cluster: Cluster, namespace: str, job: str, count: int) -> dict[str, dict[str, Any]]:

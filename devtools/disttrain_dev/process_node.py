@@ -315,21 +315,19 @@ class ProcessNode:
             container.process, container.ended = None, time.monotonic()
             container.state = replace(container.state, exit_code=_exit_code(code), finished=_now(), message=message)
             if action == RESTART:
-                self._restart_or_back_off(run, container)
+                self._schedule_restart(run, container)
 
-    def _restart_or_back_off(self, run: PodRun, container: Container) -> None:
-        """Start the ended container again at once, or hold it back (`RestartBackoff`) as CrashLoopBackOff."""
+    def _schedule_restart(self, run: PodRun, container: Container) -> None:
+        """When the ended container starts again (`_restart_due`): at once, or held back (`RestartBackoff`) as
+        CrashLoopBackOff."""
         wait = container.backoff.wait(container.ended)
-        if not wait:
-            container.backoff = container.backoff.next(container.ended)
-            self._restart(run, container)
-            return
         container.restart_at = container.ended + wait
-        words = backing_off_message(wait, container.spec.container, run.body)
-        container.state = replace(container.state, backing_off=words)
+        if wait:
+            words = backing_off_message(wait, container.spec.container, run.body)
+            container.state = replace(container.state, backing_off=words)
 
     def _restart_due(self, run: PodRun) -> None:
-        """Start the containers whose back-off is over."""
+        """Start the containers whose restart is due (`_follow` calls it right after collecting the exits)."""
         for container in run.containers:
             if container.restart_at is not None and time.monotonic() >= container.restart_at:
                 container.restart_at = None

@@ -19,6 +19,7 @@ from disttrain.pod_reads import read_pod, wait_for_pod_change
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType
 from disttrain_core.builders.naming import pod_name, tensorflow_container
+from disttrain_core.observed import container_status
 from disttrain_core.progress import reporting_task
 from disttrain_core.summary import replica_pods
 from disttrain_kube.api_errors import NO_ANSWER, LogUnreadableError, TransientApiError
@@ -206,20 +207,14 @@ def _seconds_since(stamp: bytes) -> int:
     return max(1, math.ceil((datetime.now(UTC) - when).total_seconds()))
 
 
-def _container_status(pod: dict[str, Any], container: str) -> dict[str, Any]:
-    for status in pod.get("status", {}).get("containerStatuses") or []:
-        if status.get("name") == container:
-            return dict(status)
-    return {}
-
-
 def _container_state(pod: dict[str, Any], container: str) -> dict[str, Any]:
-    return dict(_container_status(pod, container).get("state") or {})
+    return dict(container_status(pod.get("status", {}), container).get("state") or {})
 
 
 def _run(pod: dict[str, Any], container: str) -> tuple[str, int]:
     """Which run of the container the pod shows: a restart in place keeps the uid and counts one more."""
-    return str(pod["metadata"]["uid"]), int(_container_status(pod, container).get("restartCount") or 0)
+    restarts = container_status(pod.get("status", {}), container).get("restartCount")
+    return str(pod["metadata"]["uid"]), int(restarts or 0)
 
 
 def _started(pod: dict[str, Any], container: str) -> bool:

@@ -148,7 +148,8 @@ def find_pod(pods: Sequence[PodView], replica_type: ReplicaType, index: int) -> 
     return next((pod for pod in pods if pod.replica_type is replica_type and pod.index == index), None)
 
 
-def _container_status(status: Mapping[str, Any], container_name: str) -> Mapping[str, Any]:
+def container_status(status: Mapping[str, Any], container_name: str) -> Mapping[str, Any]:
+    """One container's entry of a pod's `status.containerStatuses`, empty before the kubelet reports it."""
     statuses = status.get("containerStatuses") or []
     return next((entry for entry in statuses if isinstance(entry, Mapping) and entry.get("name") == container_name), {})
 
@@ -163,7 +164,7 @@ def runs(metadata: Mapping[str, Any], status: Mapping[str, Any], container_name:
     counted = PodRunNotes.of(metadata).counted
     if counted is None:
         return None
-    container = _container_status(status, container_name)
+    container = container_status(status, container_name)
     restarts = container.get("restartCount")
     ended = restarts if isinstance(restarts, int) and 0 <= restarts < MAX_ATTEMPT else 0
     state = container.get("state") or {}
