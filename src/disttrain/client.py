@@ -21,6 +21,7 @@ from kubernetes import client
 from disttrain.calls import call, client_error
 from disttrain.errors import (
     ApiError,
+    DisttrainError,
     InvalidJobError,
     JobFailedError,
     JobNotFoundError,
@@ -33,6 +34,9 @@ from disttrain.forward import LocalPort, PodAddress, PortForward
 from disttrain.job_kinds import RESOURCES, JobKind, Resource, readable_jobs, resource_of, typed_job
 from disttrain.kept_log_reader import Attempt, KeptLog, kept_logs_of, kept_logs_on_volume, kept_replicas, replica_label
 from disttrain.logs import ReplicaLog, ReplicaLogs, replica_task
+from disttrain.progress_view import progress_view
+from disttrain.shipped_function import ship
+from disttrain.train_job import train_objects
 from disttrain_contract.timestamps import parse_time
 from disttrain_core.api import yaml_io
 from disttrain_core.api.job import DistTrainJob
@@ -169,6 +173,37 @@ class Client:
         )
         return typed_job(body)
 
+    def train(self, function: Callable[..., Any], *, namespace: str | None = None, **arguments: Any) -> DistTrainJob:
+        """Run `function` in every replica of a new DistTrainJob (`disttrain.train_job.train_objects` names the
+        arguments: workers, ps, chief, evaluator, strategy, parameters, image, packages, index_url, resources,
+        env, name, queue, checkpoint, tensorboard). Its source travels in a ConfigMap that the job owns; a
+        function or an argument that cannot run is refused before anything is created."""
+        namespace = namespace or self.namespace
+        job, function_map = train_objects(ship(function), namespace=namespace, **arguments)
+        maps = "/api/v1/namespaces/{namespace}/configmaps"
+        what = f"the ConfigMap of {function.__name__}() in {namespace}"
+        call(lambda: self._kube.json_request("POST", maps, {"namespace": namespace}, function_map), what=what)
+        function_path = f"{maps}/{function_map['metadata']['name']}"
+        try:
+            created = self.create(job, namespace=namespace)
+        except DisttrainError:
+            call(lambda: self._kube.request("DELETE", function_path, {"namespace": namespace}, None), what=what)
+            raise
+        owner = {
+            "apiVersion": "disttrain.io/v1alpha1",
+            "kind": "DistTrainJob",
+            "name": created.metadata.name,
+            "uid": created.metadata.uid,
+        }
+        patch = {"metadata": {"ownerReferences": [owner]}}
+        call(
+            lambda: self._kube.json_request(
+                "PATCH", function_path, {"namespace": namespace}, patch, content_type="application/merge-patch+json"
+            ),
+            what=what,
+        )
+        return created
+
     def get(self, job: JobRef, *, namespace: str | None = None, kind: JobKind = "DistTrainJob") -> DistTrainJob:
         return typed_job(self.get_object(job, namespace=namespace, kind=kind))
 
@@ -262,13 +297,15 @@ class Client:
         namespace: str | None = None,
         timeout: float = 600,
         kind: JobKind = "DistTrainJob",
+        progress: bool = False,
     ) -> DistTrainJob:
         """Wait until one of the conditions is True, and return the job then.
 
         Driven by a watch of the job: a condition that turns True again later counts, such as Running
         after Kueue suspended the job and resumed it. Raises `JobFailedError` (the job's own message)
         when the job fails while waiting for another condition, `WaitTimeoutError` after `timeout`
-        seconds, `JobNotFoundError` when the job does not exist or is deleted meanwhile."""
+        seconds, `JobNotFoundError` when the job does not exist or is deleted meanwhile. `progress`: a line
+        of its step, loss and time left, kept current (`disttrain.progress_view`)."""
         wanted = {condition} if isinstance(condition, str) else set(condition)
         unknown = wanted - {member.value for member in ConditionType}
         if unknown:
@@ -276,12 +313,19 @@ class Client:
             raise ValueError(f"unknown condition {', '.join(sorted(unknown))}: a job's conditions are {known}")
         resource, namespace, name = self._target(job, namespace, kind)
         seen = self.get(name, namespace=namespace, kind=resource.kind)
-        for event in self.watch(name, namespace=namespace, kind=resource.kind, timeout=timeout):
-            if event.type == "DELETED":
-                raise JobNotFoundError(f"{resource.kind} {namespace}/{name} was deleted while waiting")
-            seen = event.job
-            if _settled(seen, wanted):
-                return seen
+        view = progress_view() if progress else None
+        try:
+            for event in self.watch(name, namespace=namespace, kind=resource.kind, timeout=timeout):
+                if event.type == "DELETED":
+                    raise JobNotFoundError(f"{resource.kind} {namespace}/{name} was deleted while waiting")
+                seen = event.job
+                if view is not None:
+                    view.show(seen)
+                if _settled(seen, wanted):
+                    return seen
+        finally:
+            if view is not None:
+                view.close()
         waited = f"{resource.kind} {namespace}/{name}: none of {', '.join(sorted(wanted))} within {timeout:g}s"
         raise WaitTimeoutError(seen, f"{waited} (phase {seen.status.phase or 'none yet'})")
 

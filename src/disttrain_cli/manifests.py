@@ -139,7 +139,7 @@ def local_run_command(file: str, workdir: str | None) -> int:
         return 1
     folder = Path(workdir) if workdir else Path.cwd() / f"disttrain-{job.metadata.name}"
     try:
-        return local_run.run(job, folder)
+        return local_run.run(job, folder).code
     except (local_run.LocalRunError, OSError) as error:
         click.echo(f"error: {file}: {error}", err=True)
         return 1

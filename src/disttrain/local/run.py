@@ -44,6 +44,16 @@ class LocalRunError(ValueError):
 
 
 @dataclass(frozen=True)
+class LocalOutcome:
+    """How a local run ended: 0 when the job succeeded by the operator's rules, else the deciding exit code;
+    and each replica's exit code (None: stopped by the run's end) and output, by its label (`worker-0`)."""
+
+    code: int
+    exit_codes: dict[str, int | None]
+    logs: dict[str, str]
+
+
+@dataclass(frozen=True)
 class LocalProcess:
     label: str
     replica_type: ReplicaType
@@ -92,8 +102,9 @@ def local_processes(job: DistTrainJob, workdir: Path, ports: Mapping[str, int] |
     return result
 
 
-def _stream(label: str, source: IO[str], sink: IO[str], lock: threading.Lock) -> None:
+def _stream(label: str, source: IO[str], sink: IO[str], lock: threading.Lock, kept: list[str]) -> None:
     for line in source:
+        kept.append(line)
         with lock:
             sink.write(f"[{label}] {line}")
             sink.flush()
@@ -126,19 +137,23 @@ def _stop(running: Sequence[subprocess.Popen[str]]) -> None:
             child.wait()
 
 
-def run(job: DistTrainJob, workdir: Path, out: IO[str] = sys.stdout) -> int:
-    """Run the job; 0 when it succeeds by the operator's rules, else the deciding exit code."""
+def run(
+    job: DistTrainJob, workdir: Path, out: IO[str] = sys.stdout, env: Mapping[str, str] | None = None
+) -> LocalOutcome:
+    """Run the job, every process with `env` added to its own."""
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "checkpoints").mkdir(exist_ok=True)
     plan = local_processes(job, workdir)
     lock = threading.Lock()
     children: list[subprocess.Popen[str]] = []
     threads = []
+    logs: dict[str, list[str]] = {process.label: [] for process in plan}
+    code = 1
     try:
         for process in plan:
             child = subprocess.Popen(
                 process.argv,
-                env={**os.environ, **process.env},
+                env={**os.environ, **process.env, **(env or {})},
                 cwd=workdir,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
@@ -146,14 +161,18 @@ def run(job: DistTrainJob, workdir: Path, out: IO[str] = sys.stdout) -> int:
                 start_new_session=True,
             )
             children.append(child)
-            thread = threading.Thread(target=_stream, args=(process.label, child.stdout, out, lock), daemon=True)
+            kept = logs[process.label]
+            thread = threading.Thread(target=_stream, args=(process.label, child.stdout, out, lock, kept), daemon=True)
             thread.start()
             threads.append(thread)
-        return _supervise(job, plan, children, out, lock)
+        code = _supervise(job, plan, children, out, lock)
     finally:
+        ended = {process.label: child.poll() for process, child in zip(plan, children, strict=False)}
         _stop(children)
         for thread in threads:
             thread.join(timeout=5)
+    texts = {label: "".join(lines) for label, lines in logs.items()}
+    return LocalOutcome(code, {process.label: ended.get(process.label) for process in plan}, texts)
 
 
 def _supervise(

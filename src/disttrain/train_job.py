@@ -1,0 +1,188 @@
+"""What `Client.train` creates: a DistTrainJob whose every replica runs a shipped function, and the ConfigMap
+that carries the function (owned by the job once it exists). Pure: the arguments are checked here, each
+with a readable error, before anything reaches the cluster."""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from collections.abc import Mapping
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+
+from disttrain.shipped_function import ShippedFunction
+from disttrain_core.api.job import DistTrainJob
+from disttrain_core.api.spec import ReplicaType, Strategy
+from disttrain_core.kueue import QUEUE_LABEL
+
+TRAINER_IMAGE = "disttrain/trainer:0.1.0"  # the trainer image of this version, with `disttrain-run-function`
+FUNCTION_MOUNT = "/etc/disttrain/function"
+MAX_PARAMETERS_BYTES = 128 * 1024
+MAX_PACKAGES = 64
+NAME_LIMIT = 40  # the job's pods add `-worker-NNN`, their Services more
+
+
+class TrainArgumentError(ValueError):
+    """An argument of `Client.train` that no job could run with: the message names it and why."""
+
+
+def _count(name: str, value: object, lowest: int, highest: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TrainArgumentError(f"{name}= must be a whole number, not {value!r}")
+    if value < lowest or (highest is not None and value > highest):
+        bound = f"from {lowest} to {highest}" if highest is not None else f"at least {lowest}"
+        raise TrainArgumentError(f"{name}= must be {bound}, not {value}")
+    return value
+
+
+def _strategy(strategy: str | None, ps: int) -> Strategy:
+    if strategy is None:
+        return Strategy.PARAMETER_SERVER if ps else Strategy.MULTI_WORKER_MIRRORED
+    try:
+        chosen = Strategy(strategy)
+    except ValueError:
+        known = ", ".join(member.value for member in Strategy)
+        raise TrainArgumentError(f"strategy= {strategy!r} is not one of {known}") from None
+    if (chosen is Strategy.PARAMETER_SERVER) != bool(ps):
+        raise TrainArgumentError(f"strategy={chosen.value} and ps={ps}: parameter servers go with ParameterServer only")
+    return chosen
+
+
+def _parameters(parameters: Mapping[str, Any] | None) -> dict[str, Any]:
+    if parameters is None:
+        return {}
+    if not isinstance(parameters, Mapping) or not all(isinstance(key, str) for key in parameters):
+        raise TrainArgumentError("parameters= must be a dict with string keys")
+    try:
+        text = json.dumps(dict(parameters), allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise TrainArgumentError(f"parameters= must be JSON: {error}") from None
+    if len(text.encode()) > MAX_PARAMETERS_BYTES:
+        raise TrainArgumentError(f"parameters= is over {MAX_PARAMETERS_BYTES} bytes as JSON: pass a path instead")
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
+
+
+def _packages(packages: list[str] | tuple[str, ...] | None) -> list[str]:
+    listed = list(packages or [])
+    if len(listed) > MAX_PACKAGES:
+        raise TrainArgumentError(f"packages= lists {len(listed)}, over {MAX_PACKAGES}")
+    for package in listed:
+        if not isinstance(package, str):
+            raise TrainArgumentError(f"packages= holds {package!r}, not a requirement string")
+        try:
+            Requirement(package)
+        except InvalidRequirement as error:
+            raise TrainArgumentError(f"packages= {package!r} is not a requirement pip reads: {error}") from None
+    return listed
+
+
+def job_name(function: str) -> str:
+    """`train-<function>-<5 random characters>`, as DNS-1123 and within NAME_LIMIT."""
+    stem = re.sub(r"[^a-z0-9]+", "-", function.lower()).strip("-") or "function"
+    return f"train-{stem}"[: NAME_LIMIT - 6].rstrip("-") + "-" + secrets.token_hex(3)[:5]
+
+
+def _resources(resources: Mapping[str, Any] | None) -> dict[str, Any]:
+    """{cpu, memory, gpus} as a container's requests and limits (GPUs are limits, as Kubernetes wants)."""
+    if not resources:
+        return {}
+    unknown = sorted(set(resources) - {"cpu", "memory", "gpus"})
+    if unknown:
+        raise TrainArgumentError(f"resources= knows cpu, memory and gpus, not {', '.join(unknown)}")
+    requests = {key: str(resources[key]) for key in ("cpu", "memory") if resources.get(key) is not None}
+    limits = dict(requests)
+    if resources.get("gpus"):
+        limits["nvidia.com/gpu"] = str(_count("resources['gpus']", resources["gpus"], 0))
+    return {"requests": requests, "limits": limits}
+
+
+def train_objects(
+    function: ShippedFunction,
+    *,
+    namespace: str,
+    workers: object = 2,
+    ps: object = 0,
+    chief: object | None = None,
+    evaluator: object = 0,
+    strategy: str | None = None,
+    parameters: Mapping[str, Any] | None = None,
+    image: str = TRAINER_IMAGE,
+    packages: list[str] | tuple[str, ...] | None = None,
+    index_url: str | None = None,
+    resources: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    name: str | None = None,
+    queue: str | None = None,
+    checkpoint: Mapping[str, Any] | None = None,
+    tensorboard: bool = False,
+) -> tuple[DistTrainJob, dict[str, Any]]:
+    """The job and its function's ConfigMap, or TrainArgumentError (FunctionNotShippableError for
+    parameters the function cannot take)."""
+    counts = {
+        ReplicaType.WORKER: _count("workers", workers, 1, 1000),
+        ReplicaType.PS: _count("ps", ps, 0, 1000),
+        ReplicaType.EVALUATOR: _count("evaluator", evaluator, 0, 1),
+    }
+    chosen = _strategy(strategy, counts[ReplicaType.PS])
+    default_chief = 1 if chosen is Strategy.PARAMETER_SERVER else 0
+    counts[ReplicaType.CHIEF] = _count("chief", default_chief if chief is None else chief, 0, 1)
+    if chosen is Strategy.PARAMETER_SERVER and not counts[ReplicaType.CHIEF]:
+        raise TrainArgumentError("ParameterServer needs chief=1: the chief runs the function, the others serve it")
+    arguments = _parameters(parameters)
+    function.refuse_arguments(arguments)
+    listed = _packages(packages)
+    name = name or job_name(function.name)
+    config_map = f"{name}-function"
+    call = {
+        "name": function.name,
+        "arguments": arguments,
+        "takesStrategy": function.takes_strategy,
+        "takesProgress": function.takes_progress,
+        "packages": listed,
+        "indexUrl": index_url,
+    }
+    container: dict[str, Any] = {
+        "name": "tensorflow",
+        "image": image,
+        "command": ["disttrain-run-function", FUNCTION_MOUNT],
+        "env": [{"name": key, "value": str(value)} for key, value in (env or {}).items()],
+        "volumeMounts": [{"name": "function", "mountPath": FUNCTION_MOUNT, "readOnly": True}],
+    }
+    if resources:
+        container["resources"] = _resources(resources)
+    template = {
+        "spec": {
+            "automountServiceAccountToken": False,
+            "containers": [container],
+            "volumes": [{"name": "function", "configMap": {"name": config_map}}],
+        }
+    }
+    manifest: dict[str, Any] = {
+        "apiVersion": "disttrain.io/v1alpha1",
+        "kind": "DistTrainJob",
+        "metadata": {"name": name, "namespace": namespace, "labels": {QUEUE_LABEL: queue} if queue else {}},
+        "spec": {
+            "strategy": chosen.value,
+            "replicaSpecs": {
+                replica.value: {"replicas": count, "restartPolicy": "ExitCode", "template": template}
+                for replica, count in counts.items()
+                if count
+            },
+        },
+    }
+    if checkpoint is not None:
+        manifest["spec"]["checkpoint"] = dict(checkpoint)
+    if tensorboard:
+        manifest["spec"]["tensorboard"] = {"enabled": True}
+    job = DistTrainJob.model_validate(manifest)
+    data = {"function.py": function.source, "call.json": json.dumps(call)}
+    shipped = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": config_map, "namespace": namespace, "labels": {"disttrain.io/job-name": name}},
+        "data": data,
+    }
+    return job, shipped

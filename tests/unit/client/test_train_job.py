@@ -1,0 +1,81 @@
+"""The job `Client.train` makes of a function and its arguments, and every argument it refuses."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from disttrain.shipped_function import FunctionNotShippableError, ship
+from disttrain.train_job import FUNCTION_MOUNT, TRAINER_IMAGE, TrainArgumentError, job_name, train_objects
+from disttrain_core.api.spec import ReplicaType, Strategy
+from disttrain_core.kueue import QUEUE_LABEL
+
+
+def fit(strategy: Any, epochs: int = 2, rate: float = 0.1) -> None:
+    print(strategy, epochs, rate)
+
+
+def test_two_workers_run_the_function_from_its_config_map_with_its_arguments() -> None:
+    job, function_map = train_objects(ship(fit), namespace="team", parameters={"epochs": 3}, queue="gpus")
+    assert job.spec.strategy is Strategy.MULTI_WORKER_MIRRORED
+    assert {kind: spec.replicas for kind, spec in job.spec.replica_specs.items()} == {ReplicaType.WORKER: 2}
+    assert job.metadata.labels == {QUEUE_LABEL: "gpus"}
+    (container,) = job.spec.replica_specs[ReplicaType.WORKER].template["spec"]["containers"]
+    assert (container["image"], container["command"]) == (TRAINER_IMAGE, ["disttrain-run-function", FUNCTION_MOUNT])
+    volume = job.spec.replica_specs[ReplicaType.WORKER].template["spec"]["volumes"][0]
+    assert volume["configMap"]["name"] == function_map["metadata"]["name"] == f"{job.metadata.name}-function"
+    assert function_map["data"]["function.py"].startswith("def fit(strategy: Any")
+    call = json.loads(function_map["data"]["call.json"])
+    assert call == {
+        "name": "fit",
+        "arguments": {"epochs": 3},
+        "takesStrategy": True,
+        "takesProgress": False,
+        "packages": [],
+        "indexUrl": None,
+    }
+
+
+def test_parameter_servers_make_a_parameter_server_job_with_its_chief() -> None:
+    job, _ = train_objects(ship(fit), namespace="team", workers=2, ps=1, resources={"cpu": "1", "gpus": 1})
+    assert job.spec.strategy is Strategy.PARAMETER_SERVER
+    counts = {kind: spec.replicas for kind, spec in job.spec.replica_specs.items()}
+    assert counts == {ReplicaType.CHIEF: 1, ReplicaType.WORKER: 2, ReplicaType.PS: 1}
+    (container,) = job.spec.replica_specs[ReplicaType.PS].template["spec"]["containers"]
+    assert container["resources"] == {"requests": {"cpu": "1"}, "limits": {"cpu": "1", "nvidia.com/gpu": "1"}}
+
+
+def test_a_generated_name_is_a_short_dns_label() -> None:
+    name = job_name("Train_The_Very_Long_Model_Name_That_Goes_On_And_On")
+    assert len(name) <= 40 and name.startswith("train-train-the-very-long")
+    assert all(part.isalnum() for part in name.split("-"))
+
+
+@pytest.mark.parametrize(
+    ("arguments", "words"),
+    [
+        ({"workers": 0}, "workers= must be from 1 to 1000, not 0"),
+        ({"workers": -2}, "workers= must be from 1 to 1000, not -2"),
+        ({"workers": 2.0}, "workers= must be a whole number, not 2.0"),
+        ({"workers": True}, "workers= must be a whole number, not True"),
+        ({"strategy": "Horovod"}, "strategy= 'Horovod' is not one of MultiWorkerMirrored, ParameterServer, Mirrored"),
+        ({"ps": 1, "strategy": "MultiWorkerMirrored"}, "parameter servers go with ParameterServer only"),
+        ({"ps": 1, "chief": 0}, "ParameterServer needs chief=1"),
+        ({"parameters": {"epochs": float("nan")}}, "parameters= must be JSON"),
+        ({"parameters": {"epochs": {1, 2}}}, "parameters= must be JSON"),
+        ({"packages": ["numpy>="]}, "packages= 'numpy>=' is not a requirement pip reads"),
+        ({"packages": ["--index-url=http://elsewhere"]}, "is not a requirement pip reads"),
+        ({"resources": {"cpus": 2}}, "resources= knows cpu, memory and gpus, not cpus"),
+    ],
+)
+def test_an_argument_no_job_could_run_with_is_refused(arguments: dict[str, Any], words: str) -> None:
+    with pytest.raises(TrainArgumentError) as refused:
+        train_objects(ship(fit), namespace="team", **arguments)
+    assert words in str(refused.value)
+
+
+def test_a_parameter_the_function_does_not_take_is_refused() -> None:
+    with pytest.raises(FunctionNotShippableError, match=r"fit\(\) takes no parameter 'batch'"):
+        train_objects(ship(fit), namespace="team", parameters={"batch": 8})
