@@ -55,6 +55,7 @@ from harness import (
 from disttrain_cli.render import render_objects
 from disttrain_core.api.tenant_input import JOB_GONE_SINCE, LOG_MAX_BYTES, LOG_TTL
 from disttrain_core.builders.build_settings import BuildSettings
+from disttrain_core.images import VERSION
 from disttrain_core.kept_logs import JOB_UID_LABEL, KEPT_LOG_LABEL, OUTLIVES_JOB_LABEL
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import images, node_kinds, real_node
@@ -591,7 +592,7 @@ def restarts_benchmark(args: argparse.Namespace) -> str:
         if missing is not None:
             raise SystemExit(f"the real node cannot run here: {missing}")
         devcluster.up(log=False, real_node=True)
-        devcluster.load_images([f"{name}:{images.VERSION}" for name in images.ensure_images(ROOT)])
+        devcluster.load_images([f"{name}:{VERSION}" for name in images.ensure_images(ROOT)])
     bench = local_cluster(process_node=True)
     outcomes = restarts.measure(bench, args.node, args.kills, LOGS, args.run_limit)
     _record(args, "restarts", [asdict(outcome) for outcome in outcomes])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from disttrain_core.images import VERSION
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import images, real_node
 from repository import ROOT
@@ -15,4 +16,4 @@ def real_node_with_images() -> None:
     if missing is not None:
         pytest.skip(missing)
     devcluster.up(real_node=True)
-    devcluster.load_images([f"{name}:{images.VERSION}" for name in images.ensure_images(ROOT)])
+    devcluster.load_images([f"{name}:{VERSION}" for name in images.ensure_images(ROOT)])

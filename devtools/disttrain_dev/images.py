@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from disttrain_core.images import VERSION
 from disttrain_dev.tool_run import STDERR, run_tool
 from disttrain_dev.versions import cache_root
 
@@ -33,7 +34,6 @@ DEBIAN_SUITE = "bookworm"
 # operator's) must then hold none, as with the official python images.
 BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates")
 BASE_NAME = "disttrain/python-base"
-VERSION = "0.1.0"
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 APT_SOURCES = (Path("/etc/apt/sources.list.d/debian.sources"), Path("/etc/apt/sources.list"))
 

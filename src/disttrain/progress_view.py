@@ -16,7 +16,7 @@ from disttrain_core.api.job import DistTrainJob
 
 
 def progress_line(job: DistTrainJob) -> str:
-    """`digits Running: step 120/990 (12%), loss 0.2310, 41 s left`, with what the status knows."""
+    """The name and phase, then what the status knows: the step of the total and the share done, loss, time left."""
     status = job.status
     progress = status.progress
     parts = [f"{job.metadata.name} {status.phase or 'Pending'}"]

@@ -5,7 +5,7 @@ A function can travel only as source: its code object does not survive another P
 need the user's module on the other side. So what the source alone cannot carry is refused here, before
 anything is created: a lambda (no `def` to name), a closure (its free variables stay behind), a decorated
 function (the decorator is a name the other side lacks), a method or any other callable, and a source over
-`MAX_SOURCE_BYTES` (it travels in a ConfigMap, whose whole data the API server bounds at 1 MiB).
+`MAX_SOURCE_BYTES` (it travels in a ConfigMap, whose whole data the API server bounds).
 Names the function uses from its module must be imported inside it, as in Kubeflow's SDK.
 """
 

@@ -15,9 +15,9 @@ from packaging.requirements import InvalidRequirement, Requirement
 from disttrain.shipped_function import ShippedFunction
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType, Strategy
+from disttrain_core.images import TRAINER_IMAGE
 from disttrain_core.kueue import QUEUE_LABEL
 
-TRAINER_IMAGE = "disttrain/trainer:0.1.0"  # the trainer image of this version, with `disttrain-run-function`
 FUNCTION_MOUNT = "/etc/disttrain/function"
 MAX_PARAMETERS_BYTES = 128 * 1024
 MAX_PACKAGES = 64

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from disttrain_core.images import VERSION
 from disttrain_dev import headlamp, images
 from repository import ROOT
 
@@ -93,7 +94,7 @@ def test_the_headlamp_plugin_image_copies_the_built_plugin_into_the_plugins_fold
         pytest.skip("npm is needed to build the plugin")
     plugin = ROOT / headlamp.PLUGIN_FOLDER
     main = headlamp.build_plugin(plugin)
-    tag = f"disttrain/headlamp-plugin:{images.VERSION}"
+    tag = f"disttrain/headlamp-plugin:{VERSION}"
     build = ["docker", "build", "--network", "none", "--build-arg", f"BASE_IMAGE={images.base_tag()}", "-t", tag]
     subprocess.run([*build, str(plugin)], check=True, capture_output=True, timeout=600)
     assert _user(tag) == "65532:65532"

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from real_node_images import real_node_with_images
 
+from disttrain_core.images import VERSION
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import images, node_kinds
 from disttrain_dev.polling import wait_for
@@ -29,7 +30,7 @@ def node_namespace(request: pytest.FixtureRequest, process_cluster: Cluster) -> 
     image = "none"
     if kind == node_kinds.REAL:
         real_node_with_images()
-        image = f"{images.TRAINER.name}:{images.VERSION}"
+        image = f"{images.TRAINER.name}:{VERSION}"
     name = f"rules-{uuid.uuid4().hex[:8]}"
     process_cluster.kubectl("apply", "-f", "-", stdin=json.dumps(devcluster.node_namespace(name, kind)))
     wait_for("the namespace's default ServiceAccount", lambda: process_cluster.get("serviceaccount", "default", name))

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from chart_support import CHART, MODES, helm, kustomized, template
+from disttrain_core.images import VERSION
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import images, node_kinds, readme, real_node
 from disttrain_dev.polling import wait_for
@@ -84,7 +85,7 @@ def helm_cluster(cluster: Cluster, operator: OperatorProcess) -> Iterator[Cluste
     devcluster.up(real_node=True)
     operator.stop()
     built = images.ensure_images(ROOT)
-    devcluster.load_images([f"{name}:{images.VERSION}" for name in built])
+    devcluster.load_images([f"{name}:{VERSION}" for name in built])
     # once an earlier test's deploy/ went, the namespace places the operator on the real node
     devcluster.apply_namespaces([RELEASE_NAMESPACE], node_kinds.REAL)
     try:

@@ -29,6 +29,7 @@ from disttrain import Client
 from disttrain_contract.progress import DEFAULT_PROGRESS_PORT
 from disttrain_core.api.crd import KEPT_ON_UNINSTALL
 from disttrain_core.builders import naming
+from disttrain_core.images import VERSION
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import containerd, images, network_policy_controller, node_kinds, readme, real_node, versions
 from disttrain_dev.polling import wait_for
@@ -77,7 +78,7 @@ def installed(real_cluster: Cluster, operator: OperatorProcess) -> Iterator[Clus
     would act on every namespace."""
     operator.stop()
     built = images.ensure_images(ROOT)
-    devcluster.load_images([f"{name}:{images.VERSION}" for name in built])
+    devcluster.load_images([f"{name}:{VERSION}" for name in built])
     devcluster.apply_namespaces([OPERATOR_NAMESPACE], node_kinds.REAL)  # after an earlier test's deploy/ went
     real_cluster.kubectl("apply", "--server-side", "-k", str(ROOT / "overlays" / "local-images"))
     since = datetime.now(UTC).strftime(AUDIT_TIME)
@@ -603,7 +604,7 @@ def _reached(cluster: Cluster, namespace: str, pod: dict[str, Any], address: str
             "containers": [
                 {
                     "name": "connect",
-                    "image": f"{images.TRAINER.name}:{images.VERSION}",
+                    "image": f"{images.TRAINER.name}:{VERSION}",
                     "command": ["python", "-c", CONNECT, address, *map(str, ports)],
                     "securityContext": restricted,
                 }

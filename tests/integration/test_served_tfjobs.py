@@ -17,6 +17,7 @@ from real_node_images import real_node_with_images
 
 from disttrain import Client, JobNotFoundError
 from disttrain_core.api import crd, yaml_io
+from disttrain_core.images import VERSION
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import images, kubeflow_sdk, node_kinds, peer
 from disttrain_dev.build import module_dir
@@ -177,7 +178,7 @@ def test_kubeflow_s_sdk_runs_a_real_tfjob_unchanged(tfjob_crd: Cluster, tmp_path
     process.start()
     try:
         script = Path(__file__).parent / "sdk" / "drive_tfjob.py"
-        image = f"{images.TRAINER.name}:{images.VERSION}"
+        image = f"{images.TRAINER.name}:{VERSION}"
         answer = tmp_path / "answered.json"
         command = [str(kubeflow_sdk.sdk_python()), str(script), str(tfjob_crd.kubeconfig), namespace, "digits", image]
         answered = subprocess.run([*command, str(answer)], capture_output=True, text=True, timeout=900, check=False)

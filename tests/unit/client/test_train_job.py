@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from disttrain.shipped_function import FunctionNotShippableError, ship
-from disttrain.train_job import FUNCTION_MOUNT, TRAINER_IMAGE, TrainArgumentError, job_name, train_objects
+from disttrain.train_job import FUNCTION_MOUNT, TrainArgumentError, job_name, train_objects
 from disttrain_core.api.spec import ReplicaType, Strategy
+from disttrain_core.images import TRAINER_IMAGE
 from disttrain_core.kueue import QUEUE_LABEL
 
 

@@ -12,7 +12,8 @@ import yaml
 
 from chart_support import CHART, helm, template
 from disttrain_core.api.crd import KEPT_ON_UNINSTALL as KEPT
-from disttrain_dev import chart_readme, images
+from disttrain_core.images import VERSION
+from disttrain_dev import chart_readme
 from repository import ROOT
 
 GOLDEN = ROOT / "tests" / "golden" / "chart"
@@ -142,4 +143,4 @@ def _leaves(values: dict[str, Any], prefix: str = "") -> list[str]:
 
 def test_the_chart_installs_this_version_s_images() -> None:
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
-    assert chart["version"] == chart["appVersion"] == images.VERSION
+    assert chart["version"] == chart["appVersion"] == VERSION
