@@ -49,6 +49,8 @@ from disttrain_dev.process_pods import (
     RestartBackoff,
     backing_off_message,
     claim_names,
+    config_map_files,
+    config_map_sources,
     failed_status,
     host_names,
     hosts_file,
@@ -201,7 +203,8 @@ class ProcessNode:
         prepared = []
         for uid, pod in pods.items():
             bound = self._bound(pod) if self._is_new(uid, pod) else None
-            run = self._prepare(pod, bound) if bound is not None else None
+            config_maps = self._config_maps(pod) if bound is not None else None
+            run = self._prepare(pod, bound, config_maps) if bound is not None and config_maps is not None else None
             if run is not None:
                 prepared.append(run)
         self._refresh_hosts()
@@ -241,7 +244,21 @@ class ProcessNode:
             bound[claim] = str(volume)
         return bound
 
-    def _prepare(self, pod: dict[str, Any], bound: dict[str, str]) -> PodRun | None:
+    def _config_maps(self, pod: dict[str, Any]) -> dict[str, dict[str, str]] | None:
+        """The data of each ConfigMap the pod mounts; None (wait, as the kubelet does) while one that is not
+        optional is missing."""
+        found_maps = {}
+        for source in config_map_sources(pod):
+            path = "/api/v1/namespaces/{namespace}/configmaps/{name}"
+            found = self._kube.read(path, {"namespace": pod["metadata"]["namespace"], "name": source["name"]})
+            if found is None and not source.get("optional"):
+                return None
+            found_maps[source["name"]] = dict((found or {}).get("data") or {})
+        return found_maps
+
+    def _prepare(
+        self, pod: dict[str, Any], bound: dict[str, str], config_maps: dict[str, dict[str, str]]
+    ) -> PodRun | None:
         metadata = pod["metadata"]
         run = PodRun(metadata["uid"], metadata["namespace"], metadata["name"], pod, self._free.pop(0))
         folders = PodFolders(self._folder / "pods" / f"{run.namespace}_{run.name}_{run.uid}", self._folder / "volumes")
@@ -254,6 +271,9 @@ class ProcessNode:
             self._finished.add(run.uid)
             return None
         folders.pod.mkdir(parents=True, exist_ok=True)
+        for path, text in config_map_files(pod, folders, config_maps).items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
         manifests = {container["name"]: container for container in pod["spec"]["containers"]}
         for spec in specs:
             readiness = ReadinessProbe.of(manifests[spec.container], time.monotonic())

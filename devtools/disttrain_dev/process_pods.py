@@ -3,10 +3,11 @@ resolve, and the status a kubelet would report. `process_node` does the I/O.
 
 A pod's containers become host processes: the command and args (images are not pulled, so a
 container must name its command, which runs in the node agent's own environment), the env with
-`fieldRef`s resolved, the working directory, and its volume mounts of PVCs, hostPaths and emptyDirs
-mapped to local folders (the ServiceAccount token is not mounted). Its termination message path is
-mapped to a file per container, through the trainer's `DISTTRAIN_TERMINATION_MESSAGE_PATH` (the
-process cannot write to the real path).
+`fieldRef`s resolved, the working directory, and its volume mounts of PVCs, hostPaths, emptyDirs and
+ConfigMaps mapped to local folders (a ConfigMap's keys written there as files, as the kubelet projects
+them; the ServiceAccount token is not mounted). Its termination message path is mapped to a file per
+container, through the trainer's `DISTTRAIN_TERMINATION_MESSAGE_PATH` (the process cannot write to the
+real path).
 """
 
 from __future__ import annotations
@@ -78,6 +79,29 @@ def claim_names(pod: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def config_map_sources(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The `configMap` source of each such volume of the pod."""
+    return [v["configMap"] for v in pod["spec"].get("volumes") or [] if "configMap" in v]
+
+
+def config_map_files(
+    pod: Mapping[str, Any], folders: PodFolders, config_maps: Mapping[str, Mapping[str, str]]
+) -> dict[Path, str]:
+    """The files of the pod's ConfigMap volumes, by the ConfigMaps' data: every key as a file of its name, or
+    the `items` named, each at its path."""
+    files: dict[Path, str] = {}
+    for volume in pod["spec"].get("volumes") or []:
+        source = volume.get("configMap")
+        if source is None:
+            continue
+        data = config_maps.get(source["name"]) or {}
+        items = source.get("items") or [{"key": key, "path": key} for key in data]
+        for item in items:
+            if item["key"] in data:
+                files[folders.pod / "volumes" / volume["name"] / item["path"]] = data[item["key"]]
+    return files
+
+
 def _volume_sources(pod: Mapping[str, Any], folders: PodFolders, bound: Mapping[str, str]) -> dict[str, Path | None]:
     """Each volume's local folder; None for the API token volume, which is not mounted.
 
@@ -90,7 +114,7 @@ def _volume_sources(pod: Mapping[str, Any], folders: PodFolders, bound: Mapping[
             sources[name] = folders.volumes / bound[volume["persistentVolumeClaim"]["claimName"]]
         elif "hostPath" in volume:
             sources[name] = Path(volume["hostPath"]["path"])
-        elif "emptyDir" in volume:
+        elif "emptyDir" in volume or "configMap" in volume:
             sources[name] = folders.pod / "volumes" / name
         elif _is_api_token(volume):
             sources[name] = None
@@ -111,7 +135,7 @@ def process_specs(
         for mount in container.get("volumeMounts") or []:
             if mount["name"] not in sources:
                 raise UnsupportedContainerError(
-                    f"volume {mount['name']}: only PVCs, hostPaths and emptyDirs mount here"
+                    f"volume {mount['name']}: only PVCs, hostPaths, emptyDirs and ConfigMaps mount here"
                 )
             source = sources[mount["name"]]
             if source is not None:

@@ -150,12 +150,15 @@ def train_objects(
         "command": ["disttrain-run-function", FUNCTION_MOUNT],
         "env": [{"name": key, "value": str(value)} for key, value in (env or {}).items()],
         "volumeMounts": [{"name": "function", "mountPath": FUNCTION_MOUNT, "readOnly": True}],
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
     }
     if resources:
         container["resources"] = _resources(resources)
     template = {
         "spec": {
-            "automountServiceAccountToken": False,
+            "automountServiceAccountToken": False,  # the function needs no API access
+            # what a namespace enforcing the `restricted` Pod Security Standard admits
+            "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}},
             "containers": [container],
             "volumes": [{"name": "function", "configMap": {"name": config_map}}],
         }

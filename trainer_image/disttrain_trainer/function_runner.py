@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from disttrain_trainer.reporting import fail, log
 FUNCTION_FILE = "function.py"
 CALL_FILE = "call.json"
 MAX_CALL_BYTES = 512 * 1024
-PACKAGES_ENV = "DISTTRAIN_PACKAGES_DIR"  # where packages are installed (a writable folder), /tmp/... if unset
+PACKAGES_ENV = "DISTTRAIN_PACKAGES_DIR"  # where packages are installed (a writable folder), a new temporary one if unset
 PIP_TAIL = 2000  # characters of pip's output kept in the termination message
 
 
@@ -70,8 +71,9 @@ def install(packages: Sequence[str], index_url: str | None, environ: Mapping[str
     """pip-install the packages into a folder of their own, put first on sys.path; BAD_FLAGS with pip's words."""
     if not packages:
         return
-    target = Path(environ.get(PACKAGES_ENV) or "/tmp/disttrain-packages")
+    target = Path(environ.get(PACKAGES_ENV) or tempfile.mkdtemp(prefix="disttrain-packages-"))
     command = [sys.executable, "-m", "pip", "install", "--no-input", "--disable-pip-version-check", "--quiet"]
+    command += ["--no-cache-dir"]  # a trainer's user may have no home to cache in
     command += ["--target", str(target), *(["--index-url", index_url] if index_url else []), "--", *packages]
     log("installing", packages=list(packages))
     result = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -129,7 +131,7 @@ def _progress_callback(role: Role, tf: Any) -> Any:
     from disttrain_trainer.reporting import Progress  # noqa: PLC0415
 
     reports = (role.task_type, role.index) == reporting_task(has_chief=bool(role.cluster.get("chief")))
-    folder = Path(os.environ.get("DISTTRAIN_CHECKPOINT_DIR") or "/tmp/disttrain-progress")
+    folder = Path(os.environ.get("DISTTRAIN_CHECKPOINT_DIR") or tempfile.mkdtemp(prefix="disttrain-progress-"))
 
     class ProgressCallback(tf.keras.callbacks.Callback):
         def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:

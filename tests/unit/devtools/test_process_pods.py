@@ -16,6 +16,8 @@ from disttrain_dev.process_pods import (
     RestartBackoff,
     backing_off_message,
     claim_names,
+    config_map_files,
+    config_map_sources,
     host_names,
     hosts_file,
     pod_phase,
@@ -71,6 +73,24 @@ def test_a_container_becomes_a_process_with_its_env_mounts_and_message_file() ->
         Mount(FOLDERS.pod / "volumes" / "scratch", "/tmp/scratch"),
     )  # the API token is not mounted
     assert (spec.working_dir, spec.log) == ("/work", FOLDERS.pod / "tensorflow.log")
+
+
+def test_a_config_map_volume_is_a_folder_of_its_keys_as_the_kubelet_projects_them() -> None:
+    pod = _pod(volumeMounts=[{"name": "function", "mountPath": "/etc/fn"}, {"name": "one", "mountPath": "/etc/one"}])
+    pod["spec"]["volumes"] += [
+        {"name": "function", "configMap": {"name": "job-function"}},
+        {"name": "one", "configMap": {"name": "settings", "items": [{"key": "a", "path": "sub/a.txt"}]}},
+    ]
+    assert [source["name"] for source in config_map_sources(pod)] == ["job-function", "settings"]
+    data = {"job-function": {"function.py": "def f(): ...\n", "call.json": "{}"}, "settings": {"a": "1", "b": "2"}}
+    volumes = FOLDERS.pod / "volumes"
+    assert config_map_files(pod, FOLDERS, data) == {
+        volumes / "function" / "function.py": "def f(): ...\n",
+        volumes / "function" / "call.json": "{}",
+        volumes / "one" / "sub" / "a.txt": "1",
+    }
+    (spec,) = process_specs(pod, "10.250.0.7", FOLDERS, {"job-checkpoint": "pvc-1"})
+    assert spec.mounts == (Mount(volumes / "function", "/etc/fn"), Mount(volumes / "one", "/etc/one"))
 
 
 @pytest.mark.parametrize(
