@@ -1,9 +1,11 @@
 """`Client.wait(..., progress=True)`: one line of a job's progress (phase, step, loss, time left, from its
 status), kept current as the wait sees the job change: a rich progress bar in a terminal, a display that
-updates in place in a notebook (IPython's own display, which needs no widget library)."""
+updates in place in a notebook, a bar beside it (IPython's own display and HTML's `<progress>`, which need no
+widget library)."""
 
 from __future__ import annotations
 
+import html
 import importlib
 import sys
 from datetime import timedelta
@@ -39,15 +41,23 @@ class ProgressView(Protocol):
     def close(self) -> None: ...
 
 
+def progress_html(job: DistTrainJob) -> str:
+    """The line beside an HTML `<progress>` bar over the steps (indeterminate while the total is unknown)."""
+    progress = job.status.progress
+    total, step = (progress.total_steps, progress.step) if progress is not None else (None, None)
+    bar = f'<progress value="{step or 0}" max="{total}"></progress>' if total else "<progress></progress>"
+    return f"<div>{bar} <code>{html.escape(progress_line(job))}</code></div>"
+
+
 class _NotebookLine:
-    """A display updated in place: IPython's `display(..., display_id=True)` handle."""
+    """A display updated in place: IPython's `display(..., display_id=True)` handle, a bar where HTML shows."""
 
     def __init__(self, display: Any) -> None:
         self._display = display
         self._handle: Any = None
 
     def show(self, job: DistTrainJob) -> None:
-        text = {"text/plain": progress_line(job)}
+        text = {"text/plain": progress_line(job), "text/html": progress_html(job)}
         if self._handle is None:
             self._handle = self._display(text, raw=True, display_id=True)
         else:

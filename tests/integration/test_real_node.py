@@ -48,6 +48,7 @@ from operator_process import OperatorProcess
 from pod_checks import drain, drain_and_uncordon, trainer_run, trainer_state
 from rbac_rights import AUDIT_TIME, refused_rights
 from repository import ROOT
+from shipped_functions import reduce_across_workers, reports
 from trainer_support import events
 
 pytestmark = pytest.mark.real_node
@@ -274,6 +275,17 @@ def test_readme_s_first_job_succeeds_as_written(installed: Cluster, plain_namesp
     assert _finished_line(installed, plain_namespace, "digits-worker-0")["steps"] == 5 * STEPS_PER_EPOCH
     table = installed.kubectl("get", "dtj", "-n", plain_namespace).stdout.split()
     assert table[:8] == ["NAME", "PHASE", "STRATEGY", "READY", "RESTARTS", "STEP", "ETA", "AGE"], table
+
+
+def test_a_function_s_two_workers_join_one_collective_in_the_trainer_image(
+    installed: Cluster, real_namespace: str
+) -> None:
+    """`Client.train` with its defaults: the trainer image of this version runs the shipped function, in pods a
+    namespace enforcing `restricted` admits."""
+    client = Client(kubeconfig=installed.kubeconfig, namespace=real_namespace)
+    job = client.train(reduce_across_workers, workers=2, parameters={"value": 1.5})
+    assert client.wait(job, timeout=300).status.phase == "Succeeded"
+    assert reports("\n".join(client.logs(job))) == [{"workers": 2, "sum": 3.0}]
 
 
 def test_a_finished_job_s_tensorboard_serves_its_loss_curve_through_a_port_forward(

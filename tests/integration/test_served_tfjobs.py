@@ -165,7 +165,9 @@ def test_the_operator_refuses_to_serve_tfjobs_beside_another_controller_s_crd(tf
 @pytest.mark.real_node
 def test_kubeflow_s_sdk_runs_a_real_tfjob_unchanged(tfjob_crd: Cluster, tmp_path: Path) -> None:
     """`kubeflow-training` from PyPI drives the digits model as a TFJob in the trainer image on the real
-    node: create, list, get, wait for Succeeded, pods (the master among them), logs, delete."""
+    node: create, list, get, wait for Succeeded, pods (the master among them), logs, delete; then a function
+    with `create_job(train_func=...)`, its two workers in one collective, and with a chief, a ps and a
+    worker, whose variable on the ps the worker's steps added to."""
     real_node_with_images()
     namespace = f"sdk-{uuid.uuid4().hex[:8]}"
     tfjob_crd.kubectl("apply", "-f", "-", stdin=json.dumps(devcluster.node_namespace(namespace, node_kinds.REAL)))
@@ -177,13 +179,9 @@ def test_kubeflow_s_sdk_runs_a_real_tfjob_unchanged(tfjob_crd: Cluster, tmp_path
     )
     process.start()
     try:
-        script = Path(__file__).parent / "sdk" / "drive_tfjob.py"
         image = f"{images.TRAINER.name}:{VERSION}"
-        answer = tmp_path / "answered.json"
-        command = [str(kubeflow_sdk.sdk_python()), str(script), str(tfjob_crd.kubeconfig), namespace, "digits", image]
-        answered = subprocess.run([*command, str(answer)], capture_output=True, text=True, timeout=900, check=False)
-        assert answered.returncode == 0, answered.stderr[-3000:]
-        result = json.loads(answer.read_text())
+        result = _drive(tmp_path, "drive_tfjob.py", str(tfjob_crd.kubeconfig), namespace, "digits", image)
+        printed = _drive(tmp_path, "drive_train_func.py", str(tfjob_crd.kubeconfig), namespace, image)
     finally:
         process.stop()
         tfjob_crd.kubectl("delete", "namespace", namespace, "--wait=false")
@@ -192,6 +190,16 @@ def test_kubeflow_s_sdk_runs_a_real_tfjob_unchanged(tfjob_crd: Cluster, tmp_path
     assert result["replica_statuses"]["Worker"] >= 1 and result["completion_time"] != "None"
     assert "digits-worker-0" in result["pods"] and result["master"] == ["digits-worker-0"]
     assert "digits-worker-0" in result["logs"] and result["logs"]["digits-worker-0"].strip()
+    assert printed == {"mwms": [{"workers": 2, "sum": 3.0}], "ps": [{"ps": 1, "total": 4.0}]}
+
+
+def _drive(folder: Path, script: str, *arguments: str) -> Any:
+    """What a script of `sdk/` answered, run with the SDK's own Python."""
+    answer = folder / f"{script}.json"
+    command = [str(kubeflow_sdk.sdk_python()), str(Path(__file__).parent / "sdk" / script), *arguments, str(answer)]
+    answered = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
+    assert answered.returncode == 0, answered.stderr[-3000:]
+    return json.loads(answer.read_text())
 
 
 def test_training_operator_s_gang_flow_holds_a_tfjob_whose_gang_is_larger_than_it_until_lowered(

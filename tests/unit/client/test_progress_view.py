@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from disttrain.progress_view import progress_line, progress_view
+from disttrain.progress_view import progress_html, progress_line, progress_view
 from disttrain_core.api.job import DistTrainJob
 from job_builder import JobBuilder
 
@@ -24,6 +24,13 @@ def test_the_line_says_what_the_status_knows() -> None:
     assert progress_line(_job("Running", {"step": 12})) == "digits Running: step 12"
     reported = {"step": 120, "totalSteps": 990, "loss": 0.23104, "estimatedRemainingSeconds": 41}
     assert progress_line(_job("Running", reported)) == "digits Running: step 120/990 (12%), loss 0.2310, 0:00:41 left"
+
+
+def test_a_notebook_s_bar_is_html_s_own_progress_element() -> None:
+    assert progress_html(_job("Running", {"step": 120, "totalSteps": 990})) == (
+        '<div><progress value="120" max="990"></progress> <code>digits Running: step 120/990 (12%)</code></div>'
+    )
+    assert progress_html(_job(None)).startswith("<div><progress></progress> <code>digits Pending")
 
 
 def test_a_terminal_gets_a_bar_with_the_line() -> None:
