@@ -30,7 +30,7 @@ from disttrain_trainer.reporting import fail, log
 FUNCTION_FILE = "function.py"
 CALL_FILE = "call.json"
 MAX_CALL_BYTES = 512 * 1024
-PACKAGES_ENV = "DISTTRAIN_PACKAGES_DIR"  # where packages are installed (a writable folder), a new temporary one if unset
+PACKAGES_ENV = "DISTTRAIN_PACKAGES_DIR"  # a writable folder for the packages; a new temporary one if unset
 PIP_TAIL = 2000  # characters of pip's output kept in the termination message
 
 
