@@ -11,6 +11,7 @@ ends the task with a permanent exit code and the reason in its termination messa
 """
 
 from __future__ import annotations
+import __future__
 
 import json
 import os
@@ -18,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,16 @@ def install(packages: Sequence[str], index_url: str | None, environ: Mapping[str
     sys.path.insert(0, str(target))
 
 
+def define(source: str, name: str) -> Callable[..., Any]:
+    """The function defined alone in a fresh namespace. Its annotations stay unevaluated: the names they use
+    were imported in the function's module, not here."""
+    namespace: dict[str, Any] = {"__name__": "__disttrain_function__"}
+    lazy_annotations = __future__.annotations.compiler_flag
+    exec(compile(source, f"<{name}>", "exec", flags=lazy_annotations, dont_inherit=True), namespace)
+    function: Callable[..., Any] = namespace[name]
+    return function
+
+
 def call_function(source: str, call: Call, role: Role) -> None:
     """Define the function alone in a fresh namespace and call it; ps and PS workers serve instead."""
     import tensorflow as tf  # noqa: PLC0415 - after the packages, which may pin what it loads
@@ -93,15 +104,14 @@ def call_function(source: str, call: Call, role: Role) -> None:
         log("serving", task=f"{role.task_type}:{role.index}", target=server.target)
         server.join()
         return
-    namespace: dict[str, Any] = {"__name__": "__disttrain_function__"}
-    exec(compile(source, f"<{call.name}>", "exec"), namespace)
+    function = define(source, call.name)
     arguments = dict(call.arguments)
     if call.takes_strategy:
         arguments["strategy"] = _strategy(role, tf)
     if call.takes_progress:
         arguments["progress"] = _progress_callback(role, tf)
     log("started", task=f"{role.task_type}:{role.index}", function=call.name)
-    namespace[call.name](**arguments)
+    function(**arguments)
 
 
 def _strategy(role: Role, tf: Any) -> Any:

@@ -1,5 +1,6 @@
 """The runner's half before TensorFlow: reading the shipped call, installing its packages, and how each
-failure ends the task (a permanent exit code, the reason in the termination message)."""
+failure ends the task (a permanent exit code, the reason in the termination message), and the function
+defined alone."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from disttrain_contract.exit_codes import ExitCode, TrainerError
 from disttrain_contract.progress import TERMINATION_MESSAGE_ENV
-from disttrain_trainer.function_runner import CALL_FILE, FUNCTION_FILE, MAX_CALL_BYTES, install, main, read_call
+from disttrain_trainer.function_runner import CALL_FILE, FUNCTION_FILE, MAX_CALL_BYTES, define, install, main, read_call
 
 
 def _ship(folder: Path, call: object, source: str = "def fit():\n    pass\n") -> Path:
@@ -61,3 +62,12 @@ def test_a_missing_folder_ends_the_task_with_its_reason_in_the_termination_messa
     monkeypatch.setenv(TERMINATION_MESSAGE_ENV, str(message))
     assert main([str(tmp_path / "absent")], {}) == ExitCode.BAD_FLAGS
     assert "the shipped function is not in" in json.loads(message.read_text())["error"]
+
+
+def test_a_function_is_defined_alone_with_its_annotations_unevaluated() -> None:
+    source = "def fit(strategy: tf.distribute.Strategy, epochs: Epochs = 2) -> History:\n    return epochs * 2\n"
+    fit = define(source, "fit")  # tf, Epochs and History were names of the function's module, not here
+    assert fit(strategy=None, epochs=3) == 6
+    assert fit.__annotations__["epochs"] == "Epochs"
+    with pytest.raises(NameError, match="'json' is not defined"):
+        define("def report():\n    return json.dumps({})\n", "report")()  # what it uses it must import
