@@ -5,6 +5,7 @@ with a readable error, before anything reaches the cluster."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import secrets
 from collections.abc import Mapping
@@ -21,6 +22,7 @@ from disttrain_core.kueue import QUEUE_LABEL
 FUNCTION_MOUNT = "/etc/disttrain/function"
 MAX_PARAMETERS_BYTES = 128 * 1024
 MAX_PACKAGES = 64
+INDEX_URL_ENV = "PIP_INDEX_URL"
 NAME_LIMIT = 40  # the job's pods add `-worker-NNN`, their Services more
 
 
@@ -80,9 +82,11 @@ def _packages(packages: list[str] | tuple[str, ...] | None) -> list[str]:
 
 
 def job_name(function: str) -> str:
-    """`train-<function>-<5 random characters>`, as DNS-1123 and within NAME_LIMIT."""
+    """`train-<function>-<5 random characters>` (no second `train-` for a function named train...), as
+    DNS-1123 and within NAME_LIMIT."""
     stem = re.sub(r"[^a-z0-9]+", "-", function.lower()).strip("-") or "function"
-    return f"train-{stem}"[: NAME_LIMIT - 6].rstrip("-") + "-" + secrets.token_hex(3)[:5]
+    stem = stem if stem.startswith("train") else f"train-{stem}"
+    return stem[: NAME_LIMIT - 6].rstrip("-") + "-" + secrets.token_hex(3)[:5]
 
 
 def _resources(resources: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -118,9 +122,11 @@ def train_objects(
     queue: str | None = None,
     checkpoint: Mapping[str, Any] | None = None,
     tensorboard: bool = False,
+    environ: Mapping[str, str] = os.environ,
 ) -> tuple[DistTrainJob, dict[str, Any]]:
     """The job and its function's ConfigMap, or TrainArgumentError (FunctionNotShippableError for
-    parameters the function cannot take)."""
+    parameters the function cannot take). Packages come from `index_url`, else from the index pip here
+    is set to (`PIP_INDEX_URL` in `environ`), else from pip's own default in the replicas."""
     counts = {
         ReplicaType.WORKER: _count("workers", workers, 1, 1000),
         ReplicaType.PS: _count("ps", ps, 0, 1000),
@@ -142,7 +148,7 @@ def train_objects(
         "takesStrategy": function.takes_strategy,
         "takesProgress": function.takes_progress,
         "packages": listed,
-        "indexUrl": index_url,
+        "indexUrl": index_url or environ.get(INDEX_URL_ENV) or None,
     }
     container: dict[str, Any] = {
         "name": "tensorflow",

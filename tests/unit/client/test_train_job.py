@@ -19,7 +19,7 @@ def fit(strategy: Any, epochs: int = 2, rate: float = 0.1) -> None:
 
 
 def test_two_workers_run_the_function_from_its_config_map_with_its_arguments() -> None:
-    job, function_map = train_objects(ship(fit), namespace="team", parameters={"epochs": 3}, queue="gpus")
+    job, function_map = train_objects(ship(fit), namespace="team", parameters={"epochs": 3}, queue="gpus", environ={})
     assert job.spec.strategy is Strategy.MULTI_WORKER_MIRRORED
     assert {kind: spec.replicas for kind, spec in job.spec.replica_specs.items()} == {ReplicaType.WORKER: 2}
     assert job.metadata.labels == {QUEUE_LABEL: "gpus"}
@@ -39,6 +39,17 @@ def test_two_workers_run_the_function_from_its_config_map_with_its_arguments() -
     }
 
 
+def test_packages_come_from_the_index_given_else_from_the_one_pip_here_is_set_to() -> None:
+    def index_of(environ: dict[str, str], index_url: str | None = None) -> object:
+        _, function_map = train_objects(ship(fit), namespace="team", index_url=index_url, environ=environ)
+        return json.loads(function_map["data"]["call.json"])["indexUrl"]
+
+    here = {"PIP_INDEX_URL": "https://pypi.example/simple"}
+    assert index_of(here) == "https://pypi.example/simple"
+    assert index_of(here, "https://mirror.example/simple") == "https://mirror.example/simple"
+    assert index_of({}) is None
+
+
 def test_parameter_servers_make_a_parameter_server_job_with_its_chief() -> None:
     job, _ = train_objects(ship(fit), namespace="team", workers=2, ps=1, resources={"cpu": "1", "gpus": 1})
     assert job.spec.strategy is Strategy.PARAMETER_SERVER
@@ -50,7 +61,8 @@ def test_parameter_servers_make_a_parameter_server_job_with_its_chief() -> None:
 
 def test_a_generated_name_is_a_short_dns_label() -> None:
     name = job_name("Train_The_Very_Long_Model_Name_That_Goes_On_And_On")
-    assert len(name) <= 40 and name.startswith("train-train-the-very-long")
+    assert len(name) <= 40 and name.startswith("train-the-very-long")
+    assert job_name("digits").startswith("train-digits-")
     assert all(part.isalnum() for part in name.split("-"))
 
 
