@@ -14,6 +14,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 
 from disttrain.shipped_function import ShippedFunction
+from disttrain_contract.shipped_call import CALL_FILE, FUNCTION_FILE, RUN_FUNCTION_COMMAND
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType, Strategy
 from disttrain_core.images import TRAINER_IMAGE
@@ -153,7 +154,7 @@ def train_objects(
     container: dict[str, Any] = {
         "name": "tensorflow",
         "image": image,
-        "command": ["disttrain-run-function", FUNCTION_MOUNT],
+        "command": [RUN_FUNCTION_COMMAND, FUNCTION_MOUNT],
         "env": [{"name": key, "value": str(value)} for key, value in (env or {}).items()],
         "volumeMounts": [{"name": "function", "mountPath": FUNCTION_MOUNT, "readOnly": True}],
         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
@@ -187,7 +188,7 @@ def train_objects(
     if tensorboard:
         manifest["spec"]["tensorboard"] = {"enabled": True}
     job = DistTrainJob.model_validate(manifest)
-    data = {"function.py": function.source, "call.json": json.dumps(call)}
+    data = {FUNCTION_FILE: function.source, CALL_FILE: json.dumps(call)}
     shipped = {
         "apiVersion": "v1",
         "kind": "ConfigMap",

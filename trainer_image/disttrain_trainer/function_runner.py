@@ -25,13 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from disttrain_contract.exit_codes import ExitCode, TrainerError
+from disttrain_contract.shipped_call import CALL_FILE, FUNCTION_FILE, PACKAGES_DIR_ENV, RUN_FUNCTION_COMMAND
 from disttrain_trainer.config import Role, parse_role
 from disttrain_trainer.reporting import fail, log
 
-FUNCTION_FILE = "function.py"
-CALL_FILE = "call.json"
 MAX_CALL_BYTES = 512 * 1024
-PACKAGES_ENV = "DISTTRAIN_PACKAGES_DIR"  # a writable folder for the packages; a new temporary one if unset
 PIP_TAIL = 2000  # characters of pip's output kept in the termination message
 
 
@@ -72,7 +70,7 @@ def install(packages: Sequence[str], index_url: str | None, environ: Mapping[str
     """pip-install the packages into a folder of their own, put first on sys.path; BAD_FLAGS with pip's words."""
     if not packages:
         return
-    target = Path(environ.get(PACKAGES_ENV) or tempfile.mkdtemp(prefix="disttrain-packages-"))
+    target = Path(environ.get(PACKAGES_DIR_ENV) or tempfile.mkdtemp(prefix="disttrain-packages-"))
     command = [sys.executable, "-m", "pip", "install", "--no-input", "--disable-pip-version-check", "--quiet"]
     command += ["--no-cache-dir"]  # a trainer's user may have no home to cache in
     command += ["--target", str(target), *(["--index-url", index_url] if index_url else []), "--", *packages]
@@ -169,7 +167,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] = os.envi
     arguments = list(sys.argv[1:] if argv is None else argv)
     try:
         if len(arguments) != 1:
-            raise TrainerError(ExitCode.BAD_FLAGS, "usage: disttrain-run-function FOLDER")
+            raise TrainerError(ExitCode.BAD_FLAGS, f"usage: {RUN_FUNCTION_COMMAND} FOLDER")
         source, call = read_call(Path(arguments[0]))
         role = parse_role(environ.get("TF_CONFIG"))
         install(call.packages, call.index_url, environ)

@@ -14,9 +14,8 @@ from typing import IO, Any
 from disttrain.local.run import LocalOutcome, run
 from disttrain.shipped_function import ship
 from disttrain.train_job import FUNCTION_MOUNT, train_objects
+from disttrain_contract.shipped_call import PACKAGES_DIR_ENV
 from disttrain_core.api.job import DistTrainJob
-
-PACKAGES_DIR_ENV = "DISTTRAIN_PACKAGES_DIR"  # the runner's: where packages= are installed
 
 
 def train(

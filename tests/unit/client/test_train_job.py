@@ -9,6 +9,7 @@ import pytest
 
 from disttrain.shipped_function import FunctionNotShippableError, ship
 from disttrain.train_job import FUNCTION_MOUNT, TrainArgumentError, job_name, train_objects
+from disttrain_contract.shipped_call import CALL_FILE, FUNCTION_FILE, RUN_FUNCTION_COMMAND
 from disttrain_core.api.spec import ReplicaType, Strategy
 from disttrain_core.images import TRAINER_IMAGE
 from disttrain_core.kueue import QUEUE_LABEL
@@ -24,11 +25,11 @@ def test_two_workers_run_the_function_from_its_config_map_with_its_arguments() -
     assert {kind: spec.replicas for kind, spec in job.spec.replica_specs.items()} == {ReplicaType.WORKER: 2}
     assert job.metadata.labels == {QUEUE_LABEL: "gpus"}
     (container,) = job.spec.replica_specs[ReplicaType.WORKER].template["spec"]["containers"]
-    assert (container["image"], container["command"]) == (TRAINER_IMAGE, ["disttrain-run-function", FUNCTION_MOUNT])
+    assert (container["image"], container["command"]) == (TRAINER_IMAGE, [RUN_FUNCTION_COMMAND, FUNCTION_MOUNT])
     volume = job.spec.replica_specs[ReplicaType.WORKER].template["spec"]["volumes"][0]
     assert volume["configMap"]["name"] == function_map["metadata"]["name"] == f"{job.metadata.name}-function"
-    assert function_map["data"]["function.py"].startswith("def fit(strategy: Any")
-    call = json.loads(function_map["data"]["call.json"])
+    assert function_map["data"][FUNCTION_FILE].startswith("def fit(strategy: Any")
+    call = json.loads(function_map["data"][CALL_FILE])
     assert call == {
         "name": "fit",
         "arguments": {"epochs": 3},
@@ -42,7 +43,7 @@ def test_two_workers_run_the_function_from_its_config_map_with_its_arguments() -
 def test_packages_come_from_the_index_given_else_from_the_one_pip_here_is_set_to() -> None:
     def index_of(environ: dict[str, str], index_url: str | None = None) -> object:
         _, function_map = train_objects(ship(fit), namespace="team", index_url=index_url, environ=environ)
-        return json.loads(function_map["data"]["call.json"])["indexUrl"]
+        return json.loads(function_map["data"][CALL_FILE])["indexUrl"]
 
     here = {"PIP_INDEX_URL": "https://pypi.example/simple"}
     assert index_of(here) == "https://pypi.example/simple"

@@ -11,7 +11,8 @@ import pytest
 
 from disttrain_contract.exit_codes import ExitCode, TrainerError
 from disttrain_contract.progress import TERMINATION_MESSAGE_ENV
-from disttrain_trainer.function_runner import CALL_FILE, FUNCTION_FILE, MAX_CALL_BYTES, define, install, main, read_call
+from disttrain_contract.shipped_call import CALL_FILE, FUNCTION_FILE
+from disttrain_trainer.function_runner import MAX_CALL_BYTES, define, install, main, read_call
 
 
 def _ship(folder: Path, call: object, source: str = "def fit():\n    pass\n") -> Path:
