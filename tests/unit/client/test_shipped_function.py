@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import linecache
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -125,6 +126,29 @@ def test_a_notebook_cell_s_function_ships_from_the_newest_cell_that_defines_it(n
     shipped = ship(defined["fit"])
     assert shipped.source == "def fit(epochs, scale=2):\n    return epochs * scale\n"
     assert _run(shipped, epochs=3) == 6
+
+
+def test_a_real_ipython_cell_s_function_ships_with_its_line_cache_and_without(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """IPython itself, running cells as a notebook's kernel does (keeping their history in `In`)."""
+    monkeypatch.delitem(sys.modules, "IPython", raising=False)  # the real one, imported afresh
+    from IPython.core.interactiveshell import InteractiveShell  # noqa: PLC0415 - a test dependency only
+
+    cell = "def cell_fit(strategy, epochs=1):\n    return epochs * 2\n"
+    shell = InteractiveShell.instance()
+    try:
+        shell.run_cell(cell, store_history=True)
+        function = shell.user_ns["cell_fit"]
+        assert ship(function).source == cell
+        linecache.cache.pop(function.__code__.co_filename)  # out of inspect's reach: the cell is read from `In`
+        shipped = ship(function)
+    finally:
+        InteractiveShell.clear_instance()
+    assert (shipped.source, shipped.takes_strategy) == (
+        "def cell_fit(strategy, epochs=1):\n    return epochs * 2\n",
+        True,
+    )
 
 
 def test_a_function_whose_source_is_nowhere_is_refused(notebook: list[str]) -> None:
