@@ -43,6 +43,6 @@ def test_the_example_notebook_trains_on_this_machine_then_on_the_cluster(
     NotebookClient(notebook, timeout=600, resources={"metadata": {"path": str(tmp_path)}}).execute()
     code = [cell for cell in notebook.cells if cell.cell_type == "code"]
     shown = [_text(cell) for cell in code]
-    assert "{'worker-0': 0, 'worker-1': 0}" in shown[2], shown[2][-2000:]  # on this machine
+    assert shown[2].endswith("\n0"), shown[2][-2000:]  # on this machine, the job's code last
     assert "Succeeded: step" in shown[3] and "test accuracy" in shown[3], shown[3][-2000:]  # on the cluster
     assert "Succeeded" in shown[5] and "last loss" in shown[5], shown[5][-2000:]  # ParameterServer

@@ -6,8 +6,8 @@ replica installs the packages, then: a ParameterServer's ps and worker tasks ser
 trainer's do; every other task calls the function with its arguments and, where it takes one, the
 `tf.distribute` strategy TF_CONFIG describes and, where it takes `progress`, a Keras callback that reports
 the job's steps and loss as the trainer does (`Client.wait(..., progress=True)` shows them). A package
-that fails to install, or a function that raises,
-ends the task with a permanent exit code and the reason in its termination message, never a crash loop.
+that fails to install, or a function that raises, ends the task with a permanent exit code and the reason
+in its termination message, never a crash loop.
 """
 
 from __future__ import annotations
