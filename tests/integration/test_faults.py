@@ -444,6 +444,7 @@ def test_a_nan_at_a_known_step_fails_the_job_as_diverged_there(
     assert job["status"]["checkpoint"]["step"] == 40
 
 
+@pytest.mark.real_node_twin("test_at_mid_run_the_trainer_image_s_time_left_is_within_a_fifth_of_the_time_it_took")
 def test_at_mid_run_the_time_left_is_within_a_fifth_of_the_time_it_took(
     process_cluster: Cluster, operator: OperatorProcess, process_namespace: str
 ) -> None:
@@ -472,7 +473,10 @@ def test_a_killed_worker_restarts_the_job_in_place_each_run_an_attempt_of_its_ow
     and succeeds with the steps of an uninterrupted run; worker 1's killed run and its next are two attempts,
     the first kept with its exit code and its log to its last line."""
     cluster, namespace = process_cluster, process_namespace
-    total = _submit(cluster, namespace, "MultiWorkerMirrored", {"Worker": 2}, epochs=60, checkpoint_every=40)
+    # every worker: a worker 1 still running at worker 0's end would be stopped, its pod gone, by the cleanup
+    total = _submit(
+        cluster, namespace, "MultiWorkerMirrored", {"Worker": 2}, epochs=60, checkpoint_every=40, every_worker=True
+    )
     _at_step(cluster, namespace, 100)
     pods = _uids(cluster, namespace)
     worker = f"{JOB}-worker-1"
