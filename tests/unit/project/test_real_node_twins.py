@@ -31,5 +31,5 @@ def _twins() -> dict[str, str]:
 
 def test_every_twin_named_is_a_real_node_test() -> None:
     twins = _twins()
-    assert len(twins) == 4, twins
+    assert len(twins) == 5, twins
     assert set(twins.values()) <= _tests("test_real_node.py"), set(twins.values()) - _tests("test_real_node.py")
