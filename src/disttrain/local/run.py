@@ -148,7 +148,6 @@ def run(
     children: list[subprocess.Popen[str]] = []
     threads = []
     logs: dict[str, list[str]] = {process.label: [] for process in plan}
-    code = 1
     try:
         for process in plan:
             child = subprocess.Popen(
