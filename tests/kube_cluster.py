@@ -1,18 +1,29 @@
 """The local cluster as the tests reach it: kubectl with a kubeconfig (`Cluster`), and kubeconfigs for an
-account's token (the operator's, a tenant's)."""
+account's token (the operator's, a tenant's).
+
+A test reads objects again and again while it waits (every 0.2 s): `get` and `items` ask the API server
+from this process, on a connection kept per kubeconfig, with kubectl's names for kinds, since a kubectl
+process costs about 120 ms of CPU per read against about 1.5 ms here (measured on the 2-core CI machine),
+and those reads ran beside the trainers they wait for."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
+import threading
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from disttrain_dev.polling import wait_for
 from disttrain_dev.versions import cache_paths
+from disttrain_kube.api_errors import HTTP_NOT_FOUND, NETWORK_ERRORS, ApiError
+from disttrain_kube.connection import connect
+from disttrain_kube.rest import Kube
 from repository import ROOT
 
 OPERATOR_TEST_NAMESPACE = "disttrain-operator-under-test"
@@ -42,13 +53,23 @@ class Cluster:
         self.kubectl("delete", "pods", "--all", "-n", name, "--ignore-not-found", "--wait=true", "--timeout=120s")
 
     def get(self, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
-        result = self.kubectl("get", kind, name, "-n", namespace, "-o", "json", check=False)
-        return json.loads(result.stdout) if result.returncode == 0 else None
+        """The object as `kubectl get KIND NAME -o json` shows it; None where kubectl would fail (absent,
+        forbidden, the API server unreachable)."""
+        try:
+            path, _ = _reader(self.kubeconfig).path(kind, namespace)
+            code, text = _reader(self.kubeconfig).kube.request("GET", f"{path}/{name}", {}, None)
+        except (ApiError, *NETWORK_ERRORS):
+            return None
+        return json.loads(text) if code < 300 else None
 
     def items(self, kind: str, namespace: str, selector: str | None = None) -> list[dict[str, Any]]:
-        args = ["get", kind, "-n", namespace, "-o", "json", *(["-l", selector] if selector else [])]
-        items: list[dict[str, Any]] = json.loads(self.kubectl(*args).stdout)["items"]
-        return items
+        """`kubectl get KIND [-l SELECTOR] -o json`'s items, each with its apiVersion and kind as kubectl
+        fills them in."""
+        reader = _reader(self.kubeconfig)
+        path, kind_name = reader.path(kind, namespace)
+        query = {"labelSelector": selector} if selector else None
+        listed = reader.kube.json_request("GET", path, {}, query=query)
+        return [{"apiVersion": listed["apiVersion"], "kind": kind_name, **item} for item in listed["items"]]
 
     def set_pod_status(
         self,
@@ -110,10 +131,92 @@ class Cluster:
     def has_event(self, namespace: str, reason: str) -> bool:
         return any(event["reason"] == reason for event in self.items("events", namespace))
 
+    def wait_for_event(self, namespace: str, reason: str, timeout: float = 30) -> None:
+        """Until an Event of `reason` is in the namespace: the operator posts an Event beside the status that
+        says the same, so the status seen first does not mean the Event is there yet."""
+        wait_for(f"an Event {reason} in {namespace}", lambda: self.has_event(namespace, reason), timeout=timeout)
+
     def job(self, namespace: str, name: str) -> dict[str, Any]:
         job = self.get("disttrainjob", name, namespace)
         assert job is not None, f"job {namespace}/{name} is gone"
         return job
+
+
+@dataclass(frozen=True)
+class Served:
+    collection: str  # its path, `{namespace}` left to fill for a namespaced kind
+    kind: str
+
+
+class _Reader:
+    """Requests as one kubeconfig's user, and kubectl's names for the kinds the API server serves: plural,
+    singular, short names and kind, alone or with their group (`podgroups.scheduling.k8s.io`); the core
+    group first, then the others in discovery's order, each version of a group after its preferred one,
+    as kubectl chooses."""
+
+    def __init__(self, kubeconfig: Path) -> None:
+        self.kube = Kube(connect(kubeconfig).api_client)
+        self._names: dict[str, Served] = {}
+        self._lock = threading.Lock()
+
+    def path(self, kind: str, namespace: str) -> tuple[str, str]:
+        """The collection's path (in `namespace` where the kind is namespaced) and the kind's name; discovery
+        is read again for a name not known yet (a CRD installed since)."""
+        with self._lock:
+            if kind.lower() not in self._names:
+                self._names = self._discover()
+            found = self._names.get(kind.lower())
+        if found is None:
+            raise ApiError(HTTP_NOT_FOUND, f"the server has no resource type {kind!r}")
+        return found.collection.replace("{namespace}", namespace), found.kind
+
+    def _discover(self) -> dict[str, Served]:
+        served = [("", "v1", "/api/v1", self._resources("/api/v1"))]
+        for group in self.kube.json_request("GET", "/apis", {})["groups"]:
+            preferred = group["preferredVersion"]["version"]
+            for version in sorted(group["versions"], key=lambda entry: entry["version"] != preferred):
+                base = f"/apis/{version['groupVersion']}"
+                served.append((group["name"], version["version"], base, self._resources(base)))
+        return kubectl_names(served)
+
+    def _resources(self, base: str) -> list[dict[str, Any]]:
+        try:
+            resources: list[dict[str, Any]] = self.kube.json_request("GET", base, {}).get("resources") or []
+        except ApiError:  # a group version going as its CRD is deleted
+            return []
+        return resources
+
+
+def kubectl_names(served: list[tuple[str, str, str, list[dict[str, Any]]]]) -> dict[str, Served]:
+    """Each name kubectl takes for a kind, from discovery's (group, version, path, resources) in the order
+    kubectl prefers them, the first that claims a name keeping it."""
+    names: dict[str, Served] = {}
+    for group, version, base, resources in served:
+        for entry in resources:
+            if "/" in entry["name"]:
+                continue  # a subresource
+            scope = "/namespaces/{namespace}" if entry["namespaced"] else ""
+            found = Served(f"{base}{scope}/{entry['name']}", entry["kind"])
+            aliases = {
+                entry["name"],
+                entry.get("singularName") or "",
+                entry["kind"].lower(),
+                *entry.get("shortNames", []),
+            }
+            for alias in aliases - {""}:
+                for name in (alias, f"{alias}.{group}", f"{alias}.{version}.{group}") if group else (alias,):
+                    names.setdefault(name.lower(), found)
+    return names
+
+
+@cache
+def _reader_for(kubeconfig: Path, written: int) -> _Reader:
+    return _Reader(kubeconfig)
+
+
+def _reader(kubeconfig: Path) -> _Reader:
+    """One reader per kubeconfig, made again where the file was rewritten (a cluster brought up again)."""
+    return _reader_for(kubeconfig, kubeconfig.stat().st_mtime_ns)
 
 
 def operator_kubeconfig(cluster: Cluster, folder: Path, rbac: Path = ROOT / "deploy" / "rbac.yaml") -> Path:

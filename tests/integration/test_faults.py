@@ -404,7 +404,8 @@ def test_a_frozen_job_is_named_stalled_restarts_from_its_checkpoint_and_finishes
     done = _succeeded(cluster, namespace, total)
     restarting = _condition(done, "Restarting")
     assert done["status"]["restartCount"] == 1 and restarting["reason"] == "Recovered"
-    assert cluster.has_event(namespace, "Stalled") and cluster.has_event(namespace, "NoProgress")
+    cluster.wait_for_event(namespace, "Stalled")
+    cluster.wait_for_event(namespace, "NoProgress")
     assert _condition(done, "Stalled")["status"] == "False"
     saved = re.search(r"from the last checkpoint reported, step (\d+) \(ckpt/ckpt-\1\)", restarting["message"])
     assert saved is not None, restarting["message"]
@@ -486,7 +487,7 @@ def test_a_killed_worker_restarts_the_job_in_place_each_run_an_attempt_of_its_ow
     restarting = _condition(done, "Restarting")
     assert (done["status"]["restartCount"], restarting["reason"]) == (1, "Recovered")
     assert f"{worker} failed with exit code 137" in restarting["message"], restarting["message"]
-    assert cluster.has_event(namespace, "Restarting")
+    cluster.wait_for_event(namespace, "Restarting")
     assert events(_chief_log(cluster, namespace, f"{JOB}-worker-0"), "restored")  # the next run restored
     runs = cluster.job_pods(namespace, JOB)[worker]["metadata"]["annotations"]
     assert runs["disttrain.io/runs-counted"] == "1"

@@ -59,7 +59,7 @@ def test_a_running_operator_serves_good_jobs_while_hostile_ones_arrive(
     assert failed is not None and "violates PodSecurity" in failed["message"], failed
     failed = condition(cluster.job(namespace, "big-note"), "Failed")
     assert failed is not None and "metadata.annotations: Too long" in failed["message"], failed
-    assert cluster.has_event(namespace, "CreateFailed")
+    cluster.wait_for_event(namespace, "CreateFailed")
 
     assert operator.running()
     assert "Traceback" not in operator.log()[log_start:]

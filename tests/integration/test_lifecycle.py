@@ -52,7 +52,7 @@ def test_a_failed_worker_restarts_the_whole_job_with_the_same_names(
     )
     assert recovered["status"]["replicaStatuses"]["Worker"]["restarts"] == 1
     assert condition(recovered, "Restarting")["status"] == "False"  # type: ignore[index]
-    assert cluster.has_event(namespace, "Restarting")
+    cluster.wait_for_event(namespace, "Restarting")
 
 
 def test_backoff_limit_fails_the_job_and_cleans_up(cluster: Cluster, operator: OperatorProcess, namespace: str) -> None:
@@ -72,7 +72,7 @@ def test_backoff_limit_fails_the_job_and_cleans_up(cluster: Cluster, operator: O
         lambda: all(p["status"].get("phase") != "Running" for p in cluster.job_pods(namespace, "mnist-mwms").values()),
         timeout=90,
     )
-    assert cluster.has_event(namespace, "BackoffLimitExceeded")
+    cluster.wait_for_event(namespace, "BackoffLimitExceeded")
 
 
 def test_an_evicted_worker_restarts_the_job_apart_from_the_backoff_limit(
@@ -94,7 +94,7 @@ def test_an_evicted_worker_restarts_the_job_apart_from_the_backoff_limit(
     running_pods(cluster, namespace, "mnist-mwms", 4)
     running = job_where(cluster, namespace, "mnist-mwms", "Running again", lambda j: j["status"]["phase"] == "Running")
     assert not holds(running, "Failed") and running["status"].get("restartCount", 0) == 0
-    wait_for("the Disrupted Event", lambda: cluster.has_event(namespace, "Disrupted"), timeout=30)  # posted apart
+    cluster.wait_for_event(namespace, "Disrupted")
 
 
 def test_success_stops_ps_and_evaluator_and_stays_succeeded(
@@ -174,7 +174,7 @@ def test_deadline_is_enforced_when_nothing_else_happens(
     running_pods(cluster, namespace, "mnist-mwms", 4)
     failed = job_where(cluster, namespace, "mnist-mwms", "DeadlineExceeded", lambda j: holds(j, "Failed"))
     assert condition(failed, "Failed")["reason"] == "DeadlineExceeded"  # type: ignore[index]
-    assert cluster.has_event(namespace, "DeadlineExceeded")
+    cluster.wait_for_event(namespace, "DeadlineExceeded")
 
 
 def test_ttl_deletes_the_finished_job_and_its_children(
@@ -278,7 +278,7 @@ def test_a_pod_stuck_on_a_lost_node_is_replaced(cluster: Cluster, operator: Oper
         return pod if pod["status"].get("phase") == "Running" else None
 
     wait_for("a replacement of the stuck pod", replaced, timeout=90)
-    assert cluster.has_event(namespace, "PodStuckTerminating")
+    cluster.wait_for_event(namespace, "PodStuckTerminating")
 
 
 def test_gang_scheduling_makes_one_pod_group_never_recreated_after_the_end(

@@ -119,7 +119,7 @@ def test_a_topology_key_the_operators_gang_scheduler_cannot_honour_fails_the_job
     reason = condition(failed, "Failed")
     assert reason is not None and reason["reason"] == "InvalidSpec", reason
     assert "topologyKey needs the operator's gang scheduler to be kubernetes" in reason["message"]
-    assert cluster.has_event(namespace, "InvalidSpec")
+    cluster.wait_for_event(namespace, "InvalidSpec")
     assert not cluster.job_pods(namespace, name)
 
 
@@ -144,7 +144,7 @@ def test_a_gang_that_can_never_fit_fails_after_its_schedule_timeout_having_held_
     reason = condition(failed, "Failed")
     assert reason is not None and reason["reason"] == "ScheduleTimeout", reason
     assert "4 of its pods found no place within scheduleTimeoutSeconds 15" in reason["message"]
-    assert cluster.has_event(namespace, "ScheduleTimeout")
+    cluster.wait_for_event(namespace, "ScheduleTimeout")
     wait_for("its pods to go", lambda: not cluster.job_pods(namespace, "huge"))
 
 

@@ -74,7 +74,7 @@ def test_jobs_are_admitted_within_quota_queue_and_start_when_it_frees(
     for pod in pods.values():
         assert pod["spec"]["nodeSelector"] == {"type": "kwok"}
         assert FLAVOR_TOLERATION in pod["spec"]["tolerations"]
-    assert cluster.has_event(namespace, "Admitted")
+    cluster.wait_for_event(namespace, "Admitted")
 
     cluster.apply(namespace, _job("second", {QUEUE_LABEL: LOCAL_QUEUE}))
     wait_for(
@@ -109,7 +109,7 @@ def test_a_higher_workload_priority_class_preempts_and_the_lower_job_resumes(
     low = _suspended(cluster, namespace, "low")
     template = low["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]
     assert "nodeSelector" not in template and not template.get("tolerations")  # restored from the Workload
-    assert cluster.has_event(namespace, "Evicted")
+    cluster.wait_for_event(namespace, "Evicted")
     # The Python client's wait for Running, started while low is suspended (it ran before): it must hold
     # until Kueue admits low again, not return on the Running it had before the preemption.
     client = Client(kubeconfig=cluster.kubeconfig, namespace=namespace)
