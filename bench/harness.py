@@ -549,10 +549,17 @@ def apiserver_requests(bench: Cluster) -> Counter[Request]:
 
 
 # The machine counts as idle below this share of its CPU busy: a quiet cluster with a few dozen kwok nodes
-# keeps 2 cores about 6 % busy with leases and heartbeats. A machine that stays busier (other work on it)
-# is waited for this long at most once the writes of a round are over.
+# keeps 2 cores about 6 % busy with leases and heartbeats.
 IDLE_BUSY_SHARE = 0.2
-BUSY_WAIT_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class Quiet:
+    """What `settle` waits for: `seconds` without a settling write, and then the CPU idle for at most
+    `busy_wait` seconds more (a machine that stays busier has other work on it)."""
+
+    seconds: float = 3.0
+    busy_wait: float = 30.0
 
 
 def _cpu_times() -> tuple[int, int]:
@@ -566,12 +573,12 @@ def _cpu_times() -> tuple[int, int]:
 SETTLING = frozenset({"pods", "services", "endpoints", "endpointslices"})
 
 
-def settle(bench: Cluster, quiet_seconds: float = 3, timeout: float = 900) -> None:
+def settle(bench: Cluster, quiet: Quiet = Quiet(), timeout: float = 900) -> None:
     """Wait until the API server serves no write on pods, Services and their endpoints for
-    `quiet_seconds` and the machine's CPU is mostly idle meanwhile: the controllers, the scheduler and
-    kwok have caught up with what came before, which would otherwise count or compete. (Reads go on:
-    the process node lists its pods twice a second.) After a round of the peer's, the endpoints
-    controller goes on deleting the endpoints of its thousands of Services for over a minute."""
+    `quiet.seconds` and the machine's CPU is mostly idle meanwhile (or `quiet.busy_wait` has passed): the
+    controllers, the scheduler and kwok have caught up with what came before, which would otherwise count
+    or compete. (Reads go on: the process node lists its pods twice a second.) After a round of the peer's,
+    the endpoints controller goes on deleting the endpoints of its thousands of Services for over a minute."""
 
     def settling_writes() -> int:
         writes = ("POST", "PUT", "PATCH", "DELETE")
@@ -581,10 +588,10 @@ def settle(bench: Cluster, quiet_seconds: float = 3, timeout: float = 900) -> No
     last = settling_writes()
     quiet_since: float | None = None
 
-    def quiet() -> bool:
+    def settled() -> bool:
         nonlocal last, quiet_since
         total, idle = _cpu_times()
-        time.sleep(quiet_seconds)
+        time.sleep(quiet.seconds)
         now, before = settling_writes(), last
         total_after, idle_after = _cpu_times()
         last = now
@@ -593,9 +600,9 @@ def settle(bench: Cluster, quiet_seconds: float = 3, timeout: float = 900) -> No
             return False
         quiet_since = quiet_since or time.monotonic()
         busy = 1 - (idle_after - idle) / max(1, total_after - total)
-        return busy < IDLE_BUSY_SHARE or time.monotonic() - quiet_since > BUSY_WAIT_SECONDS
+        return busy < IDLE_BUSY_SHARE or time.monotonic() - quiet_since >= quiet.busy_wait
 
-    wait_for("a quiet cluster", quiet, timeout=timeout, interval=0)
+    wait_for("a quiet cluster", settled, timeout=timeout, interval=0)
 
 
 def percentile(values: list[float], fraction: float) -> float:

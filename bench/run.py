@@ -35,6 +35,7 @@ from harness import (
     PODS_PER_JOB,
     Cluster,
     ProcessUnderTest,
+    Quiet,
     Request,
     Side,
     Watch,
@@ -92,7 +93,7 @@ Submit = list[Callable[[str], object]]  # a task for each job, given the round's
 FLOOR = "floor"
 
 
-def _timed_admission(bench: Cluster, jobs: int, side: Side | None, submit: Submit, quiet: float) -> Admitted:
+def _timed_admission(bench: Cluster, jobs: int, side: Side | None, submit: Submit, quiet: Quiet) -> Admitted:
     """From the first request until every pod and Service of `jobs` jobs exists; `side` None is the floor.
     Each round has a namespace, and an operator, of its own."""
     settle(bench, quiet)
@@ -179,7 +180,7 @@ def _rotated(sides: list[Rotated], shift: int) -> list[Rotated]:
     return sides[shift:] + sides[:shift]
 
 
-def _admission_round(bench: Cluster, jobs: int, side: Side | None, quiet: float) -> Admitted:
+def _admission_round(bench: Cluster, jobs: int, side: Side | None, quiet: Quiet) -> Admitted:
     submit = _submit_jobs(bench, side, jobs) if side else _plain_client(bench, jobs)
     return _timed_admission(bench, jobs, side, submit, quiet)
 
@@ -192,7 +193,7 @@ def admission(args: argparse.Namespace) -> str:
     measured: dict[str, list[Admitted]] = {side.name if side else FLOOR: [] for side in sides}
     for round_number in range(args.rounds):
         for side in _rotated(sides, round_number):
-            admitted = _admission_round(bench, args.jobs, side, args.quiet)
+            admitted = _admission_round(bench, args.jobs, side, _quiet(args))
             name = side.name if side else FLOOR
             measured[name].append(admitted)
             spent = ""
@@ -313,7 +314,7 @@ class _Scene:
 
 
 @contextmanager
-def _scene(prefix: str, jobs: int, side: Side, quiet: float) -> Iterator[_Scene]:
+def _scene(prefix: str, jobs: int, side: Side, quiet: Quiet) -> Iterator[_Scene]:
     bench = local_cluster()
     ensure_capacity(bench, jobs * PODS_PER_JOB * (2 if side.hostile_neighbour else 1))
     settle(bench, quiet)
@@ -364,7 +365,7 @@ def latency(args: argparse.Namespace) -> str:
 
 def _latency_round(args: argparse.Namespace, side: Side) -> list[float]:
     """One side's round: its jobs running and quiet, then `failures` workers Failed at `rate` per second."""
-    with _scene("latency", args.jobs, side, args.quiet) as scene:
+    with _scene("latency", args.jobs, side, _quiet(args)) as scene:
         scene.start_jobs(args.jobs)
         if scene.neighbour is not None:
             scene.neighbour.start(args.jobs)
@@ -486,9 +487,9 @@ def api(args: argparse.Namespace) -> str:
     """Requests per job from create to Succeeded to deleted, from kube-apiserver's own counters."""
     figures: dict[str, list[str]] = {}
     for side in _sides(args):
-        with _scene("api", args.jobs, side, args.quiet) as scene:
+        with _scene("api", args.jobs, side, _quiet(args)) as scene:
             bench, scope = scene.bench, scene.scope
-            settle(bench, args.quiet)
+            settle(bench, _quiet(args))
             before = apiserver_requests(bench)
             names = scene.start_jobs(args.jobs)
             parallel([partial(set_pod_status, bench, scope, f"{name}-chief-0", ended_status(0)) for name in names])
@@ -518,7 +519,7 @@ def footprint(args: argparse.Namespace) -> str:
     """Each side's memory and CPU while `jobs` jobs are created, run, lose pods and run on."""
     figures: dict[str, list[str]] = {}
     for side in _sides(args):
-        with _scene("footprint", args.jobs, side, args.quiet) as scene:
+        with _scene("footprint", args.jobs, side, _quiet(args)) as scene:
             start = scene.operator.usage()
             last = start.cpu_seconds
 
@@ -567,7 +568,7 @@ def growth(args: argparse.Namespace) -> str:
     kept = [row for row in _recorded(args).get("growth", []) if row["jobs"] not in args.jobs]
     for size_number, jobs in enumerate(args.jobs):
         for side in _rotated(sides, size_number):
-            admitted = _admission_round(bench, jobs, side, args.quiet)
+            admitted = _admission_round(bench, jobs, side, _quiet(args))
             rows.append({"jobs": jobs, "side": side.name if side else FLOOR, **vars(admitted)})
             _record(args, "growth", kept + rows)
             print(json.dumps(rows[-1]), flush=True)
@@ -612,6 +613,10 @@ def _record(args: argparse.Namespace, name: str, data: object) -> None:
     recorded = _recorded(args)
     recorded[name] = data
     Path(args.record).write_text(json.dumps(recorded, indent=1) + "\n")
+
+
+def _quiet(args: argparse.Namespace) -> Quiet:
+    return Quiet(args.quiet, args.busy_wait)
 
 
 def _on_the_cluster(benchmark: Callable[[argparse.Namespace], str]) -> Callable[[argparse.Namespace], str]:
@@ -670,6 +675,12 @@ def main(argv: list[str] | None = None) -> int:
         default=3.0,
         help="seconds without a write to pods or Services before each round (a shorter wait lets the last round's "
         "deletions count against the next: CI's small runs, whose figures nothing reads, take 1)",
+    )
+    sides.add_argument(
+        "--busy-wait",
+        type=float,
+        default=30.0,
+        help="seconds the CPU is then waited for at most to be idle (CI's small runs, beside other tests, take 0)",
     )
     benchmarks = parser.add_subparsers(dest="benchmark", required=True)
     admission_parser = benchmarks.add_parser("admission", parents=[sides], help="N jobs at once, side by side")
