@@ -181,7 +181,7 @@ def test_kubeflow_s_sdk_runs_a_real_tfjob_unchanged(tfjob_crd: Cluster, tmp_path
     try:
         image = f"{images.TRAINER.name}:{VERSION}"
         result = _drive(tmp_path, "drive_tfjob.py", str(tfjob_crd.kubeconfig), namespace, "digits", image)
-        printed = _drive(tmp_path, "drive_train_func.py", str(tfjob_crd.kubeconfig), namespace, image)
+        functions = _drive(tmp_path, "drive_train_func.py", str(tfjob_crd.kubeconfig), namespace, image)
     finally:
         process.stop()
         tfjob_crd.kubectl("delete", "namespace", namespace, "--wait=false")
@@ -190,7 +190,8 @@ def test_kubeflow_s_sdk_runs_a_real_tfjob_unchanged(tfjob_crd: Cluster, tmp_path
     assert result["replica_statuses"]["Worker"] >= 1 and result["completion_time"] != "None"
     assert "digits-worker-0" in result["pods"] and result["master"] == ["digits-worker-0"]
     assert "digits-worker-0" in result["logs"] and result["logs"]["digits-worker-0"].strip()
-    assert printed == {"mwms": [{"workers": 2, "sum": 3.0}], "ps": [{"ps": 1, "total": 4.0}]}
+    expected = {"mwms": [{"workers": 2, "sum": 3.0}], "ps": [{"ps": 1, "total": 4.0}]}
+    assert functions["printed"] == expected, functions["logs"]
 
 
 def _drive(folder: Path, script: str, *arguments: str) -> Any:

@@ -1,7 +1,7 @@
 """A user's script with Kubeflow's SDK (`kubeflow-training`), unchanged: `create_job(train_func=...)` runs
 a function as a TFJob, first MultiWorkerMirrored over two workers, then ParameterServer with a chief, a ps
-and a worker, and writes what the chief or worker 0 printed as JSON to a file (the SDK prints too, so
-stdout is not read). Run with the SDK's own Python:
+and a worker, and writes what the chief or worker 0 printed as JSON to a file, with the end of each log it
+read (the SDK prints too, so stdout is not read). Run with the SDK's own Python:
 `drive_train_func.py KUBECONFIG NAMESPACE IMAGE RESULT_FILE`.
 
 The functions travel as their source, as a user's do: they import what they use and are unannotated
@@ -13,6 +13,7 @@ The functions travel as their source, as a user's do: they import what they use 
 
 from __future__ import annotations
 
+import ast
 import json
 import sys
 from pathlib import Path
@@ -69,9 +70,28 @@ trainer.create_job(
     num_chief_replicas=1,
     base_image=image,
 )
-printed = {}
+
+
+def printed_objects(text: str) -> list[dict[str, object]]:
+    """The lines that are objects: what the functions printed. TensorFlow's log may hold others that start
+    with a brace (gRPC's error details while a peer is not up yet: `{created_time:...}`). A log that is one
+    JSON document and nothing else comes back from the SDK as that document's Python repr: the kubernetes
+    client reads every answer as JSON first, a log's too, and makes a `str` of what it found."""
+    found: list[object] = []
+    for line in text.splitlines():
+        for parse in (json.loads, ast.literal_eval):
+            try:
+                found.append(parse(line))
+                break
+            except (ValueError, SyntaxError):
+                continue
+    return [entry for entry in found if isinstance(entry, dict)]
+
+
+printed, read = {}, {}
 for name in ("mwms", "ps"):
     trainer.wait_for_job_conditions(name, expected_conditions={"Succeeded"}, wait_timeout=600, polling_interval=2)
     logs, _ = trainer.get_job_logs(name)  # the chief's, else worker 0's
-    printed[name] = [json.loads(line) for text in logs.values() for line in text.splitlines() if line.startswith("{")]
-Path(result_file).write_text(json.dumps(printed))
+    printed[name] = [entry for text in logs.values() for entry in printed_objects(text)]
+    read[name] = {pod: text[-3000:] for pod, text in logs.items()}  # for the test's message, should it fail
+Path(result_file).write_text(json.dumps({"printed": printed, "logs": read}))
