@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kube_cluster import Served, kubectl_names
+from kube_cluster import KubectlKind, kubectl_names
 
 PODS = {"name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod", "shortNames": ["po"]}
 EVENTS = {"name": "events", "singularName": "event", "namespaced": True, "kind": "Event", "shortNames": ["ev"]}
@@ -31,9 +31,9 @@ SERVED = [
 
 def test_every_name_kubectl_takes_reaches_the_kind_and_a_cluster_scoped_one_needs_no_namespace() -> None:
     names = kubectl_names(SERVED)
-    pods = Served("/api/v1/namespaces/{namespace}/pods", "Pod")
+    pods = KubectlKind("/api/v1/namespaces/{namespace}/pods", "Pod")
     assert names["pods"] == names["pod"] == names["po"] == pods
-    assert names["no"] == Served("/api/v1/nodes", "Node")
+    assert names["no"] == KubectlKind("/api/v1/nodes", "Node")
     assert "pods/log" not in names  # a subresource is no kind
 
 
