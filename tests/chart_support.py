@@ -25,7 +25,11 @@ MODES: dict[str, tuple[list[str], str, dict[str, Any]]] = {
     ),
     "serve TFJobs": (["overlays/serve-tfjobs"], "disttrain-system", {"serveTFJobs": True}),
     "dashboard": (["overlays/dashboard"], "disttrain-system", {"dashboard": {"enabled": True}}),
-    "local images": (["overlays/local-images"], "disttrain-system", {"image": {"pullPolicy": "Never"}}),
+    "local images": (
+        ["overlays/local-images"],
+        "disttrain-system",
+        {"image": {"pullPolicy": "Never"}, "operator": {"env": [{"name": "DISTTRAIN_PROGRESS_SECONDS", "value": "2"}]}},
+    ),
     "Kueue's RBAC": (["deploy", "deploy/kueue-rbac.yaml"], "disttrain-system", {"kueue": {"rbac": True}}),
 }
 

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import threading
+import time
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -23,6 +24,7 @@ from disttrain_dev.polling import wait_for
 from disttrain_dev.versions import cache_paths
 from disttrain_kube.api_errors import HTTP_NOT_FOUND, NETWORK_ERRORS, ApiError
 from disttrain_kube.connection import connect
+from disttrain_kube.resources import is_subresource
 from disttrain_kube.rest import Kube
 from repository import ROOT
 
@@ -149,6 +151,9 @@ class KubectlKind:
     kind: str
 
 
+REDISCOVERY_SECONDS = 1.0
+
+
 class _Reader:
     """Requests as one kubeconfig's user, and kubectl's names for the kinds the API server serves: plural,
     singular, short names and kind, alone or with their group (`podgroups.scheduling.k8s.io`); the core
@@ -158,14 +163,17 @@ class _Reader:
     def __init__(self, kubeconfig: Path) -> None:
         self.kube = Kube(connect(kubeconfig).api_client)
         self._names: dict[str, KubectlKind] = {}
+        self._discovered = 0.0  # time.monotonic() of the last discovery
         self._lock = threading.Lock()
 
     def path(self, kind: str, namespace: str) -> tuple[str, str]:
         """The collection's path (in `namespace` where the kind is namespaced) and the kind's name; discovery
-        is read again for a name not known yet (a CRD installed since)."""
+        (about 30 requests) is read again for a name not known yet (a CRD installed since), at most once a
+        second while a test polls for a kind that is not served."""
         with self._lock:
-            if kind.lower() not in self._names:
+            if kind.lower() not in self._names and time.monotonic() - self._discovered >= REDISCOVERY_SECONDS:
                 self._names = self._discover()
+                self._discovered = time.monotonic()
             found = self._names.get(kind.lower())
         if found is None:
             raise ApiError(HTTP_NOT_FOUND, f"the server has no resource type {kind!r}")
@@ -194,8 +202,8 @@ def kubectl_names(served: list[tuple[str, str, str, list[dict[str, Any]]]]) -> d
     names: dict[str, KubectlKind] = {}
     for group, version, base, resources in served:
         for entry in resources:
-            if "/" in entry["name"]:
-                continue  # a subresource
+            if is_subresource(entry):
+                continue
             scope = "/namespaces/{namespace}" if entry["namespaced"] else ""
             found = KubectlKind(f"{base}{scope}/{entry['name']}", entry["kind"])
             aliases = {

@@ -57,13 +57,18 @@ class Resources:
         listed = {
             entry["kind"]: Served(entry["name"], bool(entry.get("namespaced")))
             for entry in document.get("resources") or []
-            if "/" not in entry.get("name", "/")  # a subresource (pods/log) names its parent's kind
+            if not is_subresource(entry)
         }
         with self._lock:
             self._served.update({(api_version, name): served for name, served in listed.items()})
         if kind not in listed:
             raise RefusedError(HTTP_NOT_FOUND, f"the cluster does not serve {api_version} {kind}")
         return listed[kind]
+
+
+def is_subresource(entry: dict[str, Any]) -> bool:
+    """A discovery entry of a subresource (`pods/log`), which names its parent's kind."""
+    return "/" in entry.get("name", "/")
 
 
 def group_path(api_version: str) -> str:

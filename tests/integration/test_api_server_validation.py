@@ -206,15 +206,17 @@ def test_an_update_is_asked_again_only_when_it_changes_the_pods_and_a_running_jo
     wait_for("the policy to ask erin", lambda: "may not create pods" in patch("erin", template).stderr, timeout=30)
     assert patch("erin", {"spec": {"runPolicy": {"suspend": False}}}).returncode == 0
     assert patch("erin", {"metadata": {"labels": {QUEUE_LABEL: "other"}}}).returncode == 0  # suspended: it may move
-    cluster.kubectl(
-        "patch",
-        "disttrainjob",
-        "queued",
-        "-n",
-        namespace,
-        "--type=merge",
-        "-p",
-        '{"spec":{"runPolicy":{"suspend":false}}}',
-    )
-    moved = patch("erin", {"metadata": {"labels": {QUEUE_LABEL: "other"}}})
+
+    def move_while_running() -> subprocess.CompletedProcess[str] | None:
+        """The move asked of the job as the admin's resume left it: the patch names that resourceVersion, so
+        where anything wrote the job meanwhile (an operator's status, a suspension), the API server answers
+        Conflict before the policy sees it, and the resume is asked again."""
+        resumed = cluster.kubectl(
+            "patch", "disttrainjob", "queued", "-n", namespace, "--type=merge",
+            "-p", '{"spec":{"runPolicy":{"suspend":false}}}', "-o", "jsonpath={.metadata.resourceVersion}",
+        ).stdout  # fmt: skip
+        moved = patch("erin", {"metadata": {"resourceVersion": resumed, "labels": {QUEUE_LABEL: "other"}}})
+        return None if "the object has been modified" in moved.stderr else moved
+
+    moved = wait_for("a move asked of the running job", move_while_running)
     assert moved.returncode != 0 and "may change only while the job is suspended" in moved.stderr

@@ -18,9 +18,12 @@ def test_two_workers_of_a_function_join_one_collective(tmp_path: Path) -> None:
         reduce_across_workers, workers=2, parameters={"value": 1.5}, workdir=tmp_path, out=io.StringIO()
     )
     assert outcome.code == 0, outcome.logs
-    assert outcome.exit_codes == {"worker-0": 0, "worker-1": 0}
-    for label in ("worker-0", "worker-1"):
-        assert reports(outcome.logs[label]) == [{"workers": 2, "sum": 3.0}], outcome.logs[label][-2000:]
+    # worker 0 decides, as under the operator: worker 1 ends on its own (0) or is stopped by the run's end (None)
+    assert outcome.exit_codes["worker-0"] == 0 and outcome.exit_codes["worker-1"] in (0, None), outcome.exit_codes
+    joined = [{"workers": 2, "sum": 3.0}]  # each worker's 1.5 in one all-reduce
+    assert reports(outcome.logs["worker-0"]) == joined, outcome.logs["worker-0"][-2000:]
+    if outcome.exit_codes["worker-1"] == 0:
+        assert reports(outcome.logs["worker-1"]) == joined, outcome.logs["worker-1"][-2000:]
 
 
 def test_a_function_that_raises_ends_the_job_with_its_words(tmp_path: Path) -> None:
