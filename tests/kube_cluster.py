@@ -24,7 +24,7 @@ from disttrain_dev.polling import wait_for
 from disttrain_dev.versions import cache_paths
 from disttrain_kube.api_errors import HTTP_NOT_FOUND, NETWORK_ERRORS, ApiError
 from disttrain_kube.connection import connect
-from disttrain_kube.resources import is_subresource
+from disttrain_kube.resources import group_path, is_subresource
 from disttrain_kube.rest import Kube
 from repository import ROOT
 
@@ -180,11 +180,11 @@ class _Reader:
         return found.collection.replace("{namespace}", namespace), found.kind
 
     def _discover(self) -> dict[str, KubectlKind]:
-        served = [("", "v1", "/api/v1", self._resources("/api/v1"))]
+        served = [("", "v1", group_path("v1"), self._resources(group_path("v1")))]
         for group in self.kube.json_request("GET", "/apis", {})["groups"]:
             preferred = group["preferredVersion"]["version"]
             for version in sorted(group["versions"], key=lambda entry: entry["version"] != preferred):
-                base = f"/apis/{version['groupVersion']}"
+                base = group_path(version["groupVersion"])
                 served.append((group["name"], version["version"], base, self._resources(base)))
         return kubectl_names(served)
 
