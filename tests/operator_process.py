@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import urllib.request
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +17,11 @@ from disttrain_dev.polling import wait_for
 from disttrain_dev.versions import cache_paths
 from kube_cluster import OPERATOR_TEST_NAMESPACE, Cluster
 
-# How the API server words a refusal by RBAC (a Pod Security refusal, also a 403, is worded otherwise). An
-# API server that a fault test restarts refuses once or twice while its authorizer warms up; a right the
-# rules lack is refused at every retry.
-RBAC_DENIAL = re.compile(r'cannot \w+ resource "[^"]+"(?: in API group "[^"]*")?')
-
-REPEATED_DENIAL = 3
+# How the API server words a refusal by RBAC (a Pod Security refusal, also a 403, is worded otherwise): the
+# verb, the resource and its subresource, the group, and the namespace (none at the cluster scope).
+RBAC_DENIAL = re.compile(
+    r'cannot (\w+) resource "([^"/]+)(?:/([^"]+))?"(?: in API group "([^"]*)")?(?: in the namespace "([^"]+)")?'
+)
 
 RECONCILE_COUNT = "controller_runtime_reconcile_time_seconds_count"
 
@@ -106,9 +104,24 @@ class OperatorProcess:
             return False
 
     def rights_refused(self) -> list[str]:
-        """The rights the API server refused the operator at every retry, as its log says them."""
-        denials = Counter(RBAC_DENIAL.findall(self.log_path.read_text(errors="replace")))
-        return sorted(denial for denial, times in denials.items() if times >= REPEATED_DENIAL)
+        """The rights the API server refused the operator, as its log says them, that the operator's rules
+        still lack. Each is asked of the API server again: one that a fault test restarted refuses requests
+        its rules allow until its authorizer's informers have synced (a second or two), which a real lack
+        outlives."""
+        kubeconfig = str(self._kubeconfig or self._cluster.kubeconfig)
+        lacking = []
+        for verb, resource, subresource, group, namespace in sorted(
+            set(RBAC_DENIAL.findall(self.log_path.read_text(errors="replace")))
+        ):
+            command = [str(cache_paths().binary("kubectl")), "--kubeconfig", kubeconfig, "auth", "can-i", "--quiet"]
+            named = f"{resource}.{group}" if group else resource
+            command += [verb, named]
+            command += [f"--subresource={subresource}"] if subresource else []
+            command += ["-n", namespace] if namespace else ["--all-namespaces"]
+            if subprocess.run(command, capture_output=True, check=False).returncode != 0:
+                where = f"in the namespace {namespace}" if namespace else "at the cluster scope"
+                lacking.append(f"{verb} {named}{'/' + subresource if subresource else ''} {where}")
+        return lacking
 
     def running(self) -> bool:
         """The process is up and its liveness endpoint answers."""
