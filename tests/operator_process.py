@@ -14,7 +14,6 @@ from typing import Any
 
 from disttrain.local.ports import free_port
 from disttrain_dev.polling import wait_for
-from disttrain_dev.versions import cache_paths
 from kube_cluster import OPERATOR_TEST_NAMESPACE, Cluster
 
 # How the API server words a refusal by RBAC (a Pod Security refusal, also a 403, is worded otherwise): the
@@ -108,17 +107,15 @@ class OperatorProcess:
         still lack. Each is asked of the API server again: one that a fault test restarted refuses requests
         its rules allow until its authorizer's informers have synced (a second or two), which a real lack
         outlives."""
-        kubeconfig = str(self._kubeconfig or self._cluster.kubeconfig)
-        lacking = []
+        operator, lacking = self._as_operator(), []
         for verb, resource, subresource, group, namespace in sorted(
             set(RBAC_DENIAL.findall(self.log_path.read_text(errors="replace")))
         ):
-            command = [str(cache_paths().binary("kubectl")), "--kubeconfig", kubeconfig, "auth", "can-i", "--quiet"]
             named = f"{resource}.{group}" if group else resource
-            command += [verb, named]
-            command += [f"--subresource={subresource}"] if subresource else []
-            command += ["-n", namespace] if namespace else ["--all-namespaces"]
-            if subprocess.run(command, capture_output=True, check=False).returncode != 0:
+            question = ["auth", "can-i", "--quiet", verb, named]
+            question += [f"--subresource={subresource}"] if subresource else []
+            question += ["-n", namespace] if namespace else ["--all-namespaces"]
+            if operator.kubectl(*question, check=False).returncode != 0:
                 where = f"in the namespace {namespace}" if namespace else "at the cluster scope"
                 lacking.append(f"{verb} {named}{'/' + subresource if subresource else ''} {where}")
         return lacking
@@ -170,7 +167,9 @@ class OperatorProcess:
 
     def identity(self) -> str:
         """The user the operator's credentials authenticate as."""
-        kubeconfig = str(self._kubeconfig or self._cluster.kubeconfig)
-        command = [str(cache_paths().binary("kubectl")), "--kubeconfig", kubeconfig, "auth", "whoami", "-o", "json"]
-        answer = subprocess.run(command, capture_output=True, text=True, check=True)
+        answer = self._as_operator().kubectl("auth", "whoami", "-o", "json")
         return str(json.loads(answer.stdout)["status"]["userInfo"]["username"])
+
+    def _as_operator(self) -> Cluster:
+        """The cluster as the operator's credentials reach it."""
+        return Cluster(self._kubeconfig) if self._kubeconfig else self._cluster
