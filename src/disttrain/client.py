@@ -32,7 +32,15 @@ from disttrain.errors import (
 )
 from disttrain.forward import LocalPort, PodAddress, PortForward
 from disttrain.job_kinds import RESOURCES, JobKind, Resource, readable_jobs, resource_of, typed_job
-from disttrain.kept_log_reader import Attempt, KeptLog, kept_logs_of, kept_logs_on_volume, kept_replicas, replica_label
+from disttrain.kept_log_reader import (
+    Attempt,
+    KeptLog,
+    kept_logs_after_keeper,
+    kept_logs_of,
+    kept_logs_on_volume,
+    kept_replicas,
+    replica_label,
+)
 from disttrain.logs import ReplicaLog, ReplicaLogs, replica_task
 from disttrain.progress_view import progress_view
 from disttrain.shipped_function import ship
@@ -357,10 +365,12 @@ class Client:
         number (see `attempts`). Kept logs are read after their pod is gone, and after the job is gone as long
         as its `logs.ttlSecondsAfterJobDeleted` keeps them; those kept on the checkpoint volume
         (`logs.destination: CheckpointVolume`) are read through a pod that mounts it, while the job exists.
-        `tail` keeps only the last lines. With `follow`, waits while the pod is Pending, goes on through the
-        replica's restarts, and ends when the replica succeeds or the job ends. Raises `ReplicaNotFoundError` and
-        `AttemptNotFoundError` (naming those there are) and, without `follow`, `LogsUnavailableError` when the
-        replica has no log to read now, or (with `start_readers=False`) when reading it would start a pod."""
+        Right after the job ends, a replica whose pod went with it waits up to 20 s (`KEEPER_GRACE`) for the
+        operator to keep that pod's log. `tail` keeps only the last lines. With `follow`, waits while the pod is
+        Pending, goes on through the replica's restarts, and ends when the replica succeeds or the job ends.
+        Raises `ReplicaNotFoundError` and `AttemptNotFoundError` (naming those there are) and, without `follow`,
+        `LogsUnavailableError` when the replica has no log to read now, or (with `start_readers=False`) when
+        reading it would start a pod."""
         found = self._replica(job, replica, namespace, kind, start_readers)
         if attempt is not None:
             return found.attempt_lines(attempt, follow=follow, tail=tail)
@@ -420,7 +430,7 @@ class Client:
             if found.spec.logs.on_volume:
                 live_uid = pod["metadata"]["uid"] if pod is not None else None
                 return kept_logs_on_volume(self._kube, found, label, live_uid=live_uid)
-            return kept_logs_of(self._kube, namespace, name, found.kind, job_uid=found.metadata.uid, replica=label)
+            return kept_logs_after_keeper(self._kube, found, task, label, due=pod is None and _finished(found))
 
         return ReplicaLogs(name, label, read_kept, found, log, pod)
 

@@ -27,6 +27,7 @@ from disttrain_contract.kept_logs import parse_attempt_file_name
 from disttrain_contract.timestamps import parse_time
 from disttrain_core import kept_logs
 from disttrain_core.api.job import DistTrainJob
+from disttrain_core.api.spec import ReplicaType
 from disttrain_core.api.tenant_input import PodLogNotes
 from disttrain_core.builders.naming import JOB_NAME_LABEL
 from disttrain_core.kept_logs.reader_pod import reader_pod
@@ -97,6 +98,25 @@ def kept_logs_of(
     items = _of_job(_kept_items(kube, namespace, job, kind), job_uid)
     ours = kept_logs.in_order([item for item in items if _labels(item).get(kept_logs.KEPT_LOG_LABEL) == replica])
     return [_kept(number, item) for number, item in zip(kept_logs.attempt_numbers(ours), ours, strict=True)]
+
+
+KEEPER_GRACE = 20.0  # seconds a read waits for the operator to keep the log of a pod its ended job took
+_KEEPER_POLL = 0.5
+
+
+def kept_logs_after_keeper(
+    kube: Kube, job: DistTrainJob, task: tuple[ReplicaType, int], replica: str, *, due: bool
+) -> list[KeptLog]:
+    """A replica's kept logs in ConfigMaps; when `due` (its job ended and took its pod), read again for up to
+    `KEEPER_GRACE` seconds while its latest pod's log is not among them, as the operator keeps it just after."""
+    namespace, name = job.metadata.namespace, job.metadata.name
+    deadline = time.monotonic() + KEEPER_GRACE
+    while True:
+        kept = kept_logs_of(kube, namespace, name, job.kind, job_uid=job.metadata.uid, replica=replica)
+        numbers = [log.attempt.number for log in kept]
+        if not (due and kept_logs.latest_unkept(job, *task, numbers)) or time.monotonic() >= deadline:
+            return kept
+        time.sleep(_KEEPER_POLL)
 
 
 def kept_replicas(kube: Kube, namespace: str, job: str, kind: str) -> list[str]:

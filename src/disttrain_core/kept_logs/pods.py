@@ -6,7 +6,7 @@ until `release_patch` lets them go."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from disttrain_core.api.job import DistTrainJob
@@ -22,6 +22,13 @@ def attempt(job: DistTrainJob, replica_type: ReplicaType, index: int) -> int:
     status = job.status.replica_statuses.get(replica_type)
     made = status.attempts if status is not None else []
     return (made[index] if index < len(made) else 0) + 1
+
+
+def latest_unkept(job: DistTrainJob, replica_type: ReplicaType, index: int, kept: Iterable[int]) -> bool:
+    """The replica's latest pod (by the job's status) has no kept log among the attempts `kept`, in a job that
+    keeps its logs in ConfigMaps: once that pod is gone, the operator writes it within moments."""
+    latest = attempt(job, replica_type, index) - 1
+    return job.spec.logs.in_config_maps and latest > max(kept, default=0)
 
 
 def pod_annotations(

@@ -244,6 +244,19 @@ def test_attempts_are_numbered_kept_first_and_a_missing_one_names_those_there_ar
     assert [attempt.number for attempt in logs.attempts] == [1, 2]
 
 
+def test_a_reader_waits_for_the_keeper_only_while_the_latest_pod_s_log_is_unkept_in_config_maps() -> None:
+    second_attempt = {"replicaStatuses": {"Worker": {"attempts": [1, 2]}}}
+    job = JobBuilder("mnist", "team").workers(2, {"image": "trainer"}).status(**second_attempt).model()
+    assert kept_logs.latest_unkept(job, ReplicaType.WORKER, 1, [])
+    assert kept_logs.latest_unkept(job, ReplicaType.WORKER, 1, [1])  # the first attempt's is kept, not the latest's
+    assert not kept_logs.latest_unkept(job, ReplicaType.WORKER, 1, [1, 2])
+    assert not kept_logs.latest_unkept(job, ReplicaType.WORKER, 0, [1])
+    never_made = JobBuilder("mnist", "team").workers(2, {"image": "trainer"}).model()
+    assert not kept_logs.latest_unkept(never_made, ReplicaType.WORKER, 1, [])
+    unkept = JobBuilder("mnist", "team").workers(2, {"image": "trainer"}).spec(logs={"keep": False})
+    assert not kept_logs.latest_unkept(unkept.status(**second_attempt).model(), ReplicaType.WORKER, 1, [])
+
+
 def test_a_kept_log_says_how_much_of_its_start_was_dropped() -> None:
     attempt = Attempt(1, "u", None, None, 0, kept=True, log_bytes=10_000, kept_bytes=1024)
     assert attempt.dropped_bytes == 8976 and attempt.describe() == "1 (kept, exit code 0)"
