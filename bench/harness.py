@@ -58,9 +58,10 @@ class Cluster:
     api: client.ApiClient
 
 
-def local_cluster(process_node: bool = False) -> Cluster:
-    """The local control plane (started if needed, with the process node if asked), as its admin."""
-    kubeconfig = devcluster.up(log=False, process_node=process_node)
+def local_cluster(process_node: bool = False, plane: str | None = None) -> Cluster:
+    """The local control plane (started if needed, with the process node if asked), or the control plane
+    `plane` beside it (kwok's nodes only), as its admin."""
+    kubeconfig = devcluster.up(log=False, process_node=process_node, name=plane)
     api = connect(kubeconfig, pool_size=THREADS * 2).api_client
     return Cluster(kubeconfig, KubeletApi(api), api)
 

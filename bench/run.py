@@ -187,7 +187,7 @@ def _admission_round(bench: Cluster, jobs: int, side: Side | None, quiet: Quiet)
 
 def admission(args: argparse.Namespace) -> str:
     """Rounds alternate the sides: the operator, the floor, and whichever other operators are asked for."""
-    bench = local_cluster()
+    bench = local_cluster(plane=args.plane)
     ensure_capacity(bench, args.jobs * PODS_PER_JOB)
     sides = _with_floor(args)
     measured: dict[str, list[Admitted]] = {side.name if side else FLOOR: [] for side in sides}
@@ -314,8 +314,10 @@ class _Scene:
 
 
 @contextmanager
-def _scene(prefix: str, jobs: int, side: Side, quiet: Quiet) -> Iterator[_Scene]:
-    bench = local_cluster()
+def _scene(prefix: str, side: Side, args: argparse.Namespace) -> Iterator[_Scene]:
+    """`args.jobs` jobs of the side's, on the benchmark's cluster once it is quiet."""
+    jobs, quiet = args.jobs, _quiet(args)
+    bench = local_cluster(plane=args.plane)
     ensure_capacity(bench, jobs * PODS_PER_JOB * (2 if side.hostile_neighbour else 1))
     settle(bench, quiet)
     with namespace(bench, f"{prefix}-{side.name}") as scope, ExitStack() as teardown:  # the operator always stops
@@ -365,7 +367,7 @@ def latency(args: argparse.Namespace) -> str:
 
 def _latency_round(args: argparse.Namespace, side: Side) -> list[float]:
     """One side's round: its jobs running and quiet, then `failures` workers Failed at `rate` per second."""
-    with _scene("latency", args.jobs, side, _quiet(args)) as scene:
+    with _scene("latency", side, args) as scene:
         scene.start_jobs(args.jobs)
         if scene.neighbour is not None:
             scene.neighbour.start(args.jobs)
@@ -487,7 +489,7 @@ def api(args: argparse.Namespace) -> str:
     """Requests per job from create to Succeeded to deleted, from kube-apiserver's own counters."""
     figures: dict[str, list[str]] = {}
     for side in _sides(args):
-        with _scene("api", args.jobs, side, _quiet(args)) as scene:
+        with _scene("api", side, args) as scene:
             bench, scope = scene.bench, scene.scope
             settle(bench, _quiet(args))
             before = apiserver_requests(bench)
@@ -519,7 +521,7 @@ def footprint(args: argparse.Namespace) -> str:
     """Each side's memory and CPU while `jobs` jobs are created, run, lose pods and run on."""
     figures: dict[str, list[str]] = {}
     for side in _sides(args):
-        with _scene("footprint", args.jobs, side, _quiet(args)) as scene:
+        with _scene("footprint", side, args) as scene:
             start = scene.operator.usage()
             last = start.cpu_seconds
 
@@ -559,7 +561,7 @@ def footprint(args: argparse.Namespace) -> str:
 def growth(args: argparse.Namespace) -> str:
     """Admission at each size in turn, one round per side: seconds, the operators' CPU seconds, peak RSS
     and requests per job, for the plots of docs/benchmarks.md."""
-    bench = local_cluster()
+    bench = local_cluster(plane=args.plane)
     ensure_capacity(bench, max(args.jobs) * PODS_PER_JOB)
     sides = _with_floor(args)
     rows: list[dict[str, Any]] = []
@@ -626,7 +628,7 @@ def _on_the_cluster(benchmark: Callable[[argparse.Namespace], str]) -> Callable[
         try:
             return benchmark(args)
         finally:
-            delete_namespaces(local_cluster())
+            delete_namespaces(local_cluster(plane=args.plane))
 
     return run
 
@@ -675,6 +677,11 @@ def main(argv: list[str] | None = None) -> int:
         default=3.0,
         help="seconds without a write to pods or Services before each round (a shorter wait lets the last round's "
         "deletions count against the next: CI's small runs, whose figures nothing reads, take 1)",
+    )
+    sides.add_argument(
+        "--plane",
+        help="run on the control plane of this name beside the local cluster (started if needed, left running), "
+        "whose kwok nodes no other test shares: CI's small runs, beside the local cluster's tests",
     )
     sides.add_argument(
         "--busy-wait",

@@ -7,20 +7,9 @@ from xdist.remote import Producer
 from xdist.scheduler import LoadScopeScheduling
 
 from disttrain_dev import real_node
+from xdist_schedule import ClusterSuitesOnOneWorker
 
 REAL_NODE_SUITE = "test_real_node.py"
-# The suites that share the local cluster, its nodes, the images and the Docker engine. The test command runs
-# two pytest-xdist workers: one runs these, one after another in their order, as a single process would; the
-# other takes every test that needs none of it (the trainer's processes, the Go tools, the unit tests).
-CLUSTER_SUITES = frozenset({"integration", "e2e", "images"})
-
-
-class ClusterSuitesOnOneWorker(LoadScopeScheduling):  # type: ignore[misc]  # xdist has no type hints
-    """xdist's scheduling by scope, where the cluster's suites are one scope and every other test its own.
-    (xdist's `xdist_group` marks do not group under pytest 9, whose node ids xdist cannot rename.)"""
-
-    def _split_scope(self, nodeid: str) -> str:
-        return "cluster" if nodeid.split("/")[1] in CLUSTER_SUITES else nodeid
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> LoadScopeScheduling:

@@ -4,6 +4,7 @@ serving pairs that controllers run as host processes need to start."""
 
 from __future__ import annotations
 
+import fcntl
 import subprocess
 from pathlib import Path
 
@@ -17,13 +18,16 @@ def _openssl(*args: str) -> None:
 
 def write_serving_pair(folder: Path, common_name: str) -> None:
     """A self-signed tls.crt/tls.key where a controller's webhook or metrics server looks, unless one is
-    there; nothing connects to it, as no webhook configuration names it."""
-    if (folder / "tls.crt").is_file() and (folder / "tls.key").is_file():
-        return
+    there; nothing connects to it, as no webhook configuration names it. Written under a lock: two
+    benchmarks may start their peers at once, and neither may read the other's pair half written."""
     folder.mkdir(parents=True, exist_ok=True)
-    curve = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-    keys = ["-keyout", str(folder / "tls.key"), "-out", str(folder / "tls.crt")]
-    _openssl("req", "-x509", *curve, *keys, "-days", "3650", "-subj", f"/CN={common_name}")
+    with (folder / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (folder / "tls.crt").is_file() and (folder / "tls.key").is_file():
+            return
+        curve = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        keys = ["-keyout", str(folder / "tls.key"), "-out", str(folder / "tls.crt")]
+        _openssl("req", "-x509", *curve, *keys, "-days", "3650", "-subj", f"/CN={common_name}")
 
 
 def make_kubelet_client_certificate(pki: Path) -> None:

@@ -23,6 +23,7 @@ from operator_process import OperatorProcess
 from pod_checks import GpuPool
 from rbac_rights import AUDIT_TIME, Right, bound_rights, used_rights
 from repository import ROOT
+from xdist_schedule import BESIDE_THE_CLUSTER
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -32,10 +33,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 DESELECTED: list[str] = []  # integration tests that `-m` or `--deselect` left out of this run
+RAN_HERE: set[str] = set()  # the integration modules this process ran tests of (an xdist worker runs some)
 
 
 def pytest_deselected(items: list[pytest.Item]) -> None:
     DESELECTED.extend(item.nodeid for item in items if "integration" in item.path.parts)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    RAN_HERE.add(item.path.relative_to(ROOT).as_posix())
 
 
 @pytest.fixture(scope="session")
@@ -91,10 +97,11 @@ UNEXERCISED: dict[Right, str] = {
 
 
 @pytest.fixture(scope="session", autouse=True)
-def rights_held_to_use(request: pytest.FixtureRequest, cluster: Cluster) -> Iterator[None]:
-    """After a whole integration run that passed: every right the operator's and the dashboard's rules
-    grant was used by them, as the API server's audit log shows (a right no request used is one to drop;
-    one they lack is refused, which the operator fixture finds)."""
+def rights_held_to_use(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After a whole integration run on the local cluster that passed: every right the operator's and the
+    dashboard's rules grant was used by them, as the API server's audit log shows (a right no request used is
+    one to drop; one they lack is refused, which the operator fixture finds). It starts no cluster: the
+    modules beside the cluster, which another worker runs, need none."""
     since = datetime.now(UTC).strftime(AUDIT_TIME)
     yield
     if not _whole_suite_passed(request.session):
@@ -109,13 +116,17 @@ def rights_held_to_use(request: pytest.FixtureRequest, cluster: Cluster) -> Iter
 
 
 def _whole_suite_passed(session: pytest.Session) -> bool:
-    """Every integration module ran, none of its tests deselected, skipped or failed. (CI deselects the
-    tests its fast run passed before, none of them integration tests.)"""
+    """Every integration module on the local cluster ran in this process, none of its tests deselected,
+    skipped or failed. (CI deselects the tests its fast run passed before, none of them integration tests; a
+    process-node scenario whose twin on the real node ran is skipped, as the twin's operator used its rights.)"""
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    skipped = bool(reporter is not None and reporter.stats.get("skipped"))
-    ran = {item.path.name for item in session.items if "integration" in item.path.parts}
-    every = {path.name for path in Path(__file__).parent.glob("test_*.py")}
-    return ran == every and not DESELECTED and not session.testsfailed and not skipped
+    twins = {item.nodeid for item in session.items if item.get_closest_marker("real_node_twin")}
+    skips = reporter.stats.get("skipped", []) if reporter is not None else []
+    skipped = [report.nodeid for report in skips if report.nodeid not in twins]
+    every = {path.relative_to(ROOT).as_posix() for path in Path(__file__).parent.glob("test_*.py")}
+    on_the_cluster = every - BESIDE_THE_CLUSTER
+    ran = RAN_HERE - BESIDE_THE_CLUSTER
+    return ran == on_the_cluster and not DESELECTED and not session.testsfailed and not skipped
 
 
 RESTRICTED = "pod-security.kubernetes.io/enforce=restricted"

@@ -1,0 +1,51 @@
+"""The test command's schedule, as xdist's scheduler hands it out to two workers."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from xdist_schedule import ClusterSuitesOnOneWorker
+
+CLUSTER = [
+    "tests/e2e/test_e2e.py::test_the_example",
+    "tests/images/test_built_images.py::test_an_image",
+    "tests/integration/test_operator.py::test_a_job",
+]
+BESIDE = [
+    "tests/integration/test_kubernetes_versions.py::test_a_minor[v1.35]",
+    "tests/integration/test_kubernetes_versions.py::test_a_minor[v1.36]",
+]
+OTHERS = [
+    "tests/trainer_processes/test_trainer.py::test_a_run",
+    "tests/unit/core/test_backoff.py::test_a_delay",
+]
+
+
+class _Worker:
+    """What the scheduler asks of a worker: its name, take tests by their index in the collection, shut down."""
+
+    def __init__(self, name: str) -> None:
+        self.gateway = SimpleNamespace(id=name)
+        self.sent: list[int] = []
+        self.shutting_down = False
+
+    def send_runtest_some(self, indices: list[int]) -> None:
+        self.sent.extend(indices)
+
+    def shutdown(self) -> None:
+        self.shutting_down = True
+
+
+def test_the_cluster_s_suites_go_to_one_worker_and_a_module_beside_the_cluster_starts_on_the_other() -> None:
+    collection = [CLUSTER[0], CLUSTER[1], *BESIDE[:1], CLUSTER[2], *BESIDE[1:], *OTHERS]
+    options = {"tx": ["2*popen"]}
+    config = SimpleNamespace(getvalue=options.__getitem__, option=SimpleNamespace(loadscopereorder=True))
+    scheduler = ClusterSuitesOnOneWorker(config)
+    first, second = _Worker("gw0"), _Worker("gw1")
+    for worker in (first, second):
+        scheduler.add_node(worker)
+    for worker in (first, second):
+        scheduler.add_node_collection(worker, collection)
+    scheduler.schedule()
+    assert [collection[index] for index in first.sent] == CLUSTER  # in their order, nothing else while they run
+    assert [collection[index] for index in second.sent][: len(BESIDE)] == BESIDE
