@@ -198,16 +198,23 @@ class Listings:
 
 
 class Reconnects:
-    """The pause before a watch tries the API server again, shared by every watch: when the API server goes
-    away each watch's failure lengthens the pause of all, and the first success shortens it again."""
+    """The pause before a watch tries the API server again, shared by every watch. When the API server goes
+    away each watch's failure lengthens the pause of all, except one watch at a time, the probe, which tries
+    again after the first pause's length (about one request a second while it is away). The first success
+    shortens the pause again and cuts the pauses under way to the first one's length, so that every watch is
+    back within a few seconds of the API server. (Shared alone, the failures of five watches added up: a
+    watch of pods paused 45 s more once an API server restarted for 5 s was back.)"""
 
     def __init__(self, backoff: Backoff = RECONNECT_BACKOFF) -> None:
         self._backoff = backoff
         self._failures = 0
+        self._successes = 0
+        self._probing = False  # a watch's pause is under way, cut to the first pause's length
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
 
     def failed(self) -> float:
-        """Count a failure; the pause before the next try."""
+        """Count a failure; the pause before the next try (`pause` cuts the probe's)."""
         with self._lock:
             self._failures += 1
             return self._backoff.delay(self._failures)
@@ -215,6 +222,37 @@ class Reconnects:
     def succeeded(self) -> None:
         with self._lock:
             self._failures = 0
+            self._successes += 1
+            self._changed.notify_all()
+
+    def pause(self, seconds: float, stopped: threading.Event) -> None:
+        """Wait `seconds`, or the first pause's length where no other watch is the probe or once a watch
+        has succeeded meanwhile; not at all once `stopped` is set (`wake` tells the pauses to look)."""
+        deadline = time.monotonic() + seconds
+        with self._lock:
+            probe = not self._probing
+            if probe:
+                self._probing = True
+                deadline = min(deadline, time.monotonic() + self._backoff.delay(1))
+            successes = self._successes
+            try:
+                while not stopped.is_set():
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return
+                    if self._successes != successes:
+                        successes = self._successes
+                        deadline = min(deadline, time.monotonic() + self._backoff.delay(1))
+                        continue
+                    self._changed.wait(left)
+            finally:
+                if probe:
+                    self._probing = False
+
+    def wake(self) -> None:
+        """Every pause under way looks at its `stopped` again."""
+        with self._lock:
+            self._changed.notify_all()
 
 
 class ObjectWatch(Generic[View]):
@@ -261,6 +299,7 @@ class ObjectWatch(Generic[View]):
 
     def stop(self) -> None:
         self._stopped.set()
+        self._reconnects.wake()
 
     def ended(self) -> list[str]:
         return ended_threads(self._threads, self._stopped.is_set())
@@ -281,12 +320,12 @@ class ObjectWatch(Generic[View]):
                 version = None
             except TransientApiError as error:
                 pause = self._reconnects.failed()
-                logger.warning("watch of %s: %s; again in %.1f s", path, error, pause)
-                self._stopped.wait(pause)
+                logger.warning("watch of %s: %s; again in %.1f s at most", path, error, pause)
+                self._reconnects.pause(pause, self._stopped)
             except Exception:  # a bug here must not stop the operator's sight of these objects for good
                 logger.exception("watch of %s failed; listing again", path)
                 version = None
-                self._stopped.wait(self._reconnects.failed())
+                self._reconnects.pause(self._reconnects.failed(), self._stopped)
 
     def _list(self, scope: Scope) -> str | None:
         """Replace what the store holds of the scope with a fresh listing; its resourceVersion, or None when
@@ -391,7 +430,7 @@ class ObjectWatch(Generic[View]):
             if kind != "BOOKMARK":
                 self._apply(scope, kind, item)
         if not heard and time.monotonic() - started < ENDED_AT_ONCE_SECONDS:  # do not hammer the API server
-            self._stopped.wait(self._reconnects.failed())
+            self._reconnects.pause(self._reconnects.failed(), self._stopped)
         return version
 
     def _apply(self, scope: Scope, kind: str | None, item: dict[str, Any]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -240,6 +241,33 @@ def test_reconnects_lengthen_for_every_watch_and_shorten_on_any_success() -> Non
     assert [reconnects.failed() for _ in range(4)] == [1, 2, 4, 8]  # four watches failing at once
     reconnects.succeeded()
     assert reconnects.failed() == 1
+
+
+def _pausing(reconnects: Reconnects, seconds: float, stopped: threading.Event) -> threading.Thread:
+    pausing = threading.Thread(target=reconnects.pause, args=(seconds, stopped), daemon=True)
+    pausing.start()
+    return pausing
+
+
+def test_one_watch_at_a_time_tries_again_soon_and_its_success_cuts_the_others_pauses() -> None:
+    reconnects = Reconnects(Backoff(1, 600))
+    pausing = [_pausing(reconnects, 600, threading.Event()) for _ in range(2)]
+    wait_for("the probe's pause over", lambda: not all(each.is_alive() for each in pausing), timeout=10)
+    (other,) = [each for each in pausing if each.is_alive()]  # the other pauses its 600 s, until a success
+    reconnects.succeeded()
+    other.join(10)
+    assert not other.is_alive()
+
+
+def test_a_pause_ends_once_its_watch_stops() -> None:
+    reconnects, stopped = Reconnects(Backoff(600, 600)), threading.Event()
+    pausing = _pausing(reconnects, 600, stopped)
+    pausing.join(0.2)
+    assert pausing.is_alive()
+    stopped.set()
+    reconnects.wake()
+    pausing.join(10)
+    assert not pausing.is_alive()
 
 
 def test_a_relisting_drops_objects_that_went_while_unwatched() -> None:
