@@ -666,6 +666,7 @@ def _tensorflow_benchmarks(benchmarks: Any) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench/run.py", description=__doc__.split("\n")[0])
     parser.add_argument("--record", help="a JSON file to keep the run's raw numbers in, by benchmark")
+    parser.set_defaults(plane=None)  # the local cluster, for the benchmarks that take no --plane
     sides = argparse.ArgumentParser(add_help=False)
     sides.add_argument("--peer", action="store_true", help="training-operator v1.8.1, unthrottled, as a side")
     sides.add_argument("--peer-as-shipped", action="store_true", help="and training-operator as shipped")
