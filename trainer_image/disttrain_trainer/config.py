@@ -63,6 +63,7 @@ class TrainConfig:
     server_linger_seconds: float
     role: Role
     nan_at_step: int | None = None
+    max_steps_per_second: int | None = None
 
 
 def parse_role(raw: str | None) -> Role:
@@ -155,6 +156,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="fault injection: the loss reads NaN from this step on, as a diverging run's would (the trainer exits 5 "
         "there, and the operator fails the job as Diverged)",
     )
+    parser.add_argument(
+        "--max-steps-per-second",
+        type=_positive,
+        default=None,
+        help="train at most this many steps a second: a run faster than that keeps a steady speed on a shared "
+        "machine, as a GPU job's steps do",
+    )
     return parser
 
 
@@ -193,4 +201,5 @@ def parse(argv: Sequence[str] | None = None, environ: dict[str, str] | None = No
         server_linger_seconds=args.server_linger_seconds,
         role=role,
         nan_at_step=args.nan_at_step,
+        max_steps_per_second=args.max_steps_per_second,
     )

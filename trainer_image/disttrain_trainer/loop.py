@@ -28,6 +28,7 @@ from disttrain_contract.exit_codes import ExitCode, TrainerError
 from disttrain_trainer import models
 from disttrain_trainer.config import TrainConfig
 from disttrain_trainer.data import DataSet, batch_of_step, training_pipeline, training_set
+from disttrain_trainer.pace import Pace
 from disttrain_trainer.preemption import STOP, SaveTogether, linger_while
 from disttrain_trainer.reporting import Progress, log, read_progress, report_evaluation
 from disttrain_trainer.strategies import local_devices
@@ -119,6 +120,7 @@ class _Run:
             start_step=self.done,
             restored=latest,
         )
+        self.pace = Pace(config.max_steps_per_second, self.done)
         self.writer = (  # flushed every 10 s (TensorFlow's default is 2 min), so a running job's curves keep up
             tf.summary.create_file_writer(str(config.tensorboard_dir), flush_millis=10_000)
             if config.tensorboard_dir and chief
@@ -165,6 +167,7 @@ class _Run:
             self.save(step)
         if leaving:
             raise self.together.leave(step)
+        self.pace.after(step)
 
     def finish(self, loss: float) -> None:
         if self.manager.latest_checkpoint is None or not self.manager.latest_checkpoint.endswith(f"-{self.total}"):
