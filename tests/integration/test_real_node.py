@@ -164,7 +164,7 @@ FAULTED_EPOCHS = 60
 PS_FAULTED_EPOCHS = 200
 LONG_EPOCHS = 90  # some 22 s of training, for a run that takes two or three faults
 STALLED_EPOCHS = 100  # some 25 s (ParameterServer: 15): the status, polled every 2 s, shows a step well before the end
-ETA_EPOCHS = 150  # 3,300 steps, some 80 s at the trainer's cap
+ETA_EPOCHS = 100  # 2,200 steps, some 55 s at the trainer's cap: its halfway point some 27 s of steady steps in
 ETA_STEPS_PER_SECOND = 40  # well below its speed here, unlimited (130) or held to 600m (44 to 80)
 
 
