@@ -7,7 +7,7 @@ from xdist.remote import Producer
 from xdist.scheduler import LoadScopeScheduling
 
 from disttrain_dev import real_node
-from xdist_schedule import ClusterSuitesOnOneWorker, run_order
+from xdist_schedule import ClusterSuitesOnOneWorker
 
 REAL_NODE_SUITE = "test_real_node.py"
 
@@ -27,11 +27,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(trylast=True)  # after `-m` and `--deselect` chose the run's tests
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The cluster's modules that mostly wait go first (`xdist_schedule.run_order`). A process-node scenario
-    marked `real_node_twin` is skipped where its twin in test_real_node.py runs in the same session: the twin
-    proves the scenario with the trainer image in containers, and the process node runs it only where the real
-    node cannot (no root, no Docker engine)."""
-    items.sort(key=lambda item: run_order(item.nodeid))
+    """A process-node scenario marked `real_node_twin` is skipped where its twin in test_real_node.py runs in
+    the same session: the twin proves the scenario with the trainer image in containers, and the process
+    node runs it only where the real node cannot (no root, no Docker engine)."""
     twins = {item.name for item in items if item.path.name == REAL_NODE_SUITE}
     if not twins or real_node.missing_requirement() is not None:
         return

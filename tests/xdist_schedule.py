@@ -15,36 +15,6 @@ BESIDE_THE_CLUSTER = frozenset(
     {"tests/integration/test_kubernetes_versions.py", "tests/integration/test_kwok_benchmarks.py"}
 )
 
-# The cluster's modules that mostly wait (on kwok's fake nodes, the operator, the API server) rather than train: the
-# cores were at most 55 % busy while each ran alone in a CI run (sampled every minute). The cluster's worker runs
-# them first, while the other worker's TensorFlow takes the cores, and the modules that train after them, alone:
-# there, the quick start's process-node test took 167 s beside that TensorFlow against 94 s alone.
-WAITING_FIRST = frozenset(
-    f"tests/integration/{name}.py"
-    for name in (
-        "test_helm_chart",
-        "test_hostile_submissions",
-        "test_hostile_tenants",
-        "test_kept_logs",
-        "test_lifecycle",
-        "test_multikueue",
-        "test_native_gangs",
-        "test_operator",
-        "test_pod_deletions",
-        "test_process_node",
-        "test_python_client_on_cluster",
-        "test_readme_install",
-        "test_real_kueue",
-        "test_watches",
-        "test_without_the_operator",
-    )
-)
-
-
-def run_order(nodeid: str) -> int:
-    """Where a test goes in a stable sort of the collection: the waiting modules before every other test."""
-    return 0 if nodeid.split("::", maxsplit=1)[0] in WAITING_FIRST else 1
-
 
 class ClusterSuitesOnOneWorker(LoadScopeScheduling):  # type: ignore[misc]  # xdist has no type hints
     """xdist's scheduling by scope, where the cluster's suites are one scope, each module beside the cluster

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from repository import ROOT
-from xdist_schedule import WAITING_FIRST, ClusterSuitesOnOneWorker, run_order
+from xdist_schedule import ClusterSuitesOnOneWorker
 
 CLUSTER = [
     "tests/e2e/test_e2e.py::test_the_example",
@@ -50,14 +49,3 @@ def test_the_cluster_s_suites_go_to_one_worker_and_a_module_beside_the_cluster_s
     scheduler.schedule()
     assert [collection[index] for index in first.sent] == CLUSTER  # in their order, nothing else while they run
     assert [collection[index] for index in second.sent][: len(BESIDE)] == BESIDE
-
-
-def test_the_modules_that_mostly_wait_go_first_and_the_rest_keep_their_order() -> None:
-    waiting = ["tests/integration/test_lifecycle.py::test_a_deadline", "tests/integration/test_operator.py::test_a_job"]
-    training = ["tests/e2e/test_e2e.py::test_the_example", "tests/integration/test_faults.py::test_a_freeze"]
-    collection = [training[0], waiting[0], training[1], *OTHERS, waiting[1]]
-    assert sorted(collection, key=run_order) == [*waiting, *training, *OTHERS]
-
-
-def test_every_module_that_goes_first_exists() -> None:
-    assert all((ROOT / module).is_file() for module in WAITING_FIRST)
