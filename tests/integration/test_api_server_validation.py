@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -184,8 +185,17 @@ def test_a_job_cannot_get_its_submitter_pods_they_may_not_create(cluster: Cluste
     assert submit("dave", by_alias).returncode == 0
 
 
+@pytest.fixture
+def operator_paused(operator: OperatorProcess) -> Iterator[None]:
+    """The suite's operator stopped meanwhile: where Kueue's CRDs are on the cluster (its modules leave them), it
+    suspends a resumed job that names a queue again at once, as Kueue would until it admits it."""
+    operator.stop()
+    yield
+    operator.start()
+
+
 def test_an_update_is_asked_again_only_when_it_changes_the_pods_and_a_running_job_keeps_its_queue(
-    cluster: Cluster, namespace: str
+    cluster: Cluster, namespace: str, operator_paused: None
 ) -> None:
     """An account that may update jobs but not create pods (as Kueue's or the operator's suspend and resume)
     passes deploy/admission when the pods' templates stay; a queued job's queue label moves only while it is
