@@ -50,8 +50,8 @@ class Cluster:
         """Delete the namespace, and wait until its pods are gone: the next test finds the nodes free. Its
         other content goes meanwhile: the namespace controller starts 5 s after a deletion (time for every
         API server to see it) and looks again 5 s later while pods remain, where a pod deleted goes at
-        once. Its pods get 1 s to end: a container that ignores SIGTERM (a `sleep`, a trainer held back by
-        the kubelet) held a test's teardown for its whole 30 s grace period, three times a CI run. No object
+        once. Its pods get 1 s to end: a container that ignores SIGTERM (a `sleep`, a trainer held back from
+        its restart) held a test's teardown for its whole 30 s grace period, three times a CI run. No object
         can be made in it once deleting."""
         self.kubectl("delete", "namespace", name, "--ignore-not-found", "--wait=false")
         pods = ("pods", "--all", "-n", name, "--ignore-not-found", "--grace-period=1")
