@@ -41,7 +41,7 @@ from disttrain.kept_log_reader import (
     kept_replicas,
     replica_label,
 )
-from disttrain.logs import ReplicaLog, ReplicaLogs, replica_task
+from disttrain.logs import ReplicaLog, ReplicaLogs, replica_task, unless_gone
 from disttrain.progress_view import progress_view
 from disttrain.shipped_function import ship
 from disttrain.train_job import train_objects
@@ -366,8 +366,9 @@ class Client:
         as its `logs.ttlSecondsAfterJobDeleted` keeps them; those kept on the checkpoint volume
         (`logs.destination: CheckpointVolume`) are read through a pod that mounts it, while the job exists.
         Right after the job ends, a replica whose pod went with it waits up to 20 s (`KEEPER_GRACE`) for the
-        operator to keep that pod's log. `tail` keeps only the last lines. With `follow`, waits while the pod is
-        Pending, goes on through the replica's restarts, and ends when the replica succeeds or the job ends.
+        operator to keep that pod's log; so does one whose pod goes between this call and the first line.
+        `tail` keeps only the last lines. With `follow`, waits while the pod is Pending, goes on through the
+        replica's restarts, and ends when the replica succeeds or the job ends.
         Raises `ReplicaNotFoundError` and `AttemptNotFoundError` (naming those there are) and, without `follow`,
         `LogsUnavailableError` when the replica has no log to read now, or (with `start_readers=False`) when
         reading it would start a pod."""
@@ -378,7 +379,13 @@ class Client:
             return found.kept[-1].lines(tail)
         if found.pod is None and found.kept and (not follow or _finished(found.job)):
             return found.kept[-1].lines(tail)
-        return found.log.lines(follow=follow, tail=tail)
+        if follow:
+            return found.log.lines(follow=True, tail=tail)
+
+        def read_again() -> Iterator[str]:
+            return self.logs(job, replica, namespace=namespace, tail=tail, kind=kind, start_readers=start_readers)
+
+        return unless_gone(found.log.lines(follow=False, tail=tail), read_again)
 
     def attempts(
         self,

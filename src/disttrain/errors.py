@@ -15,6 +15,11 @@ class ApiError(DisttrainError, api_errors.ApiError):
     as the client raises it."""
 
 
+class PodGoneError(ApiError):
+    """The pod went between its read and its log's (the job's cleanup took it, say): the log may be kept by
+    now, so `Client.logs` reads the replica again rather than raise it."""
+
+
 class InvalidJobError(DisttrainError, ValueError):
     """The manifest is not a job the cluster accepts: the API server's (or the models') message says why."""
 

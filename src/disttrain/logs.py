@@ -13,7 +13,7 @@ from functools import cached_property
 from typing import Any
 
 from disttrain.calls import client_error
-from disttrain.errors import AttemptNotFoundError, LogsUnavailableError, ReplicaNotFoundError
+from disttrain.errors import AttemptNotFoundError, LogsUnavailableError, PodGoneError, ReplicaNotFoundError
 from disttrain.kept_log_reader import Attempt, KeptLog, live_attempt
 from disttrain.pod_reads import read_pod, wait_for_pod_change
 from disttrain_core.api.job import DistTrainJob
@@ -158,6 +158,8 @@ class ReplicaLog:
         except LogUnreadableError as error:
             if follow and error.status in (400, 404):  # not started after all, or deleted: look again
                 return
+            if error.status == 404:
+                raise PodGoneError(error.status, f"log of {self._label}: {error.reason}") from error
             raise client_error(error, f"log of {self._label}") from error
         except TransientApiError as error:
             if follow and error.status == NO_ANSWER:  # the stream broke or went silent: read on from the last line
@@ -176,6 +178,19 @@ class ReplicaLog:
             time.sleep(1)
             return
         wait_for_pod_change(self._kube, self._namespace, self._pod, version, _CHANGE_SECONDS)
+
+
+def unless_gone(lines: Iterator[str], read_again: Callable[[], Iterator[str]]) -> Iterator[str]:
+    """A pod's log as its stream gives it; where the pod went between its read and the stream's start (its
+    job's cleanup took it), what `read_again` finds then: the attempt's kept log."""
+    try:
+        first = next(lines, None)
+    except PodGoneError:
+        yield from read_again()
+        return
+    if first is not None:
+        yield first
+        yield from lines
 
 
 def _split(chunks: Iterator[bytes]) -> Iterator[tuple[bytes, str]]:

@@ -77,6 +77,21 @@ def test_a_restart_keeps_the_log_of_every_peer_it_stops(
     assert (stopped[0], stopped[-1]) == ("many-worker-7 first attempt", "many-worker-7 stopped")
 
 
+def test_a_pod_gone_between_its_read_and_its_log_s_is_read_from_its_kept_log(
+    process_cluster: Cluster, operator: OperatorProcess, process_namespace: str
+) -> None:
+    """`logs` picks the replica's pod at once and opens its log when first iterated: a pod deleted in between,
+    as a job's cleanup does just after it succeeds, is read from the log kept as its container ended."""
+    client = Client(kubeconfig=process_cluster.kubeconfig, namespace=process_namespace)
+    builder = JobBuilder("gone").script("echo gone-worker-0 done").run_policy(cleanPodPolicy="None")
+    job = client.create(builder.obj())
+    client.wait(job, "Succeeded", timeout=120)
+    wait_for("its log kept", lambda: _kept(process_cluster, process_namespace, "gone"))
+    lines = client.logs(job, "worker-0")  # its pod is there: its log is read from it
+    process_cluster.kubectl("delete", "pod", "gone-worker-0", "-n", process_namespace, "--wait=true")
+    assert list(lines) == ["gone-worker-0 done"]
+
+
 def test_logs_without_a_ttl_go_with_their_job_and_a_job_may_keep_none(
     process_cluster: Cluster, operator: OperatorProcess, process_namespace: str, tmp_path: Path
 ) -> None:
