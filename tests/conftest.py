@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from xdist.remote import Producer
 from xdist.scheduler import LoadScopeScheduling
 
+import rights_audit
 from disttrain_dev import real_node
 from xdist_schedule import ClusterSuitesOnOneWorker
 
@@ -38,3 +41,31 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if marker is not None and marker.args[0] in twins:
             reason = f"the real node runs this scenario with the trainer image: {REAL_NODE_SUITE}::{marker.args[0]}"
             item.add_marker(pytest.mark.skip(reason=reason))
+
+
+# The rights audit of the integration run (`rights_audit`): each process notes what it ran, xdist's controller
+# gathers the workers' notes and judges the whole run at its end.
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    rights_audit.note_deselected(items)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    rights_audit.note_ran(item)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    rights_audit.start(session)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    rights_audit.note_report(report)
+
+
+@pytest.hookimpl(optionalhook=True)  # xdist's hook
+def pytest_testnodedown(node: Any, error: object) -> None:
+    rights_audit.note_worker(getattr(node, "workeroutput", None))
+
+
+@pytest.hookimpl(trylast=True)  # after the session's fixtures are gone: the second plane read before it went
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    rights_audit.finish(session)

@@ -36,6 +36,11 @@ class Cluster:
     kubeconfig: Path
 
     @property
+    def state_folder(self) -> Path:
+        """The control plane's folder (`disttrain_dev.cluster.state_dir`), where its kubeconfig lies."""
+        return self.kubeconfig.parent
+
+    @property
     def env(self) -> dict[str, str]:
         return {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
 

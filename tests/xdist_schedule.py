@@ -15,15 +15,37 @@ BESIDE_THE_CLUSTER = frozenset(
     {"tests/integration/test_kubernetes_versions.py", "tests/integration/test_kwok_benchmarks.py"}
 )
 
+# Integration modules that need kwok's nodes only (no process or real node, image, Kueue or Docker engine):
+# they run on the suite's second control plane (`SECOND_PLANE` in tests/integration/conftest.py), with an
+# operator of its own, one after another and beside the local cluster's suites. They mostly wait on the
+# operator and the API server, so the cores the cluster's trainers want stay theirs.
+ON_THE_SECOND_PLANE = frozenset(
+    {
+        "tests/integration/test_api_server_validation.py",
+        "tests/integration/test_headlamp_plugin.py",
+        "tests/integration/test_hostile_submissions.py",
+        "tests/integration/test_lifecycle.py",
+        "tests/integration/test_native_gangs.py",
+        "tests/integration/test_operator.py",
+        "tests/integration/test_pod_deletions.py",
+        "tests/integration/test_readme_install.py",
+        "tests/integration/test_tensorboard.py",
+        "tests/integration/test_tfjob_examples.py",
+        "tests/integration/test_watches.py",
+    }
+)
+
 
 class ClusterSuitesOnOneWorker(LoadScopeScheduling):  # type: ignore[misc]  # xdist has no type hints
-    """xdist's scheduling by scope, where the cluster's suites are one scope, each module beside the cluster
-    one, and every other test its own. (xdist's `xdist_group` marks do not group under pytest 9, whose node
-    ids xdist cannot rename.) xdist hands out the largest scope first, so the second largest, a module beside
-    the cluster, starts on the other worker."""
+    """xdist's scheduling by scope, where the cluster's suites are one scope, the second plane's modules
+    another, each module beside the cluster one, and every other test its own. (xdist's `xdist_group` marks
+    do not group under pytest 9, whose node ids xdist cannot rename.) xdist hands out the largest scopes first,
+    one a worker: the cluster's and the second plane's, which hold the most tests, start side by side."""
 
     def _split_scope(self, nodeid: str) -> str:
         module = nodeid.split("::", maxsplit=1)[0]
         if module in BESIDE_THE_CLUSTER:
             return module
+        if module in ON_THE_SECOND_PLANE:
+            return "second plane"
         return "cluster" if nodeid.split("/")[1] in CLUSTER_SUITES else nodeid

@@ -579,9 +579,10 @@ def _node_environment(node: CachePaths) -> dict[str, str]:
     return {**os.environ, "PATH": f"{node.bin}:{os.environ.get('PATH', '/usr/sbin:/usr/bin:/sbin:/bin')}"}
 
 
-def restart_component(name: str, pause: float = 0) -> None:
-    """Stop one component of the running cluster and start it again with the same arguments (fault tests)."""
-    folder = state_dir()
+def restart_component(name: str, pause: float = 0, folder: Path | None = None) -> None:
+    """Stop one component of the running cluster (or of the control plane of `folder`) and start it again with
+    the same arguments (fault tests)."""
+    folder = folder or state_dir()
     state = _load_state(folder)
     if state is None:
         raise RuntimeError("no local cluster is running")

@@ -1,4 +1,5 @@
-"""Fixtures for integration tests: the local control plane, the operator, a namespace per test."""
+"""Fixtures for integration tests: the local control plane or the suite's second plane, the operator, a
+namespace per test."""
 
 from __future__ import annotations
 
@@ -7,23 +8,23 @@ import os
 import shutil
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+import rights_audit
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import kueue, local_operator, real_node
 from disttrain_dev.build import missing_binaries
 from disttrain_dev.polling import wait_for
 from disttrain_dev.versions import cache_paths
-from kube_cluster import OPERATOR_TEST_NAMESPACE, Cluster, operator_kubeconfig
+from kube_cluster import Cluster, operator_kubeconfig
 from kueue_support import kueue_running
+from multikueue_support import control_plane
 from operator_process import OperatorProcess
 from pod_checks import GpuPool
-from rbac_rights import AUDIT_TIME, Right, bound_rights, used_rights
 from repository import ROOT
-from xdist_schedule import BESIDE_THE_CLUSTER
+from xdist_schedule import ON_THE_SECOND_PLANE
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -32,20 +33,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.integration)
 
 
-DESELECTED: list[str] = []  # integration tests that `-m` or `--deselect` left out of this run
-RAN_HERE: set[str] = set()  # the integration modules this process ran tests of (an xdist worker runs some)
-
-
-def pytest_deselected(items: list[pytest.Item]) -> None:
-    DESELECTED.extend(item.nodeid for item in items if "integration" in item.path.parts)
-
-
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    RAN_HERE.add(item.path.relative_to(ROOT).as_posix())
+# The suite's second control plane (kwok's nodes only), for the modules that need no more
+# (`xdist_schedule.ON_THE_SECOND_PLANE`): they run on it beside the local cluster's suites.
+SECOND_PLANE = "suite"
 
 
 @pytest.fixture(scope="session")
-def cluster() -> Cluster:
+def local_cluster() -> Cluster:
     """The local cluster, started (or reused) once; left running for the next run, as `up` is idempotent.
 
     With its real node wherever this machine can run one: adding it later would move the API server
@@ -55,13 +49,35 @@ def cluster() -> Cluster:
         pytest.skip("the local control plane needs Go once to build its binaries, and none is on PATH")
     kubeconfig = devcluster.up(real_node=real_node.missing_requirement() is None)
     local_operator.stop(devcluster.state_dir())
+    rights_audit.plane_in_use(devcluster.state_dir())
     return Cluster(kubeconfig)
 
 
 @pytest.fixture(scope="session")
-def operator(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+def second_plane() -> Iterator[Cluster]:
+    """The suite's second control plane, of the local cluster's release, until the session ends."""
+    if missing_binaries(cache_paths()) and shutil.which("go") is None:
+        pytest.skip("the local control plane needs Go once to build its binaries, and none is on PATH")
+    with control_plane(SECOND_PLANE) as plane:
+        rights_audit.plane_in_use(devcluster.state_dir(SECOND_PLANE))
+        yield plane
+        rights_audit.read_plane(devcluster.state_dir(SECOND_PLANE))
+
+
+def _on_the_second_plane(request: pytest.FixtureRequest) -> bool:
+    return request.path.relative_to(ROOT).as_posix() in ON_THE_SECOND_PLANE
+
+
+@pytest.fixture(scope="module")
+def cluster(request: pytest.FixtureRequest) -> Cluster:
+    """The plane the module runs on: the second plane for `ON_THE_SECOND_PLANE`'s modules, else the local
+    cluster."""
+    plane: Cluster = request.getfixturevalue("second_plane" if _on_the_second_plane(request) else "local_cluster")
+    return plane
+
+
+def _suite_operator(cluster: Cluster, folder: Path) -> Iterator[OperatorProcess]:
     """The operator with its own ServiceAccount's token and deploy/'s RBAC: every test proves those rules."""
-    folder = tmp_path_factory.mktemp("operator")
     process = OperatorProcess(
         cluster,
         folder / "operator.log",
@@ -75,58 +91,22 @@ def operator(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iter
     assert not lacking, f"the API server refused the operator rights deploy/rbac.yaml lacks: {lacking[:5]}"
 
 
-# The test ServiceAccounts and the RBAC files their tests bind to them.
-HELD_ACCOUNTS = {
-    "disttrain-operator": (ROOT / "deploy" / "rbac.yaml", ROOT / "overlays" / "serve-tfjobs" / "rbac.yaml"),
-    "disttrain-dashboard": (ROOT / "deploy" / "components" / "dashboard" / "rbac.yaml",),
-}
+@pytest.fixture(scope="session")
+def local_suite_operator(local_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+    yield from _suite_operator(local_cluster, tmp_path_factory.mktemp("operator"))
 
 
-# The operator's rights that the code uses on paths this suite cannot take, and where each is proven instead.
-UNEXERCISED: dict[Right, str] = {
-    (
-        "",
-        "pods",
-        "get",
-    ): "the kept-log keeper reads a pod only to retry a release refused as stale: test_kept_log_keeper.py",
-    ("scheduling.volcano.sh", "podgroups", "create"): "Volcano is not run here: the gang builders' golden files",
-    ("scheduling.x-k8s.io", "podgroups", "create"): "the coscheduling plugin is not run here: the same golden files",
-    ("scheduling.k8s.io", "priorityclasses", "get"): "a queued job whose pods name a PriorityClass: test_kueue.py",
-    ("kubeflow.org", "tfjobs", "delete"): "a served TFJob's ttlSecondsAfterFinished, as test_lifecycle.py's job's",
-}
+@pytest.fixture(scope="session")
+def second_plane_operator(second_plane: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+    yield from _suite_operator(second_plane, tmp_path_factory.mktemp("operator"))
 
 
-@pytest.fixture(scope="session", autouse=True)
-def rights_held_to_use(request: pytest.FixtureRequest) -> Iterator[None]:
-    """After a whole integration run on the local cluster that passed: every right the operator's and the
-    dashboard's rules grant was used by them, as the API server's audit log shows (a right no request used is
-    one to drop; one they lack is refused, which the operator fixture finds). It starts no cluster: the
-    modules beside the cluster, which another worker runs, need none."""
-    since = datetime.now(UTC).strftime(AUDIT_TIME)
-    yield
-    if not _whole_suite_passed(request.session):
-        return
-    unused: dict[str, set[Right]] = {}
-    for account, files in HELD_ACCOUNTS.items():  # the API server writes each line before it answers
-        granted = set().union(*(bound_rights(path, account) for path in files))
-        assert set(UNEXERCISED) <= granted or account != "disttrain-operator", "UNEXERCISED names a right not held"
-        user = f"system:serviceaccount:{OPERATOR_TEST_NAMESPACE}:{account}"
-        unused[account] = granted - used_rights(devcluster.audit_logs(), user, since) - set(UNEXERCISED)
-    assert not any(unused.values()), f"rights granted that no request of the suite used: {unused}"
-
-
-def _whole_suite_passed(session: pytest.Session) -> bool:
-    """Every integration module on the local cluster ran in this process, none of its tests deselected,
-    skipped or failed. (CI deselects the tests its fast run passed before, none of them integration tests; a
-    process-node scenario whose twin on the real node ran is skipped, as the twin's operator used its rights.)"""
-    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    twins = {item.nodeid for item in session.items if item.get_closest_marker("real_node_twin")}
-    skips = reporter.stats.get("skipped", []) if reporter is not None else []
-    skipped = [report.nodeid for report in skips if report.nodeid not in twins]
-    every = {path.relative_to(ROOT).as_posix() for path in Path(__file__).parent.glob("test_*.py")}
-    on_the_cluster = every - BESIDE_THE_CLUSTER
-    ran = RAN_HERE - BESIDE_THE_CLUSTER
-    return ran == on_the_cluster and not DESELECTED and not session.testsfailed and not skipped
+@pytest.fixture(scope="module")
+def operator(request: pytest.FixtureRequest) -> OperatorProcess:
+    """The suite's operator on the module's plane, started once a session per plane."""
+    name = "second_plane_operator" if _on_the_second_plane(request) else "local_suite_operator"
+    process: OperatorProcess = request.getfixturevalue(name)
+    return process
 
 
 RESTRICTED = "pod-security.kubernetes.io/enforce=restricted"
@@ -155,12 +135,12 @@ def dry_run_namespace(cluster: Cluster) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def process_cluster(cluster: Cluster) -> Cluster:
+def process_cluster(local_cluster: Cluster) -> Cluster:
     """The local cluster with its process node, whose pods run as real processes (root only)."""
     if os.geteuid() != 0 or shutil.which("ip") is None:
         pytest.skip("the process node needs root and iproute2 (a network namespace per pod)")
     devcluster.up(process_node=True)
-    return cluster
+    return local_cluster
 
 
 @pytest.fixture

@@ -2,21 +2,13 @@
 `kubernetes`, a job gets a Workload and its PodGroup, and its pods are bound all together or not at all.
 
 The jobs run on kwok nodes of the test's own (a GPU pool, tainted so that nothing else lands there), so
-that the free GPU slots are exactly those the test counts, in two zones where `topologyKey` is tried; on
-the real node, a CPU gang that cannot fit starts no container while one that fits runs."""
+that the free GPU slots are exactly those the test counts, in two zones where `topologyKey` is tried. The
+real node's gangs are test_native_gangs_on_the_real_node.py's."""
 
 from __future__ import annotations
 
 import json
-import uuid
-from collections.abc import Iterator
-from typing import Any
 
-import pytest
-from real_node_images import real_node_with_images
-
-from disttrain_dev import cluster as devcluster
-from disttrain_dev import node_kinds, real_node
 from disttrain_dev.polling import wait_for
 from job_builder import JobBuilder
 from job_checks import condition, holds, job_where
@@ -146,47 +138,3 @@ def test_a_gang_that_can_never_fit_fails_after_its_schedule_timeout_having_held_
     assert "4 of its pods found no place within scheduleTimeoutSeconds 15" in reason["message"]
     cluster.wait_for_event(namespace, "ScheduleTimeout")
     wait_for("its pods to go", lambda: not cluster.job_pods(namespace, "huge"))
-
-
-@pytest.fixture
-def real_namespace(cluster: Cluster) -> Iterator[str]:
-    """A namespace whose pods run on the real node, the trainer image loaded into its containerd."""
-    real_node_with_images()
-    name = f"gang-{uuid.uuid4().hex[:8]}"
-    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(devcluster.node_namespace(name, node_kinds.REAL)))
-    wait_for("the namespace's default ServiceAccount", lambda: cluster.get("serviceaccount", "default", name))
-    yield name
-    cluster.delete_namespace(name)
-
-
-def _cpu_job(name: str, workers: int, cpu: str) -> dict[str, Any]:
-    """Workers that sleep in the trainer image, each asking for `cpu`, as a gang."""
-    sleep = "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *_: sys.exit(0)); time.sleep(600)"
-    job = (
-        JobBuilder.from_example("local-multi-worker-digits.yaml")
-        .metadata(name=name)
-        .replica("Worker", replicas=workers)
-    )
-    # as PID 1 it must handle SIGTERM to stop at once
-    job.container(command=["python3", "-c", sleep], args=[], resources={"requests": {"cpu": cpu, "memory": "64Mi"}})
-    return job.spec(runPolicy={"schedulingPolicy": {}}).without("checkpoint").obj()
-
-
-def test_on_the_real_node_a_cpu_gang_larger_than_the_node_starts_no_container_while_one_that_fits_runs(
-    cluster: Cluster, real_namespace: str, native_operator: OperatorProcess
-) -> None:
-    node = cluster.get("node", real_node.NODE_NAME, "default")  # cluster-scoped: the namespace is unused
-    assert node is not None
-    cpu = str(node["status"]["allocatable"]["cpu"])
-    millicores = int(cpu.removesuffix("m")) if cpu.endswith("m") else int(cpu) * 1000
-    each = f"{millicores * 6 // 10}m"  # one fits, two never do
-    cluster.apply(real_namespace, json.dumps(_cpu_job("wide", 2, each)))
-    wait_for("the scheduler to hold back both pods", lambda: gang_waits(cluster, real_namespace, "wide", 2), timeout=90)
-    cluster.apply(real_namespace, json.dumps(_cpu_job("narrow", 2, "50m")))
-
-    def running() -> bool:
-        pods = cluster.job_pods(real_namespace, "narrow").values()
-        return len(pods) == 2 and all(pod["status"].get("phase") == "Running" for pod in pods)
-
-    wait_for("the gang that fits to run in containerd", running, timeout=120)
-    assert bound_pods(cluster, real_namespace, "wide") == []  # a gang larger than the node holds nothing

@@ -15,7 +15,6 @@ from disttrain_cli.render import render_objects
 from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_dev.polling import wait_for
 from disttrain_dev.versions import cache_paths
-from job_builder import JobBuilder
 from job_checks import condition, holds
 from kube_cluster import Cluster, account_kubeconfig, apply_rbac
 from operator_process import OperatorProcess
@@ -344,16 +343,3 @@ def test_the_admin_cli_lists_and_describes_jobs(cluster: Cluster, operator: Oper
     assert "mnist-mwms" in run(kubectl, "disttrain", "get", "-n", namespace)
     completed = run("kubectl_complete-disttrain", "describe", "-n", namespace, "mn").splitlines()
     assert completed == ["mnist-mwms", ":4"]
-
-
-def test_the_admin_cli_prints_a_replicas_log(
-    process_cluster: Cluster, operator: OperatorProcess, process_namespace: str
-) -> None:
-    """`disttrain jobs logs` through the API server, from the process node's log endpoint."""
-    job = JobBuilder("echo").script("for i in 1 2 3; do echo line $i; done").obj()
-    process_cluster.apply(process_namespace, json.dumps(job))
-    _wait_condition(process_cluster, process_namespace, "echo", "Succeeded")
-    command = [sys.executable, "-m", "disttrain_cli.main", "jobs", "logs", "echo", "--replica", "worker-0"]
-    command += ["--tail", "2", "-n", process_namespace]
-    result = subprocess.run(command, env=process_cluster.env, capture_output=True, text=True, timeout=60, check=False)
-    assert (result.returncode, result.stdout) == (0, "line 2\nline 3\n"), result.stderr

@@ -70,8 +70,8 @@ def test_what_changed_while_the_operator_was_frozen_and_etcd_compacted_is_all_re
         try:
             _create(cluster, namespace, [_job("meanwhile")])
             cluster.kubectl("delete", "pod", "-n", namespace, "before-worker-1", "--wait=false")
-            devcluster.compact_etcd()
-            devcluster.restart_component("kube-apiserver")
+            devcluster.compact_etcd(cluster.state_folder)
+            devcluster.restart_component("kube-apiserver", folder=cluster.state_folder)
         finally:
             frozen.resume()
 
@@ -93,7 +93,7 @@ def test_a_watch_that_went_silent_is_noticed_and_started_again(
     server ending each watch after 5 s here (60 s by default), the operator gives up on the silent stream
     10 s past that, connects again, and reconciles the job created meanwhile."""
     _, kubeconfig = own_operator
-    state = devcluster.running_state()
+    state = devcluster.running_state(cluster.state_folder)
     assert state is not None
     proxy = SilencingProxy(state.address, state.apiserver_port)
     config = json.loads(kubeconfig.read_text())

@@ -9,7 +9,12 @@ from xdist_schedule import ClusterSuitesOnOneWorker
 CLUSTER = [
     "tests/e2e/test_e2e.py::test_the_example",
     "tests/images/test_built_images.py::test_an_image",
-    "tests/integration/test_operator.py::test_a_job",
+    "tests/integration/test_faults.py::test_a_job",
+]
+SECOND_PLANE = [
+    "tests/integration/test_lifecycle.py::test_a_life",
+    "tests/integration/test_watches.py::test_a_watch",
+    "tests/integration/test_watches.py::test_another_watch",
 ]
 BESIDE = [
     "tests/integration/test_kubernetes_versions.py::test_a_minor[v1.35]",
@@ -36,8 +41,11 @@ class _Worker:
         self.shutting_down = True
 
 
-def test_the_cluster_s_suites_go_to_one_worker_and_a_module_beside_the_cluster_starts_on_the_other() -> None:
-    collection = [CLUSTER[0], CLUSTER[1], *BESIDE[:1], CLUSTER[2], *BESIDE[1:], *OTHERS]
+def test_the_cluster_s_suites_go_to_one_worker_and_the_second_plane_s_start_on_the_other() -> None:
+    collection = [CLUSTER[0], *SECOND_PLANE[:1], CLUSTER[1], *BESIDE[:1], CLUSTER[2], *SECOND_PLANE[1:], *BESIDE[1:]]
+    collection += OTHERS
+    cluster = [*CLUSTER, "tests/integration/test_faults.py::test_b", "tests/integration/test_faults.py::test_c"]
+    collection += cluster[3:]
     options = {"tx": ["2*popen"]}
     config = SimpleNamespace(getvalue=options.__getitem__, option=SimpleNamespace(loadscopereorder=True))
     scheduler = ClusterSuitesOnOneWorker(config)
@@ -47,5 +55,5 @@ def test_the_cluster_s_suites_go_to_one_worker_and_a_module_beside_the_cluster_s
     for worker in (first, second):
         scheduler.add_node_collection(worker, collection)
     scheduler.schedule()
-    assert [collection[index] for index in first.sent] == CLUSTER  # in their order, nothing else while they run
-    assert [collection[index] for index in second.sent][: len(BESIDE)] == BESIDE
+    assert [collection[index] for index in first.sent] == cluster  # in their order, nothing else while they run
+    assert [collection[index] for index in second.sent][: len(SECOND_PLANE)] == SECOND_PLANE  # then the rest
