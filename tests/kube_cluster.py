@@ -4,7 +4,8 @@ account's token (the operator's, a tenant's).
 A test reads objects again and again while it waits (every 0.2 s): `get` and `items` ask the API server
 from this process, on a connection kept per kubeconfig, with kubectl's names for kinds, since a kubectl
 process costs about 120 ms of CPU per read against about 0.9 ms here (measured on the 2-core CI machine),
-and those reads ran beside the trainers they wait for."""
+and those reads ran beside the trainers they wait for. So do the writes every test makes (its namespace
+made and deleted, a pod's status as a kubelet writes it, an eviction)."""
 
 from __future__ import annotations
 
@@ -22,13 +23,14 @@ import yaml
 
 from disttrain_dev.polling import wait_for
 from disttrain_dev.versions import cache_paths
-from disttrain_kube.api_errors import HTTP_NOT_FOUND, NETWORK_ERRORS, ApiError
+from disttrain_kube.api_errors import HTTP_CONFLICT, HTTP_NOT_FOUND, NETWORK_ERRORS, ApiError
 from disttrain_kube.connection import connect
 from disttrain_kube.resources import group_path, is_subresource
 from disttrain_kube.rest import Kube
 from repository import ROOT
 
 OPERATOR_TEST_NAMESPACE = "disttrain-operator-under-test"
+GRACE = {"gracePeriodSeconds": "1"}  # how long a test namespace's pods get to end as it goes
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,15 @@ class Cluster:
             raise AssertionError(f"kubectl {' '.join(args)} failed:\n{result.stderr}")
         return result
 
+    def create_namespace(self, namespace: str | dict[str, Any], exist_ok: bool = False) -> None:
+        """Create the namespace of this name, or this Namespace object (`exist_ok`: unless one of its name
+        exists)."""
+        if isinstance(namespace, str):
+            namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+        code, text = self._write("POST", "/api/v1/namespaces", namespace)
+        if code >= 300 and not (exist_ok and code == HTTP_CONFLICT):
+            raise AssertionError(f"creating namespace {namespace['metadata']['name']} failed: {code} {text}")
+
     def delete_namespace(self, name: str) -> None:
         """Delete the namespace, and wait until its pods are gone: the next test finds the nodes free. Its
         other content goes meanwhile: the namespace controller starts 5 s after a deletion (time for every
@@ -58,9 +69,18 @@ class Cluster:
         once. Its pods get 1 s to end: a container that ignores SIGTERM (a `sleep`, a trainer held back from
         its restart) held a test's teardown for its whole 30 s grace period, three times a CI run. No object
         can be made in it once deleting."""
-        self.kubectl("delete", "namespace", name, "--ignore-not-found", "--wait=false")
-        pods = ("pods", "--all", "-n", name, "--ignore-not-found", "--grace-period=1")
-        self.kubectl("delete", *pods, "--wait=true", "--timeout=120s")
+        for path, query in ((f"/api/v1/namespaces/{name}", None), (f"/api/v1/namespaces/{name}/pods", GRACE)):
+            code, text = self._write("DELETE", path, None, query)
+            if code >= 300 and code != HTTP_NOT_FOUND:
+                raise AssertionError(f"deleting {path} failed: {code} {text}")
+        wait_for(f"the pods of namespace {name} gone", lambda: not self.items("pods", name), timeout=120)
+
+    def _write(
+        self, method: str, path: str, body: Any, query: dict[str, str] | None = None, content_type: str | None = None
+    ) -> tuple[int, str]:
+        """A request of this process on the kept connection: its status code and text."""
+        options = {"content_type": content_type} if content_type else {}
+        return _reader(self.kubeconfig).kube.request(method, path, {}, body, query=query, **options)
 
     def get(self, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
         """The object as `kubectl get KIND NAME -o json` shows it; None where kubectl would fail (absent,
@@ -114,14 +134,18 @@ class Cluster:
         self.patch_pod_status(namespace, name, status)
 
     def patch_pod_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
-        patch = json.dumps({"status": status})
-        self.kubectl("patch", "pod", name, "-n", namespace, "--subresource=status", "--type=merge", "-p", patch)
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}/status"
+        code, text = self._write("PATCH", path, {"status": status}, content_type="application/merge-patch+json")
+        if code >= 300:
+            raise AssertionError(f"patching {path} failed: {code} {text}")
 
     def evict(self, namespace: str, name: str) -> None:
         """Evict a pod through the Eviction API, as `kubectl drain` and the cluster autoscaler do."""
         eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
         path = f"/api/v1/namespaces/{namespace}/pods/{name}/eviction"
-        self.kubectl("create", "--raw", path, "-f", "-", stdin=json.dumps(eviction))
+        code, text = self._write("POST", path, eviction)
+        if code >= 300:
+            raise AssertionError(f"evicting {namespace}/{name} failed: {code} {text}")
 
     def apply(self, namespace: str, text: str) -> None:
         self.kubectl("apply", "-n", namespace, "-f", "-", stdin=text)
@@ -250,7 +274,7 @@ def account_kubeconfig(
     The cluster-wide objects are the file's, renamed, and the namespaced ones (the ServiceAccount and
     any Role) move to `namespace`, so that tests installing deploy/ itself leave them alone.
     """
-    cluster.kubectl("create", "namespace", namespace, check=False)
+    cluster.create_namespace(namespace, exist_ok=True)
     apply_rbac(cluster, rbac, namespace, namespace)
     return token_kubeconfig(cluster, folder, namespace, account)
 

@@ -58,7 +58,7 @@ def kueue_running(
         "multikueueclusters",
     ):
         wait_for(f"the {crd} CRD", lambda name=crd: crd_established(_crd(cluster, name)), timeout=60)  # type: ignore[misc]
-    cluster.kubectl("create", "namespace", kueue.NAMESPACE, check=False)
+    cluster.create_namespace(kueue.NAMESPACE, exist_ok=True)
     kueue.write_certificates()
     health = free_port()
     config = folder / "config.yaml"

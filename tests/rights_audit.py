@@ -134,28 +134,40 @@ def finish(session: pytest.Session) -> None:
     if output is not None:
         output[WORKER_OUTPUT] = NOTES.as_output()
         return
-    unused = _unused_rights(session)
+    if not NOTES.ran - BESIDE_THE_CLUSTER:
+        return  # no module on a suite's plane ran: nothing to say
+    verdict, unused = _judge(session)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_sep("=", f"rights audit: {verdict}", red=bool(unused))
     if unused:
-        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            reporter.write_sep("=", "rights audit", red=True)
-            reporter.write_line(f"rights granted that no request of the suite used: {unused}")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-def _unused_rights(session: pytest.Session) -> dict[str, set[Right]]:
-    """After a whole integration run that passed, every module on a suite's plane run, none of its tests
-    deselected, skipped (but the process-node scenarios whose real-node twins ran) or failed: the rights
-    granted that no request used. Empty where the run was not whole: then the audit cannot tell."""
+def _judge(session: pytest.Session) -> tuple[str, dict[str, set[Right]]]:
+    """After a whole integration run that passed (every module on a suite's plane run, none of its tests
+    deselected, skipped but the process-node scenarios whose real-node twins ran, or failed): the rights
+    granted that no request used, and what to say of them. Where the run was not whole the audit cannot tell,
+    and says why."""
     every = {path.relative_to(ROOT).as_posix() for path in INTEGRATION.glob("test_*.py")} - BESIDE_THE_CLUSTER
-    whole = NOTES.ran - BESIDE_THE_CLUSTER == every and not NOTES.deselected and not NOTES.skipped
-    if not whole or session.testsfailed:
-        return {}
+    missing = every - NOTES.ran
+    reasons = [
+        f"{len(missing)} modules not run" if missing else "",
+        f"{len(NOTES.deselected)} tests deselected" if NOTES.deselected else "",
+        f"{len(NOTES.skipped)} tests skipped" if NOTES.skipped else "",
+        f"{session.testsfailed} failed" if session.testsfailed else "",
+    ]
+    if any(reasons):
+        return "not judged, as " + ", ".join(reason for reason in reasons if reason), {}
     unused: dict[str, set[Right]] = {}
+    granted_in_all = 0
     for account, files in HELD_ACCOUNTS.items():
         granted = set().union(*(bound_rights(path, account) for path in files))
         assert set(UNEXERCISED) <= granted or account != "disttrain-operator", "UNEXERCISED names a right not held"
+        granted_in_all += len(granted)
         left = granted - NOTES.used.get(account, set()) - set(UNEXERCISED)
         if left:
             unused[account] = left
-    return unused
+    if unused:
+        return f"rights granted that no request of the suite used: {unused}", unused
+    return f"each of the {granted_in_all} rights the held accounts' rules grant was used, or is proven elsewhere", {}

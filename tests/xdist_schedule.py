@@ -26,7 +26,6 @@ ON_THE_SECOND_PLANE = frozenset(
         "tests/integration/test_hostile_submissions.py",
         "tests/integration/test_lifecycle.py",
         "tests/integration/test_native_gangs.py",
-        "tests/integration/test_operator.py",
         "tests/integration/test_pod_deletions.py",
         "tests/integration/test_readme_install.py",
         "tests/integration/test_tensorboard.py",

@@ -3,7 +3,6 @@ namespace per test."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import uuid
@@ -109,14 +108,15 @@ def operator(request: pytest.FixtureRequest) -> OperatorProcess:
     return process
 
 
-RESTRICTED = "pod-security.kubernetes.io/enforce=restricted"
+RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted"}
 
 
 def _namespace(cluster: Cluster) -> Iterator[str]:
     """A namespace where the API server enforces the `restricted` Pod Security Standard on every pod."""
     name = f"test-{uuid.uuid4().hex[:8]}"
-    cluster.kubectl("create", "namespace", name)
-    cluster.kubectl("label", "namespace", name, RESTRICTED)
+    cluster.create_namespace(
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": RESTRICTED}}
+    )
     wait_for("the namespace's default ServiceAccount", lambda: cluster.get("serviceaccount", "default", name))
     yield name
     cluster.delete_namespace(name)  # the next test starts on a cluster whose GPUs are free again
@@ -147,7 +147,7 @@ def process_cluster(local_cluster: Cluster) -> Cluster:
 def process_namespace(process_cluster: Cluster) -> Iterator[str]:
     """A namespace of the test's own whose pods run on the process node (deleted after it, unless it was)."""
     name = f"proc-{uuid.uuid4().hex[:8]}"
-    process_cluster.kubectl("apply", "-f", "-", stdin=json.dumps(devcluster.process_namespace(name)))
+    process_cluster.create_namespace(devcluster.process_namespace(name))
     wait_for("the namespace's default ServiceAccount", lambda: process_cluster.get("serviceaccount", "default", name))
     yield name
     process_cluster.delete_namespace(name)

@@ -32,7 +32,7 @@ def node_namespace(request: pytest.FixtureRequest, process_cluster: Cluster) -> 
         real_node_with_images()
         image = f"{images.TRAINER.name}:{VERSION}"
     name = f"rules-{uuid.uuid4().hex[:8]}"
-    process_cluster.kubectl("apply", "-f", "-", stdin=json.dumps(devcluster.node_namespace(name, kind)))
+    process_cluster.create_namespace(devcluster.node_namespace(name, kind))
     wait_for("the namespace's default ServiceAccount", lambda: process_cluster.get("serviceaccount", "default", name))
     yield name, image
     process_cluster.delete_namespace(name)

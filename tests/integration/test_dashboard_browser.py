@@ -292,7 +292,7 @@ def test_a_viewer_of_one_namespace_sees_nothing_of_another(
     cluster: Cluster, operator: OperatorProcess, namespace: str, dashboard: Dashboard, page: Page
 ) -> None:
     other = f"other-{uuid.uuid4().hex[:6]}"
-    cluster.kubectl("create", "namespace", other)
+    cluster.create_namespace(other)
     try:
         cluster.apply(namespace, MWMS.replace("name: mnist-mwms", "name: mine", 1))
         cluster.apply(other, MWMS.replace("name: mnist-mwms", "name: theirs", 1))

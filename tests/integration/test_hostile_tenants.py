@@ -86,7 +86,7 @@ def test_a_hostile_tenant_harms_only_its_own_jobs(
 ) -> None:
     cluster, b_namespace = process_cluster, process_namespace
     a_namespace = f"{process_namespace}-a"
-    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(devcluster.process_namespace(a_namespace)))
+    cluster.create_namespace(devcluster.process_namespace(a_namespace))
     log_start = operator.log_path.stat().st_size
     try:
         tenant = _tenant(cluster, a_namespace, tmp_path)
@@ -134,7 +134,7 @@ def test_a_hostile_tenant_harms_only_its_own_jobs(
 
 def _a_namespace_of_tenant_a(cluster: Cluster, b_namespace: str, folder: Path) -> tuple[str, Cluster]:
     a_namespace = f"{b_namespace}-a"
-    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(devcluster.process_namespace(a_namespace)))
+    cluster.create_namespace(devcluster.process_namespace(a_namespace))
     return a_namespace, _tenant(cluster, a_namespace, folder)
 
 

@@ -46,7 +46,7 @@ def _served_release(cluster: Cluster) -> str:
 
 
 def _namespace(cluster: Cluster, name: str) -> str:
-    cluster.kubectl("create", "namespace", name, check=False)
+    cluster.create_namespace(name, exist_ok=True)
     wait_for("the namespace's default ServiceAccount", lambda: cluster.get("serviceaccount", "default", name))
     return name
 

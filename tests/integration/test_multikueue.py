@@ -160,7 +160,7 @@ def test_a_job_queued_on_the_manager_trains_on_the_worker_with_quota_and_reports
 ) -> None:
     namespace, worker = process_namespace, process_cluster
     for plane in (manager, spare):
-        plane.kubectl("create", "namespace", namespace)
+        plane.create_namespace(namespace)
     with (
         local_queue(worker, namespace, {"cpu": 2}),
         local_queue(spare, namespace, {"cpu": 0}),
@@ -245,7 +245,7 @@ def test_a_served_tfjob_goes_the_same_way(
     worker by the operator serving TFJobs, and its TFJob status shows on the manager's copy."""
     namespace, worker = process_namespace, process_cluster
     for plane in (manager, spare):
-        plane.kubectl("create", "namespace", namespace)
+        plane.create_namespace(namespace)
     with local_queue(worker, namespace, {"cpu": 2}), local_queue(spare, namespace, {"cpu": 0}):
         for name, plane in (("worker-a", worker), ("worker-b", spare)):
             run_page_block("multikueue-worker", plane, tmp_path, namespace, WORKER=name)

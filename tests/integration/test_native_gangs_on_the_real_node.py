@@ -26,7 +26,7 @@ def real_namespace(cluster: Cluster) -> Iterator[str]:
     """A namespace whose pods run on the real node, the trainer image loaded into its containerd."""
     real_node_with_images()
     name = f"gang-{uuid.uuid4().hex[:8]}"
-    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(devcluster.node_namespace(name, node_kinds.REAL)))
+    cluster.create_namespace(devcluster.node_namespace(name, node_kinds.REAL))
     wait_for("the namespace's default ServiceAccount", lambda: cluster.get("serviceaccount", "default", name))
     yield name
     cluster.delete_namespace(name)

@@ -15,6 +15,7 @@ from disttrain_cli.render import render_objects
 from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_dev.polling import wait_for
 from disttrain_dev.versions import cache_paths
+from job_builder import JobBuilder
 from job_checks import condition, holds
 from kube_cluster import Cluster, account_kubeconfig, apply_rbac
 from operator_process import OperatorProcess
@@ -141,6 +142,17 @@ def _free_gpus(cluster: Cluster) -> dict[str, int]:
     return free
 
 
+def _scheduling_seen(cluster: Cluster, namespace: str) -> str:
+    """What the scheduler said of the job's pods, where they went, and each node's conditions and taints."""
+    events = [f"{event['reason']}: {event['message']}" for event in cluster.items("events", namespace)]
+    pods = [(pod["metadata"]["name"], pod["spec"].get("nodeName")) for pod in _pods(cluster, namespace, "gpu-hungry")]
+    nodes = [
+        (node["metadata"]["name"], {c["type"]: c["status"] for c in node["status"]["conditions"]}, node["spec"])
+        for node in cluster.items("nodes", "")
+    ]
+    return f"events: {events}\npods: {pods}\nnodes: {nodes}"
+
+
 def test_pods_are_scheduled_by_their_gpu_requests(cluster: Cluster, operator: OperatorProcess, namespace: str) -> None:
     """Pods of 8 GPUs each fit one per node with 8 free GPUs; one pod more waits as unschedulable."""
     room = sum(count >= 8 for count in _free_gpus(cluster).values())
@@ -158,7 +170,10 @@ def test_pods_are_scheduled_by_their_gpu_requests(cluster: Cluster, operator: Op
         pods = [pod for pod in _pods(cluster, namespace, "gpu-hungry") if pod["spec"].get("nodeName")]
         return pods if len(pods) == room else None
 
-    wait_for("a FailedScheduling event naming nvidia.com/gpu", unschedulable)
+    try:
+        wait_for("a FailedScheduling event naming nvidia.com/gpu", unschedulable)
+    except TimeoutError as error:  # what the scheduler said instead, and the nodes it saw
+        raise AssertionError(_scheduling_seen(cluster, namespace)) from error
     scheduled = wait_for(f"{room} pods placed", placed)
     assert len({pod["spec"]["nodeName"] for pod in scheduled}) == room
 
@@ -269,7 +284,7 @@ def test_namespaced_operator_leaves_other_namespaces_alone(
 ) -> None:
     """deploy/namespaced's operator: its account in a namespace of its own, its rights in the jobs' alone."""
     other, own = f"{namespace}-other", f"{namespace}-system"
-    cluster.kubectl("create", "namespace", other)
+    cluster.create_namespace(other)
     kubeconfig = account_kubeconfig(cluster, tmp_path, NAMESPACED / "operator" / "rbac.yaml", "disttrain-operator", own)
     apply_rbac(cluster, NAMESPACED / "jobs" / "rbac.yaml", namespace, own)
     operator.stop()
@@ -343,3 +358,16 @@ def test_the_admin_cli_lists_and_describes_jobs(cluster: Cluster, operator: Oper
     assert "mnist-mwms" in run(kubectl, "disttrain", "get", "-n", namespace)
     completed = run("kubectl_complete-disttrain", "describe", "-n", namespace, "mn").splitlines()
     assert completed == ["mnist-mwms", ":4"]
+
+
+def test_the_admin_cli_prints_a_replicas_log(
+    process_cluster: Cluster, operator: OperatorProcess, process_namespace: str
+) -> None:
+    """`disttrain jobs logs` through the API server, from the process node's log endpoint."""
+    job = JobBuilder("echo").script("for i in 1 2 3; do echo line $i; done").obj()
+    process_cluster.apply(process_namespace, json.dumps(job))
+    _wait_condition(process_cluster, process_namespace, "echo", "Succeeded")
+    command = [sys.executable, "-m", "disttrain_cli.main", "jobs", "logs", "echo", "--replica", "worker-0"]
+    command += ["--tail", "2", "-n", process_namespace]
+    result = subprocess.run(command, env=process_cluster.env, capture_output=True, text=True, timeout=60, check=False)
+    assert (result.returncode, result.stdout) == (0, "line 2\nline 3\n"), result.stderr

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -12,11 +11,8 @@ from typing import Any
 
 from disttrain_dev.polling import wait_for
 from disttrain_dev.versions import cache_paths
-from job_builder import JobBuilder
-from job_checks import holds, job_where
 from kube_cluster import Cluster
 from network_faults import bridged_traffic_through_iptables
-from operator_process import OperatorProcess
 
 
 def _pod(name: str, script: str, restart_policy: str = "Never", **spec: Any) -> str:
@@ -153,19 +149,6 @@ def test_kubectl_logs_reads_a_pods_output_through_the_api_server(cluster: Cluste
     assert logs.stdout == "first\nsecond\nthird\n"
     assert cluster.kubectl("logs", "talker", "-n", process_namespace, "--tail=1").stdout == "third\n"
     assert cluster.kubectl("logs", "talker", "-n", process_namespace, "--limit-bytes=3").stdout == "fir"
-
-
-def test_the_admin_cli_prints_a_replicas_log(
-    cluster: Cluster, operator: OperatorProcess, process_namespace: str
-) -> None:
-    """`disttrain jobs logs` through the API server, from the process node's log endpoint."""
-    job = JobBuilder("echo").script("for i in 1 2 3; do echo line $i; done").obj()
-    cluster.apply(process_namespace, json.dumps(job))
-    job_where(cluster, process_namespace, "echo", "Succeeded", lambda found: holds(found, "Succeeded"))
-    command = [sys.executable, "-m", "disttrain_cli.main", "jobs", "logs", "echo", "--replica", "worker-0"]
-    command += ["--tail", "2", "-n", process_namespace]
-    result = subprocess.run(command, env=cluster.env, capture_output=True, text=True, timeout=60, check=False)
-    assert (result.returncode, result.stdout) == (0, "line 2\nline 3\n"), result.stderr
 
 
 def test_on_failure_restarts_in_place_and_counts(cluster: Cluster, process_namespace: str) -> None:

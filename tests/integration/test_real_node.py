@@ -97,7 +97,7 @@ def _node_namespace(cluster: Cluster, labels: dict[str, str]) -> Iterator[str]:
     """A namespace whose pods run on the real node, as `disttrain dev-cluster namespace` makes them."""
     name = f"real-{uuid.uuid4().hex[:8]}"
     namespace = devcluster.node_namespace(name, node_kinds.REAL, labels=labels)
-    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(namespace))
+    cluster.create_namespace(namespace)
     wait_for("the namespace's default ServiceAccount", lambda: cluster.get("serviceaccount", "default", name))
     yield name
     cluster.delete_namespace(name)

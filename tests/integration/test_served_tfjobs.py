@@ -170,7 +170,7 @@ def test_kubeflow_s_sdk_runs_a_real_tfjob_unchanged(tfjob_crd: Cluster, tmp_path
     worker, whose variable on the ps the worker's steps added to."""
     real_node_with_images()
     namespace = f"sdk-{uuid.uuid4().hex[:8]}"
-    tfjob_crd.kubectl("apply", "-f", "-", stdin=json.dumps(devcluster.node_namespace(namespace, node_kinds.REAL)))
+    tfjob_crd.create_namespace(devcluster.node_namespace(namespace, node_kinds.REAL))
     wait_for("the namespace's default ServiceAccount", lambda: tfjob_crd.get("serviceaccount", "default", namespace))
     kubeconfig = operator_kubeconfig(tfjob_crd, tmp_path)
     operator_kubeconfig(tfjob_crd, tmp_path / "tfjobs", ROOT / "overlays" / "serve-tfjobs" / "rbac.yaml")
@@ -210,7 +210,7 @@ def test_training_operator_s_gang_flow_holds_a_tfjob_whose_gang_is_larger_than_i
     of one worker asking for 10 is Created, never Running and holds no pod, its GangUnavailable condition says
     why; lowered to 1 with `update_job`, it runs on the process node and succeeds."""
     namespace = f"gang-{uuid.uuid4().hex[:8]}"
-    tfjob_crd.kubectl("apply", "-f", "-", stdin=json.dumps(devcluster.process_namespace(namespace)))
+    tfjob_crd.create_namespace(devcluster.process_namespace(namespace))
     wait_for("the namespace's default ServiceAccount", lambda: tfjob_crd.get("serviceaccount", "default", namespace))
     kubeconfig = operator_kubeconfig(tfjob_crd, tmp_path)
     operator_kubeconfig(tfjob_crd, tmp_path / "tfjobs", ROOT / "overlays" / "serve-tfjobs" / "rbac.yaml")
