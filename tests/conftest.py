@@ -37,7 +37,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     if not twins or real_node.missing_requirement() is not None:
         return
     for item in items:
-        marker = item.get_closest_marker("real_node_twin")
+        marker = item.get_closest_marker(rights_audit.TWIN_MARK)
         if marker is not None and marker.args[0] in twins:
             reason = f"the real node runs this scenario with the trainer image: {REAL_NODE_SUITE}::{marker.args[0]}"
             item.add_marker(pytest.mark.skip(reason=reason))

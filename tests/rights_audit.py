@@ -139,6 +139,7 @@ def finish(session: pytest.Session) -> None:
     verdict, unused = _judge(session)
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
+        reporter.write_line("")  # ends the line of progress dots: the verdict goes on its own
         reporter.write_sep("=", f"rights audit: {verdict}", red=bool(unused))
     if unused:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

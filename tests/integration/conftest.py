@@ -37,6 +37,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 SECOND_PLANE = "suite"
 
 
+def _skip_without_binaries() -> None:
+    if missing_binaries(cache_paths()) and shutil.which("go") is None:
+        pytest.skip("the local control plane needs Go once to build its binaries, and none is on PATH")
+
+
 @pytest.fixture(scope="session")
 def local_cluster() -> Cluster:
     """The local cluster, started (or reused) once; left running for the next run, as `up` is idempotent.
@@ -44,8 +49,7 @@ def local_cluster() -> Cluster:
     With its real node wherever this machine can run one: adding it later would move the API server
     to the pod bridge under the feet of the operator that earlier tests started. The operator that README's
     quick start leaves running on this machine is stopped: each test runs the operator it proves."""
-    if missing_binaries(cache_paths()) and shutil.which("go") is None:
-        pytest.skip("the local control plane needs Go once to build its binaries, and none is on PATH")
+    _skip_without_binaries()
     kubeconfig = devcluster.up(real_node=real_node.missing_requirement() is None)
     local_operator.stop(devcluster.state_dir())
     rights_audit.plane_in_use(devcluster.state_dir())
@@ -55,8 +59,7 @@ def local_cluster() -> Cluster:
 @pytest.fixture(scope="session")
 def second_plane() -> Iterator[Cluster]:
     """The suite's second control plane, of the local cluster's release, until the session ends."""
-    if missing_binaries(cache_paths()) and shutil.which("go") is None:
-        pytest.skip("the local control plane needs Go once to build its binaries, and none is on PATH")
+    _skip_without_binaries()
     with control_plane(SECOND_PLANE) as plane:
         rights_audit.plane_in_use(devcluster.state_dir(SECOND_PLANE))
         yield plane
