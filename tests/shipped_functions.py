@@ -33,6 +33,20 @@ def greets() -> None:
     print(f"greeting {tiny_greeting.GREETING}", flush=True)
 
 
+def fits_until_nan(strategy: Any, nan_from: int) -> None:
+    """Fit a one-weight model with Keras, taking no `progress`: its inputs are infinite from batch `nan_from` on,
+    so the loss turns NaN there."""
+    import numpy as np  # noqa: PLC0415
+    import tensorflow as tf  # noqa: PLC0415
+
+    x = np.ones((64, 1), dtype="float32")
+    x[nan_from * 4 :] = np.inf
+    with strategy.scope():
+        model = tf.keras.Sequential([tf.keras.Input((1,)), tf.keras.layers.Dense(1)])
+        model.compile(optimizer="sgd", loss="mse")
+    model.fit(tf.data.Dataset.from_tensor_slices((x, x)).batch(4), epochs=1, verbose=0)
+
+
 def fails(rate: float) -> None:
     raise ValueError(f"rate {rate} is out of range")
 

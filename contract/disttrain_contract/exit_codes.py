@@ -7,14 +7,15 @@
 | 2    | BAD_FLAGS       | a flag or environment value is missing or malformed            | no     |
 | 3    | BAD_TF_CONFIG   | TF_CONFIG is not valid JSON or does not describe this task     | no     |
 | 4    | DATA_NOT_FOUND  | the data path does not exist or holds no usable file           | no     |
-| 5    | DIVERGED        | the loss turned NaN or infinite (`disttrain_contract.divergence`) | no  |
+| 5    | DIVERGED        | the loss turned NaN or infinite, and the termination message says so | no  |
 | 130  | PEER_LOST       | a peer of the cluster stopped answering (restart and resume)   | yes    |
 | 140  | PREEMPTED       | SIGTERM: saved first, then left; a disruption, not a failure    | yes    |
 | 143  | TERMINATED      | SIGTERM's default action: ended unsaved (not the trainer's)    | yes    |
 
-Codes 1-127 are permanent and >= 128 retryable, as the ExitCode restart policy reads them; a pod
-with no exit code (deleted, evicted, lost with its node) counts as retryable too. This module
-imports nothing heavy so that the operator can share it.
+Codes 1-127 are permanent and >= 128 retryable, as the ExitCode restart policy reads them; a pod with
+no exit code (deleted, evicted, lost with its node) counts as retryable too. 5 fails the job at once only
+with the word `disttrain_contract.divergence` writes in the termination message; without it, 5 is a code
+like any other below 128. This module imports nothing heavy so that the operator can share it.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ class ExitCode(IntEnum):
     BAD_FLAGS = 2
     BAD_TF_CONFIG = 3
     DATA_NOT_FOUND = 4
-    DIVERGED = 5  # the operator fails the job at once, reason Diverged: a retry diverges again
+    DIVERGED = 5  # with the termination message's word (`divergence`), the job fails at once as Diverged
     PEER_LOST = 130
     PREEMPTED = 140  # 128 + SIGUSR2, a signal neither TensorFlow nor the trainer uses
     TERMINATED = 143

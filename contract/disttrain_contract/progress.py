@@ -30,15 +30,16 @@ def reporting_task(has_chief: bool) -> tuple[str, int]:
     return ("chief", 0) if has_chief else ("worker", 0)
 
 
-def add_error(path: Path, message: str) -> bool:
-    """Write `message` as the termination message's error, beside the progress record already there (the
-    last report keeps its place); False where the file could not be written, which never fails training."""
+def add_error(path: Path, message: str, **fields: object) -> bool:
+    """Write `message` as the termination message's error, and any other `fields`, beside the progress record
+    already there (the last report keeps its place); False where the file could not be written, which never
+    fails training."""
     try:
         record = json.loads(path.read_text())
     except (OSError, ValueError):
         record = {}
     record = record if isinstance(record, dict) else {}
-    text = json.dumps({**record, ERROR_FIELD: message[:1024]})
+    text = json.dumps({**record, **fields, ERROR_FIELD: message[:1024]})
     try:  # overwritten in place: the kubelet reads the file it mounted, so no rename
         path.write_text(text[:TERMINATION_MESSAGE_LIMIT])
     except OSError:

@@ -1,10 +1,11 @@
 """What one pod that failed or was taken away does to its job: one answer for the status and the planner.
 
 In order: the first of `runPolicy.failurePolicy.rules` that matches the pod; else a disruption restarts
-the job, uncounted; else a trainer that diverged (its exit code) fails the job, since a restart from the
-same checkpoint diverges again; else the replica's `restartPolicy` restarts it, counted, or fails the job.
-An Evaluator that no rule fails never fails the job (its replica status says it failed). A stall is the
-job's, not a pod's: only `onStall` rules match it (`stall_rule`).
+the job, uncounted; else a trainer that diverged (exit code 5 and its termination message's word,
+`disttrain_contract.divergence`) fails the job, since a restart from the same checkpoint diverges again;
+else the replica's `restartPolicy` restarts it, counted, or fails the job. An Evaluator that no rule
+fails never fails the job (its replica status says it failed). A stall is the job's, not a pod's: only
+`onStall` rules match it (`stall_rule`).
 """
 
 from __future__ import annotations
@@ -49,6 +50,12 @@ def may_restart(policy: RestartPolicy, exit_code: int | None) -> bool:
     return policy in (RestartPolicy.ON_FAILURE, RestartPolicy.ALWAYS)
 
 
+def diverged(pod: PodView) -> bool:
+    """The trainer stopped on a loss that is no number: exit code DIVERGED and the word in its termination message
+    file (`disttrain_contract.divergence`); a 5 from any other program is a failure like another."""
+    return pod.exit_code == ExitCode.DIVERGED and pod.diverged and pod.disruption is None
+
+
 def matches(rule: FailureRule, pod: PodView) -> bool:
     """Exit codes match a pod that failed on its own account: a pod taken away exits as it was killed, which
     says nothing of the job (its conditions, DisruptionTarget, match it instead). An onStall rule matches no pod."""
@@ -79,7 +86,7 @@ def response(job: DistTrainJob, pod: PodView) -> Response:
             return Response(rule.action is FailureAction.FAIL_JOB, scope, uncounted, number)
     if pod.disruption is not None:
         return Response(fails=False, uncounted=pod.disruption)
-    if pod.exit_code == ExitCode.DIVERGED:
+    if diverged(pod):
         return Response(fails=True)
     restart_policy = job.spec.replica_specs[pod.replica_type].restart_policy
     return Response(fails=not may_restart(restart_policy, pod.exit_code))

@@ -20,6 +20,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
+from disttrain_contract.exit_codes import ExitCode
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType, RestartScope
 from disttrain_core.api.tenant_input import RUNS_COUNTED
@@ -44,13 +45,19 @@ def restarts_in_place(job: DistTrainJob, replica_type: ReplicaType, enabled: boo
 def restart_codes(job: DistTrainJob, replica_type: ReplicaType) -> list[int]:
     """The exit codes on which the job restarts rather than fails, for a pod of this replica, as the failure
     policy answers them (`failure_policy.response`): the rule restarts in place exactly what the operator
-    would restart by recreating. Kept by what decides them (the replica's type and restartPolicy, the failure
-    policy): asking 255 codes cost 40 times a pod's build, for every pod."""
+    would restart by recreating. DIVERGED is never among them: whether it fails the job is in the run's
+    termination message (`failure_policy`), which the kubelet does not read. Kept by what decides them (the
+    replica's type and restartPolicy, the failure policy): asking 255 codes cost 40 times a pod's build, for
+    every pod."""
     policy = job.spec.run_policy.failure_policy
     key = (replica_type, job.spec.replica_specs[replica_type].restart_policy, policy and policy.model_dump_json())
     codes = _CODES.get(key)
     if codes is None:
-        codes = [code for code in EXIT_CODES if not response(job, _ended_with(replica_type, code)).fails]
+        codes = [
+            code
+            for code in EXIT_CODES
+            if code != ExitCode.DIVERGED and not response(job, _ended_with(replica_type, code)).fails
+        ]
         if len(_CODES) >= MOST_KEPT_CODES:
             _CODES.clear()
         _CODES[key] = codes
@@ -115,6 +122,7 @@ def _previous_run(pod: PodView) -> PodView:
         reason=runs.reason,
         message=runs.message,
         finished_at=runs.finished_at,
+        diverged=runs.diverged,
         disruption=run_disruption(runs.exit_code),
         final_report=None,
         evaluation=None,

@@ -15,6 +15,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from disttrain_contract.divergence import DIVERGED_FIELD
 from disttrain_contract.exit_codes import ExitCode
 from disttrain_contract.progress import ERROR_FIELD
 from disttrain_contract.timestamps import parse_time
@@ -56,6 +57,7 @@ class Runs:
     reason: str | None = None
     message: str | None = None
     finished_at: datetime | None = None
+    diverged: bool = False  # the run's termination message file says its loss turned no number
 
     @property
     def uncounted(self) -> bool:
@@ -85,6 +87,7 @@ class PodView:
     evaluation: Evaluation | None = None  # an Evaluator's scores, from its termination message
     finished_at: datetime | None = None  # when its container ended, for a pod that ended
     message: str | None = None  # why a failed container says it failed: the trainer's error, or its own text
+    diverged: bool = False  # a failed container's termination message file says its loss turned no number
     log_due: bool = False  # its log is to be kept now (`disttrain_core.kept_logs`), if it is not already
     run_log_due: int | None = None  # the run it restarted in place after, whose log is to be kept now
     log_due_body: Body | None = field(default=None, compare=False, repr=False)  # its `essentials`, when either is due
@@ -157,7 +160,9 @@ def container_status(status: Mapping[str, Any], container_name: str) -> Mapping[
 CRASH_LOOP_BACK_OFF = "CrashLoopBackOff"  # the kubelet's reason for a container whose next start it holds back
 
 
-def runs(metadata: Mapping[str, Any], status: Mapping[str, Any], container_name: str) -> Runs | None:
+def runs(
+    metadata: Mapping[str, Any], status: Mapping[str, Any], container_name: str, *, from_file: bool = True
+) -> Runs | None:
     """The trainer container's runs, for a pod the operator made to restart in place; None for any other. The
     kubelet counts a container's restarts once the next run starts: a run that ended is read from its state
     (ended, or waiting out CrashLoopBackOff) before that, as soon as it shows."""
@@ -182,6 +187,7 @@ def runs(metadata: Mapping[str, Any], status: Mapping[str, Any], container_name:
         reason=str(last["reason"])[:MAX_DISRUPTION_REASON] if last.get("reason") else None,
         message=failure_message(last.get("message")),
         finished_at=parse_time(last.get("finishedAt")),
+        diverged=from_file and said_diverged(last.get("message")),
     )
 
 
@@ -212,6 +218,28 @@ def failure_message(text: Any) -> str | None:
         return text.strip()[:MESSAGE_LIMIT]
     error = record.get(ERROR_FIELD) if isinstance(record, dict) else None
     return str(error)[:MESSAGE_LIMIT] if error else None
+
+
+def said_diverged(text: Any) -> bool:
+    """The termination message is the trainer's record with `DIVERGED_FIELD` true (`disttrain_contract.divergence`)."""
+    if not isinstance(text, str) or DIVERGED_FIELD not in text:
+        return False
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(record, dict) and record.get(DIVERGED_FIELD) is True
+
+
+FALLBACK_TO_LOGS = "FallbackToLogsOnError"
+
+
+def message_from_file(spec: Mapping[str, Any], container_name: str) -> bool:
+    """The container's termination message is only what it wrote in its file: under `FallbackToLogsOnError` the
+    kubelet puts its log's tail there when the file is empty, and any program may print anything."""
+    containers = spec.get("containers") or []
+    chosen = next((c for c in containers if isinstance(c, Mapping) and c.get("name") == container_name), None)
+    return chosen is None or chosen.get("terminationMessagePolicy") != FALLBACK_TO_LOGS
 
 
 def pod_ready(body: Mapping[str, Any]) -> bool:
@@ -304,7 +332,8 @@ def pod_view(body: dict[str, Any], tensorflow_container: str = "tensorflow") -> 
     failed = (terminated or {}) if phase is PodPhase.FAILED else {}
     container_statuses = status.get("containerStatuses") or []
     due, run_due = log_due(body), previous_run_due(body)
-    in_place = runs(metadata, status, tensorflow_container)
+    from_file = message_from_file(body.get("spec") or {}, tensorflow_container)
+    in_place = runs(metadata, status, tensorflow_container, from_file=from_file)
     attempt = PodLogNotes.of(metadata).attempt
     run = run_index(body)  # the latest run's, from 0: an attempt a run, where it restarts in place
     return PodView(
@@ -324,6 +353,7 @@ def pod_view(body: dict[str, Any], tensorflow_container: str = "tensorflow") -> 
         evaluation=parse_evaluation((terminated or {}).get("message")),
         finished_at=parse_time((terminated or {}).get("finishedAt")),
         message=failure_message(failed.get("message")),
+        diverged=from_file and said_diverged(failed.get("message")),
         log_due=due,
         run_log_due=run_due,
         log_due_body=essentials(body) if due or run_due else None,

@@ -26,8 +26,14 @@ from disttrain_core.builders.naming import pod_name
 from disttrain_core.builders.objects import owned_objects
 from disttrain_core.failure_policy import Response, Scope, response, stall_rule
 from disttrain_core.observed import PodView
-from disttrain_core.stalls import STALLED, stall
-from disttrain_core.status_from_pods import describe_failure, evaluation_due, is_finished, restart_backoff
+from disttrain_core.stalls import STALLED, Unjudged, stall
+from disttrain_core.status_from_pods import (
+    describe_failure,
+    evaluation_due,
+    is_finished,
+    restart_backoff,
+    time_left_lapses,
+)
 from disttrain_core.types import Manifest, ObjectRef, Verdict, invalid_spec
 
 
@@ -282,7 +288,19 @@ def plan(
     freed = now if restart is not None and any(pod.gone for pod in restart.failed) else None
     next_batch = now if missing.more else None
     stall_due = stalled if isinstance(stalled, datetime) else None
-    wakes = (deadline, unstuck_at, evaluated_by, unplaced, freed, next_batch, paused_until, stall_due, in_place_due)
+    lapses = time_left_lapses(job.status.progress, job.status.progress_history)  # the time left blanks then
+    wakes = (
+        deadline,
+        unstuck_at,
+        evaluated_by,
+        unplaced,
+        freed,
+        next_batch,
+        paused_until,
+        stall_due,
+        in_place_due,
+        lapses,
+    )
     return Plan(
         create=missing.objects,
         more=missing.more,
@@ -325,6 +343,8 @@ def _on_stall(
     """What a stall calls for: the whole job restarted (the Evaluator scores on), counted; the job failed where
     an onStall rule says FailJob; else when the deadline falls due, or None."""
     found = stall(job, now, default_deadline)
+    if isinstance(found, Unjudged):
+        return None
     if not isinstance(found, Verdict):
         return found
     message = f"the job stalled: {found.message}"

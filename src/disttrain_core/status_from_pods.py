@@ -10,7 +10,6 @@ import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
-from disttrain_contract.exit_codes import ExitCode
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType, SuccessPolicy
 from disttrain_core.api.status import (
@@ -31,10 +30,10 @@ from disttrain_core.api.status import (
     UnkeptLogs,
 )
 from disttrain_core.backoff import Backoff
-from disttrain_core.failure_policy import fails_job
+from disttrain_core.failure_policy import diverged, fails_job
 from disttrain_core.observed import PodPhase, PodView, find_pod
 from disttrain_core.progress import Report, newest, reporting_task, with_report
-from disttrain_core.stalls import STALLED, running_since, stall
+from disttrain_core.stalls import NOT_REPORTED, PROGRESSING, STALLED, Unjudged, answered_in_run, running_since, stall
 from disttrain_core.types import Verdict
 
 logger = logging.getLogger(__name__)
@@ -170,7 +169,7 @@ def failure(job: DistTrainJob, pods: Sequence[PodView]) -> Verdict | None:
         if answer.rule is not None:
             message = f"pod {describe_failure(pod)}; failurePolicy rule {answer.rule} fails the job"
             return Verdict("FailurePolicy", message)
-        if pod.exit_code == ExitCode.DIVERGED and pod.disruption is None:
+        if diverged(pod):
             message = f"pod {describe_failure(pod)}; not retried: a restart from the same checkpoint diverges again"
             return Verdict("Diverged", message)
         policy = job.spec.replica_specs[pod.replica_type].restart_policy
@@ -330,12 +329,14 @@ def aggregate(
     now: datetime,
     reported: Report | None = None,
     *,
+    answered: datetime | None = None,
     progress_deadline: int | None = None,
 ) -> DistTrainJobStatus:
     """The job's next status from its observed pods; `created` says every child exists.
 
-    `reported` is the report the operator last polled from the running trainer, if any;
-    `progress_deadline` the operator's default for runPolicy.progressDeadlineSeconds.
+    `reported` is the report the operator last polled from the running trainer, if any, and `answered` when
+    the trainer last answered on its progress port (`stalls`); `progress_deadline` the operator's default for
+    runPolicy.progressDeadlineSeconds.
     """
     previous = job.status
     generation = job.metadata.generation
@@ -360,6 +361,7 @@ def aggregate(
     conditions = _running_conditions(job, pods, conditions, outcome=decided, now=now)
     outcome = decided[0]
     status = base.model_copy(update={"conditions": conditions})
+    status = status.model_copy(update={"progress_answer_time": _first_answer(status, answered)})
     if outcome is None:
         status = _stalled(job.model_copy(update={"status": status}), now, progress_deadline)
     update: dict[str, object] = {"phase": _phase(status)}
@@ -372,26 +374,31 @@ def aggregate(
 
 def _stalled(job: DistTrainJob, now: datetime, default_deadline: int | None) -> DistTrainJobStatus:
     """The status with Stalled True while the job runs past its progress deadline (`stalls.stall`); once it
-    runs again after the restart the stall called for, Stalled turns False."""
+    runs again after the restart the stall called for, Stalled turns False. A run the deadline does not judge
+    has Stalled False saying why (`stalls.Unjudged`), until its trainer answers."""
     status, generation = job.status, job.metadata.generation
     verdict = stall(job, now, default_deadline)
-    if isinstance(verdict, Verdict):
-        conditions = with_condition(
-            status.conditions, ConditionType.STALLED, holds=True, verdict=verdict, now=now, generation=generation
-        )
-        return status.model_copy(update={"conditions": conditions})
     stalled = status.condition(ConditionType.STALLED)
     since = running_since(status)
-    if (
-        stalled is None
-        or stalled.status is not ConditionStatus.TRUE
-        or since is None
-        or since <= stalled.last_transition_time
-    ):
+    if isinstance(verdict, Verdict | Unjudged):
+        holds = isinstance(verdict, Verdict)
+        said = verdict if isinstance(verdict, Verdict) else verdict.verdict()
+    elif stalled is not None and stalled.status is ConditionStatus.TRUE:
+        if since is None or since <= stalled.last_transition_time:
+            return status
+        holds, said = (
+            False,
+            Verdict(PROGRESSING, "the job runs again since its restart; the progress deadline counts anew"),
+        )
+    elif stalled is not None and stalled.reason == NOT_REPORTED and answered_in_run(status):
+        holds, said = (
+            False,
+            Verdict(PROGRESSING, "the trainer answers on its progress port: the deadline judges the run"),
+        )
+    else:
         return status
-    moving = Verdict("Progressing", "the job runs again since its restart; the progress deadline counts anew")
     conditions = with_condition(
-        status.conditions, ConditionType.STALLED, holds=False, verdict=moving, now=now, generation=generation
+        status.conditions, ConditionType.STALLED, holds=holds, verdict=said, now=now, generation=generation
     )
     return status.model_copy(update={"conditions": conditions})
 
@@ -416,7 +423,7 @@ def _counted(job: DistTrainJob, pods: Sequence[PodView], reported: Report | None
             "replica_statuses": counts,
             "ready": f"{ready}/{job.spec.total_replicas}",
             "observed_generation": job.metadata.generation,
-            "progress": progress,
+            "progress": _time_left_lapsed(progress, history, now),
             "progress_history": history,
             "checkpoint": _latest_checkpoint(previous.checkpoint, *(report.checkpoint for report in reports)),
             "evaluation": (evaluator.evaluation if evaluator else None) or previous.evaluation,
@@ -445,7 +452,36 @@ def _progress(status: DistTrainJobStatus, reports: Sequence[Progress], now: date
     return latest.model_copy(update={"last_advance_time": now if advanced else advanced_at})
 
 
+def _first_answer(status: DistTrainJobStatus, answered: datetime | None) -> datetime | None:
+    """When the current run's trainer was first seen answering: kept once this run has one, else the latest
+    answer where it came in this run (the poller sees an answer long before a reconcile passes it on)."""
+    if answered_in_run(status) or answered is None:
+        return status.progress_answer_time
+    since = running_since(status)
+    return answered if since is not None and answered >= since else status.progress_answer_time
+
+
 RATE_WINDOW = timedelta(seconds=60)
+
+
+def time_left_lapses(progress: Progress | None, history: Sequence[ProgressPoint]) -> datetime | None:
+    """When the rate and the time left stop holding if no step comes: a minute after the last advance, or three
+    of the curve's last gaps between reports where those are longer."""
+    if progress is None or progress.last_advance_time is None or progress.estimated_remaining_seconds is None:
+        return None
+    gap = timedelta(0)
+    if len(history) >= 2 and history[-1].time is not None and history[-2].time is not None:
+        gap = 3 * (history[-1].time - history[-2].time)
+    return progress.last_advance_time + max(RATE_WINDOW, gap)
+
+
+def _time_left_lapsed(progress: Progress | None, history: Sequence[ProgressPoint], now: datetime) -> Progress | None:
+    """The progress with no rate or time left once no step came for longer than they hold (`time_left_lapses`):
+    a stalled job shows no time left, not the last one measured."""
+    lapses = time_left_lapses(progress, history)
+    if progress is None or lapses is None or now < lapses:
+        return progress
+    return progress.model_copy(update={"steps_per_second": None, "estimated_remaining_seconds": None})
 
 
 def _with_rate(

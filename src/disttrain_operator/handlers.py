@@ -43,7 +43,7 @@ from disttrain_operator.indexed_jobs import IndexedJobs, JobIndex
 from disttrain_operator.job_queue import JobQueue
 from disttrain_operator.kept_log_keeper import KeptLogKeeper, KeptLogSweeper, LogApi, SweepApi
 from disttrain_operator.operator_settings import OperatorSettings
-from disttrain_operator.progress_poller import ProgressPoller, progress_url
+from disttrain_operator.progress_poller import ProgressPoller, Target, progress_url
 from disttrain_operator.reconciler import JobApi, Reconciler, utcnow
 from disttrain_operator.wakeups import Wakeups
 from disttrain_operator.watch import (
@@ -103,6 +103,7 @@ class Runtime:
     workloads: ObjectStore[WorkloadView]
     tensorboards: ObjectStore[TensorBoardView]
     listings: Listings = field(default_factory=Listings)
+    progress_deadline: int | None = None  # the operator's default for runPolicy.progressDeadlineSeconds
     deleted_jobs: DeletedJobs = field(default_factory=DeletedJobs)
     watches: Sequence[ObjectWatch[Any]] = ()
     _indexed: bool = False
@@ -184,6 +185,7 @@ def build_runtime(
         workloads=ObjectStore(),
         tensorboards=ObjectStore(),
         listings=listings,
+        progress_deadline=settings.progress_deadline_seconds,
     )
     runtime.watches = _child_watches(runtime, kube, settings, watched)
     return runtime
@@ -382,8 +384,8 @@ def _forget_departed(runtime: Runtime, key: JobKey) -> None:
         runtime.failures.forget(key)
 
 
-def _progress_targets(runtime: Runtime) -> Iterator[tuple[JobKey, str]]:
-    """Each running DistTrainJob's progress URL, from what kopf's index and the pod watch hold."""
+def _progress_targets(runtime: Runtime) -> Iterator[Target]:
+    """Each running DistTrainJob's progress URL and deadline, from what kopf's index and the pod watch hold."""
     for key in runtime.jobs.job_keys():
         body = next((job for job in runtime.jobs.views(key) if job["kind"] == KIND), None)
         if body is None or body["status"].get("phase") != JobPhase.RUNNING or managed_elsewhere(body):
@@ -394,7 +396,7 @@ def _progress_targets(runtime: Runtime) -> Iterator[tuple[JobKey, str]]:
             continue
         url = progress_url(spec, runtime.pods.views(key))
         if url is not None:
-            yield key, url
+            yield Target(key, url, spec.run_policy.progress_deadline_seconds or runtime.progress_deadline)
 
 
 def _reconcile_job(runtime: Runtime, key: JobKey) -> None:
@@ -418,6 +420,7 @@ def _reconcile_job(runtime: Runtime, key: JobKey) -> None:
             runtime.pods.views(key),
             children,
             reported=runtime.progress.latest(key),
+            answered=runtime.progress.answered(key),
             workload=workloads[0] if workloads else None,
             tensorboard=boards[0] if boards else None,
         )

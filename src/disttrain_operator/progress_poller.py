@@ -1,16 +1,13 @@
 """Poll each running job's reporting pod for the trainer's progress; one thread schedules, a pool asks.
 
-The operator reads progress over the pod network, like a metrics scraper, so trainer pods need no
-API access. A poll without a report is skipped quietly: the final report still arrives through the
-pod's termination message. A trainer that answers without a report (204: the reporting task serves
-from before TensorFlow loads, and answers so until its first report) is asked again at the next
-interval, so its first report reaches the status within one interval. A pod that does not answer in
-time (a refused connection: no server there, as in a user's own container; a NetworkPolicy dropping
-the poll; an unreachable address; an answer that trickles) is polled less often (`MISSED_POLL_BACKOFF`).
+The operator reads progress over the pod network, like a metrics scraper, so trainer pods need no API
+access. A report arrives within an interval; a 204 (`NO_REPORT_YET`, the trainer before its first step)
+and a report both count as the trainer's answer (`answered`), which progress deadlines need
+(`disttrain_core.stalls`). A pod that does not answer in time (a user's own container, a dropped or
+trickling poll) is polled less often (`MISSED_POLL_BACKOFF`), at least twice within its deadline.
 
 The port is the tenant's: one poll has one deadline for all of it and a size bound, follows no
-redirect, and a namespace holds at most `PER_NAMESPACE` of the pool's threads at once, so no tenant's
-trainers can delay another's progress.
+redirect, and a namespace holds at most `PER_NAMESPACE` of the pool's threads at once.
 """
 
 from __future__ import annotations
@@ -25,6 +22,9 @@ import urllib.parse
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from enum import Enum
+from typing import Literal, NamedTuple
 
 from disttrain_contract.progress import PROGRESS_PATH
 from disttrain_core.api.spec import DistTrainJobSpec
@@ -42,6 +42,22 @@ CONCURRENCY = 16
 PER_NAMESPACE = 2  # polls of one namespace at once
 # After n silent polls in a row a job waits this many intervals for its next: 1, 2, 4, then 6.
 MISSED_POLL_BACKOFF = Backoff(first=1, longest=6)
+
+
+class Target(NamedTuple):
+    """A running job's progress URL, and its progress deadline, if it has one."""
+
+    key: JobKey
+    url: str
+    deadline_seconds: float | None = None
+
+
+class Unreported(Enum):
+    NO_REPORT_YET = "no report yet"
+
+
+NO_REPORT_YET = Unreported.NO_REPORT_YET  # the trainer answered 204: it serves the contract, with no step yet
+Polled = Report | Literal[Unreported.NO_REPORT_YET] | None
 
 
 def progress_url(spec: DistTrainJobSpec, pods: Sequence[PodView]) -> str | None:
@@ -67,9 +83,10 @@ class _Received:
         return io.BytesIO(self._data)
 
 
-def fetch_progress(url: str, timeout: float = POLL_TIMEOUT_SECONDS) -> Report | None:
-    """The trainer's latest report; None when it answered without one (204 before its first, any other status,
-    a redirect, a body that is no report); SilentTrainerError when no whole answer came within `timeout`.
+def fetch_progress(url: str, timeout: float = POLL_TIMEOUT_SECONDS) -> Polled:
+    """The trainer's latest report; NO_REPORT_YET for a 204 (its answer before its first report); None for any
+    other answer (another status, a redirect, a body that is no report: not the trainer's contract);
+    SilentTrainerError when no whole answer came within `timeout`.
 
     http.client's and urllib3's timeouts bound each socket read, not the exchange, so a trainer sending a
     byte a second held a poll as long as it liked: here the socket is read to a deadline and the answer
@@ -86,6 +103,8 @@ def fetch_progress(url: str, timeout: float = POLL_TIMEOUT_SECONDS) -> Report | 
     try:
         response = http.client.HTTPResponse(_Received(answer))  # type: ignore[arg-type]
         response.begin()
+        if response.status == http.client.NO_CONTENT:
+            return NO_REPORT_YET
         body = response.read(MAX_RESPONSE_BYTES) if response.status == http.client.OK else b""
     except (http.client.HTTPException, ValueError):
         return None
@@ -108,20 +127,21 @@ def _read_to_deadline(connection: socket.socket, deadline: float, limit: int) ->
 
 
 class ProgressPoller:
-    """Every `interval` seconds, poll every target that is due; a report that differs from the last one is
-    passed on. A namespace's polls wait their turn in its own queue, at most `per_namespace` asked at once;
-    a job still waiting or being asked is not queued again."""
+    """Every `interval` seconds, poll every target that is due; a report that differs from the last one, and a
+    job whose trainer answers after it did not, are passed on. A namespace's polls wait their turn in its own
+    queue, at most `per_namespace` asked at once; a job still waiting or being asked is not queued again."""
 
     def __init__(
         self,
-        targets: Callable[[], Iterable[tuple[JobKey, str]]],
+        targets: Callable[[], Iterable[Target]],
         on_report: Callable[[JobKey], None],
         interval: float,
         *,
-        fetch: Callable[[str], Report | None] = fetch_progress,
+        fetch: Callable[[str], Polled] = fetch_progress,
         concurrency: int = CONCURRENCY,
         per_namespace: int = PER_NAMESPACE,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC).replace(microsecond=0),
     ) -> None:
         self._targets = targets
         self._on_report = on_report
@@ -130,11 +150,15 @@ class ProgressPoller:
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="disttrain-progress")
         self._per_namespace = per_namespace
         self._clock = clock
+        self._wall_clock = wall_clock
         self._lock = threading.Condition()
         self._latest: dict[JobKey, Report] = {}
+        self._answered: dict[JobKey, datetime] = {}  # when its trainer last answered as the contract says
+        self._answering: set[JobKey] = set()  # its last poll was so answered
         self._misses: dict[JobKey, int] = {}  # silent polls in a row
         self._due: dict[JobKey, float] = {}  # a job that stays silent is not polled before then
-        self._waiting: dict[str, deque[tuple[JobKey, str, float]]] = {}  # by namespace: (job, url, when queued)
+        # by namespace: (job, url, when queued, its progress deadline)
+        self._waiting: dict[str, deque[tuple[JobKey, str, float, float | None]]] = {}
         self._asking: Counter[str] = Counter()  # polls in hand, by namespace
         self._queued: set[JobKey] = set()  # waiting or being asked
         self._stop = threading.Event()
@@ -154,9 +178,16 @@ class ProgressPoller:
         with self._lock:
             return self._latest.get(key)
 
+    def answered(self, key: JobKey) -> datetime | None:
+        """When the job's trainer last answered a poll with a report or with NO_REPORT_YET."""
+        with self._lock:
+            return self._answered.get(key)
+
     def forget(self, key: JobKey) -> None:
         with self._lock:
             self._latest.pop(key, None)
+            self._answered.pop(key, None)
+            self._answering.discard(key)
             self._misses.pop(key, None)
             self._due.pop(key, None)
 
@@ -164,11 +195,11 @@ class ProgressPoller:
         """Queue every target that is due and not queued already, and start what each namespace may."""
         now = self._clock()
         with self._lock:
-            for key, url in self._targets():
+            for key, url, deadline in self._targets():
                 if key in self._queued or self._due.get(key, now) > now:
                     continue
                 self._queued.add(key)
-                self._waiting.setdefault(key[0], deque()).append((key, url, now))
+                self._waiting.setdefault(key[0], deque()).append((key, url, now, deadline))
             for namespace in list(self._waiting):
                 self._start(namespace)
 
@@ -186,19 +217,26 @@ class ProgressPoller:
         """Hand the namespace's next polls to the pool, as far as its share allows; under the lock."""
         waiting = self._waiting.get(namespace)
         while waiting and self._asking[namespace] < self._per_namespace:
-            key, url, queued_at = waiting.popleft()
+            key, url, queued_at, deadline = waiting.popleft()
             self._asking[namespace] += 1
-            self._pool.submit(self._poll, key, url, queued_at)
+            self._pool.submit(self._poll, key, url, queued_at, deadline)
         if not waiting:
             self._waiting.pop(namespace, None)
 
-    def _poll(self, key: JobKey, url: str, queued_at: float) -> None:
-        report, silent = self._ask(url)
+    def _poll(self, key: JobKey, url: str, queued_at: float, deadline: float | None) -> None:
+        polled, silent = self._ask(url)
+        report = polled if isinstance(polled, Report) else None
         with self._lock:
-            self._back_off(key, queued_at, silent=silent)
+            self._back_off(key, queued_at, deadline, silent=silent)
             changed = report is not None and report != self._latest.get(key)
             if changed and report is not None:
                 self._latest[key] = report
+            if polled is None:
+                self._answering.discard(key)
+            else:
+                self._answered[key] = self._wall_clock()
+                changed = changed or key not in self._answering
+                self._answering.add(key)
         if changed:
             try:
                 self._on_report(key)
@@ -212,8 +250,8 @@ class ProgressPoller:
             self._start(key[0])
             self._lock.notify_all()
 
-    def _ask(self, url: str) -> tuple[Report | None, bool]:
-        """The report, if any, and whether the trainer was silent."""
+    def _ask(self, url: str) -> tuple[Polled, bool]:
+        """What the poll heard, and whether the trainer was silent."""
         try:
             return self._fetch(url), False
         except SilentTrainerError:
@@ -222,13 +260,17 @@ class ProgressPoller:
             logger.exception("polling %s failed", url)
             return None, False
 
-    def _back_off(self, key: JobKey, now: float, *, silent: bool) -> None:
+    def _back_off(self, key: JobKey, now: float, deadline: float | None, *, silent: bool) -> None:
+        """After silent polls, wait longer for the next, but never so long that a deadline's span holds fewer
+        than two polls: a trainer slow to answer must not be judged on what the poller did not ask."""
         if not silent:
             self._misses.pop(key, None)
             self._due.pop(key, None)
             return
         misses = self._misses[key] = self._misses.get(key, 0) + 1
         intervals = MISSED_POLL_BACKOFF.delay(misses)
+        if deadline is not None:
+            intervals = max(1, min(intervals, int(deadline / (2 * self._interval))))
         self._due[key] = now + (intervals - 0.5) * self._interval  # due at the tick `intervals` from now
 
     def _run(self) -> None:

@@ -142,13 +142,15 @@ class Reconciler:
         children: Collection[ObjectRef],
         *,
         reported: Report | None = None,
+        answered: datetime | None = None,
         workload: WorkloadView | None = None,
         tensorboard: TensorBoardView | None = None,
     ) -> None:
         """Bring one job's children and status in line; raises TransientApiError when a retry is due. A write the
         API server refuses as invalid fails the job (WriteRefused) rather than being retried.
 
-        `reported` is the trainer's progress as last polled, `workload` the job's Kueue Workload and
+        `reported` is the trainer's progress as last polled, `answered` when it last answered a poll at all
+        (`disttrain_core.stalls`), `workload` the job's Kueue Workload and
         `tensorboard` its TensorBoard Deployment, if any.
         Calls for one job must not overlap (`JobQueue` sees to it); calls for different jobs may.
         """
@@ -177,7 +179,9 @@ class Reconciler:
             if not acts_on_losses(job):  # what remains of a pod lost now calls for nothing, then or later
                 memory.handled.update(pod.uid for pod in owned if pod.gone)
             owned = [pod for pod in owned if not (pod.gone and pod.uid in memory.handled)]
-            decided = self._reconcile(core, memory, job, owned, children, reported=reported, tensorboard=tensorboard)
+            decided = self._reconcile(
+                core, memory, job, owned, children, reported=reported, answered=answered, tensorboard=tensorboard
+            )
             if queued and decided is not None:
                 self._kueue.finish(_with(job, decided), workload)
         except RefusedError as error:  # the same write can never pass: the job says so, once
@@ -275,6 +279,7 @@ class Reconciler:
         children: Collection[ObjectRef],
         *,
         reported: Report | None,
+        answered: datetime | None,
         tensorboard: TensorBoardView | None,
     ) -> DistTrainJobStatus | None:
         """Returns the status decided (written or held back for the batch); None when the job was deleted."""
@@ -284,7 +289,9 @@ class Reconciler:
             memory.unwatched = set()  # asked for again: 409 where they are, made anew where they were deleted
         children = [*children, *memory.unwatched]
         expected = memory.expected.pending(pods, children, now)
-        status, next_plan = self._decide(memory, job, pods, children, expected, now=now, reported=reported)
+        status, next_plan = self._decide(
+            memory, job, pods, children, expected, now=now, reported=reported, answered=answered
+        )
         if next_plan.delete_job:
             self._delete_job(body)
             return None
@@ -307,6 +314,7 @@ class Reconciler:
             created=created_all,
             now=now,
             reported=reported,
+            answered=answered,
             progress_deadline=self._settings.progress_deadline_seconds,
         )
         refused = memory.tensorboard_refused
@@ -340,6 +348,7 @@ class Reconciler:
         *,
         now: datetime,
         reported: Report | None,
+        answered: datetime | None,
     ) -> tuple[DistTrainJobStatus, Plan]:
         """The status the pods make, and the plan from it; a job past its backoffLimit is failed first and
         planned again, for the cleanup that follows."""
@@ -349,6 +358,7 @@ class Reconciler:
             created=False,
             now=now,
             reported=reported,
+            answered=answered,
             progress_deadline=self._settings.progress_deadline_seconds,
         )
         unkept = {pod.uid for pod in pods if pod.log_due and pod.ended and not self._logs.settled(pod.uid)}

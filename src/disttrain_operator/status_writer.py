@@ -14,6 +14,7 @@ import pydantic
 
 from disttrain_contract.timestamps import format_time
 from disttrain_core.api.status import ConditionType, DistTrainJobStatus, JobPhase
+from disttrain_core.stalls import NOT_REPORTED
 from disttrain_core.status_from_pods import failed_status
 from disttrain_core.tensorboard_status import FAILURE_REASONS
 from disttrain_core.types import Body, Verdict
@@ -89,8 +90,9 @@ class StatusWriter:
         except RefusedError as error:
             new = self._refused(body, memory, status=status, previous=previous, error=error, now=now)
         memory.written, memory.last_write, memory.unwritten = new, now, None
-        for condition in _newly_failed(previous, new):
-            self._emit(body, type="Warning", reason=condition["reason"], message=condition.get("message", ""))
+        for condition in _newly_false(previous, new):
+            kind = "Warning" if condition["type"] == ConditionType.TENSORBOARD_READY else "Normal"
+            self._emit(body, type=kind, reason=condition["reason"], message=condition.get("message", ""))
         for condition in _newly_true(previous, new):
             kind = "Warning" if condition["type"] in _WARNING_CONDITIONS else "Normal"
             if condition["type"] != ConditionType.CREATED:
@@ -178,14 +180,18 @@ def _newly_true(previous: Mapping[str, Any], new: Mapping[str, Any]) -> list[dic
     ]
 
 
-def _newly_failed(previous: Mapping[str, Any], new: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """A TensorBoard the cluster cannot run: its condition turned False for a failure, not while it starts."""
+# Conditions False for a reason worth an Event of its own: a TensorBoard the cluster cannot run (not one that
+# starts), and a run that its progress deadline does not judge (`disttrain_core.stalls.Unjudged`).
+_EVENTFUL_FALSE = {ConditionType.TENSORBOARD_READY.value: FAILURE_REASONS, ConditionType.STALLED.value: {NOT_REPORTED}}
+
+
+def _newly_false(previous: Mapping[str, Any], new: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Conditions that turned False for a reason in `_EVENTFUL_FALSE`."""
     before = {c["type"]: (c["status"], c.get("reason")) for c in previous.get("conditions", [])}
     return [
         condition
         for condition in new.get("conditions", [])
-        if condition["type"] == ConditionType.TENSORBOARD_READY
-        and condition["status"] == "False"
-        and condition.get("reason") in FAILURE_REASONS
+        if condition["status"] == "False"
+        and condition.get("reason") in _EVENTFUL_FALSE.get(condition["type"], ())
         and before.get(condition["type"]) != ("False", condition.get("reason"))
     ]

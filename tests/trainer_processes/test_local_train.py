@@ -1,16 +1,17 @@
 """`disttrain.local.train` with real TensorFlow: a function's workers join one collective; a package from a
 local index is there when the function runs; a function that raises, and a package that does not install,
-end the job with their words."""
+end the job with their words; a Keras `fit` reports its steps unasked and stops at a NaN loss."""
 
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import disttrain.local
 from disttrain_contract.exit_codes import ExitCode
 from package_index import package_index
-from shipped_functions import fails, greets, nothing, reduce_across_workers, reports
+from shipped_functions import fails, fits_until_nan, greets, nothing, reduce_across_workers, reports
 
 
 def test_two_workers_of_a_function_join_one_collective(tmp_path: Path) -> None:
@@ -31,6 +32,21 @@ def test_a_function_that_raises_ends_the_job_with_its_words(tmp_path: Path) -> N
     assert outcome.code == ExitCode.INTERNAL_ERROR
     message = (tmp_path / "worker-0.termination-message").read_text()
     assert "ValueError: rate 7.0 is out of range" in message
+
+
+def test_a_keras_fit_reports_its_steps_unasked_and_stops_where_its_loss_turns_nan(tmp_path: Path) -> None:
+    """A function that takes no `progress`: each `fit` reports through the trainer's contract anyway, and a NaN
+    loss ends every worker as the trainer's own divergence does (exit code 5, and the word the operator needs)."""
+    outcome = disttrain.local.train(
+        fits_until_nan, workers=2, parameters={"nan_from": 6}, workdir=tmp_path, out=io.StringIO()
+    )
+    assert outcome.code == ExitCode.DIVERGED, outcome.logs
+    record = json.loads((tmp_path / "worker-0.termination-message").read_text())
+    assert record["diverged"] is True and "at step 7" in record["error"], record
+    assert record["step"] == 7 and record["loss"] is None  # the report of the step it stopped at
+    steps = [json.loads(line)["step"] for line in outcome.logs["worker-0"].splitlines() if '"progress"' in line]
+    assert steps[:1] == [5], outcome.logs["worker-0"][-2000:]  # reported every 5 steps, unasked
+    assert outcome.exit_codes["worker-1"] in (ExitCode.DIVERGED, None), outcome.exit_codes
 
 
 def test_a_package_from_the_index_is_installed_before_the_function_runs(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ import tensorflow as tf
 from disttrain.local.ports import free_port
 from disttrain_contract.exit_codes import ExitCode
 from disttrain_contract.progress import PROGRESS_PORT_ENV
-from disttrain_core.progress import parse_evaluation, parse_progress
+from disttrain_core.progress import Report, parse_evaluation, parse_progress
 from disttrain_dev.polling import wait_for
 from disttrain_operator.progress_poller import fetch_progress
 from repository import ROOT
@@ -96,7 +96,8 @@ def test_sigterm_saves_exits_preempted_and_the_rerun_finishes_exactly(tmp_path: 
         local.start("worker-0", {PROGRESS_PORT_ENV: str(port)})
         local.wait_for_step(50)
         served = fetch_progress(f"http://127.0.0.1:{port}/progress")
-        assert served is not None and (served.progress.step or 0) >= 50 and served.progress.total_steps == total
+        assert isinstance(served, Report) and (served.progress.step or 0) >= 50
+        assert served.progress.total_steps == total
         local.kill("worker-0", signal.SIGTERM)
         assert local.running["worker-0"].returncode == ExitCode.PREEMPTED
         saved = local.saved_step()
@@ -218,6 +219,23 @@ def test_parameter_server_signalled_saves_from_its_servers_before_they_go(tmp_pa
         assert local.wait("chief-0", timeout=600) == 0, local.output("chief-0")
         assert events(local.output("chief-0"), "restored")[0]["step"] == saved
         assert events(local.output("chief-0"), "finished")[0]["steps"] == total
+    finally:
+        local.stop_all()
+
+
+def test_parameter_server_stops_at_a_nan_and_says_it_diverged(tmp_path: Path) -> None:
+    """The coordinator (the chief) reads each scheduled step's loss: the first NaN ends it with exit code 5 and
+    the word in its termination message, at the step it came; the servers serve on until stopped."""
+    args = ["--epochs", "10", "--log-every", "10", "--nan-at-step", "25"]
+    counts = {"Chief": 1, "Worker": 1, "PS": 1}
+    local = LocalJob.of(job_manifest("psnan", "ParameterServer", counts, args), tmp_path)
+    try:
+        for label in ("ps-0", "worker-0", "chief-0"):
+            local.start(label)
+        assert local.wait("chief-0", timeout=300) == ExitCode.DIVERGED, local.output("chief-0")
+        record = json.loads((tmp_path / "chief-0.termination-message").read_text())
+        assert record["diverged"] is True and "at step 25" in record["error"], record
+        assert record["step"] == 25 and record["loss"] is None, record
     finally:
         local.stop_all()
 

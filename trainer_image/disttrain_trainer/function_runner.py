@@ -5,7 +5,9 @@ the keyword arguments, whether it takes the strategy, the packages to install fi
 replica installs the packages, then: a ParameterServer's ps and worker tasks serve the coordinator, as the
 trainer's do; every other task calls the function with its arguments and, where it takes one, the
 `tf.distribute` strategy TF_CONFIG describes and, where it takes `progress`, a Keras callback that reports
-the job's steps and loss as the trainer does (`Client.wait(..., progress=True)` shows them). A package
+the job's steps and loss as the trainer does (`Client.wait(..., progress=True)` shows them); a function
+that does not take it gets the same callback in every `fit` it calls. The callback stops the task at a
+loss that is no number, as the trainer does (exit code DIVERGED, said in the termination message). A package
 that fails to install, or a function that raises, ends the task with a permanent exit code and the reason
 in its termination message, never a crash loop.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 import __future__
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -24,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from disttrain_contract.divergence import divergence_message
 from disttrain_contract.exit_codes import ExitCode, TrainerError
 from disttrain_contract.shipped_call import CALL_FILE, FUNCTION_FILE, PACKAGES_DIR_ENV, RUN_FUNCTION_COMMAND
 from disttrain_trainer.config import Role, parse_role
@@ -108,6 +112,8 @@ def call_function(source: str, call: Call, role: Role) -> None:
         arguments["strategy"] = _strategy(role, tf)
     if call.takes_progress:
         arguments["progress"] = _progress_callback(role, tf)
+    else:
+        _report_from_every_fit(role, tf)
     log("started", task=f"{role.task_type}:{role.index}", function=call.name)
     function(**arguments)
 
@@ -154,6 +160,9 @@ def _progress_callback(role: Role, tf: Any) -> Any:
         def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
             self.step += 1
             self.loss = float((logs or {}).get("loss", self.loss))
+            if not math.isfinite(self.loss):  # every task sees the same reduced loss, and stops at the same step
+                self.reporter.report(self.step, self.epoch, self.loss)
+                raise TrainerError(ExitCode.DIVERGED, divergence_message(self.step, self.loss, None))
             if self.step % REPORT_EVERY == 0:
                 self.reporter.report(self.step, self.epoch, self.loss)
 
@@ -161,6 +170,24 @@ def _progress_callback(role: Role, tf: Any) -> Any:
             self.reporter.report(self.step, self.epoch, self.loss, finished=True)
 
     return ProgressCallback()
+
+
+_FIT_REPORTS = "_disttrain_reports_progress"
+
+
+def _report_from_every_fit(role: Role, tf: Any) -> None:
+    """A function that does not take `progress` still reports the steps of each Keras `fit` it calls, and stops
+    at a loss that is no number: `fit` gets the callback beside the function's own (idempotent)."""
+    model = tf.keras.Model
+    if getattr(model.fit, _FIT_REPORTS, False):
+        return
+    original = model.fit
+
+    def fit(self: Any, *args: Any, callbacks: list[Any] | None = None, **kwargs: Any) -> Any:
+        return original(self, *args, callbacks=[*(callbacks or []), _progress_callback(role, tf)], **kwargs)
+
+    setattr(fit, _FIT_REPORTS, True)
+    model.fit = fit
 
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] = os.environ) -> int:
@@ -173,7 +200,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] = os.envi
         install(call.packages, call.index_url, environ)
         call_function(source, call, role)
     except TrainerError as error:
-        fail(str(error))
+        fail(str(error), diverged=error.code is ExitCode.DIVERGED)
         return int(error.code)
     except Exception as error:
         traceback.print_exc()

@@ -92,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             serve_progress()  # before TensorFlow loads: the operator's polls are answered from the start
         _train(config)
     except TrainerError as error:
-        fail(str(error), preempted=error.code is ExitCode.PREEMPTED)
+        fail(str(error), preempted=error.code is ExitCode.PREEMPTED, diverged=error.code is ExitCode.DIVERGED)
         return int(error.code)
     except Exception:
         traceback.print_exc()

@@ -19,6 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from disttrain_contract.divergence import DIVERGED_FIELD
 from disttrain_contract.evaluation import EVALUATION_FIELD
 from disttrain_contract.progress import (
     CHECKPOINT_FIELD,
@@ -38,11 +39,15 @@ def log(event: str, **fields: Any) -> None:
     print(json.dumps({"event": event, **fields}, default=str), flush=True)
 
 
-def fail(message: str, environ: Mapping[str, str] = os.environ, *, preempted: bool = False) -> None:
-    """Say why the task ends unfinished: on stderr, and in its termination message for the operator to show."""
+def fail(
+    message: str, environ: Mapping[str, str] = os.environ, *, preempted: bool = False, diverged: bool = False
+) -> None:
+    """Say why the task ends unfinished: on stderr, and in its termination message for the operator to show;
+    `diverged` says there too that the loss turned no number (`disttrain_contract.divergence`)."""
     print(f"disttrain-train: {'' if preempted else 'error: '}{message}", file=sys.stderr, flush=True)
     path = environ.get(TERMINATION_MESSAGE_ENV)
-    if path and not add_error(Path(path), message):
+    said = {DIVERGED_FIELD: True} if diverged else {}
+    if path and not add_error(Path(path), message, **said):
         log("warning", message="termination message not written")
 
 

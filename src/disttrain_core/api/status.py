@@ -209,6 +209,11 @@ class DistTrainJobStatus(ApiModel):
     completion_time: datetime | None = None
     observed_generation: int | None = Field(None, ge=0)
     progress: Progress | None = None
+    progress_answer_time: datetime | None = Field(
+        None,
+        description="When the operator first saw the current run's reporting trainer answer on its progress port (a "
+        "report, or an answer that it has none yet): runPolicy.progressDeadlineSeconds judges a run only from then.",
+    )
     progress_history: list[ProgressPoint] = Field(
         default_factory=list, max_length=MAX_HISTORY, description=HISTORY_DESCRIPTION
     )

@@ -165,6 +165,9 @@ class TFJobStatus(ApiModel):
     )
     observed_generation: int | None = Field(None, ge=0)
     progress: Progress | None = None
+    progress_answer_time: datetime | None = Field(
+        None, description="When this run's trainer first answered on its progress port (disttrain)."
+    )
     progress_history: list[ProgressPoint] = Field(
         default_factory=list, max_length=MAX_HISTORY, description=HISTORY_DESCRIPTION
     )

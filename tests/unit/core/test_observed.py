@@ -135,3 +135,19 @@ def test_a_failed_pod_says_why_in_the_words_of_its_container() -> None:
     report = pod_view(_failed_with(json.dumps({"step": 40})))  # a report without an error says nothing more
     assert report is not None and report.message is None
     assert describe_failure(report) == "job-worker-0 failed with exit code 130 (Error)"
+
+
+def test_a_trainer_says_it_diverged_in_its_termination_message_file_alone() -> None:
+    said = json.dumps({"step": 60, "error": "the loss became nan at step 60", "diverged": True})
+    view = pod_view(_failed_with(said))
+    assert view is not None and view.diverged
+    quiet = pod_view(_failed_with(json.dumps({"step": 60, "error": "nan"})))
+    assert quiet is not None and not quiet.diverged
+    for not_the_word in ('{"diverged": "true"}', '"diverged": true', "diverged"):  # no record, or not true
+        plain = pod_view(_failed_with(not_the_word))
+        assert plain is not None and not plain.diverged, not_the_word
+    # the kubelet writes the log's tail there under FallbackToLogsOnError, and a program may print anything
+    logged = _failed_with(said)
+    logged["spec"] = {"containers": [{"name": "tensorflow", "terminationMessagePolicy": "FallbackToLogsOnError"}]}
+    view = pod_view(logged)
+    assert view is not None and not view.diverged and view.message == "the loss became nan at step 60"

@@ -11,6 +11,7 @@ from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.parsing import parse_job
 from disttrain_core.api.spec import ReplicaType
 from disttrain_core.api.status import (
+    Condition,
     ConditionStatus,
     ConditionType,
     DistTrainJobStatus,
@@ -22,7 +23,7 @@ from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.observed import PodPhase, PodView
 from disttrain_core.planner import Plan, plan
 from disttrain_core.progress import Report
-from disttrain_core.stalls import stall
+from disttrain_core.stalls import Unjudged, stall
 from disttrain_core.status_from_pods import aggregate, record_restart
 from disttrain_core.tfjob_conversion import convert
 from job_builder import JobBuilder, make_pod, running_pods
@@ -37,7 +38,9 @@ def _job(**run_policy: Any) -> DistTrainJob:
 
 
 def _seen(job: DistTrainJob, seconds: float, pods: list[PodView] = WORKERS, **kwargs: Any) -> DistTrainJob:
-    """The job as the operator leaves it after a reconcile `seconds` after T0."""
+    """The job as the operator leaves it after a reconcile `seconds` after T0; its trainer answers the progress
+    poll (`answered`) unless told otherwise, as disttrain's trainer does from its start."""
+    kwargs.setdefault("answered", T0 + timedelta(seconds=seconds))
     status = aggregate(job, pods, True, T0 + timedelta(seconds=seconds), **kwargs)
     return job.model_copy(update={"status": status})
 
@@ -177,7 +180,9 @@ def test_an_on_stall_rule_matches_no_failed_pod() -> None:
 
 def test_a_diverged_trainer_fails_the_job_at_once_unless_a_rule_restarts_it() -> None:
     message = "the loss became nan at step 512: training stopped there; the last finite checkpoint is ckpt/ckpt-500"
-    diverged = make_pod(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=int(ExitCode.DIVERGED), message=message)
+    diverged = make_pod(
+        ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=int(ExitCode.DIVERGED), message=message, diverged=True
+    )
     pods = [diverged, WORKERS[1]]
     job = _seen(_seen(_job(), 0), 5, pods=pods)
     failed = next(c for c in job.status.conditions if c.type is ConditionType.FAILED)
@@ -186,6 +191,20 @@ def test_a_diverged_trainer_fails_the_job_at_once_unless_a_rule_restarts_it() ->
     retried = _seen(_seen(_job(failurePolicy=rule), 0), 5, pods=pods)
     assert not any(c.type is ConditionType.FAILED for c in retried.status.conditions)
     assert _plan(retried, 5, pods=pods).restart is not None
+
+
+def test_exit_code_5_without_the_trainers_word_follows_the_restart_policy() -> None:
+    """Any program may exit 5: a TFJob's user code under OnFailure is retried, as TFJob retries it."""
+    five = make_pod(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=int(ExitCode.DIVERGED), message="bad input")
+    pods = [five, WORKERS[1]]
+    retried = _seen(_seen(_job(), 0), 5, pods=pods)
+    assert not any(c.type is ConditionType.FAILED for c in retried.status.conditions)
+    decided = _plan(retried, 5, pods=pods)
+    assert decided.fail is None and decided.restart is not None
+    never = JobBuilder().counts({"Worker": 2}, restartPolicy="Never").job()
+    failed = next(c for c in _seen(_seen(never, 0), 5, pods=pods).status.conditions if c.type is ConditionType.FAILED)
+    assert failed.reason == "ReplicaFailed" and "exit code 5" in failed.message
+    assert "restartPolicy is Never" in failed.message
 
 
 def test_the_rate_over_the_last_minute_gives_the_time_left() -> None:
@@ -228,3 +247,69 @@ def test_a_served_tfjob_takes_the_operator_s_default() -> None:
     pods = [make_pod(ReplicaType.WORKER, index, PodPhase.RUNNING, job="mnist") for index in range(2)]
     running = _seen(job, 0, pods=pods, progress_deadline=600)
     assert stall(running, T0, 600) == T0 + timedelta(seconds=600)
+    # a TFJob's own code, which serves no progress port, runs unjudged under it
+    silent = _seen(job, 0, pods=pods, progress_deadline=600, answered=None)
+    silent = _seen(silent, 600, pods=pods, progress_deadline=600, answered=None)
+    assert isinstance(stall(silent, T0 + timedelta(seconds=600), 600), Unjudged)
+    assert "600 s, the operator's default" in _condition(silent, ConditionType.STALLED).message
+
+
+def _condition(job: DistTrainJob, kind: ConditionType) -> Condition:
+    return next(c for c in job.status.conditions if c.type is kind)
+
+
+def test_a_job_whose_trainer_never_answers_runs_unjudged_and_its_status_says_why() -> None:
+    """A user's own image serves no progress port: the deadline does not judge its run, which is never stalled
+    or restarted for it; once the first step would have been due, Stalled False says why, and nothing more is
+    due (no wake for the deadline)."""
+    job = _seen(_job(progressDeadlineSeconds=30), 0, answered=None)
+    assert stall(job, T0 + timedelta(seconds=10), None) == T0 + timedelta(seconds=300)  # the operator looks then
+    job = _seen(job, 300, answered=None)
+    assert _stalled(job) is ConditionStatus.FALSE
+    said = _condition(job, ConditionType.STALLED)
+    assert said.reason == "ProgressNotReported"
+    assert "progressDeadlineSeconds (30 s, the job's) does not apply" in said.message and "(9471)" in said.message
+    later = _seen(job, 5000, answered=None)
+    assert _stalled(later) is ConditionStatus.FALSE and later.status.phase is JobPhase.RUNNING
+    decided = _plan(later, 5000)
+    assert decided.restart is None and decided.fail is None and decided.wake_at is None
+
+
+def test_an_answer_from_an_earlier_run_does_not_judge_this_one() -> None:
+    job = _seen(_job(progressDeadlineSeconds=30), 0)  # the first run's trainer answers
+    status = record_restart(job.status, (), "a worker failed", T0 + timedelta(seconds=20), 1)
+    job = _seen(job.model_copy(update={"status": status}), 25, pods=[], answered=T0 + timedelta(seconds=10))
+    job = _seen(job, 30, answered=T0 + timedelta(seconds=10))  # the new run: its image answers no more
+    assert isinstance(stall(job, T0 + timedelta(seconds=330), None), Unjudged)
+
+
+def test_a_run_first_answered_past_its_allowance_has_its_allowance_from_the_answer() -> None:
+    """A trainer that serves the contract late (a slow start before its server): judged from its first answer,
+    not stalled at once for the time it was not judged; the Stalled condition says it is judged again."""
+    job = _seen(_seen(_job(progressDeadlineSeconds=30), 0, answered=None), 300, answered=None)
+    assert _condition(job, ConditionType.STALLED).reason == "ProgressNotReported"
+    job = _seen(job, 400, answered=T0 + timedelta(seconds=390))
+    assert job.status.progress_answer_time == T0 + timedelta(seconds=390)
+    assert _condition(job, ConditionType.STALLED).reason == "Progressing"
+    assert stall(job, T0 + timedelta(seconds=400), None) == T0 + timedelta(seconds=690)
+    job = _seen(job, 500, answered=T0 + timedelta(seconds=499))
+    assert job.status.progress_answer_time == T0 + timedelta(seconds=390)  # the first answer of the run stays
+    assert _stalled(_seen(job, 690)) is ConditionStatus.TRUE
+
+
+def test_the_time_left_goes_blank_while_no_step_comes() -> None:
+    """A stalled job does not show the time left measured before it stalled: a minute after its last step the
+    rate and the time left are blank, and the operator wakes then to write it."""
+    job = _seen(_job(), 0)
+    for seconds in range(10, 70, 10):
+        job = _seen(job, seconds, reported=_report(2 * seconds, seconds))
+    assert job.status.progress is not None and job.status.progress.estimated_remaining_seconds == (1000 - 120) // 2
+    assert _plan(job, 60).wake_at == T0 + timedelta(seconds=120)
+    quiet = _seen(job, 119, reported=_report(120, 60))
+    assert quiet.status.progress is not None and quiet.status.progress.estimated_remaining_seconds is not None
+    quiet = _seen(job, 120, reported=_report(120, 60))
+    assert quiet.status.progress is not None
+    assert (quiet.status.progress.estimated_remaining_seconds, quiet.status.progress.steps_per_second) == (None, None)
+    assert quiet.status.progress.step == 120 and _plan(quiet, 120).wake_at is None
+    moving = _seen(quiet, 130, reported=_report(140, 130))
+    assert moving.status.progress is not None and moving.status.progress.estimated_remaining_seconds is not None

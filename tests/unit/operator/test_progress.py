@@ -19,9 +19,12 @@ from disttrain_core.observed import PodPhase, pod_view
 from disttrain_core.progress import Report, newest, parse_progress, parse_report, reporting_task, with_report
 from disttrain_core.status_from_pods import aggregate
 from disttrain_operator.progress_poller import (
+    NO_REPORT_YET,
     PER_NAMESPACE,
+    Polled,
     ProgressPoller,
     SilentTrainerError,
+    Target,
     fetch_progress,
     progress_url,
 )
@@ -162,7 +165,7 @@ def test_status_records_each_new_report_on_the_curve() -> None:
 def test_the_poller_passes_on_only_new_reports() -> None:
     reports = {"http://a/progress": _report(1, T0), "http://b/progress": None}
     passed_on: list[tuple[str, str]] = []
-    targets = [(("ns", "a"), "http://a/progress"), (("ns", "b"), "http://b/progress")]
+    targets = [Target(("ns", "a"), "http://a/progress"), Target(("ns", "b"), "http://b/progress")]
     poller = ProgressPoller(lambda: targets, passed_on.append, interval=60, fetch=reports.get)
     assert poller.poll_once() == [("ns", "a")]
     assert poller.poll_once() == []
@@ -175,19 +178,19 @@ def test_the_poller_passes_on_only_new_reports() -> None:
     poller.stop()
 
 
-def _polls(answers: Sequence[Report | type[SilentTrainerError] | None]) -> list[float]:
+def _polls(answers: Sequence[Polled | type[SilentTrainerError]], deadline: float | None = None) -> list[float]:
     """When a job is polled over len(answers) intervals of 10 s, each interval's answer given."""
     clock = [0.0]
     polled: list[float] = []
 
-    def fetch(url: str) -> Report | None:
+    def fetch(url: str) -> Polled:
         polled.append(clock[0])
         answer = answers[int(clock[0] // 10)]
         if answer is SilentTrainerError:
             raise SilentTrainerError(url)
         return answer  # type: ignore[return-value]
 
-    targets = [(("ns", "a"), "http://a/progress")]
+    targets = [Target(("ns", "a"), "http://a/progress", deadline)]
     poller = ProgressPoller(lambda: targets, lambda _: None, 10, fetch=fetch, clock=lambda: clock[0])
     for tick in range(len(answers)):
         clock[0] = tick * 10.0
@@ -203,7 +206,45 @@ def test_a_silent_job_is_polled_less_often_until_it_answers() -> None:
 
 def test_a_trainer_that_answers_without_a_report_yet_is_asked_every_interval() -> None:
     """204 before the first report: its first report is in within an interval."""
-    assert _polls([None] * 15 + [_report(1, T0)] * 2) == [10.0 * tick for tick in range(17)]
+    assert _polls([NO_REPORT_YET] * 15 + [_report(1, T0)] * 2) == [10.0 * tick for tick in range(17)]
+
+
+def test_a_silent_job_is_polled_at_least_twice_within_its_progress_deadline() -> None:
+    """A trainer slow to answer (a loaded node) is not judged on polls the poller did not make: with a 40 s
+    deadline the back-off stops at 2 intervals, with 30 s at 1."""
+    assert _polls([SilentTrainerError] * 12, deadline=40) == [0, 10, 30, 50, 70, 90, 110]
+    assert _polls([SilentTrainerError] * 6, deadline=30) == [10.0 * tick for tick in range(6)]
+
+
+def test_a_job_whose_trainer_starts_answering_is_passed_on_and_its_answer_kept() -> None:
+    """What a progress deadline needs: when the trainer last answered as the contract says (a report or a 204),
+    and a reconcile as soon as it answers after it did not; a refusal or another answer keeps the last time."""
+    answers: list[Polled | type[SilentTrainerError]] = [SilentTrainerError, NO_REPORT_YET, NO_REPORT_YET, None]
+    now = [T0]
+    passed_on: list[tuple[str, str]] = []
+
+    def fetch(url: str) -> Polled:
+        answer = answers.pop(0)
+        if answer is SilentTrainerError:
+            raise SilentTrainerError(url)
+        return answer  # type: ignore[return-value]
+
+    targets = [Target(("ns", "a"), "http://a/progress")]
+
+    def seconds() -> float:
+        return (now[0] - T0).total_seconds()
+
+    poller = ProgressPoller(
+        lambda: targets, passed_on.append, 10, fetch=fetch, clock=seconds, wall_clock=lambda: now[0]
+    )
+    seen = []
+    for second in (0, 10, 20, 30):  # one silence: the next poll is still due an interval later
+        now[0] = T0 + timedelta(seconds=second)
+        poller.poll_once()
+        seen.append(poller.answered(("ns", "a")))
+    poller.stop()
+    assert seen == [None, T0 + timedelta(seconds=10), T0 + timedelta(seconds=20), T0 + timedelta(seconds=20)]
+    assert passed_on == [("ns", "a")]  # its first answer, not each one after
 
 
 class _NoReportYet(BaseHTTPRequestHandler):
@@ -217,7 +258,7 @@ class _NoReportYet(BaseHTTPRequestHandler):
 
 def test_a_204_is_an_answer_and_a_refusal_or_a_timeout_is_silence() -> None:
     with http_server(_NoReportYet) as server:
-        assert fetch_progress(f"http://127.0.0.1:{server.server_address[1]}/progress", timeout=2) is None
+        assert fetch_progress(f"http://127.0.0.1:{server.server_address[1]}/progress", timeout=2) is NO_REPORT_YET
     listening = socket.socket()
     listening.bind(("127.0.0.1", 0))
     listening.listen()  # accepts, never answers
@@ -233,7 +274,7 @@ def test_a_failing_callback_does_not_stop_the_poll() -> None:
     def broken(key: tuple[str, str]) -> None:
         raise RuntimeError(key)
 
-    targets = [(("ns", "a"), "a"), (("ns", "b"), "b")]
+    targets = [Target(("ns", "a"), "a"), Target(("ns", "b"), "b")]
     poller = ProgressPoller(lambda: targets, broken, interval=60, fetch=lambda url: _report(len(url), T0))
     assert sorted(poller.poll_once()) == [("ns", "a"), ("ns", "b")]
     poller.stop()
@@ -328,7 +369,7 @@ def test_one_namespace_s_slow_trainers_do_not_delay_another_s_progress() -> None
             return None
         return _report(1, T0)
 
-    targets = [(("team-a", f"job-{n}"), f"a{n}") for n in range(20)] + [(("team-b", "job"), "b")]
+    targets = [Target(("team-a", f"job-{n}"), f"a{n}") for n in range(20)] + [Target(("team-b", "job"), "b")]
     poller = ProgressPoller(lambda: targets, lambda key: reported.set(), 10, fetch=fetch)
     poller.queue_due()
     assert reported.wait(5)

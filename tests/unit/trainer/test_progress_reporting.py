@@ -8,6 +8,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,8 +16,10 @@ from disttrain.local.ports import free_port
 from disttrain_contract.divergence import report_divergence
 from disttrain_contract.exit_codes import ExitCode
 from disttrain_contract.progress import PROGRESS_PORT_ENV, TERMINATION_MESSAGE_ENV
-from disttrain_core.progress import parse_progress, parse_report
-from disttrain_operator.progress_poller import fetch_progress
+from disttrain_core.builders.naming import REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL
+from disttrain_core.observed import pod_view
+from disttrain_core.progress import Report, parse_progress, parse_report
+from disttrain_operator.progress_poller import NO_REPORT_YET, fetch_progress
 from disttrain_trainer.reporting import Progress, ProgressServer, fail
 
 
@@ -27,11 +30,12 @@ def test_the_chief_serves_its_latest_report_and_leaves_it_as_termination_message
     assert progress.server is not None
     url = f"http://127.0.0.1:{port}/progress"
     try:
-        assert fetch_progress(url) is None  # 204 before the first report
+        assert fetch_progress(url) is NO_REPORT_YET  # 204 before the first report
         progress.report(10, 1, 0.5)
         progress.report(20, 1, 0.25)
         served = fetch_progress(url)
-        assert served is not None and (served.progress.step, served.progress.total_steps, served.progress.loss) == (
+        assert isinstance(served, Report)
+        assert (served.progress.step, served.progress.total_steps, served.progress.loss) == (
             20,
             300,
             0.25,
@@ -55,7 +59,7 @@ def test_the_progress_server_starts_without_asking_dns_its_name(monkeypatch: pyt
     port = free_port()
     server = ProgressServer(port)
     try:
-        assert fetch_progress(f"http://127.0.0.1:{port}/progress") is None  # it answers: 204, nothing reported
+        assert fetch_progress(f"http://127.0.0.1:{port}/progress") is NO_REPORT_YET  # it answers: 204, nothing reported
     finally:
         server.close()
 
@@ -129,3 +133,24 @@ def test_a_user_s_own_trainer_reports_divergence_through_the_contract(tmp_path: 
     assert code == ExitCode.DIVERGED and int(code) == 5
     record = json.loads(message.read_text())
     assert record["step"] == 40 and "nan at step 41" in record["error"] and "ckpt/ckpt-40" in record["error"]
+    assert record["diverged"] is True  # the word the operator fails the job on, with the exit code
+    view = pod_view(_ended_with(code, message.read_text()))
+    assert view is not None and view.diverged and view.exit_code == 5
+
+
+def test_the_trainer_says_diverged_only_when_it_did(tmp_path: Path) -> None:
+    message = tmp_path / "termination-log"
+    fail("the loss became nan at step 3", {TERMINATION_MESSAGE_ENV: str(message)}, diverged=True)
+    assert json.loads(message.read_text()) == {"error": "the loss became nan at step 3", "diverged": True}
+    message.unlink()
+    fail("data not found", {TERMINATION_MESSAGE_ENV: str(message)})
+    assert "diverged" not in json.loads(message.read_text())
+
+
+def _ended_with(code: int, message: str) -> dict[str, Any]:
+    labels = {REPLICA_TYPE_LABEL: "worker", REPLICA_INDEX_LABEL: "0"}
+    ended = [{"name": "tensorflow", "state": {"terminated": {"exitCode": code, "message": message}}}]
+    return {
+        "metadata": {"name": "job-worker-0", "uid": "u", "labels": labels},
+        "status": {"phase": "Failed", "containerStatuses": ended},
+    }
