@@ -93,7 +93,8 @@ def says_a_worker_is_unreachable(cluster: Cluster, namespace: str, job: str, sec
 
 
 class TrainerProgress:
-    """Stands in for the reporting trainer's progress endpoint, at an address a pod status can name."""
+    """Stands in for the reporting trainer's progress endpoint, at an address a pod status can name: 204 until
+    it has a record, as the trainer answers before its first report."""
 
     def __init__(self) -> None:
         self.record: dict[str, Any] = {}
@@ -101,8 +102,8 @@ class TrainerProgress:
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                body = json.dumps(owner.record).encode()
-                self.send_response(200)
+                body = json.dumps(owner.record).encode() if owner.record else b""
+                self.send_response(200 if body else 204)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)

@@ -17,8 +17,8 @@ from disttrain.errors import AttemptNotFoundError, LogsUnavailableError, PodGone
 from disttrain.kept_log_reader import Attempt, KeptLog, live_attempt
 from disttrain.pod_reads import read_pod, wait_for_pod_change
 from disttrain_core.api.job import DistTrainJob
-from disttrain_core.api.spec import ReplicaType
-from disttrain_core.builders.naming import pod_name, tensorflow_container
+from disttrain_core.api.spec import ReplicaType, trainer_container
+from disttrain_core.builders.naming import pod_name
 from disttrain_core.observed import container_status
 from disttrain_core.progress import reporting_task
 from disttrain_core.summary import replica_pods
@@ -73,7 +73,7 @@ class ReplicaLog:
         self._namespace = job.metadata.namespace
         self._pod = pod_name(job.metadata.name, *replica)
         template = job.spec.replica_specs[replica[0]].template
-        self._container = str(tensorflow_container(template["spec"]["containers"])["name"])
+        self._container = str(trainer_container(template["spec"]["containers"])["name"])
         self._label = f"{replica[0].task_type}-{replica[1]}"
         self._finished = finished
 

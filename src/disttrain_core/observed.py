@@ -308,7 +308,7 @@ def created_pod_view(manifest: Mapping[str, Any]) -> PodView | None:
     return pod_view({**manifest, "metadata": {**(manifest.get("metadata") or {}), "uid": CREATED_UID}})
 
 
-def pod_view(body: dict[str, Any], tensorflow_container: str = "tensorflow") -> PodView | None:
+def pod_view(body: dict[str, Any], trainer_container: str = "tensorflow") -> PodView | None:
     """The view of a pod the operator made; None for a pod whose labels are not ours, or that has no uid
     (only a manifest not yet created has none)."""
     metadata = body.get("metadata") or {}
@@ -328,12 +328,12 @@ def pod_view(body: dict[str, Any], tensorflow_container: str = "tensorflow") -> 
         phase = PodPhase.UNKNOWN
     ready = pod_ready(body)
     ended = phase in (PodPhase.SUCCEEDED, PodPhase.FAILED)
-    terminated = _terminated_state(status, tensorflow_container) if ended else None
+    terminated = _terminated_state(status, trainer_container) if ended else None
     failed = (terminated or {}) if phase is PodPhase.FAILED else {}
     container_statuses = status.get("containerStatuses") or []
     due, run_due = log_due(body), previous_run_due(body)
-    from_file = message_from_file(body.get("spec") or {}, tensorflow_container)
-    in_place = runs(metadata, status, tensorflow_container, from_file=from_file)
+    from_file = message_from_file(body.get("spec") or {}, trainer_container)
+    in_place = runs(metadata, status, trainer_container, from_file=from_file)
     attempt = PodLogNotes.of(metadata).attempt
     run = run_index(body)  # the latest run's, from 0: an attempt a run, where it restarts in place
     return PodView(

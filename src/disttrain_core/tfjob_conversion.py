@@ -18,6 +18,7 @@ from disttrain_contract.exit_codes import RETRYABLE_FROM
 from disttrain_core.api import tfjob
 from disttrain_core.api.job import API_VERSION, KIND
 from disttrain_core.api.spec import (
+    TRAINER_CONTAINER,
     CleanPodPolicy,
     ExitCodeOperator,
     FailureAction,
@@ -25,8 +26,8 @@ from disttrain_core.api.spec import (
     RestartPolicy,
     Strategy,
     SuccessPolicy,
+    trainer_container,
 )
-from disttrain_core.builders.naming import TF_CONTAINER, tensorflow_container
 from disttrain_core.types import Manifest
 
 TFJOB_API_VERSION = tfjob.API_VERSION
@@ -260,14 +261,14 @@ def _port(specs: Mapping[ReplicaType, _ReplicaEntry]) -> int:
     ports: dict[int, str] = {}
     for replica_type, (_, _, template) in specs.items():
         containers = [c for c in (template.get("spec") or {}).get("containers") or [] if isinstance(c, dict)]
-        declared = (tensorflow_container(containers).get("ports") or []) if containers else []
+        declared = (trainer_container(containers).get("ports") or []) if containers else []
         named = [e for e in declared if isinstance(e, Mapping) and e.get("name") == TFJOB_PORT_NAME]
         port = named[0].get("containerPort", TFJOB_DEFAULT_PORT) if named else TFJOB_DEFAULT_PORT
         ports.setdefault(port, replica_type.value)
     if len(ports) > 1:
         described = ", ".join(f"{port} ({replica_type})" for port, replica_type in ports.items())
         raise UnconvertibleError(
-            f"spec.tfReplicaSpecs.*.template.spec.containers[{TF_CONTAINER}].ports[{TFJOB_PORT_NAME}]",
+            f"spec.tfReplicaSpecs.*.template.spec.containers[{TRAINER_CONTAINER}].ports[{TFJOB_PORT_NAME}]",
             f"differs between replica types: {described}; a DistTrainJob has one port for every task",
         )
     return next(iter(ports), TFJOB_DEFAULT_PORT)

@@ -415,6 +415,39 @@ def test_a_frozen_job_is_named_stalled_restarts_from_its_checkpoint_and_finishes
     assert done["status"]["checkpoint"]["step"] == total  # the final save
 
 
+@pytest.mark.parametrize(
+    "case",
+    [
+        ("MultiWorkerMirrored", {"Worker": 2}, "faulty-worker-0 failed with exit code 130 (Error): a peer was lost"),
+        ("ParameterServer", {"Chief": 1, "Worker": 2, "PS": 1}, "the job stalled: step"),
+    ],
+    ids=["multi-worker-mirrored", "parameter-server"],
+)
+def test_one_frozen_process_of_several_restarts_the_job_as_tensorflow_lets_it_and_it_finishes(
+    process_cluster: Cluster, operator: OperatorProcess, process_namespace: str, case: tuple[str, dict[str, int], str]
+) -> None:
+    """worker-1 alone frozen (SIGSTOP), the reporting task still answering its polls, under a 30 s deadline. As
+    measured: MultiWorkerMirrored's worker 0 loses its frozen peer within the deadline (TensorFlow's step fails
+    with a "Graph execution error"), exits PEER_LOST and the job restarts for that, the frozen pod replaced once
+    it does not restart in place; ParameterServer's coordinator waits in `join` for the steps it scheduled on the
+    frozen worker, whose connection stays open, so no step comes and the job restarts as Stalled. Either way one
+    restart, counted, and the job finishes with every step."""
+    (strategy, counts, restarted_for), cluster, namespace = case, process_cluster, process_namespace
+    policy = {"progressDeadlineSeconds": 30, "terminationGracePeriodSeconds": 5}
+    total = _submit(cluster, namespace, strategy, counts, epochs=20, checkpoint_every=40, run_policy=policy)
+    _at_step(cluster, namespace, 100)
+    _signal_trainer(cluster, namespace, f"{JOB}-worker-1", signal.SIGSTOP)
+
+    def restarting() -> list[str]:
+        return [event["message"] for event in cluster.items("events", namespace) if event["reason"] == "Restarting"]
+
+    said = wait_for("the Restarting Event", restarting, timeout=120)
+    assert any(restarted_for in message for message in said), said
+    done = _succeeded(cluster, namespace, total)
+    assert done["status"]["restartCount"] == 1, done["status"]
+    assert done["status"]["progressAnswerTime"]  # the reporting trainer answered in its run
+
+
 def test_a_nan_at_a_known_step_fails_the_job_as_diverged_there(
     process_cluster: Cluster, operator: OperatorProcess, process_namespace: str
 ) -> None:

@@ -345,3 +345,52 @@ def test_trainer_progress_reaches_status_and_kubectl_get(
         assert done["status"]["progress"]["step"] == 300
     finally:
         trainer.server.shutdown()
+
+
+def _reports_from_here(cluster: Cluster, namespace: str, pod: str) -> None:
+    """The reporting pod's address becomes this machine, where a stand-in trainer listens."""
+    cluster.kubectl("annotate", "pod", pod, "-n", namespace, UNATTENDED_ANNOTATION)
+    cluster.patch_pod_status(namespace, pod, {"podIP": "127.0.0.1", "podIPs": [{"ip": "127.0.0.1"}]})
+
+
+def test_a_progress_deadline_judges_a_run_whose_trainer_answers_and_not_one_that_never_does(
+    cluster: Cluster, operator: OperatorProcess, namespace: str
+) -> None:
+    """Two jobs under the same deadline whose first step never comes: the one whose trainer answers 204 (the
+    contract's "no report yet") is Stalled at its startup allowance and restarted; the one whose pods serve no
+    progress port (a user's own image) runs on unjudged, saying so, and succeeds when its worker does."""
+    trainer = TrainerProgress()  # no record: 204
+    policy = {"progressDeadlineSeconds": 10, "startupDeadlineSeconds": 10, "backoffLimit": 3}
+    try:
+
+        def one_worker(name: str) -> JobBuilder:
+            example = JobBuilder.from_example("multi-worker-mirrored-gpu.yaml").metadata(name=name)
+            return example.replica("Worker", replicas=1).run_policy(**policy)
+
+        answering, silent = one_worker("answering").spec(progressPort=trainer.port), one_worker("silent")
+        for builder in (answering, silent):
+            cluster.apply(namespace, json.dumps(builder.obj()))
+        for job in ("answering", "silent"):
+            running_pods(cluster, namespace, job, 1)
+        _reports_from_here(cluster, namespace, "answering-worker-0")
+
+        stalled = job_where(cluster, namespace, "answering", "Stalled", lambda j: holds(j, "Stalled"))
+        said = condition(stalled, "Stalled")
+        assert said is not None and said["reason"] == "NoProgress" and "within 10 s of the run" in said["message"]
+        job_where(cluster, namespace, "answering", "restarted", lambda j: j["status"].get("restartCount") == 1)
+
+        def unjudged(job: dict[str, Any]) -> bool:
+            found = condition(job, "Stalled")
+            return found is not None and found["status"] == "False" and found["reason"] == "ProgressNotReported"
+
+        running = job_where(cluster, namespace, "silent", "ProgressNotReported", unjudged)
+        message = condition(running, "Stalled")["message"]  # type: ignore[index]
+        assert "progressDeadlineSeconds (10 s, the job's) does not apply" in message and "(9471)" in message
+        cluster.wait_for_event(namespace, "ProgressNotReported")
+        assert running["status"]["phase"] == "Running" and running["status"].get("restartCount", 0) == 0
+        assert "progressAnswerTime" not in running["status"]
+        cluster.set_pod_status(namespace, "silent-worker-0", "Succeeded", exit_code=0)
+        done = job_where(cluster, namespace, "silent", "Succeeded", lambda j: holds(j, "Succeeded"))
+        assert done["status"].get("restartCount", 0) == 0, done["status"]
+    finally:
+        trainer.server.shutdown()

@@ -64,12 +64,12 @@ def _wait_pods(
     return wait_for(f"{count} pods of {job}" + (f" {phase}" if phase else ""), ready, timeout=60)
 
 
-def _wait_condition(cluster: Cluster, namespace: str, job: str, kind: str) -> dict[str, Any]:
+def _wait_condition(cluster: Cluster, namespace: str, job: str, kind: str, timeout: float = 60) -> dict[str, Any]:
     def reached() -> dict[str, Any] | None:
         current = cluster.job(namespace, job)
         return current if holds(current, kind) else None
 
-    return wait_for(f"{job} {kind}", reached, timeout=60)
+    return wait_for(f"{job} {kind}", reached, timeout=timeout)
 
 
 def _check_created_as_rendered(cluster: Cluster, namespace: str, example_text: str) -> None:
@@ -371,3 +371,32 @@ def test_the_admin_cli_prints_a_replicas_log(
     command += ["--tail", "2", "-n", process_namespace]
     result = subprocess.run(command, env=process_cluster.env, capture_output=True, text=True, timeout=60, check=False)
     assert (result.returncode, result.stdout) == (0, "line 2\nline 3\n"), result.stderr
+
+
+# A user's own image on the process node: it serves no progress port, and its first attempt exits 5.
+OWN_IMAGE = """
+if [ -e "$MARKER" ]; then sleep 25; exit 0; fi
+touch "$MARKER"; sleep 2; exit 5
+"""
+
+
+def test_a_users_own_image_is_retried_on_exit_code_5_and_runs_unjudged_by_a_progress_deadline(
+    process_cluster: Cluster, operator: OperatorProcess, process_namespace: str, tmp_path: Path
+) -> None:
+    """A plain shell program, not disttrain's trainer: its exit code 5 (no trainer's word) is retried under
+    OnFailure, and its second attempt, which reports no step for longer than its deadline, runs to its end, the
+    job saying why the deadline does not judge it."""
+    cluster, namespace = process_cluster, process_namespace
+    env = [{"name": "MARKER", "value": str(tmp_path / "first-attempt")}]
+    policy = {"progressDeadlineSeconds": 10, "startupDeadlineSeconds": 10, "backoffLimit": 2}
+    job = JobBuilder("own").script(OWN_IMAGE, 1, env, restartPolicy="OnFailure").run_policy(**policy).obj()
+    cluster.apply(namespace, json.dumps(job))
+    cluster.wait_for_event(namespace, "ProgressNotReported", timeout=60)
+    running = cluster.job(namespace, "own")
+    said = condition(running, "Stalled")
+    assert said is not None and said["status"] == "False" and said["reason"] == "ProgressNotReported", said
+    done = _wait_condition(cluster, namespace, "own", "Succeeded", timeout=90)
+    assert done["status"]["restartCount"] == 1, done["status"]
+    restarts = [event["message"] for event in cluster.items("events", namespace) if event["reason"] == "Restarting"]
+    assert any("own-worker-0 failed with exit code 5" in message for message in restarts), restarts
+    assert not holds(done, "Stalled") and not holds(done, "Failed")

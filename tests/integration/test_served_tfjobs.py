@@ -151,6 +151,41 @@ def test_a_served_tfjob_s_quick_restarts_back_off_as_a_disttrainjob_s_do(
     assert "2 restarts in a row" in restarting["message"] and "start again in 10 s" in restarting["message"], restarting
 
 
+def test_a_served_tfjob_whose_code_exits_5_is_retried_under_on_failure_and_fails_only_on_the_trainers_word(
+    serving: OperatorProcess, cluster: Cluster, namespace: str
+) -> None:
+    """Exit code 5 is a TFJob user's own code as often as disttrain's trainer: without the trainer's word in the
+    termination message it is retried under OnFailure, as training-operator retries it; with the word, the job
+    fails at once as Diverged."""
+    name, manifest = _example(namespace)
+    job = json.loads(manifest)
+    job["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = 1
+    cluster.kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=baseline", "--overwrite")
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(job))
+    first = wait_for("the worker", lambda: cluster.job_pods(namespace, name).get(f"{name}-worker-0"), timeout=60)
+    cluster.set_pod_status(namespace, f"{name}-worker-0", "Running")
+    cluster.set_pod_status(namespace, f"{name}-worker-0", "Failed", exit_code=5, message="bad input")
+
+    def restarted() -> dict[str, Any] | None:
+        status = _tfjob(cluster, namespace, name).get("status", {})
+        return status if status.get("restartCount") == 1 else None
+
+    status = wait_for("the restart", restarted, timeout=60)
+    assert "Failed" not in _conditions({"status": status}), status
+
+    def replaced() -> dict[str, Any] | None:
+        pod = cluster.job_pods(namespace, name).get(f"{name}-worker-0")
+        return pod if pod and pod["metadata"]["uid"] != first["metadata"]["uid"] else None
+
+    wait_for("the worker replaced", replaced, timeout=60)
+    cluster.set_pod_status(namespace, f"{name}-worker-0", "Running")
+    said = json.dumps({"step": 7, "error": "the loss became nan at step 7", "diverged": True})
+    cluster.set_pod_status(namespace, f"{name}-worker-0", "Failed", exit_code=5, message=said)
+    cluster.kubectl("wait", f"tfjob/{name}", "-n", namespace, "--for=condition=Failed", "--timeout=60s")
+    failed = _conditions(_tfjob(cluster, namespace, name))["Failed"]
+    assert failed["message"].startswith("Diverged: ") and "nan at step 7" in failed["message"], failed
+
+
 def test_the_operator_refuses_to_serve_tfjobs_beside_another_controller_s_crd(tfjob_crd: Cluster) -> None:
     tfjob_crd.kubectl("label", "crd", TFJOB_CRD, f"{crd.CRD_OWNER_LABEL}-")
     try:

@@ -27,9 +27,8 @@ from disttrain.local.containers import UnsupportedContainerError, command_line, 
 from disttrain.local.ports import free_port
 from disttrain_contract.progress import PROGRESS_PORT_ENV, TERMINATION_MESSAGE_ENV
 from disttrain_core.api.job import DistTrainJob
-from disttrain_core.api.spec import ReplicaType
+from disttrain_core.api.spec import ReplicaType, trainer_container
 from disttrain_core.builders.build_settings import BuildSettings
-from disttrain_core.builders.naming import tensorflow_container
 from disttrain_core.builders.objects import CHECKPOINT_DIR_ENV, pods
 from disttrain_core.builders.tfconfig import cluster_spec
 from disttrain_core.observed import PodPhase, PodView
@@ -86,7 +85,7 @@ def local_processes(job: DistTrainJob, workdir: Path, ports: Mapping[str, int] |
         labels = manifest["metadata"]["labels"]
         replica_type = ReplicaType.from_task_type(labels["disttrain.io/replica-type"])
         index = int(labels["disttrain.io/replica-index"])
-        container = tensorflow_container(manifest["spec"]["containers"])
+        container = trainer_container(manifest["spec"]["containers"])
         label = f"{replica_type.task_type}-{index}"
         try:
             argv = list(command_line(container))

@@ -7,13 +7,13 @@ from enum import StrEnum
 from functools import cache
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 from pydantic.alias_generators import to_camel
 
 from disttrain_contract.evaluation import DEFAULT_FINAL_EVALUATION_SECONDS
 from disttrain_contract.kept_logs import DEFAULT_LOG_BYTES
 from disttrain_contract.progress import DEFAULT_PROGRESS_PORT
-from disttrain_core.api.quantity import resource_problems
+from disttrain_core.api.quantity import parse_quantity, resource_problems
 from disttrain_core.api.rules import Rule, schema_rules
 from disttrain_core.api.vendor_schema import SCHEMA_FILE
 
@@ -50,6 +50,12 @@ class ReplicaType(StrEnum):
             if replica_type.task_type == task_type:
                 return replica_type
         raise ValueError(f"unknown task type {task_type!r}")
+
+
+# The replica types whose pods make a gang job's gang, under every scheduler (`builders.gang`), and whose pods
+# `schedulingPolicy.minAvailable` counts: an Evaluator takes no part in the collective or the parameter servers,
+# and the job must not wait on it.
+GANG_MEMBERS = (ReplicaType.CHIEF, ReplicaType.WORKER, ReplicaType.PS)
 
 
 class RestartPolicy(StrEnum):
@@ -135,6 +141,15 @@ DEFAULT_STARTUP_SECONDS = 300  # a first step after a restore may wait on a slow
 MAX_KEPT_LOG_SECONDS = 90 * 24 * 3600  # how long kept logs may outlive their job: a quarter, for a post-mortem
 
 
+TRAINER_CONTAINER = "tensorflow"
+QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$"
+
+
+def trainer_container(containers: list[dict[str, Any]]) -> dict[str, Any]:
+    """The container named `tensorflow`, else the first one: where TF_CONFIG, the ports and the volumes go."""
+    return next((c for c in containers if c.get("name") == TRAINER_CONTAINER), containers[0])
+
+
 class ReplicaSpec(ApiModel):
     replicas: int = Field(1, ge=0, le=MAX_REPLICAS, description="Number of pods of this replica type.")
     restart_policy: RestartPolicy = Field(
@@ -144,6 +159,59 @@ class ReplicaSpec(ApiModel):
     template: PodTemplateSpec = Field(
         description="Pod template. TF_CONFIG and the port go to the container named `tensorflow`, else the first."
     )
+    shared_memory: str | None = Field(
+        None,
+        pattern=QUANTITY_PATTERN,
+        description="With GPUs: the size of the memory-backed /dev/shm its pods get (NCCL keeps its buffers there; "
+        "a container runtime's own is 64M). Default 1Gi, at most half the trainer's memory limit; a template that "
+        "mounts its own /dev/shm keeps it. It counts against the trainer's memory limit, which it may not exceed.",
+    )
+
+    @model_validator(mode="after")
+    def _shared_memory_fits(self) -> ReplicaSpec:
+        """A memory-backed /dev/shm larger than the container's memory limit would be the kubelet's to evict."""
+        if self.shared_memory is None:
+            return self
+        containers = (self.template.get("spec") or {}).get("containers") or []
+        limit = ((trainer_container(containers).get("resources") or {}).get("limits") or {}).get("memory")
+        if limit is not None and parse_quantity(self.shared_memory) > parse_quantity(limit):
+            raise ValueError(
+                f"sharedMemory {self.shared_memory} is more than the trainer container's memory limit {limit}: a "
+                "memory-backed /dev/shm counts against it"
+            )
+        return self
+
+
+class NcclDebug(StrEnum):
+    VERSION = "VERSION"
+    WARN = "WARN"
+    INFO = "INFO"
+    TRACE = "TRACE"
+
+
+class NcclSettings(ApiModel):
+    """NCCL's settings for every pod of the job that asks for GPUs, as environment variables of its trainer; a
+    template's own NCCL_* variables stand, and any other passes through unchanged."""
+
+    debug: NcclDebug | None = Field(None, description="NCCL_DEBUG: VERSION, WARN, INFO or TRACE.")
+    socket_ifname: str | None = Field(
+        None,
+        max_length=256,
+        pattern=r"^[=^]?[A-Za-z0-9_.:-]+(,[A-Za-z0-9_.:-]+)*$",
+        description="NCCL_SOCKET_IFNAME: the interfaces NCCL's sockets use, e.g. eth0, or ^lo,docker to leave out.",
+    )
+    ib_disable: bool | None = Field(None, description="NCCL_IB_DISABLE: no InfiniBand or RoCE, sockets only.")
+    p2p_disable: bool | None = Field(None, description="NCCL_P2P_DISABLE: no direct GPU-to-GPU copies in one pod.")
+
+    def env(self) -> dict[str, str]:
+        """The variables, by name."""
+        values = {
+            "NCCL_DEBUG": self.debug.value if self.debug else None,
+            "NCCL_SOCKET_IFNAME": self.socket_ifname,
+            "NCCL_IB_DISABLE": None if self.ib_disable is None else str(int(self.ib_disable)),
+            "NCCL_P2P_DISABLE": None if self.p2p_disable is None else str(int(self.p2p_disable)),
+        }
+        return {name: value for name, value in values.items() if value is not None}
 
 
 # A Kubernetes label key: an optional DNS subdomain prefix and '/', then a name of at most 63 characters.
@@ -437,7 +505,7 @@ class Checkpoint(ApiModel):
     claim_name: str | None = Field(None, min_length=1, max_length=253, description="An existing PVC to mount.")
     size: str | None = Field(
         None,
-        pattern=r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$",
+        pattern=QUANTITY_PATTERN,
         description="Size of a PVC the operator creates and owns, e.g. 10Gi.",
     )
     storage_class_name: str | None = Field(None, min_length=1, description="StorageClass of the created PVC.")
@@ -518,11 +586,12 @@ _SPEC_RULES = schema_rules(
         f"self.strategy != 'ParameterServer' || {_replicas(ReplicaType.WORKER)} >= 1",
         "ParameterServer needs at least one Worker to run the training steps",
     ),
-    Rule(  # Kubernetes' own gangs leave the Evaluator out: the operator says so when that matters
+    Rule(  # the gang's members, under every scheduler
         "!has(self.runPolicy) || !has(self.runPolicy.schedulingPolicy)"
         " || !has(self.runPolicy.schedulingPolicy.minAvailable)"
-        f" || self.runPolicy.schedulingPolicy.minAvailable <= {' + '.join(_replicas(kind) for kind in ReplicaType)}",
-        "runPolicy.schedulingPolicy.minAvailable is more than the job's pods: such a gang could never be placed",
+        f" || self.runPolicy.schedulingPolicy.minAvailable <= {' + '.join(_replicas(kind) for kind in GANG_MEMBERS)}",
+        "runPolicy.schedulingPolicy.minAvailable is more than the job's Chief, Worker and PS pods (an Evaluator is "
+        "never part of a gang): such a gang could never be placed",
     ),
     Rule(
         f"self.strategy == 'ParameterServer' || {_replicas(ReplicaType.PS)} == 0",
@@ -564,6 +633,9 @@ class DistTrainJobSpec(ApiModel):
         description="Each attempt's log, kept after its pod is gone.",
     )
     port: int = Field(2222, ge=1, le=65535, description="Port of the TensorFlow servers.")
+    nccl: NcclSettings | None = Field(
+        None, description="NCCL's settings for the pods that ask for GPUs (docs/gpus.md)."
+    )
     progress_port: int = Field(
         DEFAULT_PROGRESS_PORT,
         ge=1,

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.quantity import format_quantity, parse_quantity
-from disttrain_core.api.spec import ReplicaType, RestartScope, SchedulingPolicy
+from disttrain_core.api.spec import GANG_MEMBERS, ReplicaType, RestartScope, SchedulingPolicy
 from disttrain_core.types import Manifest
 
 
@@ -42,9 +42,9 @@ def _add(totals: dict[str, Decimal], resources: dict[str, Any], times: int) -> N
 
 
 def min_resources(job: DistTrainJob) -> dict[str, str]:
-    """What every pod of the job requests together (limits stand in for requests, as in Kubernetes)."""
+    """What the gang's pods request together (limits stand in for requests, as in Kubernetes)."""
     totals: dict[str, Decimal] = {}
-    for replica_type in ReplicaType:
+    for replica_type in GANG_MEMBERS:
         count = job.spec.replicas(replica_type)
         if count == 0:
             continue
@@ -87,34 +87,26 @@ class Gang(ABC):
     name: ClassVar[GangScheduler]
     scheduler_name: ClassVar[str | None]  # the pods' schedulerName; None: the default scheduler
 
-    def in_gang(self, replica_type: ReplicaType) -> bool:
-        """Whether pods of `replica_type` belong to a gang job's gang."""
-        return True
-
     def members(self, job: DistTrainJob) -> int:
-        return sum(job.spec.replicas(kind) for kind in ReplicaType if self.in_gang(kind))
+        return sum(job.spec.replicas(kind) for kind in GANG_MEMBERS)
 
     def min_count(self, job: DistTrainJob) -> int:
-        """The pods the gang needs together: minAvailable, else every member."""
+        """The pods the gang needs together: minAvailable, else every member. A served TFJob's minAvailable that
+        counts its Evaluator too, as training-operator counted it, is every member."""
         policy = gang_policy(job, self.by_default)
-        return policy.min_available if policy is not None and policy.min_available else self.members(job)
+        members = self.members(job)
+        return min(policy.min_available, members) if policy is not None and policy.min_available else members
 
     def oversized(self, job: DistTrainJob) -> str | None:
-        """Why the gang could never be placed: it needs more pods together than it has. Its pods and its gang
+        """Why the gang could never be placed: it needs more pods together than the job has. Its pods and its gang
         wait until minAvailable is lowered, as training-operator's stay unplaced (a DistTrainJob's CRD refuses
         such a spec; a served TFJob's cannot)."""
         policy = gang_policy(job, self.by_default)
-        members = self.members(job)
-        if policy is None or not policy.min_available or policy.min_available <= members:
+        if policy is None or not policy.min_available or policy.min_available <= job.spec.total_replicas:
             return None
-        evaluators = (
-            " (an Evaluator is no member)"
-            if job.spec.replicas(ReplicaType.EVALUATOR) and not self.in_gang(ReplicaType.EVALUATOR)
-            else ""
-        )
         return (
-            f"schedulingPolicy.minAvailable {policy.min_available} is more than the {members} pods of the job's "
-            f"gang{evaluators}: it could never be placed, so its pods wait until minAvailable is lowered"
+            f"schedulingPolicy.minAvailable {policy.min_available} is more than the {job.spec.total_replicas} pods of "
+            "the job: its gang could never be placed, so its pods wait until minAvailable is lowered"
         )
 
     def unserved(self, job: DistTrainJob) -> str | None:
@@ -142,7 +134,7 @@ class Gang(ABC):
     def membership(self, job: DistTrainJob, replica_type: ReplicaType) -> Membership | None:
         """How a pod of `replica_type` joins the job's gang; None outside of one."""
         policy = gang_policy(job, self.by_default)
-        if policy is None or not self.in_gang(replica_type):
+        if policy is None or replica_type not in GANG_MEMBERS:
             return None
         return self._membership(policy, pod_group_name(job))
 
@@ -214,15 +206,12 @@ class KubernetesGang(Gang):
     serves none: the job runs as no gang, and `unserved` says why). From v1alpha2 on, a Workload with one
     gang template and the PodGroup that is its running instance, which each pod names; in v1alpha1 the
     Workload alone, whose pod group each pod names. It alone takes a topology constraint (Volcano's network
-    topology and scheduler-plugins know no node label). An Evaluator is no member."""
+    topology and scheduler-plugins know no node label)."""
 
     workload_api: WorkloadApi | None = WorkloadApi.V1BETA1
 
     name = GangScheduler.KUBERNETES
     scheduler_name = None
-
-    def in_gang(self, replica_type: ReplicaType) -> bool:
-        return replica_type is not ReplicaType.EVALUATOR
 
     def unmet_need(self, job: DistTrainJob) -> str | None:
         policy = gang_policy(job, self.by_default)

@@ -10,7 +10,6 @@ import hashlib
 
 from disttrain_core.api.job import GROUP, MAX_DNS_LABEL
 from disttrain_core.api.spec import ReplicaType
-from disttrain_core.types import Manifest
 
 JOB_NAME_LABEL = f"{GROUP}/job-name"
 REPLICA_TYPE_LABEL = f"{GROUP}/replica-type"
@@ -18,7 +17,6 @@ REPLICA_INDEX_LABEL = f"{GROUP}/replica-index"
 TF_PORT_NAME = "tf-port"
 PROGRESS_PORT_NAME = "progress"
 CHECKPOINT_VOLUME = "disttrain-checkpoint"
-TF_CONTAINER = "tensorflow"  # the container TF_CONFIG, the ports and the checkpoint volume go to
 # training-operator's labels, which pods of a served TFJob carry too: selectors users wrote keep working.
 KUBEFLOW_JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 KUBEFLOW_REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
@@ -26,11 +24,6 @@ KUBEFLOW_REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
 KUBEFLOW_JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
 KUBEFLOW_OPERATOR_NAME_LABEL = "training.kubeflow.org/operator-name"
 KUBEFLOW_OPERATOR_NAME = "tfjob-controller"
-
-
-def tensorflow_container(containers: list[Manifest]) -> Manifest:
-    """The container named `tensorflow`, else the first one."""
-    return next((c for c in containers if c.get("name") == TF_CONTAINER), containers[0])
 
 
 def pod_name(job_name: str, replica_type: ReplicaType, index: int) -> str:

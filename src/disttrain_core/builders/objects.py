@@ -17,11 +17,10 @@ from disttrain_contract.progress import (
 from disttrain_core import in_place, kept_logs
 from disttrain_core.api import tfjob
 from disttrain_core.api.job import DistTrainJob
-from disttrain_core.api.spec import ReplicaType
-from disttrain_core.builders import naming, network_policy, tensorboard, volume_readers
+from disttrain_core.api.spec import ReplicaType, trainer_container
+from disttrain_core.builders import gpus, naming, network_policy, tensorboard, volume_readers
 from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.gang import GANG_KINDS
-from disttrain_core.builders.naming import tensorflow_container
 from disttrain_core.builders.tfconfig import TFConfigs
 from disttrain_core.types import Manifest, ObjectRef
 
@@ -170,7 +169,7 @@ def pod(
     tf_config = (configs or TFConfigs(job, settings)).json(replica_type, index)
     if tf_config is not None:
         env.append({"name": "TF_CONFIG", "value": tf_config})
-    container = tensorflow_container(pod_spec["containers"])
+    container = trainer_container(pod_spec["containers"])
     volume = _checkpoint_volume(job)
     if volume is not None and job.spec.checkpoint is not None:
         mount_path = job.spec.checkpoint.mount_path
@@ -181,6 +180,7 @@ def pod(
     env += _progress_env(job, container) + tensorboard.trainer_env(job)
     env += kept_logs.trainer_env(job, replica_type, index)
     container["env"] = _replace_named(container.get("env", []), env)
+    gpus.with_gpu_needs(job, replica_type, pod_spec, container)
     container["ports"] = _with_port(container.get("ports", []), naming.TF_PORT_NAME, job.spec.port)
     container["ports"] = _with_port(container["ports"], naming.PROGRESS_PORT_NAME, job.spec.progress_port)
 

@@ -6,6 +6,7 @@ Standard."""
 from __future__ import annotations
 
 from disttrain_core.api.job import DistTrainJob
+from disttrain_core.api.spec import trainer_container
 from disttrain_core.builders import naming
 from disttrain_core.progress import reporting_task
 from disttrain_core.types import Manifest
@@ -21,7 +22,7 @@ def _template_spec(job: DistTrainJob) -> Manifest:
 
 def tensorflow_image(job: DistTrainJob) -> str:
     """The image of the job's TensorFlow container (the Chief's, else worker 0's)."""
-    return str(naming.tensorflow_container(_template_spec(job)["containers"])["image"])
+    return str(trainer_container(_template_spec(job)["containers"])["image"])
 
 
 def claim_name(job: DistTrainJob) -> str:

@@ -7,9 +7,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from disttrain_core.api.job import GROUP
-from disttrain_core.api.spec import MAX_ATTEMPT
+from disttrain_core.api.spec import MAX_ATTEMPT, TRAINER_CONTAINER, trainer_container
 from disttrain_core.api.tenant_input import PodRunNotes
-from disttrain_core.builders.naming import TF_CONTAINER, tensorflow_container
 from disttrain_core.types import Body
 
 KEPT_LOG_LABEL = f"{GROUP}/kept-log-of"  # the replica, `worker-1`: what selects a job's kept logs
@@ -29,8 +28,8 @@ LEGACY_LOG_FINALIZER = f"{GROUP}/keep-log"
 
 def logged_container(pod: Body) -> str:
     """The container whose log is kept: the TensorFlow one (named so where the body names no container)."""
-    containers = (pod.get("spec") or {}).get("containers") or [{"name": TF_CONTAINER}]
-    return str(tensorflow_container(containers).get("name"))
+    containers = (pod.get("spec") or {}).get("containers") or [{"name": TRAINER_CONTAINER}]
+    return str(trainer_container(containers).get("name"))
 
 
 def container_status(pod: Body) -> Mapping[str, Any]:

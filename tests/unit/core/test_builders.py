@@ -11,11 +11,10 @@ import pytest
 from disttrain_cli.render import render
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.parsing import parse_job
-from disttrain_core.api.spec import ReplicaType
+from disttrain_core.api.spec import ReplicaType, trainer_container
 from disttrain_core.api.validation import InvalidManifestError
 from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.gang import GangScheduler, WorkloadApi, min_resources
-from disttrain_core.builders.naming import tensorflow_container
 from disttrain_core.builders.objects import desired_objects, pod
 from disttrain_core.served import job_manifest
 from disttrain_core.types import Manifest
@@ -43,7 +42,7 @@ def _replica(replicas: int, **container: Any) -> dict[str, Any]:
 
 
 def _tf_config(manifest: Manifest) -> dict[str, Any] | None:
-    env = tensorflow_container(manifest["spec"]["containers"]).get("env", [])
+    env = trainer_container(manifest["spec"]["containers"]).get("env", [])
     values = [entry["value"] for entry in env if entry["name"] == "TF_CONFIG"]
     return json.loads(values[0]) if values else None
 
@@ -290,7 +289,7 @@ def test_a_served_tfjob_is_a_gang_where_the_operator_makes_every_job_one() -> No
 
 
 def test_a_gang_that_asks_for_more_pods_than_it_has_is_not_cut_to_its_size_but_held() -> None:
-    """minAvailable above the gang's size is a gang no scheduler could ever place: nothing of it is made (its
+    """minAvailable above the job's pods is a gang no scheduler could ever place: nothing of it is made (its
     pods wait, `gang_status`), where it used to be cut silently to the job's size."""
     job = _unchecked_job(
         {"replicaSpecs": {"Worker": _replica(2)}, "runPolicy": {"schedulingPolicy": {"minAvailable": 5}}}
@@ -299,19 +298,33 @@ def test_a_gang_that_asks_for_more_pods_than_it_has_is_not_cut_to_its_size_but_h
         gang = BuildSettings(gang_scheduler=scheduler).gang
         assert gang.objects(job) == [], scheduler
         assert gang.oversized(job) == (
-            "schedulingPolicy.minAvailable 5 is more than the 2 pods of the job's gang: it could never be placed, "
+            "schedulingPolicy.minAvailable 5 is more than the 2 pods of the job: its gang could never be placed, "
             "so its pods wait until minAvailable is lowered"
         )
-    evaluated = _unchecked_job(
-        {
-            "replicaSpecs": {"Worker": _replica(2), "Evaluator": _replica(1)},
-            "runPolicy": {"schedulingPolicy": {"minAvailable": 3}},
-        }
-    )
-    assert "(an Evaluator is no member)" in str(
-        BuildSettings(gang_scheduler=GangScheduler.KUBERNETES).gang.oversized(evaluated)
-    )
-    assert BuildSettings(gang_scheduler=GangScheduler.VOLCANO).gang.oversized(evaluated) is None
+
+
+@pytest.mark.parametrize("scheduler", list(GangScheduler))
+def test_every_scheduler_s_gang_counts_what_the_crd_counts_the_training_pods_and_no_evaluator(
+    scheduler: GangScheduler,
+) -> None:
+    """The CRD's rule bounds minAvailable by the Chief, Worker and PS pods; every scheduler's gang is those pods,
+    the Evaluator's pod outside it. A served TFJob's minAvailable that counts its Evaluator too, as
+    training-operator's did, asks for the whole training gang, not for a gang that is never placed."""
+    spec = {"replicaSpecs": {"Worker": _replica(2), "Evaluator": _replica(1)}}
+    within = _job({**spec, "runPolicy": {"schedulingPolicy": {"minAvailable": 2}}})
+    with pytest.raises(InvalidManifestError, match="minAvailable is more than the job's Chief, Worker and PS pods"):
+        _job({**spec, "runPolicy": {"schedulingPolicy": {"minAvailable": 3}}})
+    counting = _unchecked_job({**spec, "runPolicy": {"schedulingPolicy": {"minAvailable": 3}}})
+    settings = BuildSettings(gang_scheduler=scheduler, workload_api=WorkloadApi.V1BETA1)
+    for job in (within, counting):
+        gang = settings.gang
+        assert gang.oversized(job) is None and gang.min_count(job) == 2 == gang.members(job)
+        objects = [item for item in desired_objects(job, settings) if item["kind"] in ("PodGroup", "Workload")]
+        assert objects, scheduler
+        assert settings.gang.membership(job, ReplicaType.WORKER) is not None
+        assert settings.gang.membership(job, ReplicaType.EVALUATOR) is None
+        evaluator = pod(job, ReplicaType.EVALUATOR, 0, settings)
+        assert "schedulingGroup" not in evaluator["spec"] and "schedulerName" not in evaluator["spec"]
 
 
 _GANG_SPEC = {
@@ -428,3 +441,74 @@ def test_a_gang_sums_every_quantity_kubernetes_accepts(quantities: dict[str, Any
 def test_a_quantity_kubernetes_refuses_fails_the_job_by_name(quantity: str) -> None:
     with pytest.raises(InvalidManifestError, match=r"containers\[0\]\.resources\.limits\.memory"):
         _job_with_worker_resources({"limits": {"memory": quantity}})
+
+
+def _gpu_pod(replica: dict[str, Any], **spec: Any) -> Manifest:
+    return pod(_job({"replicaSpecs": {"Worker": replica}, **spec}), ReplicaType.WORKER, 0, BuildSettings())
+
+
+def _shm(manifest: Manifest) -> tuple[list[Manifest], list[Manifest]]:
+    container = trainer_container(manifest["spec"]["containers"])
+    mounts = [mount for mount in container.get("volumeMounts", []) if mount["mountPath"] == "/dev/shm"]
+    names = {mount["name"] for mount in mounts}
+    return mounts, [volume for volume in manifest["spec"].get("volumes", []) if volume["name"] in names]
+
+
+def test_a_pod_that_asks_for_gpus_gets_a_memory_backed_dev_shm_and_no_other_pod_does() -> None:
+    """A container runtime's /dev/shm is 64M, where NCCL's buffers do not fit."""
+    gpu = _gpu_pod(_replica(1, resources={"limits": {"nvidia.com/gpu": 2}}))
+    mounts, volumes = _shm(gpu)
+    assert mounts == [{"name": "disttrain-shm", "mountPath": "/dev/shm"}]
+    assert volumes == [{"name": "disttrain-shm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}}]
+    mig = _gpu_pod(_replica(1, resources={"limits": {"nvidia.com/mig-1g.10gb": 1}}))  # one MIG slice
+    assert _shm(mig)[1][0]["emptyDir"]["sizeLimit"] == "1Gi"
+    assert _shm(_gpu_pod(_replica(1)))[0] == []  # no GPU: nothing
+    sized = _gpu_pod({**_replica(1, resources={"limits": {"nvidia.com/gpu": 1}}), "sharedMemory": "8Gi"})
+    assert _shm(sized)[1][0]["emptyDir"]["sizeLimit"] == "8Gi"
+    small = _gpu_pod(_replica(1, resources={"limits": {"nvidia.com/gpu": 1, "memory": "1Gi"}}))
+    assert _shm(small)[1][0]["emptyDir"]["sizeLimit"] == str(512 * 1024**2)  # half the memory limit at most
+
+
+def test_a_template_that_mounts_its_own_dev_shm_keeps_it() -> None:
+    own = {"volumeMounts": [{"name": "mine", "mountPath": "/dev/shm"}], "resources": {"limits": {"nvidia.com/gpu": 1}}}
+    replica = _replica(1, **own)
+    replica["template"]["spec"]["volumes"] = [{"name": "mine", "emptyDir": {"medium": "Memory"}}]
+    mounts, volumes = _shm(_gpu_pod(replica))
+    assert mounts == [{"name": "mine", "mountPath": "/dev/shm"}] and volumes == [
+        {"name": "mine", "emptyDir": {"medium": "Memory"}}
+    ]
+
+
+def test_nccl_settings_reach_the_gpu_pods_and_a_templates_own_variables_stand() -> None:
+    env = [{"name": "NCCL_DEBUG", "value": "TRACE"}, {"name": "NCCL_ALGO", "value": "Ring"}]
+    replica = _replica(1, env=env, resources={"limits": {"nvidia.com/gpu": 1}})
+    nccl = {"debug": "INFO", "socketIfname": "^lo,docker", "ibDisable": True}
+    built = trainer_container(_gpu_pod(replica, nccl=nccl)["spec"]["containers"])
+    values = {entry["name"]: entry.get("value") for entry in built["env"]}
+    assert (values["NCCL_DEBUG"], values["NCCL_ALGO"]) == ("TRACE", "Ring")  # the template's, passed through
+    assert (values["NCCL_SOCKET_IFNAME"], values["NCCL_IB_DISABLE"]) == ("^lo,docker", "1")
+    assert "NCCL_P2P_DISABLE" not in values
+    cpu = trainer_container(_gpu_pod(_replica(1), nccl=nccl)["spec"]["containers"])
+    assert not any(entry["name"].startswith("NCCL_") for entry in cpu["env"])
+
+
+@pytest.mark.parametrize(
+    ("spec", "words"),
+    [
+        ({"nccl": {"debug": "LOUD"}}, "spec.nccl.debug"),
+        ({"nccl": {"socketIfname": "eth0; rm -rf /"}}, "spec.nccl.socketIfname"),
+        ({"nccl": {"NCCL_DEBUG": "INFO"}}, "spec.nccl.NCCL_DEBUG"),
+    ],
+)
+def test_an_nccl_setting_that_is_no_valid_value_is_refused_by_the_schema(spec: dict[str, Any], words: str) -> None:
+    with pytest.raises(InvalidManifestError, match=words.replace(".", r"\.")):
+        _job({"replicaSpecs": {"Worker": _replica(1)}, **spec})
+
+
+def test_more_shared_memory_than_the_memory_limit_is_refused_saying_so() -> None:
+    """A memory-backed /dev/shm counts against the container's memory limit: the kubelet would evict the pod."""
+    replica = {**_replica(1, resources={"limits": {"nvidia.com/gpu": 1, "memory": "4Gi"}}), "sharedMemory": "8Gi"}
+    with pytest.raises(ValueError, match="sharedMemory 8Gi is more than the trainer container's memory limit 4Gi"):
+        _unchecked_job({"replicaSpecs": {"Worker": replica}})
+    with pytest.raises(InvalidManifestError, match="sharedMemory"):
+        _job({"replicaSpecs": {"Worker": {**replica, "sharedMemory": "lots"}}})

@@ -14,9 +14,9 @@ import yaml
 from disttrain_core import served
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.parsing import parse_job
+from disttrain_core.api.spec import trainer_container
 from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.gang import GangScheduler
-from disttrain_core.builders.naming import tensorflow_container
 from disttrain_core.builders.network_policy import NAMESPACE_NAME_LABEL, OPERATOR_LABELS
 from disttrain_core.builders.objects import desired_objects
 from disttrain_core.types import Manifest
@@ -72,7 +72,7 @@ def test_the_policy_closes_every_trainer_to_all_but_its_job_and_the_operator(set
             assert selects(policy["podSelector"], labels), pod["metadata"]["name"]
             assert [peer for peer in own["from"] if selects(peer["podSelector"], labels)], "its job reaches it"
             assert "ports" not in own  # collectives open ports of their own beside TensorFlow's
-            ports = {port["containerPort"] for port in tensorflow_container(pod["spec"]["containers"])["ports"]}
+            ports = {port["containerPort"] for port in trainer_container(pod["spec"]["containers"])["ports"]}
             assert operator["ports"] == [{"port": job.spec.progress_port, "protocol": "TCP"}]
             assert {job.spec.port, job.spec.progress_port} <= ports and job.spec.port != job.spec.progress_port
             other = {**labels, **{key: "another-job" for key in own["from"][0]["podSelector"]["matchLabels"]}}

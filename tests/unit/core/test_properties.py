@@ -9,10 +9,9 @@ from hypothesis import strategies as st
 
 from disttrain_contract.progress import DEFAULT_PROGRESS_PORT
 from disttrain_core.api.parsing import parse_job
-from disttrain_core.api.spec import ReplicaType
+from disttrain_core.api.spec import ReplicaType, trainer_container
 from disttrain_core.api.validation import InvalidManifestError
 from disttrain_core.builders.build_settings import BuildSettings
-from disttrain_core.builders.naming import tensorflow_container
 from disttrain_core.builders.objects import desired_objects
 from disttrain_core.builders.tfconfig import tf_config
 
@@ -90,7 +89,7 @@ def test_accepted_iff_every_pod_name_fits_and_then_names_and_addresses_hold(mani
         own = config["cluster"][replica_type.task_type][index]
         assert own.startswith(f"{item['metadata']['name']}.{job.metadata.name}.{job.metadata.namespace}.svc:")
         assert config["task"] == {"type": replica_type.task_type, "index": index}
-        env = tensorflow_container(item["spec"]["containers"])["env"]
+        env = trainer_container(item["spec"]["containers"])["env"]
         assert any(entry["name"] == "TF_CONFIG" for entry in env)
         addresses.append(own)
     assert len(set(addresses)) == len(addresses)

@@ -14,10 +14,9 @@ from fakes import RecordingApi
 from disttrain_core import served
 from disttrain_core.api import crd
 from disttrain_core.api.job import DistTrainJob
-from disttrain_core.api.spec import ReplicaType
+from disttrain_core.api.spec import ReplicaType, trainer_container
 from disttrain_core.api.status import DistTrainJobStatus, Evaluation
 from disttrain_core.builders.build_settings import BuildSettings
-from disttrain_core.builders.naming import tensorflow_container
 from disttrain_core.builders.objects import desired_objects
 from disttrain_core.observed import PodPhase, PodView
 from disttrain_operator.handlers import name_in_use
@@ -58,7 +57,7 @@ def test_pods_carry_training_operator_labels_and_belong_to_the_tfjob() -> None:
     assert "training.kubeflow.org/job-role" not in pods["mnist-worker-0"]["metadata"]["labels"]
     owner = chief["metadata"]["ownerReferences"][0]
     assert (owner["apiVersion"], owner["kind"], owner["uid"]) == ("kubeflow.org/v1", "TFJob", "u1")
-    env = {e["name"]: e.get("value") for e in tensorflow_container(chief["spec"]["containers"])["env"]}
+    env = {e["name"]: e.get("value") for e in trainer_container(chief["spec"]["containers"])["env"]}
     config = json.loads(env["TF_CONFIG"] or "{}")
     assert config["task"] == {"type": "chief", "index": 0} and config["environment"] == "cloud"
 
