@@ -17,7 +17,6 @@ from disttrain.shipped_function import ShippedFunction
 from disttrain_contract.shipped_call import CALL_FILE, FUNCTION_FILE, RUN_FUNCTION_COMMAND
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType, Strategy
-from disttrain_core.images import TRAINER_IMAGE
 from disttrain_core.kueue import QUEUE_LABEL
 
 FUNCTION_MOUNT = "/etc/disttrain/function"
@@ -114,7 +113,7 @@ def train_objects(
     evaluator: object = 0,
     strategy: str | None = None,
     parameters: Mapping[str, Any] | None = None,
-    image: str = TRAINER_IMAGE,
+    image: str | None = None,
     packages: list[str] | tuple[str, ...] | None = None,
     index_url: str | None = None,
     resources: Mapping[str, Any] | None = None,
@@ -152,8 +151,8 @@ def train_objects(
         "indexUrl": index_url or environ.get(INDEX_URL_ENV) or None,
     }
     container: dict[str, Any] = {
-        "name": "tensorflow",
-        "image": image,
+        "name": "tensorflow",  # with no image, it runs the install's trainer image (DISTTRAIN_TRAINER_IMAGE)
+        **({"image": image} if image else {}),
         "command": [RUN_FUNCTION_COMMAND, FUNCTION_MOUNT],
         "env": [{"name": key, "value": str(value)} for key, value in (env or {}).items()],
         "volumeMounts": [{"name": "function", "mountPath": FUNCTION_MOUNT, "readOnly": True}],

@@ -15,6 +15,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from disttrain_core.api.spec import MAX_PROGRESS_DEADLINE_SECONDS, MIN_PROGRESS_DEADLINE_SECONDS
 from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.gang import GangScheduler
+from disttrain_core.images import IMAGE_REFERENCE, TRAINER_IMAGE
 from disttrain_core.planner import STUCK_TERMINATING
 from disttrain_operator.kept_log_keeper import SWEEP_SECONDS
 from disttrain_operator.watch import WATCH_SECONDS
@@ -57,6 +58,9 @@ class OperatorSettings(BaseSettings):
     # The operator's own namespace, which that policy admits to the progress port: the Deployment gives it from
     # the downward API. Unset (an operator outside the cluster), the policy admits the operator's label anywhere.
     pod_namespace: str | None = Field(None, validation_alias="POD_NAMESPACE")
+    # The image a trainer container that names none runs (`Client.train`'s jobs among them): the chart's
+    # `trainerImage` and kustomize's variable name the one pushed with the install.
+    trainer_image: str = Field(TRAINER_IMAGE, max_length=1024, pattern=IMAGE_REFERENCE)
 
     @field_validator("watch_namespaces", mode="before")
     @classmethod
@@ -81,6 +85,7 @@ class OperatorSettings(BaseSettings):
             operator_namespace=self.pod_namespace,
             progress_deadline_seconds=self.progress_deadline_seconds,
             restart_in_place=self.restart_in_place,
+            trainer_image=self.trainer_image,
         )
 
     @property

@@ -438,10 +438,11 @@ def test_one_frozen_process_of_several_restarts_the_job_as_tensorflow_lets_it_an
     _at_step(cluster, namespace, 100)
     _signal_trainer(cluster, namespace, f"{JOB}-worker-1", signal.SIGSTOP)
 
-    def restarting() -> list[str]:
-        return [event["message"] for event in cluster.items("events", namespace) if event["reason"] == "Restarting"]
+    def restarting() -> list[str]:  # the Restarting condition's Event: reason Restarting, or Stalled for a stall
+        events = cluster.items("events", namespace)
+        return [event["message"] for event in events if event["reason"] in ("Restarting", "Stalled")]
 
-    said = wait_for("the Restarting Event", restarting, timeout=120)
+    said = wait_for("the restart's Event", restarting, timeout=120)
     assert any(restarted_for in message for message in said), said
     done = _succeeded(cluster, namespace, total)
     assert done["status"]["restartCount"] == 1, done["status"]

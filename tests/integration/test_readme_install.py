@@ -1,5 +1,5 @@
 """README's install on your own cluster: the overlay it writes builds deploy/ with the operator image
-from the user's registry, with kubectl's own kustomize (the cluster's kubectl, of its version); and what
+from the user's registry and names the trainer image pushed beside it, with kubectl's own kustomize (the cluster's kubectl, of its version); and what
 each install mode's uninstall removes and leaves."""
 
 from __future__ import annotations
@@ -29,8 +29,11 @@ def test_readme_s_overlay_names_the_operator_image_of_your_registry(cluster: Clu
     finally:
         shutil.rmtree(folder)
     (deployment,) = [d for d in built if d["kind"] == "Deployment" and d["metadata"]["name"] == "disttrain-operator"]
-    images = {container["image"] for container in deployment["spec"]["template"]["spec"]["containers"]}
-    assert images == {"REGISTRY/disttrain/operator:0.1.0"}
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == "REGISTRY/disttrain/operator:0.1.0"
+    env = {entry["name"]: entry.get("value") for entry in container["env"]}
+    assert env["DISTTRAIN_TRAINER_IMAGE"] == "REGISTRY/disttrain/trainer:0.1.0"  # what jobs without one run
+    assert {"POD_NAME", "POD_ID", "POD_NAMESPACE"} <= set(env)  # merged by name, the rest kept
     assert {"CustomResourceDefinition", "ClusterRole", "ValidatingAdmissionPolicy"} <= {d["kind"] for d in built}
 
 

@@ -3,6 +3,11 @@
 {{ .Values.image.registry }}{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
 
+{{/* The trainer image a job's container named tensorflow runs when it names none: registry, repository, tag. */}}
+{{- define "disttrain.trainerImage" -}}
+{{ .Values.image.registry }}{{ .Values.trainerImage.repository }}:{{ .Values.trainerImage.tag | default .Chart.AppVersion }}
+{{- end -}}
+
 {{/* The pull policy line of a container, when one is set. */}}
 {{- define "disttrain.pullPolicy" -}}
 {{- with .Values.image.pullPolicy }}

@@ -88,6 +88,15 @@ class AccessMode(StrEnum):
     READ_WRITE_ONCE_POD = "ReadWriteOncePod"
 
 
+TRAINER_CONTAINER = "tensorflow"
+QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$"
+
+
+def trainer_container(containers: list[dict[str, Any]]) -> dict[str, Any]:
+    """The container named `tensorflow`, else the first one: where TF_CONFIG, the ports and the volumes go."""
+    return next((c for c in containers if c.get("name") == TRAINER_CONTAINER), containers[0])
+
+
 @cache
 def pod_template_schema() -> dict[str, Any]:
     """The real PodTemplateSpec schema (vendored), tightened where a training pod needs more."""
@@ -96,10 +105,18 @@ def pod_template_schema() -> dict[str, Any]:
     schema["required"] = ["spec"]
     for field in ("containers", "initContainers"):
         container = pod_spec["properties"][field]["items"]
-        container["required"] = sorted({*container.get("required", []), "image"})
         container["properties"]["image"]["minLength"] = 1
+    init_container = pod_spec["properties"]["initContainers"]["items"]
+    init_container["required"] = sorted({*init_container.get("required", []), "image"})
     pod_spec.update(
-        schema_rules(Rule("size(self.containers) > 0", "every replica template needs at least one container"))
+        schema_rules(
+            Rule("size(self.containers) > 0", "every replica template needs at least one container"),
+            Rule(
+                f"self.containers.all(c, has(c.image) || c.name == '{TRAINER_CONTAINER}')",
+                f"every container needs an image, but the one named {TRAINER_CONTAINER}, which runs the install's "
+                "trainer image without one",
+            ),
+        )
     )
     return schema
 
@@ -139,15 +156,6 @@ MIN_PROGRESS_DEADLINE_SECONDS = 10  # the operator's progress poll interval: a s
 MAX_PROGRESS_DEADLINE_SECONDS = 86400
 DEFAULT_STARTUP_SECONDS = 300  # a first step after a restore may wait on a slow volume and on compiling
 MAX_KEPT_LOG_SECONDS = 90 * 24 * 3600  # how long kept logs may outlive their job: a quarter, for a post-mortem
-
-
-TRAINER_CONTAINER = "tensorflow"
-QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$"
-
-
-def trainer_container(containers: list[dict[str, Any]]) -> dict[str, Any]:
-    """The container named `tensorflow`, else the first one: where TF_CONFIG, the ports and the volumes go."""
-    return next((c for c in containers if c.get("name") == TRAINER_CONTAINER), containers[0])
 
 
 class ReplicaSpec(ApiModel):

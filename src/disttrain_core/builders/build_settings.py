@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from disttrain_core.builders.gang import Gang, GangScheduler, WorkloadApi, gang_for
+from disttrain_core.images import TRAINER_IMAGE
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,8 @@ class BuildSettings:
     # Whole-job restarts in place (`disttrain_core.in_place`): the install allows it and the cluster serves it,
     # which only the operator knows (`ClusterFacts.build_settings`).
     restart_in_place: bool = False
+    # What a trainer container that names no image runs: the install's trainer image (`DISTTRAIN_TRAINER_IMAGE`).
+    trainer_image: str = TRAINER_IMAGE
 
     @property
     def gang(self) -> Gang:

@@ -127,6 +127,18 @@ def _checkpoint_volume(job: DistTrainJob) -> Manifest | None:
     return {"name": naming.CHECKPOINT_VOLUME, "persistentVolumeClaim": {"claimName": volume_readers.claim_name(job)}}
 
 
+def _mount_checkpoint(job: DistTrainJob, pod_spec: Manifest, container: Manifest) -> list[Manifest]:
+    """The checkpoint volume in the pod, mounted in the trainer container; the variable naming where."""
+    volume = _checkpoint_volume(job)
+    if volume is None or job.spec.checkpoint is None:
+        return []
+    mount_path = job.spec.checkpoint.mount_path
+    pod_spec["volumes"] = _replace_named(pod_spec.get("volumes", []), [volume])
+    mount = {"name": naming.CHECKPOINT_VOLUME, "mountPath": mount_path}
+    container["volumeMounts"] = _replace_named(container.get("volumeMounts", []), [mount])
+    return [{"name": CHECKPOINT_DIR_ENV, "value": mount_path}]
+
+
 def pod(
     job: DistTrainJob,
     replica_type: ReplicaType,
@@ -170,13 +182,9 @@ def pod(
     if tf_config is not None:
         env.append({"name": "TF_CONFIG", "value": tf_config})
     container = trainer_container(pod_spec["containers"])
-    volume = _checkpoint_volume(job)
-    if volume is not None and job.spec.checkpoint is not None:
-        mount_path = job.spec.checkpoint.mount_path
-        env.append({"name": CHECKPOINT_DIR_ENV, "value": mount_path})
-        pod_spec["volumes"] = _replace_named(pod_spec.get("volumes", []), [volume])
-        mount = {"name": naming.CHECKPOINT_VOLUME, "mountPath": mount_path}
-        container["volumeMounts"] = _replace_named(container.get("volumeMounts", []), [mount])
+    if not container.get("image"):  # the CRD lets the container named tensorflow leave it to the install
+        container["image"] = settings.trainer_image
+    env += _mount_checkpoint(job, pod_spec, container)
     env += _progress_env(job, container) + tensorboard.trainer_env(job)
     env += kept_logs.trainer_env(job, replica_type, index)
     container["env"] = _replace_named(container.get("env", []), env)
@@ -216,14 +224,14 @@ def trainer_network_policy(job: DistTrainJob, settings: BuildSettings) -> Manife
     return network_policy.network_policy(job, settings, _metadata(job, name, naming.job_labels(job.metadata.name)))
 
 
-def tensorboard_objects(job: DistTrainJob) -> list[Manifest]:
+def tensorboard_objects(job: DistTrainJob, settings: BuildSettings) -> list[Manifest]:
     """The job's TensorBoard Deployment, Service and NetworkPolicy, if it asks for one."""
     if not job.spec.tensorboard_enabled or job.spec.checkpoint is None:
         return []
     name = tensorboard.tensorboard_name(job.metadata.name)
     labels = naming.job_labels(job.metadata.name)
     return [
-        tensorboard.deployment(job, _metadata(job, name, labels)),
+        tensorboard.deployment(job, _metadata(job, name, labels), settings.trainer_image),
         tensorboard.service(job, _metadata(job, name, labels)),
         tensorboard.network_policy(job, _metadata(job, name, labels)),
     ]
@@ -245,7 +253,7 @@ def owned_objects(job: DistTrainJob, settings: BuildSettings) -> Iterator[tuple[
         for index in range(job.spec.replicas(replica_type)):
             name = naming.pod_name(job.metadata.name, replica_type, index)
             yield ObjectRef("Pod", name), _pod_builder(job, replica_type, index, settings, configs)
-    for item in tensorboard_objects(job):
+    for item in tensorboard_objects(job, settings):
         yield object_key(item), _built(item)
 
 

@@ -40,14 +40,14 @@ def summaries_dir(job: DistTrainJob) -> str:
     return f"{summaries_root(job)}/{job.metadata.name}"
 
 
-def deployment(job: DistTrainJob, metadata: Manifest) -> Manifest:
-    """`metadata`: the job's child's (name, namespace, labels, owner)."""
+def deployment(job: DistTrainJob, metadata: Manifest, trainer_image: str) -> Manifest:
+    """`metadata`: the job's child's (name, namespace, labels, owner); `trainer_image`: the install's."""
     assert job.spec.tensorboard is not None
     selector = {TENSORBOARD_OF_LABEL: job.metadata.name}
     probe = {"httpGet": {"path": "/", "port": TENSORBOARD_PORT_NAME}, "periodSeconds": 5}
     container: Manifest = {
         "name": "tensorboard",
-        "image": job.spec.tensorboard.image or volume_readers.tensorflow_image(job),
+        "image": job.spec.tensorboard.image or volume_readers.tensorflow_image(job, trainer_image),
         "command": ["tensorboard"],
         "args": ["--logdir", summaries_root(job), "--bind_all", "--port", str(TENSORBOARD_PORT), "--load_fast=false"],
         "ports": [{"name": TENSORBOARD_PORT_NAME, "containerPort": TENSORBOARD_PORT, "protocol": "TCP"}],

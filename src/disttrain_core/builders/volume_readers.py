@@ -20,9 +20,10 @@ def _template_spec(job: DistTrainJob) -> Manifest:
     return spec
 
 
-def tensorflow_image(job: DistTrainJob) -> str:
-    """The image of the job's TensorFlow container (the Chief's, else worker 0's)."""
-    return str(trainer_container(_template_spec(job)["containers"])["image"])
+def tensorflow_image(job: DistTrainJob, default: str) -> str:
+    """The image of the job's TensorFlow container (the Chief's, else worker 0's), else `default`, the install's
+    trainer image, which a container that names none runs."""
+    return str(trainer_container(_template_spec(job)["containers"]).get("image") or default)
 
 
 def claim_name(job: DistTrainJob) -> str:

@@ -12,6 +12,7 @@ from disttrain_contract.kept_logs import LOG_SUFFIX
 from disttrain_core.api.job import GROUP, DistTrainJob
 from disttrain_core.builders import volume_readers
 from disttrain_core.builders.objects import owner_references
+from disttrain_core.images import TRAINER_IMAGE
 from disttrain_core.kept_logs.policy import KEPT_ATTEMPTS_PER_REPLICA
 from disttrain_core.kept_logs.volume import volume_log_dir
 from disttrain_core.types import Manifest
@@ -35,12 +36,13 @@ for number, name in enumerate(names, start=1):
 
 
 def reader_pod(job: DistTrainJob, replica: str, name: str) -> Manifest:
-    """The reader of one replica's (`worker-1`) attempts; the job must keep its logs on the volume."""
+    """The reader of one replica's (`worker-1`) attempts; the job must keep its logs on the volume. It runs the
+    job's trainer image, else this release's (a reader of the job's cannot read which one its install names)."""
     folder = volume_log_dir(job, replica)
     assert folder is not None
     container: Manifest = {
         "name": "read-logs",
-        "image": volume_readers.tensorflow_image(job),
+        "image": volume_readers.tensorflow_image(job, TRAINER_IMAGE),
         "command": ["python3", "-c", SCRIPT, folder, str(KEPT_ATTEMPTS_PER_REPLICA)],
         "resources": RESOURCES,
         "volumeMounts": [volume_readers.volume_mount(job)],

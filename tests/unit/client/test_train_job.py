@@ -11,6 +11,8 @@ from disttrain.shipped_function import FunctionNotShippableError, ship
 from disttrain.train_job import FUNCTION_MOUNT, TrainArgumentError, job_name, train_objects
 from disttrain_contract.shipped_call import CALL_FILE, FUNCTION_FILE, RUN_FUNCTION_COMMAND
 from disttrain_core.api.spec import ReplicaType, Strategy
+from disttrain_core.builders.build_settings import BuildSettings
+from disttrain_core.builders.objects import pod
 from disttrain_core.images import TRAINER_IMAGE
 from disttrain_core.kueue import QUEUE_LABEL
 
@@ -25,7 +27,14 @@ def test_two_workers_run_the_function_from_its_config_map_with_its_arguments() -
     assert {kind: spec.replicas for kind, spec in job.spec.replica_specs.items()} == {ReplicaType.WORKER: 2}
     assert job.metadata.labels == {QUEUE_LABEL: "gpus"}
     (container,) = job.spec.replica_specs[ReplicaType.WORKER].template["spec"]["containers"]
-    assert (container["image"], container["command"]) == (TRAINER_IMAGE, [RUN_FUNCTION_COMMAND, FUNCTION_MOUNT])
+    assert container["command"] == [RUN_FUNCTION_COMMAND, FUNCTION_MOUNT]
+    assert "image" not in container  # the install's trainer image: no registry holds disttrain/trainer
+    built = pod(job, ReplicaType.WORKER, 0, BuildSettings(trainer_image="registry.example.com/team/trainer:7"))
+    assert built["spec"]["containers"][0]["image"] == "registry.example.com/team/trainer:7"
+    assert pod(job, ReplicaType.WORKER, 0, BuildSettings())["spec"]["containers"][0]["image"] == TRAINER_IMAGE
+    named, _ = train_objects(ship(fit), namespace="team", image="mine:1", environ={})
+    (own,) = named.spec.replica_specs[ReplicaType.WORKER].template["spec"]["containers"]
+    assert own["image"] == "mine:1"
     volume = job.spec.replica_specs[ReplicaType.WORKER].template["spec"]["volumes"][0]
     assert volume["configMap"]["name"] == function_map["metadata"]["name"] == f"{job.metadata.name}-function"
     assert function_map["data"][FUNCTION_FILE].startswith("def fit(strategy: Any")

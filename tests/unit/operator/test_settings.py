@@ -8,6 +8,7 @@ import pytest
 
 from disttrain_cli.operator_command import run_operator
 from disttrain_core.builders.gang import GangScheduler
+from disttrain_core.images import TRAINER_IMAGE
 from disttrain_operator.operator_settings import DEFAULT_METRICS_PORT, OperatorSettings, SettingsError
 from repository import ROOT
 
@@ -33,6 +34,8 @@ def test_variables_set_the_settings_and_empty_ones_keep_the_defaults(monkeypatch
         ("DISTTRAIN_METRICS_PORT", "70000"),
         ("DISTTRAIN_PROGRESS_DEADLINE_SECONDS", "5"),
         ("DISTTRAIN_PROGRESS_DEADLINE_SECONDS", "100000"),
+        ("DISTTRAIN_TRAINER_IMAGE", "Team/Trainer:latest"),
+        ("DISTTRAIN_TRAINER_IMAGE", "trainer:1 --privileged"),
     ],
 )
 def test_a_bad_value_names_its_variable(monkeypatch: pytest.MonkeyPatch, variable: str, value: str) -> None:
@@ -59,3 +62,10 @@ def test_a_progress_deadline_shorter_than_one_poll_is_refused_and_a_kept_one_rea
         OperatorSettings.from_environment()
     monkeypatch.setenv("DISTTRAIN_PROGRESS_DEADLINE_SECONDS", "600")
     assert OperatorSettings.from_environment().build.progress_deadline_seconds == 600
+
+
+def test_the_install_s_trainer_image_reaches_the_builders(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert OperatorSettings.from_environment().build.trainer_image == TRAINER_IMAGE
+    image = "registry.example.com:5000/team/trainer:0.1.0@sha256:" + "a" * 64
+    monkeypatch.setenv("DISTTRAIN_TRAINER_IMAGE", image)
+    assert OperatorSettings.from_environment().build.trainer_image == image

@@ -111,6 +111,8 @@ def test_helm_uninstall_keeps_what_deploys_uninstall_keeps(mode: str) -> None:
         ("scope=namespaced", "scope namespaced needs namespaces"),
         ("scope=namespaced,namespaces={default}", "may not hold the release's own namespace default"),
         ("namespaces={Team_A}", "/namespaces/0"),
+        ("trainerImage.repository=Team/Trainer", "/trainerImage/repository"),  # no image reference
+        ("trainerImage.tag=1 --privileged", "/trainerImage/tag"),
     ],
 )
 def test_a_wrong_value_fails_at_install_with_its_path(value: str, named: str) -> None:
