@@ -47,6 +47,13 @@ def fits_until_nan(strategy: Any, nan_from: int) -> None:
     model.fit(tf.data.Dataset.from_tensor_slices((x, x)).batch(4), epochs=1, verbose=0)
 
 
+def kubeflow_v1_style(parameters: dict[str, Any]) -> None:
+    """A function as Kubeflow's v1 SDK calls it, with one dict; it builds its own strategy."""
+    import json  # noqa: PLC0415
+
+    print(json.dumps({"given": parameters}), flush=True)
+
+
 def fails(rate: float) -> None:
     raise ValueError(f"rate {rate} is out of range")
 

@@ -24,6 +24,7 @@ MAX_SOURCE_BYTES = 256 * 1024
 STRATEGY_PARAMETER = "strategy"  # a parameter of this name gets the ready `tf.distribute` strategy
 PROGRESS_PARAMETER = "progress"  # and one of this name a Keras callback that reports the job's progress
 GIVEN = (STRATEGY_PARAMETER, PROGRESS_PARAMETER)  # what each replica passes, never `parameters=`
+KUBEFLOW_PARAMETERS = "parameters"  # Kubeflow's v1 SDK calls a function with one dict of this name
 
 
 class FunctionNotShippableError(ValueError):
@@ -48,6 +49,22 @@ class ShippedFunction:
     def takes_progress(self) -> bool:
         return PROGRESS_PARAMETER in self.parameters
 
+    @property
+    def takes_one_dict(self) -> bool:
+        """Written for Kubeflow's v1 SDK: its one parameter besides `strategy` and `progress` is `parameters`, the
+        whole dict."""
+        return [name for name in self.parameters if name not in GIVEN] == [KUBEFLOW_PARAMETERS] and not self.takes_any
+
+    def arguments(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        """The keyword arguments of its call from `parameters=`: those keys, or the whole dict as `parameters` for a
+        function written for Kubeflow's v1 SDK. Refuses keys it does not take, and parameters it needs that are
+        not given, saying how to call it."""
+        if self.takes_one_dict and set(given) != {KUBEFLOW_PARAMETERS}:
+            self.refuse_arguments({KUBEFLOW_PARAMETERS: None, **{name: None for name in given if name in GIVEN}})
+            return {KUBEFLOW_PARAMETERS: dict(given)}
+        self.refuse_arguments(given)
+        return dict(given)
+
     def refuse_arguments(self, given: Iterable[str]) -> None:
         """Refuse `parameters=` keys the function does not take, and parameters it needs that are not given."""
         keys = set(given)
@@ -58,13 +75,19 @@ class ShippedFunction:
         if unknown:
             raise FunctionNotShippableError(
                 f"{self.name}() takes no parameter {', '.join(map(repr, unknown))};"
-                f" it takes {', '.join(self.parameters) or 'none'}"
+                f" it takes {', '.join(self.parameters) or 'none'}: {self._call_shown()}"
             )
         missing = [name for name in self.required if name not in keys and name not in GIVEN]
         if missing:
             raise FunctionNotShippableError(
-                f"{self.name}() needs {', '.join(map(repr, missing))}: give them in parameters="
+                f"{self.name}() needs {', '.join(map(repr, missing))}: give them in parameters=, {self._call_shown()}"
             )
+
+    def _call_shown(self) -> str:
+        """How to call it: `parameters=` names its keyword arguments (or is the one dict a v1 SDK function takes)."""
+        named = [name for name in self.parameters if name not in GIVEN]
+        shown = ", ".join(f"{name!r}: ..." for name in named)
+        return f"call Client.train({self.name}, parameters={{{shown}}})"
 
 
 def ship(function: Callable[..., Any]) -> ShippedFunction:

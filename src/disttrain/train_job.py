@@ -137,8 +137,7 @@ def train_objects(
     counts[ReplicaType.CHIEF] = _count("chief", default_chief if chief is None else chief, 0, 1)
     if chosen is Strategy.PARAMETER_SERVER and not counts[ReplicaType.CHIEF]:
         raise TrainArgumentError("ParameterServer needs chief=1: the chief runs the function, the others serve it")
-    arguments = _parameters(parameters)
-    function.refuse_arguments(arguments)
+    arguments = function.arguments(_parameters(parameters))
     listed = _packages(packages)
     name = name or job_name(function.name)
     config_map = f"{name}-function"

@@ -20,7 +20,8 @@ from datetime import datetime, timedelta
 from disttrain_contract.exit_codes import ExitCode
 from disttrain_core import in_place
 from disttrain_core.api.job import DistTrainJob
-from disttrain_core.api.spec import CleanPodPolicy, FailureAction, ReplicaType, RestartScope
+from disttrain_core.api.spec import CleanPodPolicy, FailureAction, ReplicaType, RestartScope, Strategy
+from disttrain_core.api.status import ConditionType
 from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.naming import pod_name
 from disttrain_core.builders.objects import owned_objects
@@ -28,6 +29,7 @@ from disttrain_core.failure_policy import Response, Scope, response, stall_rule
 from disttrain_core.observed import PodView
 from disttrain_core.stalls import STALLED, Unjudged, stall
 from disttrain_core.status_from_pods import (
+    condition_holds,
     describe_failure,
     evaluation_due,
     is_finished,
@@ -370,9 +372,33 @@ def _winding_down(job: DistTrainJob, pods: Sequence[PodView], keeping: Sequence[
     if not is_finished(job.status):
         return None
     expiry = _after(job.status.completion_time, job.spec.run_policy.ttl_seconds_after_finished)
-    expired = expiry is not None and now >= expiry and not keeping
-    stopped = [name for name in cleanup(job, pods) if name not in {pod.name for pod in keeping}]
-    return Plan(delete=stopped, delete_job=expired, wake_at=None if expired else expiry)
+    peers, peers_due = _peers_ending(job, pods, now)
+    expired = expiry is not None and now >= expiry and not keeping and not peers
+    held = {pod.name for pod in keeping} | peers
+    stopped = [name for name in cleanup(job, pods) if name not in held]
+    wakes = [due for due in (None if expired else expiry, peers_due) if due is not None]
+    return Plan(delete=stopped, delete_job=expired, wake_at=min(wakes, default=None))
+
+
+# After a MultiWorkerMirrored job's worker 0 succeeded, how long its peers, which ran the same steps and end
+# with it, have to end on their own before the cleanup stops them: their last lines and exit codes are kept.
+PEERS_END_GRACE = timedelta(seconds=15)
+
+
+def _peers_ending(job: DistTrainJob, pods: Sequence[PodView], now: datetime) -> tuple[set[str], datetime | None]:
+    """The Chief and Worker pods of a MultiWorkerMirrored job that succeeded still running within
+    PEERS_END_GRACE of its completion, and when that ends."""
+    completed = job.status.completion_time
+    if (
+        job.spec.strategy is not Strategy.MULTI_WORKER_MIRRORED
+        or completed is None
+        or not condition_holds(job.status, ConditionType.SUCCEEDED)
+        or now >= completed + PEERS_END_GRACE
+    ):
+        return set(), None
+    training = (ReplicaType.CHIEF, ReplicaType.WORKER)
+    peers = {pod.name for pod in pods if pod.active and pod.replica_type in training}
+    return peers, completed + PEERS_END_GRACE if peers else None
 
 
 def _unplaced_gang(job: DistTrainJob, pods: Sequence[PodView], now: datetime) -> Verdict | datetime | None:

@@ -18,6 +18,7 @@ from disttrain_contract.exit_codes import RETRYABLE_FROM
 from disttrain_core.api import tfjob
 from disttrain_core.api.job import API_VERSION, KIND
 from disttrain_core.api.spec import (
+    GANG_MEMBERS,
     TRAINER_CONTAINER,
     CleanPodPolicy,
     ExitCodeOperator,
@@ -120,6 +121,7 @@ def convert(tfjob: Mapping[str, Any]) -> Conversion:
             "failurePolicy rule that fails the job on exit codes 1-127, as training-operator's ExitCode does; "
             "a pod taken away (an eviction, a preemption) restarts, uncounted, whatever its exit code"
         )
+    _gang_of_training_pods(run_policy, converted_spec["replicaSpecs"], notes)
     if run_policy:
         converted_spec["runPolicy"] = run_policy
     success_policy = spec.get("successPolicy") or ""
@@ -314,6 +316,21 @@ def _run_policy(policy: Mapping[str, Any], notes: list[str]) -> Manifest:
             target: scheduling[source] for source, target in _SCHEDULING_FIELDS.items() if source in scheduling
         }
     return converted
+
+
+def _gang_of_training_pods(run_policy: Manifest, replica_specs: Mapping[str, Any], notes: list[str]) -> None:
+    """training-operator's minAvailable counts the Evaluator; a DistTrainJob's gang never holds it
+    (`api.spec.GANG_MEMBERS`): one that counts it asks for every training pod."""
+    asked = (run_policy.get("schedulingPolicy") or {}).get("minAvailable")
+    members = sum(
+        int(replica_specs[kind.value].get("replicas", 1)) for kind in GANG_MEMBERS if kind.value in replica_specs
+    )
+    if isinstance(asked, int) and not isinstance(asked, bool) and members < asked:
+        run_policy["schedulingPolicy"]["minAvailable"] = members
+        notes.append(
+            f"schedulingPolicy.minAvailable {asked} counts pods beside the Chief, Worker and PS ones, as "
+            f"training-operator counted its Evaluator; a gang never holds an Evaluator: minAvailable {members}"
+        )
 
 
 def _behaviour_notes(

@@ -230,3 +230,44 @@ def test_an_update_is_asked_again_only_when_it_changes_the_pods_and_a_running_jo
 
     moved = wait_for("a move asked of the running job", move_while_running)
     assert moved.returncode != 0 and "may change only while the job is suspended" in moved.stderr
+
+
+def test_a_job_of_its_own_service_account_takes_kueues_placement_from_a_component_without_token_rights(
+    cluster: Cluster, namespace: str, operator_paused: None
+) -> None:
+    """Kueue's admission (node selector, tolerations, the pod set's labels and annotations) and its eviction's
+    restore, written by the operator or Kueue's controller, which may create pods but no tokens: not asked about
+    the job's ServiceAccount again. A change to what runs as that account (an image, a command) is."""
+    cluster.kubectl("apply", "--server-side", "-f", str(ROOT / "deploy" / "admission" / "policy.yaml"))
+    updates = {"apiGroups": ["disttrain.io"], "resources": ["disttrainjobs"], "verbs": ["get", "update", "patch"]}
+    pods = {"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]}
+    _grant(cluster, namespace, "kueue-like", updates, pods)
+    cluster.kubectl("create", "serviceaccount", "trainer", "-n", namespace)
+    own = JobBuilder("own-account").workers(1).pod_spec(serviceAccountName="trainer").run_policy(suspend=True)
+    cluster.apply(namespace, json.dumps(own.metadata(labels={QUEUE_LABEL: "team"}).obj()))
+
+    def patch(change: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+        return cluster.kubectl(
+            "patch", "disttrainjob", "own-account", "-n", namespace, "--type=merge", "--as=kueue-like",
+            "-p", json.dumps(change), "--dry-run=server", check=False,
+        )  # fmt: skip
+
+    def worker(template: dict[str, Any]) -> dict[str, Any]:
+        return {"spec": {"replicaSpecs": {"Worker": {"template": template}}}}
+
+    image = worker({"spec": {"containers": [{"name": "tensorflow", "image": "another:1"}]}})
+    refused = wait_for("the policy to ask again", lambda: "may not create tokens" in patch(image).stderr, timeout=30)
+    assert refused
+    admitted = worker(
+        {
+            "metadata": {"labels": {"kueue.x-k8s.io/podset": "worker"}, "annotations": {"flavor": "a100"}},
+            "spec": {
+                "nodeSelector": {"cloud.example.com/gpu": "a100"},
+                "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            },
+        }
+    )
+    allowed = patch({**admitted, "spec": {**admitted["spec"], "runPolicy": {"suspend": False}}})
+    assert allowed.returncode == 0, allowed.stderr
+    restored = worker({"metadata": {"labels": None, "annotations": None}, "spec": {"nodeSelector": None}})
+    assert patch(restored).returncode == 0

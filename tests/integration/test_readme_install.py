@@ -1,6 +1,6 @@
 """README's install on your own cluster: the overlay it writes builds deploy/ with the operator image
-from the user's registry and names the trainer image pushed beside it, with kubectl's own kustomize (the cluster's kubectl, of its version); and what
-each install mode's uninstall removes and leaves."""
+from the user's registry and names the trainer image pushed beside it, with kubectl's own kustomize (the
+cluster's kubectl, of its version); and what each install mode's uninstall removes and leaves."""
 
 from __future__ import annotations
 

@@ -127,6 +127,40 @@ def test_a_higher_workload_priority_class_preempts_and_the_lower_job_resumes(
     _succeed(cluster, namespace, "low")
 
 
+@pytest.fixture
+def admission_policy(cluster: Cluster) -> Iterator[None]:
+    """deploy/admission, as an install has it: it asks about a job's ServiceAccount."""
+    policy = str(ROOT / "deploy" / "admission" / "policy.yaml")
+    cluster.kubectl("apply", "--server-side", "-f", policy)
+    yield
+    cluster.kubectl("delete", "-f", policy, "--wait=false", check=False)
+
+
+def test_a_job_of_its_own_service_account_is_preempted_releases_its_quota_and_resumes_on_its_flavor(
+    cluster: Cluster, operator: OperatorProcess, namespace: str, queue: str, admission_policy: None
+) -> None:
+    """A job that names a ServiceAccount of its namespace (its creator may make tokens for it, as `edit` may),
+    under the admission policy, on a flavor with node labels: admitted, it starts there; preempted, the
+    operator's suspend, which puts the templates back, passes the policy (the operator makes no tokens), the
+    quota goes to the higher job, and the job resumes on its flavor once that ends."""
+    cluster.kubectl("create", "serviceaccount", "trainer", "-n", namespace)
+    own = JobBuilder.from_example("multi-worker-mirrored-gpu.yaml").metadata(
+        name="low", labels={QUEUE_LABEL: LOCAL_QUEUE}
+    )
+    cluster.apply(namespace, json.dumps(own.pod_spec(serviceAccountName="trainer").obj()))
+    for pod in running_pods(cluster, namespace, "low", 4).values():
+        assert pod["spec"]["serviceAccountName"] == "trainer" and pod["spec"]["nodeSelector"] == {"type": "kwok"}
+    cluster.apply(namespace, _job("high", {QUEUE_LABEL: LOCAL_QUEUE, PRIORITY_LABEL: queue}))
+    wait_for("low evicted", lambda: workload_condition(cluster, namespace, "low", "Evicted") == "True")
+    low = _suspended(cluster, namespace, "low")
+    assert "nodeSelector" not in low["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]  # put back
+    running_pods(cluster, namespace, "high", 4)  # the quota low released
+    _succeed(cluster, namespace, "high")
+    for pod in running_pods(cluster, namespace, "low", 4).values():
+        assert pod["spec"]["serviceAccountName"] == "trainer" and pod["spec"]["nodeSelector"] == {"type": "kwok"}
+    _succeed(cluster, namespace, "low")
+
+
 def test_a_served_tfjob_waits_for_quota_starts_when_it_frees_and_releases_it(
     cluster: Cluster, operator: OperatorProcess, namespace: str, queue: str, tmp_path: Path
 ) -> None:

@@ -11,7 +11,15 @@ from pathlib import Path
 import disttrain.local
 from disttrain_contract.exit_codes import ExitCode
 from package_index import package_index
-from shipped_functions import fails, fits_until_nan, greets, nothing, reduce_across_workers, reports
+from shipped_functions import (
+    fails,
+    fits_until_nan,
+    greets,
+    kubeflow_v1_style,
+    nothing,
+    reduce_across_workers,
+    reports,
+)
 
 
 def test_two_workers_of_a_function_join_one_collective(tmp_path: Path) -> None:
@@ -47,6 +55,14 @@ def test_a_keras_fit_reports_its_steps_unasked_and_stops_where_its_loss_turns_na
     steps = [json.loads(line)["step"] for line in outcome.logs["worker-0"].splitlines() if '"progress"' in line]
     assert steps[:1] == [5], outcome.logs["worker-0"][-2000:]  # reported every 5 steps, unasked
     assert outcome.exit_codes["worker-1"] in (ExitCode.DIVERGED, None), outcome.exit_codes
+
+
+def test_a_function_written_for_kubeflows_v1_sdk_gets_its_parameters_as_one_dict(tmp_path: Path) -> None:
+    outcome = disttrain.local.train(
+        kubeflow_v1_style, workers=1, parameters={"epochs": 3, "lr": 0.5}, workdir=tmp_path, out=io.StringIO()
+    )
+    assert outcome.code == 0, outcome.logs
+    assert '{"given": {"epochs": 3, "lr": 0.5}}' in outcome.logs["worker-0"]
 
 
 def test_a_package_from_the_index_is_installed_before_the_function_runs(tmp_path: Path) -> None:

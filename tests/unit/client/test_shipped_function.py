@@ -179,3 +179,29 @@ def test_unknown_parameters_are_refused_where_the_function_takes_no_more() -> No
     ship(train).refuse_arguments({"epochs": 1, "anything": 2})  # **more takes it
     with pytest.raises(FunctionNotShippableError, match=r"fit\(\) takes no parameter 'rate'; it takes epochs"):
         ship(fit).refuse_arguments({"epochs": 1, "rate": 2})
+
+
+def test_a_function_written_for_kubeflows_v1_sdk_takes_the_parameters_as_one_dict() -> None:
+    """Kubeflow's SDK calls `train_func(parameters)`: the same function runs under Client.train unchanged."""
+
+    def train_func(parameters: dict[str, Any]) -> None:
+        print(parameters["epochs"])
+
+    shipped = ship(train_func)
+    assert shipped.takes_one_dict
+    assert shipped.arguments({"epochs": 3, "lr": 0.1}) == {"parameters": {"epochs": 3, "lr": 0.1}}
+    assert shipped.arguments({"parameters": {"epochs": 3}}) == {"parameters": {"epochs": 3}}  # named, as before
+    with pytest.raises(FunctionNotShippableError, match="parameters may not set 'strategy'"):
+        shipped.arguments({"strategy": 1})
+
+
+def test_a_refusal_says_how_to_call_the_function() -> None:
+    def fit(strategy: Any, epochs: int, rate: float = 0.1) -> None:
+        print(strategy, epochs, rate)
+
+    with pytest.raises(FunctionNotShippableError) as refused:
+        ship(fit).arguments({"batch": 8, "epochs": 1})
+    assert str(refused.value) == (
+        "fit() takes no parameter 'batch'; it takes strategy, epochs, rate: "
+        "call Client.train(fit, parameters={'epochs': ..., 'rate': ...})"
+    )

@@ -22,7 +22,7 @@ from disttrain_core.builders.objects import object_key
 from disttrain_core.builders.tfconfig import TFConfigs, tf_config
 from disttrain_core.gang_status import with_gang
 from disttrain_core.observed import PodPhase, PodView, Unschedulable, unschedulable
-from disttrain_core.planner import CREATE_BATCH, Plan, plan
+from disttrain_core.planner import CREATE_BATCH, PEERS_END_GRACE, Plan, plan
 from disttrain_core.status_from_pods import aggregate, failure, record_restart, restart_backoff
 from disttrain_core.types import Manifest, ObjectRef, Verdict
 from job_builder import JobBuilder
@@ -262,6 +262,28 @@ def test_cleanup_after_success_follows_clean_pod_policy() -> None:
     assert _plan(_job(counts), pods).delete == ["job-ps-0"]
     assert _plan(_job(counts, cleanPodPolicy="All"), pods).delete == ["job-chief-0", "job-ps-0", "job-worker-0"]
     assert _plan(_job(counts, cleanPodPolicy="None"), pods).delete == []
+
+
+def test_a_multi_worker_job_that_succeeded_gives_its_other_workers_a_grace_to_end_on_their_own() -> None:
+    """Worker 0 succeeded: its peers ran the same steps and end with it within moments; stopped at once, their
+    last lines and exit codes would be lost. They have PEERS_END_GRACE, then the cleanup stops what still runs."""
+    pods = [_mwms_worker(0, PodPhase.SUCCEEDED), *(_mwms_worker(index) for index in range(1, 4))]
+    status = aggregate(MWMS, pods, created=True, now=NOW)
+    done = MWMS.model_copy(update={"status": status})
+    assert status.phase is JobPhase.SUCCEEDED and status.completion_time == NOW
+    held = plan(done, pods, CHILDREN, SETTINGS, now=NOW + timedelta(seconds=5))
+    assert held.delete == [] and held.wake_at == NOW + PEERS_END_GRACE
+    ended = [pods[0], _mwms_worker(1, PodPhase.SUCCEEDED), *pods[2:]]
+    assert plan(done, ended, CHILDREN, SETTINGS, now=NOW + timedelta(seconds=6)).wake_at == NOW + PEERS_END_GRACE
+    late = plan(done, ended, CHILDREN, SETTINGS, now=NOW + PEERS_END_GRACE)
+    assert late.delete == ["mnist-mwms-worker-2", "mnist-mwms-worker-3"] and late.wake_at is None
+    failed = [_mwms_worker(0, PodPhase.FAILED), *pods[1:]]  # a failure stops them at once
+    lost = JobBuilder.from_example("multi-worker-mirrored-gpu.yaml").replica("Worker", restartPolicy="Never").job()
+    lost = lost.model_copy(update={"status": aggregate(lost, failed, created=True, now=NOW)})
+    assert lost.status.phase is JobPhase.FAILED
+    assert plan(lost, failed, CHILDREN, SETTINGS, now=NOW + timedelta(seconds=1)).delete == [
+        f"mnist-mwms-worker-{index}" for index in range(1, 4)
+    ]
 
 
 def test_succeeded_indexes_are_never_created_again() -> None:
