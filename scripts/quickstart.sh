@@ -6,7 +6,8 @@
 # checkpoints and the exported model.
 #
 # The node, chosen here and said:
-#   real node    where this machine can run one (root, a Docker engine, Debian's CNI plugins): a
+#   real node    where this machine can run one and build it (root, a Docker engine, Debian's CNI plugins,
+#                iptables and conntrack; gcc, pkg-config, libseccomp and debootstrap the first time): a
 #                kubelet and containerd running the images built here (`disttrain_dev.images`), with
 #                the operator installed in the cluster from overlays/local-images, as users install it.
 #   process node otherwise (root only): pods run as processes of this machine, and the operator runs
@@ -15,7 +16,8 @@
 # DISTTRAIN_QUICKSTART_NODE=real|process chooses. Stop everything with `disttrain dev-cluster down`.
 #
 # It installs into the Python environment that `python3` runs in when that is a virtual environment, and
-# otherwise makes `.venv` here (or reuses it) and installs there; any pip from 23.2 (Python 3.11's) on works.
+# otherwise makes `.venv` here (or reuses it) and installs there; its pip, if older than 23.2 (editable installs
+# of pyproject packages), is upgraded there first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,6 +26,9 @@ if ! python3 -c 'import sys; sys.exit(sys.prefix == sys.base_prefix)'; then
   # shellcheck disable=SC1091
   source .venv/bin/activate
   echo "installing into $PWD/.venv: activate it to use disttrain afterwards (source .venv/bin/activate)"
+fi
+if ! python3 -c 'import sys, pip; sys.exit(tuple(map(int, pip.__version__.split(".")[:2])) < (23, 2))'; then
+  python3 -m pip install --quiet 'pip>=23.2'
 fi
 # '.[operator]' before ./devtools: otherwise pip 23.2 looks for devtools' dependency `disttrain` on PyPI.
 # The control plane compiles (once; it takes the CPU) while TensorFlow downloads (which mostly waits).

@@ -22,7 +22,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from disttrain_dev import node_kinds, pod_network, versions
+from disttrain_dev import images, node_build, node_kinds, pod_network, versions
 from disttrain_dev.versions import CachePaths, cache_root
 
 NODE_NAME = "real-node"
@@ -102,7 +102,24 @@ def missing_requirement() -> str | None:
     for tool in ("iptables", "conntrack"):
         if shutil.which(tool) is None:
             return f"kube-proxy needs {tool} (apt-get install {tool})"
+    return build_requirement()
+
+
+def build_requirement() -> str | None:
+    """What building the node's binaries and images the first time needs and this machine lacks, or None; a
+    machine that has them built needs nothing more."""
+    if node_build.missing_node_binaries(versions.node_cache_paths()):
+        for tool, package in (("go", "Go 1.26"), ("gcc", "gcc libc6-dev"), ("pkg-config", "pkg-config")):
+            if shutil.which(tool) is None:
+                return f"building the real node once needs {tool} (apt-get install {package})"
+        if not Path(SECCOMP_HEADER).is_file():
+            return "building the real node's runc once needs libseccomp (apt-get install libseccomp-dev)"
+    if shutil.which("debootstrap") is None and not images.has_image(images.base_tag()):
+        return "building the images' Python base once needs debootstrap (apt-get install debootstrap)"
     return None
+
+
+SECCOMP_HEADER = "/usr/include/seccomp.h"
 
 
 def containerd_state() -> Path:

@@ -452,7 +452,7 @@ class Logs(ApiModel):
     destination: LogDestination = Field(
         LogDestination.CONFIG_MAP,
         description="ConfigMap: the operator reads each attempt's log once its container ended into a ConfigMap "
-        "owned by the job (the pod holds a finalizer until then); no volume needed. CheckpointVolume: the trainer "
+        "owned by the job (it deletes the pod only after); no volume needed. CheckpointVolume: the trainer "
         "copies its output into logs/ on the checkpoint volume as it runs, kept as long as the volume; needs "
         "spec.checkpoint, and a program that honours DISTTRAIN_LOG_DIR (the disttrain trainer does).",
     )

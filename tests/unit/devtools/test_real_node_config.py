@@ -118,3 +118,27 @@ def test_kwok_deletes_only_pods_the_api_server_does_not_remove_itself(tmp_path: 
     (source / kwok_stages.POD_DELETE).write_text(KWOK_POD_DELETE.replace("deletionTimestamp", "deletion"))
     with pytest.raises(RuntimeError, match="no longer selects pods by deletionTimestamp"):
         kwok_stages.write_pod_delete_stage(source, target)
+
+
+def test_a_machine_that_cannot_build_the_real_node_is_told_what_it_lacks(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """README's quick start takes the process node, saying why, where the real node cannot be built: a Docker
+    engine alone is not enough the first time (gcc, pkg-config and libseccomp build runc; debootstrap the base)."""
+    monkeypatch.setattr(real_node.node_build, "missing_node_binaries", lambda node: ["runc"])
+    monkeypatch.setattr(real_node.images, "has_image", lambda tag: False)
+    present = {"go", "gcc", "pkg-config", "debootstrap"}
+    monkeypatch.setattr(real_node.shutil, "which", lambda tool: f"/usr/bin/{tool}" if tool in present else None)
+    monkeypatch.setattr(real_node, "SECCOMP_HEADER", str(tmp_path / "seccomp.h"))
+    assert real_node.build_requirement() == (
+        "building the real node's runc once needs libseccomp (apt-get install libseccomp-dev)"
+    )
+    (tmp_path / "seccomp.h").write_text("")
+    assert real_node.build_requirement() is None
+    present.discard("gcc")
+    assert "needs gcc (apt-get install gcc libc6-dev)" in str(real_node.build_requirement())
+    monkeypatch.setattr(real_node.node_build, "missing_node_binaries", lambda node: [])  # built once already
+    present.discard("debootstrap")
+    assert "needs debootstrap" in str(real_node.build_requirement())
+    monkeypatch.setattr(real_node.images, "has_image", lambda tag: True)
+    assert real_node.build_requirement() is None
