@@ -5,7 +5,8 @@ and `pip` behave as in the official images) and imported into Docker; the operat
 are built from the project's own Dockerfiles, unchanged, with only that base passed in
 (`--build-arg PYTHON_IMAGE`). Each image is tagged with a digest of its inputs (the Dockerfile, the
 files it copies, the base) and built again only when that digest is new; it is also tagged with the
-version the manifests name (`disttrain/trainer:0.1.0`).
+version the manifests name (`disttrain/trainer:0.1.0`). `--gpu` builds the GPU trainer too,
+`disttrain/trainer:0.1.0-gpu` (TensorFlow's `and-cuda` wheels: several GB).
 
 Needs root and a running Docker engine; pip inside the builds reaches the package index through the
 host's network (`--network host`) with this machine's CA bundle. What the tools print goes to stderr;
@@ -42,13 +43,35 @@ APT_SOURCES = (Path("/etc/apt/sources.list.d/debian.sources"), Path("/etc/apt/so
 class Image:
     name: str  # e.g. disttrain/operator
     dockerfile: str  # relative to the repository root, which is the build context
+    build_args: tuple[tuple[str, str], ...] = ()  # beside PYTHON_IMAGE
+    variant: str = ""  # the version tag's suffix: `gpu` tags disttrain/trainer:0.1.0-gpu
 
     def tag(self, digest: str) -> str:
         return f"{self.name}:inputs-{digest[:16]}"
 
+    @property
+    def version_tag(self) -> str:
+        return f"{self.name}:{VERSION}{f'-{self.variant}' if self.variant else ''}"
+
+
+def _constraint(package: str) -> str:
+    """The version constraints.txt pins `package` at: the one the tests passed with."""
+    for line in (Path(__file__).resolve().parents[2] / "constraints.txt").read_text().splitlines():
+        if line.startswith(f"{package}=="):
+            return line.split("==", 1)[1].strip()
+    raise RuntimeError(f"constraints.txt pins no {package}")
+
 
 OPERATOR = Image("disttrain/operator", "Dockerfile")
 TRAINER = Image("disttrain/trainer", "trainer_image/Dockerfile")
+# TensorFlow's full wheel with its CUDA and cuDNN libraries as pip packages (`and-cuda`), at the CPU wheel's
+# version: the node needs only NVIDIA's driver. Its wheels are several GB, so it is built only when asked.
+GPU_TRAINER = Image(
+    "disttrain/trainer",
+    "trainer_image/Dockerfile",
+    build_args=(("TENSORFLOW", f"tensorflow[and-cuda]=={_constraint('tensorflow-cpu')}"),),
+    variant="gpu",
+)
 
 
 def instructions(dockerfile: Path) -> list[tuple[str, str]]:
@@ -92,7 +115,7 @@ def _files(root: Path, source: str) -> Iterator[Path]:
 
 def input_digest(root: Path, image: Image, base: str) -> str:
     """A digest of everything the image is built from: its Dockerfile, what it copies, and the base."""
-    digest = hashlib.sha256(base.encode())
+    digest = hashlib.sha256("\0".join([base, *(f"{name}={value}" for name, value in image.build_args)]).encode())
     dockerfile = root / image.dockerfile
     for path in [dockerfile, *(f for source in copied_sources(dockerfile) for f in _files(root, source))]:
         digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
@@ -163,8 +186,9 @@ def ensure_image(root: Path, image: Image, base: str) -> str:
     tag = image.tag(input_digest(root, image, base))
     if not has_image(tag):
         build = ["build", "--network", "host", "--build-arg", f"PYTHON_IMAGE={base}", "-f", image.dockerfile]
+        build += [argument for name, value in image.build_args for argument in ("--build-arg", f"{name}={value}")]
         run_tool(["docker", *build, "-t", tag, str(root)])
-    _docker_quietly("tag", tag, f"{image.name}:{VERSION}")
+    _docker_quietly("tag", tag, image.version_tag)
     return tag
 
 
@@ -174,14 +198,23 @@ def ensure_images(root: Path) -> dict[str, str]:
     return {image.name: ensure_image(root, image, base) for image in (OPERATOR, TRAINER)}
 
 
+def ensure_gpu_trainer(root: Path) -> str:
+    """The GPU trainer image (`GPU_TRAINER`); the tag of its inputs."""
+    return ensure_image(root, GPU_TRAINER, ensure_base())
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m disttrain_dev.images", description=__doc__.split("\n")[0])
     parser.add_argument(
         "--output", type=Path, help="write the images built to this file, one `name tag` line each (default: stdout)"
     )
+    parser.add_argument("--gpu", action="store_true", help=f"also {GPU_TRAINER.version_tag}, TensorFlow with CUDA")
     args = parser.parse_args(argv)
     try:
-        built = ensure_images(Path(__file__).resolve().parents[2])
+        root = Path(__file__).resolve().parents[2]
+        built = ensure_images(root)
+        if args.gpu:
+            built[GPU_TRAINER.version_tag] = ensure_gpu_trainer(root)
     except (RuntimeError, subprocess.CalledProcessError) as error:
         sys.exit(f"error: {error}")  # what the tool itself said is above, on stderr
     lines = "".join(f"{name} {tag}\n" for name, tag in built.items())

@@ -9,11 +9,14 @@ import os
 import stat
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pytest
 
+from disttrain_core.images import VERSION
 from disttrain_dev import images
+from repository import ROOT
 
 STAND_IN = """#!/bin/sh
 echo "$(basename "$0") $* printed this"
@@ -58,3 +61,39 @@ def test_the_images_file_holds_only_the_images_built_on_a_new_machine(
     lines = [line.split() for line in output.read_text().splitlines()]
     assert [name for name, _ in lines] == [images.OPERATOR.name, images.TRAINER.name]
     assert all(tag.startswith(f"{name}:inputs-") for name, tag in lines)
+
+
+def test_the_gpu_trainer_is_the_trainers_dockerfile_with_tensorflows_cuda_wheels(
+    new_machine: dict[str, str], tmp_path: Path
+) -> None:
+    """Its several GB are not built here: what it is built from is checked instead. `--gpu` builds the same
+    Dockerfile with TensorFlow's `and-cuda` wheels at the version of the CPU wheel the tests ran, and tags it
+    as the GPU examples name it; that wheel's `and-cuda` extra brings CUDA, cuDNN and NCCL as pip packages."""
+    version = metadata.version("tensorflow-cpu")
+    assert images.GPU_TRAINER.dockerfile == images.TRAINER.dockerfile
+    assert images.GPU_TRAINER.build_args == (("TENSORFLOW", f"tensorflow[and-cuda]=={version}"),)
+    assert images.GPU_TRAINER.version_tag == f"disttrain/trainer:{VERSION}-gpu"
+    for example in ("multi-worker-mirrored-gpu.yaml", "mirrored-8gpu.yaml"):
+        assert f"image: {images.GPU_TRAINER.version_tag}" in (ROOT / "examples" / example).read_text()
+    extra = [
+        requirement.split(";")[0]
+        for requirement in metadata.requires("tensorflow-cpu") or []
+        if "and-cuda" in requirement
+    ]
+    assert {"nvidia-cudnn-cu12", "nvidia-nccl-cu12", "nvidia-cuda-runtime-cu12"} <= {
+        r.split("<")[0].split(">")[0] for r in extra
+    }
+    assert images.input_digest(ROOT, images.GPU_TRAINER, "base") != images.input_digest(ROOT, images.TRAINER, "base")
+    try:
+        images.debian_mirror()
+    except RuntimeError as error:
+        pytest.skip(str(error))
+    command = [sys.executable, "-m", "disttrain_dev.images", "--gpu", "--output", str(tmp_path / "images")]
+    result = subprocess.run(
+        command, env=new_machine, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"--build-arg TENSORFLOW=tensorflow[and-cuda]=={version}" in result.stderr
+    built = dict(line.split() for line in (tmp_path / "images").read_text().splitlines())
+    assert built[images.GPU_TRAINER.version_tag].startswith("disttrain/trainer:inputs-")
+    assert built[images.GPU_TRAINER.version_tag] != built[images.TRAINER.name]

@@ -5,13 +5,14 @@ settings for these machines, names as containerd spells them, and kwok's stages 
 from __future__ import annotations
 
 import ipaddress
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from disttrain_dev import containerd, kwok_stages, pod_network, real_node
+from disttrain_dev import containerd, images, kwok_stages, node_build, pod_network, real_node
 
 KWOK_STAGE = """apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
@@ -125,10 +126,10 @@ def test_a_machine_that_cannot_build_the_real_node_is_told_what_it_lacks(
 ) -> None:
     """README's quick start takes the process node, saying why, where the real node cannot be built: a Docker
     engine alone is not enough the first time (gcc, pkg-config and libseccomp build runc; debootstrap the base)."""
-    monkeypatch.setattr(real_node.node_build, "missing_node_binaries", lambda node: ["runc"])
-    monkeypatch.setattr(real_node.images, "has_image", lambda tag: False)
+    monkeypatch.setattr(node_build, "missing_node_binaries", lambda node: ["runc"])
+    monkeypatch.setattr(images, "has_image", lambda tag: False)
     present = {"go", "gcc", "pkg-config", "debootstrap"}
-    monkeypatch.setattr(real_node.shutil, "which", lambda tool: f"/usr/bin/{tool}" if tool in present else None)
+    monkeypatch.setattr(shutil, "which", lambda tool: f"/usr/bin/{tool}" if tool in present else None)
     monkeypatch.setattr(real_node, "SECCOMP_HEADER", str(tmp_path / "seccomp.h"))
     assert real_node.build_requirement() == (
         "building the real node's runc once needs libseccomp (apt-get install libseccomp-dev)"
@@ -137,8 +138,8 @@ def test_a_machine_that_cannot_build_the_real_node_is_told_what_it_lacks(
     assert real_node.build_requirement() is None
     present.discard("gcc")
     assert "needs gcc (apt-get install gcc libc6-dev)" in str(real_node.build_requirement())
-    monkeypatch.setattr(real_node.node_build, "missing_node_binaries", lambda node: [])  # built once already
+    monkeypatch.setattr(node_build, "missing_node_binaries", lambda node: [])  # built once already
     present.discard("debootstrap")
     assert "needs debootstrap" in str(real_node.build_requirement())
-    monkeypatch.setattr(real_node.images, "has_image", lambda tag: True)
+    monkeypatch.setattr(images, "has_image", lambda tag: True)
     assert real_node.build_requirement() is None
