@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from disttrain_cli.render import render_objects
@@ -380,6 +381,7 @@ touch "$MARKER"; sleep 2; exit 5
 """
 
 
+@pytest.mark.real_node_twin("test_a_users_own_program_in_a_container_is_retried_on_5_and_runs_unjudged_by_its_deadline")
 def test_a_users_own_image_is_retried_on_exit_code_5_and_runs_unjudged_by_a_progress_deadline(
     process_cluster: Cluster, operator: OperatorProcess, process_namespace: str, tmp_path: Path
 ) -> None:
