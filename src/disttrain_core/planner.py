@@ -290,7 +290,7 @@ def plan(
     freed = now if restart is not None and any(pod.gone for pod in restart.failed) else None
     next_batch = now if missing.more else None
     stall_due = stalled if isinstance(stalled, datetime) else None
-    lapses = time_left_lapses(job.status.progress, job.status.progress_history)  # the time left blanks then
+    lapses = time_left_lapses(job.status)  # the time left goes blank then
     wakes = (
         deadline,
         unstuck_at,

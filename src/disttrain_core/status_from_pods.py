@@ -362,6 +362,7 @@ def aggregate(
     outcome = decided[0]
     status = base.model_copy(update={"conditions": conditions})
     status = status.model_copy(update={"progress_answer_time": _first_answer(status, answered)})
+    status = _time_left_lapsed(status, now)
     if outcome is None:
         status = _stalled(job.model_copy(update={"status": status}), now, progress_deadline)
     update: dict[str, object] = {"phase": _phase(status)}
@@ -423,7 +424,7 @@ def _counted(job: DistTrainJob, pods: Sequence[PodView], reported: Report | None
             "replica_statuses": counts,
             "ready": f"{ready}/{job.spec.total_replicas}",
             "observed_generation": job.metadata.generation,
-            "progress": _time_left_lapsed(progress, history, now),
+            "progress": progress,
             "progress_history": history,
             "checkpoint": _latest_checkpoint(previous.checkpoint, *(report.checkpoint for report in reports)),
             "evaluation": (evaluator.evaluation if evaluator else None) or previous.evaluation,
@@ -464,10 +465,13 @@ def _first_answer(status: DistTrainJobStatus, answered: datetime | None) -> date
 RATE_WINDOW = timedelta(seconds=60)
 
 
-def time_left_lapses(progress: Progress | None, history: Sequence[ProgressPoint]) -> datetime | None:
-    """When the rate and the time left stop holding if no step comes: a minute after the last advance, or three
-    of the curve's last gaps between reports where those are longer."""
+def time_left_lapses(status: DistTrainJobStatus) -> datetime | None:
+    """When the rate and the time left of a running job stop holding if no step comes: a minute after the last
+    advance, or three of the curve's last gaps between reports where those are longer."""
+    progress, history = status.progress, status.progress_history
     if progress is None or progress.last_advance_time is None or progress.estimated_remaining_seconds is None:
+        return None
+    if running_since(status) is None or is_finished(status):
         return None
     gap = timedelta(0)
     if len(history) >= 2 and history[-1].time is not None and history[-2].time is not None:
@@ -475,13 +479,14 @@ def time_left_lapses(progress: Progress | None, history: Sequence[ProgressPoint]
     return progress.last_advance_time + max(RATE_WINDOW, gap)
 
 
-def _time_left_lapsed(progress: Progress | None, history: Sequence[ProgressPoint], now: datetime) -> Progress | None:
-    """The progress with no rate or time left once no step came for longer than they hold (`time_left_lapses`):
+def _time_left_lapsed(status: DistTrainJobStatus, now: datetime) -> DistTrainJobStatus:
+    """The status with no rate or time left once no step came for longer than they hold (`time_left_lapses`):
     a stalled job shows no time left, not the last one measured."""
-    lapses = time_left_lapses(progress, history)
-    if progress is None or lapses is None or now < lapses:
-        return progress
-    return progress.model_copy(update={"steps_per_second": None, "estimated_remaining_seconds": None})
+    lapses = time_left_lapses(status)
+    if status.progress is None or lapses is None or now < lapses:
+        return status
+    blank = status.progress.model_copy(update={"steps_per_second": None, "estimated_remaining_seconds": None})
+    return status.model_copy(update={"progress": blank})
 
 
 def _with_rate(
