@@ -99,7 +99,7 @@ def test_every_install_mode_applies_and_admits_on_each_minor(versioned: Cluster,
     assert good.returncode == 0, good.stderr
     too_large = MWMS.replace("backoffLimit: 3", "backoffLimit: 3\n    schedulingPolicy: {minAvailable: 9}")
     refused = versioned.kubectl("create", "--dry-run=server", "-n", jobs, "-f", "-", stdin=too_large, check=False)
-    assert "minAvailable is more than the job's pods" in refused.stderr
+    assert "minAvailable is more than the job's Chief, Worker and PS pods" in refused.stderr
 
 
 def test_the_admission_policy_refuses_a_submitter_the_pods_they_may_not_create(versioned: Cluster) -> None:
