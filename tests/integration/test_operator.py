@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from disttrain_cli.render import render_objects
@@ -381,7 +380,6 @@ touch "$MARKER"; sleep 2; exit 5
 """
 
 
-@pytest.mark.real_node_twin("test_a_users_own_program_in_a_container_is_retried_on_5_and_runs_unjudged_by_its_deadline")
 def test_a_users_own_image_is_retried_on_exit_code_5_and_runs_unjudged_by_a_progress_deadline(
     process_cluster: Cluster, operator: OperatorProcess, process_namespace: str, tmp_path: Path
 ) -> None:
