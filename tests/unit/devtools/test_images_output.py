@@ -68,21 +68,17 @@ def test_the_gpu_trainer_is_the_trainers_dockerfile_with_tensorflows_cuda_wheels
 ) -> None:
     """Its several GB are not built here: what it is built from is checked instead. `--gpu` builds the same
     Dockerfile with TensorFlow's `and-cuda` wheels at the version of the CPU wheel the tests ran, and tags it
-    as the GPU examples name it; that wheel's `and-cuda` extra brings CUDA, cuDNN and NCCL as pip packages."""
-    version = metadata.version("tensorflow-cpu")
+    as the GPU examples name it."""
+    version = next(
+        line.split("==")[1]
+        for line in (ROOT / "constraints.txt").read_text().splitlines()
+        if line.startswith("tensorflow-cpu==")
+    )
     assert images.GPU_TRAINER.dockerfile == images.TRAINER.dockerfile
     assert images.GPU_TRAINER.build_args == (("TENSORFLOW", f"tensorflow[and-cuda]=={version}"),)
     assert images.GPU_TRAINER.version_tag == f"disttrain/trainer:{VERSION}-gpu"
     for example in ("multi-worker-mirrored-gpu.yaml", "mirrored-8gpu.yaml"):
         assert f"image: {images.GPU_TRAINER.version_tag}" in (ROOT / "examples" / example).read_text()
-    extra = [
-        requirement.split(";")[0]
-        for requirement in metadata.requires("tensorflow-cpu") or []
-        if "and-cuda" in requirement
-    ]
-    assert {"nvidia-cudnn-cu12", "nvidia-nccl-cu12", "nvidia-cuda-runtime-cu12"} <= {
-        r.split("<")[0].split(">")[0] for r in extra
-    }
     assert images.input_digest(ROOT, images.GPU_TRAINER, "base") != images.input_digest(ROOT, images.TRAINER, "base")
     try:
         images.debian_mirror()
@@ -97,3 +93,18 @@ def test_the_gpu_trainer_is_the_trainers_dockerfile_with_tensorflows_cuda_wheels
     built = dict(line.split() for line in (tmp_path / "images").read_text().splitlines())
     assert built[images.GPU_TRAINER.version_tag].startswith("disttrain/trainer:inputs-")
     assert built[images.GPU_TRAINER.version_tag] != built[images.TRAINER.name]
+
+
+@pytest.mark.tensorflow
+def test_the_cpu_wheel_the_tests_ran_has_the_cuda_extra_the_gpu_trainer_installs() -> None:
+    """The `and-cuda` extra of the TensorFlow the tests ran brings CUDA, cuDNN and NCCL as pip packages: the
+    GPU trainer needs only NVIDIA's driver on the node."""
+    assert metadata.version("tensorflow-cpu") in images.GPU_TRAINER.build_args[0][1]
+    extra = [
+        requirement.split(";")[0]
+        for requirement in metadata.requires("tensorflow-cpu") or []
+        if "and-cuda" in requirement
+    ]
+    assert {"nvidia-cudnn-cu12", "nvidia-nccl-cu12", "nvidia-cuda-runtime-cu12"} <= {
+        r.split("<")[0].split(">")[0] for r in extra
+    }
