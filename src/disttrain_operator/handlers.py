@@ -26,6 +26,7 @@ from disttrain_core.api.kubernetes_version import KUBERNETES_VERSION
 from disttrain_core.api.spec import DistTrainJobSpec
 from disttrain_core.api.status import JobPhase
 from disttrain_core.builders.gang import GangScheduler, WorkloadApi
+from disttrain_core.claims import ClaimView
 from disttrain_core.kueue import WorkloadView
 from disttrain_core.managers import managed_elsewhere
 from disttrain_core.observed import PodView, after_removal
@@ -36,6 +37,7 @@ from disttrain_kube.cluster_facts import ClusterFacts, read_cluster_facts
 from disttrain_kube.connection import NoClusterError, connect
 from disttrain_kube.rest import WATCH_SILENCE_MARGIN, Kube
 from disttrain_operator import metrics
+from disttrain_operator.claim_checker import CHECK_SECONDS, ClaimChecker
 from disttrain_operator.deleted_jobs import DeletedJobs
 from disttrain_operator.event_poster import EventApi, EventPoster
 from disttrain_operator.failures import FailurePolicy
@@ -99,7 +101,9 @@ class Runtime:
     sweeper: KeptLogSweeper
     job_paths: Sequence[str]  # what kopf watches, as the liveness probe names it
     pods: ObjectStore[PodView]
-    children: Sequence[ObjectStore[ObjectRef]]  # Services and PVCs
+    services: ObjectStore[ObjectRef]
+    claims: ObjectStore[ClaimView]
+    claim_checker: ClaimChecker
     workloads: ObjectStore[WorkloadView]
     tensorboards: ObjectStore[TensorBoardView]
     listings: Listings = field(default_factory=Listings)
@@ -109,7 +113,16 @@ class Runtime:
     _indexed: bool = False
 
     def parts(self) -> list[Part]:
-        return [*self.watches, self.queue, self.wakeups, self.progress, self.events, self.logs, self.sweeper]
+        parts: list[Part] = [
+            self.queue,
+            self.wakeups,
+            self.progress,
+            self.claim_checker,
+            self.events,
+            self.logs,
+            self.sweeper,
+        ]
+        return [*self.watches, *parts]
 
     def indexed(self) -> None:
         """kopf has indexed every job it lists: it calls event handlers only once every index is full."""
@@ -158,6 +171,8 @@ def build_runtime(
     events = EventPoster(kube, clock=utcnow)
     jobs = IndexedJobs([indexes[kind.index] for kind in kinds])
     logs = KeptLogKeeper(kube, jobs.uids, wake=queue.add, ready=listings.done)
+    pods: ObjectStore[PodView] = ObjectStore(after_removal)
+    claims: ObjectStore[ClaimView] = ObjectStore()
     runtime = Runtime(
         reconciler=Reconciler(
             kube,
@@ -180,8 +195,16 @@ def build_runtime(
             kube, jobs.all_uids, utcnow, watched, ready=listings.done, interval=settings.log_sweep_seconds
         ),
         job_paths=job_paths,
-        pods=ObjectStore(after_removal),
-        children=(ObjectStore(), ObjectStore()),
+        pods=pods,
+        services=ObjectStore(),
+        claims=claims,
+        claim_checker=ClaimChecker(
+            kube,
+            lambda: [(key, claims.views(key)) for key in claims.job_keys()],
+            pods.views,
+            queue.add,
+            interval=CHECK_SECONDS,
+        ),
         workloads=ObjectStore(),
         tensorboards=ObjectStore(),
         listings=listings,
@@ -221,11 +244,10 @@ def _child_watches(
             watch_seconds=settings.watch_seconds,
         )
 
-    services, claims = runtime.children
     return [
         watch(PODS, runtime.pods),
-        watch(SERVICES, services),
-        watch(CLAIMS, claims),
+        watch(SERVICES, runtime.services),
+        watch(CLAIMS, runtime.claims),
         watch(WORKLOADS, runtime.workloads),
         watch(TENSORBOARDS, runtime.tensorboards),
     ]
@@ -412,15 +434,23 @@ def _reconcile_job(runtime: Runtime, key: JobKey) -> None:
         runtime.events(body, type="Warning", reason="ReconcileError", message=message)
 
     def reconcile() -> None:
-        children = [child for store in runtime.children for child in store.views(key)]
-        workloads, boards = runtime.workloads.views(key), runtime.tensorboards.views(key)
-        children += [ObjectRef("Deployment", board.name) for board in boards]
+        claims, workloads, boards = (
+            runtime.claims.views(key),
+            runtime.workloads.views(key),
+            runtime.tensorboards.views(key),
+        )
+        children = [
+            *runtime.services.views(key),
+            *(ObjectRef("PersistentVolumeClaim", claim.name) for claim in claims),
+            *(ObjectRef("Deployment", board.name) for board in boards),
+        ]
         runtime.reconciler.reconcile(
             body,
             runtime.pods.views(key),
             children,
             reported=runtime.progress.latest(key),
             answered=runtime.progress.answered(key),
+            unbound=runtime.claim_checker.unbound(key, claims),
             workload=workloads[0] if workloads else None,
             tensorboard=boards[0] if boards else None,
         )

@@ -452,19 +452,7 @@ class KeptLogSweeper(Workers):
 
     def _work(self) -> None:
         self._ready.wait()
-        while True:
-            try:
-                self.sweep()
-            except TransientApiError as error:
-                logger.info("sweeping kept logs: %s", error)
-            except Exception:  # a bug: the next sweep tries again; the thread must outlive it
-                metrics.ITEM_ERRORS.labels("log-sweeper").inc()
-                logger.exception("sweeping kept logs failed")
-            with self._condition:
-                if not self._stopped:
-                    self._condition.wait(timeout=self._interval)
-                if self._stopped:
-                    return
+        self.repeat(self.sweep, self._interval, "log-sweeper")
 
     def sweep(self) -> None:
         now = self._clock()

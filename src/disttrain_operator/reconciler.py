@@ -24,6 +24,7 @@ from disttrain_core.api.status import DistTrainJobStatus, UnkeptLogs
 from disttrain_core.api.validation import spec_violations
 from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.objects import UNWATCHED_KINDS, object_key
+from disttrain_core.claims import with_claims
 from disttrain_core.gang_status import with_gang
 from disttrain_core.in_place import counted_patch, run_key
 from disttrain_core.kueue import MULTIKUEUE, QUEUE_LABEL, WorkloadView
@@ -143,6 +144,7 @@ class Reconciler:
         *,
         reported: Report | None = None,
         answered: datetime | None = None,
+        unbound: Mapping[str, str] | None = None,
         workload: WorkloadView | None = None,
         tensorboard: TensorBoardView | None = None,
     ) -> None:
@@ -150,7 +152,8 @@ class Reconciler:
         API server refuses as invalid fails the job (WriteRefused) rather than being retried.
 
         `reported` is the trainer's progress as last polled, `answered` when it last answered a poll at all
-        (`disttrain_core.stalls`), `workload` the job's Kueue Workload and
+        (`disttrain_core.stalls`), `unbound` what StorageClasses say of its claims still Pending
+        (`disttrain_core.claims`), `workload` the job's Kueue Workload and
         `tensorboard` its TensorBoard Deployment, if any.
         Calls for one job must not overlap (`JobQueue` sees to it); calls for different jobs may.
         """
@@ -180,7 +183,15 @@ class Reconciler:
                 memory.handled.update(pod.uid for pod in owned if pod.gone)
             owned = [pod for pod in owned if not (pod.gone and pod.uid in memory.handled)]
             decided = self._reconcile(
-                core, memory, job, owned, children, reported=reported, answered=answered, tensorboard=tensorboard
+                core,
+                memory,
+                job,
+                owned,
+                children,
+                reported=reported,
+                answered=answered,
+                unbound=unbound or {},
+                tensorboard=tensorboard,
             )
             if queued and decided is not None:
                 self._kueue.finish(_with(job, decided), workload)
@@ -280,6 +291,7 @@ class Reconciler:
         *,
         reported: Report | None,
         answered: datetime | None,
+        unbound: Mapping[str, str],
         tensorboard: TensorBoardView | None,
     ) -> DistTrainJobStatus | None:
         """Returns the status decided (written or held back for the batch); None when the job was deleted."""
@@ -320,6 +332,7 @@ class Reconciler:
         refused = memory.tensorboard_refused
         status = with_tensorboard(job, status, tensorboard, now, refused=None if refused is None else refused[1])
         status = with_gang(job, status, self._settings.gang, now)
+        status = with_claims(job, status, unbound, now)
         if rejected is not None:
             status = failed_status(status, rejected, now, generation)
         status = self._with_unkept_logs(body, status)

@@ -34,6 +34,7 @@ _WARNING_CONDITIONS = {
     ConditionType.RESTARTING.value,
     ConditionType.STALLED.value,
     ConditionType.GANG_UNAVAILABLE.value,
+    ConditionType.VOLUME_UNBOUND.value,
 }
 
 

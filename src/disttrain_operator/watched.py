@@ -1,6 +1,6 @@
 """What the operator watches, and the view it keeps of each object: its jobs (and served TFJobs), which
 kopf watches and indexes, as the reconcile reads them; and on its own watches its pods as `PodView`s,
-its Services and PVCs by name, Kueue's Workloads as `WorkloadView`s, TensorBoard Deployments as
+its Services by name, its PVCs as `ClaimView`s, Kueue's Workloads as `WorkloadView`s, TensorBoard Deployments as
 `TensorBoardView`s. Children are the objects labelled
 with their job's name."""
 
@@ -13,6 +13,7 @@ from typing import Any
 from disttrain_core.api import tfjob
 from disttrain_core.api.job import GROUP, PLURAL, VERSION
 from disttrain_core.builders.naming import JOB_NAME_LABEL
+from disttrain_core.claims import ClaimView, claim_view
 from disttrain_core.kueue import WORKLOAD_API_VERSION, WorkloadView, workload_view
 from disttrain_core.observed import PodView, pod_view
 from disttrain_core.tensorboard_status import TensorBoardView, tensorboard_view
@@ -67,6 +68,11 @@ def _child(kind: str) -> Callable[[dict[str, Any]], Found[ObjectRef] | None]:
     return found
 
 
+def _claim(body: dict[str, Any]) -> Found[ClaimView] | None:
+    owner = _owner(body)
+    return None if owner is None else (*owner, claim_view(body))
+
+
 def _tensorboard(body: dict[str, Any]) -> Found[TensorBoardView] | None:
     owner = _owner(body)
     return None if owner is None else (*owner, tensorboard_view(body))
@@ -95,6 +101,6 @@ DISTTRAIN_JOBS = JobKind(GROUP, VERSION, PLURAL, "disttrainjobs")
 SERVED_TFJOBS = JobKind(tfjob.GROUP, tfjob.VERSION, tfjob.PLURAL, "served_tfjobs")
 PODS = Resource("api/v1", "pods", _pod, selector=JOB_NAME_LABEL)
 SERVICES = Resource("api/v1", "services", _child("Service"), selector=JOB_NAME_LABEL)
-CLAIMS = Resource("api/v1", "persistentvolumeclaims", _child("PersistentVolumeClaim"), selector=JOB_NAME_LABEL)
+CLAIMS = Resource("api/v1", "persistentvolumeclaims", _claim, selector=JOB_NAME_LABEL)
 TENSORBOARDS = Resource("apis/apps/v1", "deployments", _tensorboard, selector=JOB_NAME_LABEL)
 WORKLOADS = Resource(f"apis/{WORKLOAD_API_VERSION}", "workloads", _workload, selector=JOB_NAME_LABEL, optional=True)

@@ -1,11 +1,18 @@
 """Daemon threads that sleep on one condition until there is work or they are stopped: the shape of
-the job queue, the wake-ups and the Event poster."""
+the job queue, the wake-ups and the Event poster; `repeat` is the loop of those that work every so
+many seconds (the kept-log sweeper, the claim checker)."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+
+from disttrain_kube.api_errors import TransientApiError
+from disttrain_operator import metrics
+
+logger = logging.getLogger(__name__)
 
 
 def ended_threads(threads: Iterable[threading.Thread], stopped: bool) -> list[str]:
@@ -41,3 +48,20 @@ class Workers(ABC):
     @abstractmethod
     def _work(self) -> None:
         """A thread's loop; it returns once `_stopped` is set."""
+
+    def repeat(self, action: Callable[[], None], interval: float, part: str) -> None:
+        """`action` every `interval` seconds until stopped. An API error waits for the next time; so does a
+        bug, with its traceback logged and counted, for the thread must outlive it."""
+        while True:
+            try:
+                action()
+            except TransientApiError as error:
+                logger.info("%s: %s", part, error)
+            except Exception:
+                metrics.ITEM_ERRORS.labels(part).inc()
+                logger.exception("%s failed", part)
+            with self._condition:
+                if not self._stopped:
+                    self._condition.wait(timeout=interval)
+                if self._stopped:
+                    return

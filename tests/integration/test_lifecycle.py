@@ -394,3 +394,46 @@ def test_a_progress_deadline_judges_a_run_whose_trainer_answers_and_not_one_that
         assert done["status"].get("restartCount", 0) == 0, done["status"]
     finally:
         trainer.server.shutdown()
+
+
+def test_a_claim_that_cannot_bind_shows_in_the_status_with_its_storage_classs_words_until_it_binds(
+    cluster: Cluster, operator: OperatorProcess, namespace: str
+) -> None:
+    """The checkpoint claim names a StorageClass the cluster lacks: the PV controller's Warning on the claim
+    reaches the job's VolumeUnbound condition and an Event; a volume made for the claim binds
+    it, the condition turns False and the pods run."""
+    job = (
+        JobBuilder.from_example("multi-worker-mirrored-gpu.yaml")
+        .metadata(name="unbound")
+        .replica("Worker", replicas=1)
+        .spec(checkpoint={"size": "1Gi", "storageClassName": "no-such-class"})
+    )
+    cluster.apply(namespace, json.dumps(job.obj()))
+    wait_for("the pod", lambda: cluster.job_pods(namespace, "unbound"))
+    unbound = job_where(cluster, namespace, "unbound", "VolumeUnbound", lambda j: holds(j, "VolumeUnbound"))
+    said = condition(unbound, "VolumeUnbound")
+    assert said is not None and said["reason"] == "ClaimUnbound", said
+    assert said["message"] == (
+        "the PersistentVolumeClaim unbound-checkpoint is not bound: "
+        'ProvisioningFailed: storageclass.storage.k8s.io "no-such-class" not found'
+    )
+    cluster.wait_for_event(namespace, "ClaimUnbound")
+    volume = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": f"{namespace}-unbound"},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteMany"],
+            "storageClassName": "no-such-class",
+            "hostPath": {"path": f"/tmp/{namespace}-unbound"},
+            "claimRef": {"namespace": namespace, "name": "unbound-checkpoint"},
+        },
+    }
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(volume))
+    try:
+        bound = job_where(cluster, namespace, "unbound", "ClaimsBound", lambda j: not holds(j, "VolumeUnbound"))
+        assert condition(bound, "VolumeUnbound")["reason"] == "ClaimsBound"  # type: ignore[index]
+        running_pods(cluster, namespace, "unbound", 1)
+    finally:
+        cluster.kubectl("delete", "pv", f"{namespace}-unbound", "--wait=false")

@@ -70,7 +70,7 @@ where those are used. Trainer pods need no rights at all. */}}
   verbs: [patch]                        # the Finished condition
 - apiGroups: [""]
   resources: [events]
-  verbs: [create]
+  verbs: [create, list]                  # list: what a StorageClass says of a claim that does not bind
 {{- end -}}
 
 {{/* What serving TFJobs adds to the operator's rules: the same as for its own jobs. */}}

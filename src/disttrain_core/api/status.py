@@ -30,6 +30,7 @@ class ConditionType(StrEnum):
     STALLED = "Stalled"
     TENSORBOARD_READY = "TensorBoardReady"
     GANG_UNAVAILABLE = "GangUnavailable"
+    VOLUME_UNBOUND = "VolumeUnbound"
 
 
 class ConditionStatus(StrEnum):
