@@ -236,19 +236,22 @@ def test_a_job_of_its_own_service_account_takes_kueues_placement_from_a_componen
     cluster: Cluster, namespace: str, operator_paused: None
 ) -> None:
     """Kueue's admission (node selector, tolerations, the pod set's labels and annotations) and its eviction's
-    restore, written by the operator or Kueue's controller, which may create pods but no tokens: not asked about
-    the job's ServiceAccount again. A change to what runs as that account (an image, a command) is."""
+    restore, written by the operator (which may create pods but no tokens) or by Kueue's controller (which may
+    patch Workloads' status but create neither pods nor tokens, as its RBAC markers give it): not asked about
+    the job's ServiceAccount or pods again. A change to what runs as that account (an image, a command) is."""
     cluster.kubectl("apply", "--server-side", "-f", str(ROOT / "deploy" / "admission" / "policy.yaml"))
     updates = {"apiGroups": ["disttrain.io"], "resources": ["disttrainjobs"], "verbs": ["get", "update", "patch"]}
     pods = {"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]}
-    _grant(cluster, namespace, "kueue-like", updates, pods)
+    workloads = {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status"], "verbs": ["patch"]}
+    _grant(cluster, namespace, "operator-like", updates, pods)
+    _grant(cluster, namespace, "kueue-like", updates, workloads)
     cluster.kubectl("create", "serviceaccount", "trainer", "-n", namespace)
     own = JobBuilder("own-account").workers(1).pod_spec(serviceAccountName="trainer").run_policy(suspend=True)
     cluster.apply(namespace, json.dumps(own.metadata(labels={QUEUE_LABEL: "team"}).obj()))
 
-    def patch(change: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    def patch(user: str, change: dict[str, Any]) -> subprocess.CompletedProcess[str]:
         return cluster.kubectl(
-            "patch", "disttrainjob", "own-account", "-n", namespace, "--type=merge", "--as=kueue-like",
+            "patch", "disttrainjob", "own-account", "-n", namespace, "--type=merge", f"--as={user}",
             "-p", json.dumps(change), "--dry-run=server", check=False,
         )  # fmt: skip
 
@@ -256,18 +259,27 @@ def test_a_job_of_its_own_service_account_takes_kueues_placement_from_a_componen
         return {"spec": {"replicaSpecs": {"Worker": {"template": template}}}}
 
     image = worker({"spec": {"containers": [{"name": "tensorflow", "image": "another:1"}]}})
-    refused = wait_for("the policy to ask again", lambda: "may not create tokens" in patch(image).stderr, timeout=30)
-    assert refused
+    refused = wait_for(
+        "the policy to ask again", lambda: "may not create tokens" in patch("operator-like", image).stderr, timeout=30
+    )
+    assert refused and "may not create pods" in patch("kueue-like", image).stderr
     admitted = worker(
         {
             "metadata": {"labels": {"kueue.x-k8s.io/podset": "worker"}, "annotations": {"flavor": "a100"}},
             "spec": {
                 "nodeSelector": {"cloud.example.com/gpu": "a100"},
                 "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                "schedulingGates": [{"name": "kueue.x-k8s.io/topology"}],
             },
         }
     )
-    allowed = patch({**admitted, "spec": {**admitted["spec"], "runPolicy": {"suspend": False}}})
-    assert allowed.returncode == 0, allowed.stderr
-    restored = worker({"metadata": {"labels": None, "annotations": None}, "spec": {"nodeSelector": None}})
-    assert patch(restored).returncode == 0
+    restored = worker(
+        {"metadata": {"labels": None, "annotations": None}, "spec": {"nodeSelector": None, "schedulingGates": None}}
+    )
+    for user in ("operator-like", "kueue-like"):
+        allowed = patch(user, {**admitted, "spec": {**admitted["spec"], "runPolicy": {"suspend": False}}})
+        assert allowed.returncode == 0, allowed.stderr
+    cluster.kubectl("patch", "disttrainjob", "own-account", "-n", namespace, "--type=merge", "-p", json.dumps(admitted))
+    for user in ("operator-like", "kueue-like"):
+        put_back = patch(user, {**restored, "spec": {**restored["spec"], "runPolicy": {"suspend": True}}})
+        assert put_back.returncode == 0, put_back.stderr

@@ -121,6 +121,32 @@ def test_success_stops_ps_and_evaluator_and_stays_succeeded(
     assert final["status"]["phase"] == "Succeeded" and not holds(final, "Failed")
 
 
+def test_the_peers_of_a_worker_0_that_succeeded_end_on_their_own_within_their_grace_or_are_stopped_after_it(
+    cluster: Cluster, operator: OperatorProcess, namespace: str
+) -> None:
+    """MultiWorkerMirrored's workers run the same steps and end together, worker 0 a moment first: when the
+    job succeeds its peers are left running for their grace, so one that ends then keeps its exit code and
+    last lines; one that does not is stopped by the cleanup (cleanPodPolicy Running) once it is over."""
+    cluster.apply(namespace, MWMS.replace("replicas: 4", "replicas: 3"))
+    running_pods(cluster, namespace, "mnist-mwms", 3)
+    cluster.set_pod_status(namespace, "mnist-mwms-worker-0", "Succeeded", exit_code=0)
+    job_where(cluster, namespace, "mnist-mwms", "Succeeded", lambda j: holds(j, "Succeeded"))
+    pods = cluster.job_pods(namespace, "mnist-mwms")
+    assert all("deletionTimestamp" not in pods[f"mnist-mwms-worker-{index}"]["metadata"] for index in (1, 2))
+    cluster.set_pod_status(namespace, "mnist-mwms-worker-1", "Succeeded", exit_code=0)
+
+    def worker_2_stopped() -> dict[str, dict[str, Any]] | None:
+        pods = cluster.job_pods(namespace, "mnist-mwms")
+        return pods if "mnist-mwms-worker-2" not in pods else None
+
+    left = wait_for("worker 2 stopped after the grace", worker_2_stopped, timeout=60)
+    assert {name: pod["status"]["phase"] for name, pod in left.items()} == {
+        "mnist-mwms-worker-0": "Succeeded",
+        "mnist-mwms-worker-1": "Succeeded",  # ended on its own: kept, with its exit code
+    }
+    assert cluster.job(namespace, "mnist-mwms")["status"]["phase"] == "Succeeded"
+
+
 def _ps_job(cluster: Cluster, namespace: str, final_evaluation_seconds: int) -> None:
     cluster.create_claim(namespace, "team-checkpoints")
     job = JobBuilder.from_example("parameter-server.yaml").run_policy(finalEvaluationSeconds=final_evaluation_seconds)
