@@ -33,6 +33,7 @@ from disttrain_core.images import VERSION
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import containerd, images, network_policy_controller, node_kinds, readme, real_node, versions
 from disttrain_dev.polling import wait_for
+from example_notebook import run_example_notebook
 from job_checks import holds, job_where, says_a_worker_is_unreachable, suspend
 from kube_cluster import Cluster
 from kueue_support import (
@@ -48,7 +49,6 @@ from operator_process import OperatorProcess
 from pod_checks import drain, drain_and_uncordon, trainer_run, trainer_state
 from rbac_rights import AUDIT_TIME, refused_rights
 from repository import ROOT
-from shipped_functions import reduce_across_workers, reports
 from trainer_support import events
 
 pytestmark = pytest.mark.real_node
@@ -273,15 +273,13 @@ def test_readme_s_first_job_succeeds_as_written(installed: Cluster, plain_namesp
     assert table[:8] == ["NAME", "PHASE", "STRATEGY", "READY", "RESTARTS", "STEP", "ETA", "AGE"], table
 
 
-def test_a_function_s_two_workers_join_one_collective_in_the_trainer_image(
-    installed: Cluster, real_namespace: str
+def test_the_example_notebook_runs_as_written_in_the_install_s_trainer_image_under_restricted(
+    installed: Cluster, real_namespace: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`Client.train` with its defaults: the trainer image of this version runs the shipped function, in pods a
-    namespace enforcing `restricted` admits."""
-    client = Client(kubeconfig=installed.kubeconfig, namespace=real_namespace)
-    job = client.train(reduce_across_workers, workers=2, parameters={"value": 1.5})
-    assert client.wait(job, timeout=300).status.phase == "Succeeded"
-    assert reports("\n".join(client.logs(job))) == [{"workers": 2, "sum": 3.0}]
+    """The notebook's `Client.train` names no image: its functions run in the trainer image the install names
+    (overlays/local-images), in pods a namespace enforcing `restricted` admits, their checkpoint on a claim
+    local-path binds (ReadWriteOnce, as the notebook asks)."""
+    run_example_notebook(installed, real_namespace, tmp_path, monkeypatch)
 
 
 def test_a_finished_job_s_tensorboard_serves_its_loss_curve_through_a_port_forward(
@@ -460,6 +458,27 @@ def test_a_nan_in_the_trainer_image_fails_the_job_as_diverged_at_its_step(
     # the failure may come from worker 1's exit: the checkpoint comes with worker 0's final report, read once it ends
     saved = job_where(installed, real_namespace, job, "a checkpoint", lambda found: "checkpoint" in found["status"])
     assert (saved["status"].get("restartCount", 0), saved["status"]["checkpoint"]["step"]) == (0, 40), saved["status"]
+
+
+def test_a_checkpoint_claim_local_path_cannot_bind_shows_in_the_status_with_its_words(
+    installed: Cluster, real_namespace: str
+) -> None:
+    """The checkpoint's default access mode, ReadWriteMany (workers on several nodes share it), which
+    local-path, the real node's StorageClass, does not provision: the provisioner's refusal is the job's
+    VolumeUnbound condition, as `kubectl wait` sees it, and its pods wait."""
+    text = MWMS.read_text().replace("    accessModes: [ReadWriteOnce]", "")
+    text = re.sub(r"^  name: (\S+)$", "  name: shared", text, count=1, flags=re.MULTILINE)
+    installed.apply(real_namespace, text)
+    installed.kubectl("wait", "-n", real_namespace, "--for=condition=VolumeUnbound", "dtj/shared", "--timeout=120s")
+    said = next(
+        c for c in installed.job(real_namespace, "shared")["status"]["conditions"] if c["type"] == "VolumeUnbound"
+    )
+    assert said["reason"] == "ClaimUnbound" and said["message"].startswith(
+        "the PersistentVolumeClaim shared-checkpoint is not bound: ProvisioningFailed: "
+    ), said
+    assert "ReadWriteOnce" in said["message"], said  # local-path's words: the modes it provisions
+    assert all(pod["status"]["phase"] == "Pending" for pod in installed.job_pods(real_namespace, "shared").values())
+    installed.kubectl("delete", "dtj", "shared", "-n", real_namespace)
 
 
 def test_at_mid_run_the_trainer_image_s_time_left_is_within_a_fifth_of_the_time_it_took(
