@@ -1,15 +1,17 @@
 """Ask why a job's claim stays Pending: one thread reads the Warning Events of each claim Pending for
-`UNBOUND_AFTER` whose job has pods waiting for it, every `interval` seconds, and names the job to the
-queue when the StorageClass's words change (`disttrain_core.claims`). The watch of the claims
-shows when one binds; the words of a claim no longer Pending are dropped then."""
+`UNBOUND_AFTER` whose job has pods waiting for it, and names the job to the queue when the StorageClass's
+words change (`disttrain_core.claims`). A claim is asked again after `ASKED_AGAIN` (10 s, doubling to
+2 minutes): one that never binds costs a list now and then. The watch of the claims shows when one binds;
+the words of a claim no longer Pending are dropped then."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
+from disttrain_core.backoff import Backoff
 from disttrain_core.claims import ClaimView, storage_words, to_ask
 from disttrain_core.observed import PodView
 from disttrain_core.types import JobKey
@@ -19,6 +21,7 @@ from disttrain_operator.workers import Workers
 logger = logging.getLogger(__name__)
 
 CHECK_SECONDS = 10.0  # with UNBOUND_AFTER, a claim that cannot bind is in its job's status within 30 s
+ASKED_AGAIN = Backoff(first=CHECK_SECONDS, longest=120)
 EVENTS_ASKED = "10"  # a claim's Events listed at once: its StorageClass's come aggregated, one per reason
 
 
@@ -45,6 +48,7 @@ class ClaimChecker(Workers):
         self._interval = interval
         self._clock = clock
         self._words: dict[JobKey, dict[str, str]] = {}  # by job: claim name -> its StorageClass's words
+        self._asked: dict[str, tuple[int, datetime]] = {}  # by claim uid: times asked, when it is due again
 
     def unbound(self, key: JobKey, claims: Sequence[ClaimView]) -> dict[str, str]:
         """The words said of the job's `claims` still Pending."""
@@ -54,12 +58,15 @@ class ClaimChecker(Workers):
 
     def check(self) -> None:
         """Ask about every claim due once; a job whose words changed is named to the queue."""
-        now, changed = self._clock(), []
+        now, changed, pending = self._clock(), list[JobKey](), set[str]()
         for key, claims in self._claims():
             asked = to_ask(claims, now) if any(not pod.gone for pod in self._pods(key)) else []
+            pending.update(claim.uid for claim in asked)
             with self._condition:
                 before = dict(self._words.get(key, {}))
-            words = {claim.name: said for claim in asked if (said := self._said(key[0], claim, before)) is not None}
+            words = {
+                claim.name: said for claim in asked if (said := self._said(key[0], claim, before, now)) is not None
+            }
             with self._condition:
                 if self._words.get(key, {}) != words:
                     changed.append(key)
@@ -67,11 +74,17 @@ class ClaimChecker(Workers):
                     self._words[key] = words
                 else:
                     self._words.pop(key, None)
+        self._asked = {uid: asked for uid, asked in self._asked.items() if uid in pending}
         for key in changed:
             self._on_change(key)
 
-    def _said(self, namespace: str, claim: ClaimView, before: dict[str, str]) -> str | None:
-        """The newest Warning's words; what was said before when the Events cannot be read now."""
+    def _said(self, namespace: str, claim: ClaimView, before: dict[str, str], now: datetime) -> str | None:
+        """The newest Warning's words; what was said before when the claim is not due or its Events cannot be
+        read now."""
+        times, due = self._asked.get(claim.uid, (0, now))
+        if due > now:
+            return before.get(claim.name)
+        self._asked[claim.uid] = (times + 1, now + timedelta(seconds=ASKED_AGAIN.delay(times + 1)))
         query = {"fieldSelector": f"involvedObject.uid={claim.uid},type=Warning", "limit": EVENTS_ASKED}
         try:
             page = self._kube.list_page(f"/api/v1/namespaces/{namespace}/events", query)

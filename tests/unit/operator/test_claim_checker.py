@@ -1,4 +1,4 @@
-"""The claim checker: which claims it asks about, what it keeps of the answers and whom it wakes."""
+"""The claim checker: which claims it asks about and how often, what it keeps of the answers and whom it wakes."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from disttrain_core.claims import UNBOUND_AFTER, ClaimView
 from disttrain_core.observed import PodPhase, PodView
 from disttrain_core.types import JobKey
 from disttrain_kube.api_errors import TransientApiError
-from disttrain_operator.claim_checker import ClaimChecker
+from disttrain_operator.claim_checker import ASKED_AGAIN, ClaimChecker
 from job_builder import make_pod
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -53,10 +53,16 @@ def test_a_claim_pending_beside_its_pods_is_asked_about_and_its_words_wake_the_j
         ("/api/v1/namespaces/team/events", {"fieldSelector": "involvedObject.uid=u1,type=Warning", "limit": "10"})
     ]
     assert woken == [KEY] and checker.unbound(KEY, claims) == {"job-checkpoint": "ProvisioningFailed: no such class"}
+    now[0] += timedelta(seconds=ASKED_AGAIN.delay(1) - 1)
     checker.check()
-    assert woken == [KEY]  # the same words: no wake
+    assert len(events.asked) == 1  # not due again yet
+    now[0] += timedelta(seconds=1)
+    checker.check()
+    assert len(events.asked) == 2 and woken == [KEY]  # the same words: no wake
+    now[0] += timedelta(seconds=ASKED_AGAIN.delay(2))
     events.failing = True
     checker.check()
+    assert len(events.asked) == 3
     assert woken == [KEY] and checker.unbound(KEY, claims) == {"job-checkpoint": "ProvisioningFailed: no such class"}
     bound = [ClaimView("job-checkpoint", "u1", None)]
     assert checker.unbound(KEY, bound) == {}  # bound since: its words are not the job's
