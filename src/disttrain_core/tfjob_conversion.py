@@ -320,12 +320,12 @@ def _run_policy(policy: Mapping[str, Any], notes: list[str]) -> Manifest:
 
 def _gang_of_training_pods(run_policy: Manifest, replica_specs: Mapping[str, Any], notes: list[str]) -> None:
     """training-operator's minAvailable counts the Evaluator; a DistTrainJob's gang never holds it
-    (`api.spec.GANG_MEMBERS`): one that counts it asks for every training pod."""
+    (`api.spec.GANG_MEMBERS`): one that counts it asks for every training pod. One above every pod of the job
+    stays, so the job is held until it is lowered, as training-operator holds it."""
     asked = (run_policy.get("schedulingPolicy") or {}).get("minAvailable")
-    members = sum(
-        int(replica_specs[kind.value].get("replicas", 1)) for kind in GANG_MEMBERS if kind.value in replica_specs
-    )
-    if isinstance(asked, int) and not isinstance(asked, bool) and members < asked:
+    counts = {kind: int(spec.get("replicas", 1)) for kind, spec in replica_specs.items()}
+    members = sum(counts.get(kind.value, 0) for kind in GANG_MEMBERS)
+    if isinstance(asked, int) and not isinstance(asked, bool) and members < asked <= sum(counts.values()):
         run_policy["schedulingPolicy"]["minAvailable"] = members
         notes.append(
             f"schedulingPolicy.minAvailable {asked} counts pods beside the Chief, Worker and PS ones, as "

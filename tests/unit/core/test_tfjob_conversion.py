@@ -189,3 +189,17 @@ def test_a_generated_name_converts_and_renders_as_the_api_server_would_name_it()
         "mnist-xxxxx-worker-1",
         "mnist-xxxxx-ps-0",
     ]
+
+
+@pytest.mark.parametrize(("asked", "gang"), [(2, 2), (3, 2), (4, 4)])
+def test_a_min_available_counting_the_evaluator_asks_for_the_training_pods_and_one_above_every_pod_stays(
+    asked: int, gang: int
+) -> None:
+    """Two workers and an Evaluator: training-operator's 3 counted the Evaluator, so the gang is both workers;
+    4 is more than every pod of the job, which training-operator held until lowered, and so does the operator
+    (`Gang.oversized`)."""
+    tfjob = _tfjob(runPolicy={"schedulingPolicy": {"minAvailable": asked}})
+    tfjob["spec"]["tfReplicaSpecs"]["Evaluator"] = {"replicas": 1, **_template()}
+    converted = convert(tfjob)
+    assert converted.job["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] == gang
+    assert any("counts pods beside the Chief" in note for note in converted.notes) == (asked == 3)
