@@ -1,6 +1,8 @@
 """Served TFJobs queued by Kueue's own TFJob integration, on kwok's GPU nodes: Kueue's controller, not the
 operator, suspends and resumes them and writes its flavor into their templates, past deploy/'s admission
-policy. Kueue is built from shared/third_party and runs with that integration for this module alone."""
+policy. Kueue is built from shared/third_party and runs with that integration for this module alone, with
+the suite's credentials; test_api_server_validation.py holds the policy to Kueue's own rights, which create
+neither pods nor tokens."""
 
 from __future__ import annotations
 
@@ -42,7 +44,7 @@ def serving(
         options=["--serve-tfjobs"],
         environment={"DISTTRAIN_KUEUE_TFJOB_INTEGRATION": "true"},
     )
-    with kueue_running(cluster, folder / "kueue", tfjob_integration=True):
+    with kueue_running(cluster, tmp_path_factory.mktemp("kueue"), tfjob_integration=True):
         serving.start()
         yield serving
         serving.stop()
