@@ -22,7 +22,7 @@ from disttrain_contract.timestamps import parse_time
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import MAX_ATTEMPT, ReplicaType
 from disttrain_core.api.status import MAX_DISRUPTION_REASON, Evaluation
-from disttrain_core.api.tenant_input import PodLogNotes, PodRunNotes
+from disttrain_core.api.tenant_input import PodLogNotes, PodRunNotes, as_list, as_mapping
 from disttrain_core.builders import naming
 from disttrain_core.kept_logs import essentials, log_due, previous_run_due, run_index
 from disttrain_core.progress import Report, parse_evaluation, parse_report
@@ -160,21 +160,44 @@ def container_status(status: Mapping[str, Any], container_name: str) -> Mapping[
 CRASH_LOOP_BACK_OFF = "CrashLoopBackOff"  # the kubelet's reason for a container whose next start it holds back
 
 
+def restarts_on(container: Mapping[str, Any], code: object) -> bool:
+    """Whether the kubelet starts the container again in its pod after a run that exited with `code`: a rule of
+    its `restartPolicyRules` restarts on it (the operator's is `in_place.restart_rule`). A run that ended
+    otherwise (its success, a code the job fails on) was its last: the pod's phase says so next."""
+    if not isinstance(code, int) or isinstance(code, bool):
+        return False
+    for rule in as_list(container.get("restartPolicyRules"))[:MAX_RESTART_RULES]:
+        codes = as_mapping(as_mapping(rule).get("exitCodes"))
+        values = as_list(codes.get("values"))[:MAX_RULE_CODES]
+        named = codes.get("operator") == "In" and code in values
+        if as_mapping(rule).get("action") == "Restart" and (
+            named or (codes.get("operator") == "NotIn" and code not in values)
+        ):
+            return True
+    return False
+
+
+MAX_RESTART_RULES = 20  # the API server's bound on a container's rules
+MAX_RULE_CODES = 255  # and on the codes a rule names
+
+
 def runs(
-    metadata: Mapping[str, Any], status: Mapping[str, Any], container_name: str, *, from_file: bool = True
+    metadata: Mapping[str, Any], status: Mapping[str, Any], container: Mapping[str, Any], *, from_file: bool
 ) -> Runs | None:
     """The trainer container's runs, for a pod the operator made to restart in place; None for any other. The
     kubelet counts a container's restarts once the next run starts: a run that ended is read from its state
-    (ended, or waiting out CrashLoopBackOff) before that, as soon as it shows."""
+    (ended, or waiting out CrashLoopBackOff) before that, as soon as it shows, where the kubelet restarts on
+    its exit code (`restarts_on`, by the trainer `container`'s spec); a run it does not restart ended the pod,
+    whose phase follows."""
     counted = PodRunNotes.of(metadata).counted
     if counted is None:
         return None
-    container = container_status(status, container_name)
-    restarts = container.get("restartCount")
+    reported = container_status(status, str(container.get("name", "")))
+    restarts = reported.get("restartCount")
     ended = restarts if isinstance(restarts, int) and 0 <= restarts < MAX_ATTEMPT else 0
-    state = container.get("state") or {}
-    last = (container.get("lastState") or {}).get("terminated") or {}
-    if state.get("terminated"):
+    state = reported.get("state") or {}
+    last = (reported.get("lastState") or {}).get("terminated") or {}
+    if state.get("terminated") and restarts_on(container, as_mapping(state["terminated"]).get("exitCode")):
         ended, last = ended + 1, state["terminated"]
     elif state.get("waiting") and last:
         ended += 1
@@ -332,8 +355,13 @@ def pod_view(body: dict[str, Any], trainer_container: str = "tensorflow") -> Pod
     failed = (terminated or {}) if phase is PodPhase.FAILED else {}
     container_statuses = status.get("containerStatuses") or []
     due, run_due = log_due(body), previous_run_due(body)
-    from_file = message_from_file(body.get("spec") or {}, trainer_container)
-    in_place = runs(metadata, status, trainer_container, from_file=from_file)
+    spec = body.get("spec") or {}
+    from_file = message_from_file(spec, trainer_container)
+    trainer = next(
+        (c for c in as_list(spec.get("containers")) if as_mapping(c).get("name") == trainer_container),
+        {"name": trainer_container},
+    )
+    in_place = runs(metadata, status, trainer, from_file=from_file)
     attempt = PodLogNotes.of(metadata).attempt
     run = run_index(body)  # the latest run's, from 0: an attempt a run, where it restarts in place
     return PodView(

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from disttrain import Client
 from disttrain_contract.progress import DEFAULT_PROGRESS_PORT
@@ -34,7 +35,7 @@ from disttrain_dev import cluster as devcluster
 from disttrain_dev import containerd, images, network_policy_controller, node_kinds, readme, real_node, versions
 from disttrain_dev.polling import wait_for
 from example_notebook import run_example_notebook
-from job_checks import holds, job_where, says_a_worker_is_unreachable, suspend
+from job_checks import condition, holds, job_where, says_a_worker_is_unreachable, suspend
 from kube_cluster import Cluster
 from kueue_support import (
     LOCAL_QUEUE,
@@ -479,6 +480,38 @@ def test_a_checkpoint_claim_local_path_cannot_bind_shows_in_the_status_with_its_
     assert "ReadWriteOnce" in said["message"], said  # local-path's words: the modes it provisions
     assert all(pod["status"]["phase"] == "Pending" for pod in installed.job_pods(real_namespace, "shared").values())
     installed.kubectl("delete", "dtj", "shared", "-n", real_namespace)
+
+
+# A program of the user's own in a container (the trainer image's shell, not its trainer): it serves no progress
+# port, and its first attempt exits 5 (a marker on the checkpoint volume, which outlives the pod, says which).
+OWN_PROGRAM = (
+    'if [ -e "$DISTTRAIN_CHECKPOINT_DIR/first-attempt" ]; then sleep 25; exit 0; fi; '
+    'touch "$DISTTRAIN_CHECKPOINT_DIR/first-attempt"; sleep 2; exit 5'
+)
+
+
+def test_a_users_own_program_in_a_container_is_retried_on_5_and_runs_unjudged_by_its_deadline(
+    installed: Cluster, real_namespace: str
+) -> None:
+    """The process node's scenario in containers: exit code 5 without the trainer's word restarts the job under
+    OnFailure, and the second attempt, which reports no step for longer than the deadline, runs to its end
+    while the job says why the deadline does not judge it. Its success restarts nothing: the kubelet shows the
+    run ended a moment before the pod's phase does, and a run its rule does not restart is no run in place."""
+    manifest = yaml.safe_load(MWMS.read_text())
+    manifest["metadata"]["name"] = "own"
+    manifest["spec"]["runPolicy"] = {"progressDeadlineSeconds": 10, "startupDeadlineSeconds": 10, "backoffLimit": 2}
+    worker = manifest["spec"]["replicaSpecs"]["Worker"]
+    worker.update(replicas=1, restartPolicy="OnFailure")
+    (container,) = worker["template"]["spec"]["containers"]
+    container.update(command=["sh", "-c", OWN_PROGRAM], args=[])
+    installed.apply(real_namespace, json.dumps(manifest))
+    installed.wait_for_event(real_namespace, "ProgressNotReported", timeout=120)
+    said = condition(installed.job(real_namespace, "own"), "Stalled")
+    assert said is not None and said["status"] == "False" and said["reason"] == "ProgressNotReported", said
+    done = _wait_succeeded(installed, real_namespace, "own")
+    assert done["status"]["restartCount"] == 1 and not holds(done, "Stalled"), done["status"]
+    events = installed.items("events", real_namespace)
+    assert any("own-worker-0 failed with exit code 5" in e["message"] for e in events if e["reason"] == "Restarting")
 
 
 def test_at_mid_run_the_trainer_image_s_time_left_is_within_a_fifth_of_the_time_it_took(

@@ -14,7 +14,7 @@ from disttrain_core.api.spec import ReplicaType
 from disttrain_core.api.tenant_input import ATTEMPT, RUNS_COUNTED
 from disttrain_core.builders import objects
 from disttrain_core.builders.build_settings import BuildSettings
-from disttrain_core.observed import PodPhase, PodView, Runs, pod_view
+from disttrain_core.observed import PodPhase, PodView, Runs, pod_view, restarts_on
 from disttrain_core.planner import Plan, plan
 from disttrain_core.status_from_pods import aggregate, record_restart
 from job_builder import JobBuilder
@@ -72,7 +72,11 @@ def _body(restarts: int, counted: str | None, exit_code: int = 137) -> dict[str,
     container = {"name": "tensorflow", "restartCount": restarts, "state": {"running": {}}, "lastState": last}
     labels = {"disttrain.io/replica-type": "worker", "disttrain.io/replica-index": "0"}
     metadata = {"name": "job-worker-0", "uid": "u", "labels": labels, "annotations": annotations}
-    return {"metadata": metadata, "status": {"phase": "Running", "containerStatuses": [container]}}
+    spec = {"containers": [{"name": "tensorflow", "restartPolicy": "Never", "restartPolicyRules": [RULE]}]}
+    return {"metadata": metadata, "spec": spec, "status": {"phase": "Running", "containerStatuses": [container]}}
+
+
+RULE = in_place.restart_rule([code for code in range(1, 256) if code != ExitCode.DIVERGED])  # NotIn [0, 5]
 
 
 def test_a_pod_that_restarts_in_place_reports_its_runs_and_each_run_is_an_attempt() -> None:
@@ -160,6 +164,20 @@ def test_a_run_that_ended_shows_before_the_kubelet_counts_the_restart() -> None:
     container["state"] = {"waiting": {"reason": "CrashLoopBackOff"}}
     waiting = pod_view(ended)
     assert waiting is not None and waiting.runs is not None and (waiting.runs.ended, waiting.runs.exit_code) == (2, 137)
+
+
+def test_a_run_the_rule_does_not_restart_is_the_pod_s_end_and_no_run_of_its_own() -> None:
+    """The kubelet may show the trainer's last run ended a moment before the pod's phase follows: a success, or
+    a code its rule leaves out, is no run that restarts in place (counted as one, a success restarted the job)."""
+    for code in (0, ExitCode.DIVERGED):
+        body = _body(restarts=1, counted="1")
+        body["status"]["containerStatuses"][0]["state"] = {"terminated": {"exitCode": code, "reason": "Completed"}}
+        view = pod_view(body)
+        assert view is not None and view.runs is not None
+        assert (view.runs.ended, view.runs.exit_code, view.runs.uncounted) == (1, 137, False), code
+    assert restarts_on({"restartPolicyRules": [RULE]}, 130) and not restarts_on({}, 130)
+    assert not restarts_on({"restartPolicyRules": [{"action": "Restart", "exitCodes": {"operator": "In"}}]}, 1)
+    assert not restarts_on({"restartPolicyRules": "junk"}, True)
 
 
 def test_a_trainer_the_kubelet_holds_back_is_replaced_once_its_run_is_counted() -> None:
