@@ -187,8 +187,8 @@ def runs(
     """The trainer container's runs, for a pod the operator made to restart in place; None for any other. The
     kubelet counts a container's restarts once the next run starts: a run that ended is read from its state
     (ended, or waiting out CrashLoopBackOff) before that, as soon as it shows, where the kubelet restarts on
-    its exit code (`restarts_on`, by the trainer `container`'s spec); a run it does not restart ended the pod,
-    whose phase follows."""
+    its exit code (`restarts_on`, by the trainer `container`'s spec). A run it does not restart is the pod's
+    last, counted once the pod's phase says it ended (`in_place.end_counted` compares the two)."""
     counted = PodRunNotes.of(metadata).counted
     if counted is None:
         return None
@@ -197,7 +197,8 @@ def runs(
     ended = restarts if isinstance(restarts, int) and 0 <= restarts < MAX_ATTEMPT else 0
     state = reported.get("state") or {}
     last = (reported.get("lastState") or {}).get("terminated") or {}
-    if state.get("terminated") and restarts_on(container, as_mapping(state["terminated"]).get("exitCode")):
+    final = status.get("phase") in (PodPhase.SUCCEEDED, PodPhase.FAILED)
+    if state.get("terminated") and (final or restarts_on(container, as_mapping(state["terminated"]).get("exitCode"))):
         ended, last = ended + 1, state["terminated"]
     elif state.get("waiting") and last:
         ended += 1

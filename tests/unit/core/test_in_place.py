@@ -175,6 +175,10 @@ def test_a_run_the_rule_does_not_restart_is_the_pod_s_end_and_no_run_of_its_own(
         view = pod_view(body)
         assert view is not None and view.runs is not None
         assert (view.runs.ended, view.runs.exit_code, view.runs.uncounted) == (1, 137, False), code
+        body["status"]["phase"] = "Succeeded" if code == 0 else "Failed"
+        ended = pod_view(body)
+        assert ended is not None and ended.runs is not None and (ended.runs.ended, ended.runs.exit_code) == (2, code)
+        assert not in_place.end_counted(ended)  # its end is its own, not the one the restart counted
     assert restarts_on({"restartPolicyRules": [RULE]}, 130) and not restarts_on({}, 130)
     assert not restarts_on({"restartPolicyRules": [{"action": "Restart", "exitCodes": {"operator": "In"}}]}, 1)
     assert not restarts_on({"restartPolicyRules": "junk"}, True)
