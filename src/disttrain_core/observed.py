@@ -166,14 +166,11 @@ def restarts_on(container: Mapping[str, Any], code: object) -> bool:
     otherwise (its success, a code the job fails on) was its last: the pod's phase says so next."""
     if not isinstance(code, int) or isinstance(code, bool):
         return False
-    for rule in as_list(container.get("restartPolicyRules"))[:MAX_RESTART_RULES]:
-        codes = as_mapping(as_mapping(rule).get("exitCodes"))
-        values = as_list(codes.get("values"))[:MAX_RULE_CODES]
-        named = codes.get("operator") == "In" and code in values
-        if as_mapping(rule).get("action") == "Restart" and (
-            named or (codes.get("operator") == "NotIn" and code not in values)
-        ):
-            return True
+    for rule in map(as_mapping, as_list(container.get("restartPolicyRules"))[:MAX_RESTART_RULES]):
+        codes = as_mapping(rule.get("exitCodes"))
+        listed = code in as_list(codes.get("values"))[:MAX_RULE_CODES]
+        if codes.get("operator") in ("In", "NotIn") and listed == (codes.get("operator") == "In"):
+            return rule.get("action") == "Restart"  # the first rule that matches decides
     return False
 
 
@@ -258,12 +255,10 @@ def said_diverged(text: Any) -> bool:
 FALLBACK_TO_LOGS = "FallbackToLogsOnError"
 
 
-def message_from_file(spec: Mapping[str, Any], container_name: str) -> bool:
+def message_from_file(container: Mapping[str, Any]) -> bool:
     """The container's termination message is only what it wrote in its file: under `FallbackToLogsOnError` the
     kubelet puts its log's tail there when the file is empty, and any program may print anything."""
-    containers = spec.get("containers") or []
-    chosen = next((c for c in containers if isinstance(c, Mapping) and c.get("name") == container_name), None)
-    return chosen is None or chosen.get("terminationMessagePolicy") != FALLBACK_TO_LOGS
+    return container.get("terminationMessagePolicy") != FALLBACK_TO_LOGS
 
 
 def pod_ready(body: Mapping[str, Any]) -> bool:
@@ -356,12 +351,11 @@ def pod_view(body: dict[str, Any], trainer_container: str = "tensorflow") -> Pod
     failed = (terminated or {}) if phase is PodPhase.FAILED else {}
     container_statuses = status.get("containerStatuses") or []
     due, run_due = log_due(body), previous_run_due(body)
-    spec = body.get("spec") or {}
-    from_file = message_from_file(spec, trainer_container)
+    containers = as_list(as_mapping(body.get("spec")).get("containers"))
     trainer = next(
-        (c for c in as_list(spec.get("containers")) if as_mapping(c).get("name") == trainer_container),
-        {"name": trainer_container},
+        (c for c in containers if as_mapping(c).get("name") == trainer_container), {"name": trainer_container}
     )
+    from_file = message_from_file(trainer)
     in_place = runs(metadata, status, trainer, from_file=from_file)
     attempt = PodLogNotes.of(metadata).attempt
     run = run_index(body)  # the latest run's, from 0: an attempt a run, where it restarts in place
