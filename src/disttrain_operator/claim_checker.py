@@ -58,8 +58,9 @@ class ClaimChecker(Workers):
 
     def check(self) -> None:
         """Ask about every claim due once; a job whose words changed is named to the queue."""
-        now, changed, pending = self._clock(), list[JobKey](), set[str]()
+        now, changed, pending, seen = self._clock(), list[JobKey](), set[str](), set[JobKey]()
         for key, claims in self._claims():
+            seen.add(key)
             asked = to_ask(claims, now) if any(not pod.gone for pod in self._pods(key)) else []
             pending.update(claim.uid for claim in asked)
             with self._condition:
@@ -75,6 +76,8 @@ class ClaimChecker(Workers):
                 else:
                     self._words.pop(key, None)
         self._asked = {uid: asked for uid, asked in self._asked.items() if uid in pending}
+        with self._condition:  # a job whose claims went (deleted with it) keeps nothing here
+            self._words = {key: words for key, words in self._words.items() if key in seen}
         for key in changed:
             self._on_change(key)
 

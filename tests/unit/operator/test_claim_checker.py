@@ -78,3 +78,15 @@ def test_a_claim_of_a_job_without_pods_is_not_asked_about_and_its_words_go() -> 
     pods.clear()  # suspended: a claim that binds on its first consumer waits for none
     checker.check()
     assert len(events.asked) == 1 and woken == [KEY, KEY] and checker.unbound(KEY, [PENDING]) == {}
+
+
+def test_the_words_of_a_job_whose_claims_went_are_forgotten() -> None:
+    events, woken, claims = Events(), list[JobKey](), [(KEY, [PENDING])]
+    events.items = [{"type": "Warning", "reason": "ProvisioningFailed", "message": "no such class"}]
+    pods = [make_pod(ReplicaType.WORKER, 0, PodPhase.PENDING)]
+    checker = ClaimChecker(events, lambda: claims, lambda key: pods, woken.append, 10, clock=lambda: T0 + UNBOUND_AFTER)
+    checker.check()
+    assert checker.unbound(KEY, [PENDING]) == {"job-checkpoint": "ProvisioningFailed: no such class"}
+    claims.clear()  # the job and its claim were deleted
+    checker.check()
+    assert checker.unbound(KEY, [PENDING]) == {}
