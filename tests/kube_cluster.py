@@ -14,6 +14,8 @@ import os
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -264,6 +266,25 @@ def operator_kubeconfig(cluster: Cluster, folder: Path, rbac: Path = ROOT / "dep
     """Credentials of the operator's own ServiceAccount with deploy/rbac.yaml's rules (or another file's,
     such as an overlay's additions), not an admin's."""
     return account_kubeconfig(cluster, folder, rbac, "disttrain-operator")
+
+
+def serving_operator_kubeconfig(cluster: Cluster, folder: Path) -> Path:
+    """The operator's credentials with deploy/rbac.yaml's rules and the TFJob overlay's additions, as an
+    install that serves TFJobs grants them."""
+    kubeconfig = operator_kubeconfig(cluster, folder)
+    operator_kubeconfig(cluster, folder / "tfjobs", ROOT / "overlays" / "serve-tfjobs" / "rbac.yaml")
+    return kubeconfig
+
+
+@contextmanager
+def admission_policy_installed(cluster: Cluster) -> Iterator[None]:
+    """deploy/'s admission policy on the cluster, as an install makes it, for the block's length."""
+    policy = str(ROOT / "deploy" / "admission" / "policy.yaml")
+    cluster.kubectl("apply", "--server-side", "-f", policy)
+    try:
+        yield
+    finally:
+        cluster.kubectl("delete", "--ignore-not-found", "-f", policy)
 
 
 def account_kubeconfig(

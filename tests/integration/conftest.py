@@ -17,7 +17,7 @@ from disttrain_dev import kueue, local_operator, real_node
 from disttrain_dev.build import missing_binaries
 from disttrain_dev.polling import wait_for
 from disttrain_dev.versions import cache_paths
-from kube_cluster import Cluster, operator_kubeconfig
+from kube_cluster import Cluster, admission_policy_installed, operator_kubeconfig
 from kueue_support import kueue_running
 from multikueue_support import control_plane
 from operator_process import OperatorProcess
@@ -186,4 +186,11 @@ def kueue_process(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) ->
     if problem:
         pytest.skip(problem)
     with kueue_running(cluster, tmp_path_factory.mktemp("kueue")):
+        yield
+
+
+@pytest.fixture
+def admission_policy(cluster: Cluster) -> Iterator[None]:
+    """deploy/admission on the module's plane, as an install has it, for the test's length."""
+    with admission_policy_installed(cluster):
         yield

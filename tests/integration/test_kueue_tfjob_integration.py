@@ -14,11 +14,10 @@ import pytest
 
 from disttrain_dev import kueue
 from disttrain_dev.polling import wait_for
-from kube_cluster import Cluster, operator_kubeconfig
+from kube_cluster import Cluster, serving_operator_kubeconfig
 from kueue_support import LOCAL_QUEUE, PRIORITY_LABEL, QUEUE_LABEL, WORKLOADS, kueue_running, local_queue
 from operator_process import OperatorProcess
 from pod_checks import running_pods
-from repository import ROOT
 
 FLAVOR_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 FLAVOR = {"nodeLabels": {"type": "kwok"}, "tolerations": [FLAVOR_TOLERATION]}
@@ -34,8 +33,7 @@ def serving(
     if problem:
         pytest.skip(problem)
     folder = tmp_path_factory.mktemp("tfjob-integration")
-    kubeconfig = operator_kubeconfig(cluster, folder)
-    operator_kubeconfig(cluster, folder / "tfjobs", ROOT / "overlays" / "serve-tfjobs" / "rbac.yaml")
+    kubeconfig = serving_operator_kubeconfig(cluster, folder)
     operator.stop()
     serving = OperatorProcess(
         cluster,
@@ -57,14 +55,6 @@ def urgent(cluster: Cluster, serving: OperatorProcess, namespace: str) -> Iterat
     quota: dict[str, int | str] = {"nvidia.com/gpu": 4, "cpu": 100, "memory": "400Gi"}
     with local_queue(cluster, namespace, quota, FLAVOR) as name:
         yield name
-
-
-@pytest.fixture
-def admission_policy(cluster: Cluster) -> Iterator[None]:
-    policy = str(ROOT / "deploy" / "admission" / "policy.yaml")
-    cluster.kubectl("apply", "--server-side", "-f", policy)
-    yield
-    cluster.kubectl("delete", "-f", policy, "--wait=false", check=False)
 
 
 def _tfjob(name: str, labels: dict[str, str], **pod_spec: Any) -> str:

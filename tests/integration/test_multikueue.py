@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -24,11 +23,10 @@ from disttrain_dev import kueue
 from disttrain_dev.polling import wait_for
 from job_builder import JobBuilder
 from job_checks import holds
-from kube_cluster import Cluster, operator_kubeconfig
+from kube_cluster import Cluster, admission_policy_installed, operator_kubeconfig, serving_operator_kubeconfig
 from kueue_support import LOCAL_QUEUE, WORKLOADS, kueue_running, local_queue
 from multikueue_support import control_plane, page_block, run_page_block
 from operator_process import OperatorProcess
-from repository import ROOT
 
 pytestmark = pytest.mark.integration
 
@@ -77,8 +75,7 @@ def worker_operator(
     """The worker's operator, serving TFJobs that Kueue's own TFJob integration queues, with deploy/'s and the
     TFJob overlay's rights; the suite's own pauses meanwhile, as both would act on every DistTrainJob."""
     folder = tmp_path_factory.mktemp("worker-operator")
-    kubeconfig = operator_kubeconfig(process_cluster, folder)
-    operator_kubeconfig(process_cluster, folder / "tfjobs", ROOT / "overlays" / "serve-tfjobs" / "rbac.yaml")
+    kubeconfig = serving_operator_kubeconfig(process_cluster, folder)
     operator.stop()
     serving = OperatorProcess(
         process_cluster,
@@ -108,17 +105,6 @@ def _job(name: str, epochs: int, evaluator: bool) -> dict[str, Any]:
     job.container(resources={"requests": EACH_POD}).pod_spec(automountServiceAccountToken=False)
     job.metadata(labels={QUEUE_LABEL: LOCAL_QUEUE}).spec(managedBy=MULTIKUEUE, checkpoint={"size": "1Gi"})
     return job.obj()
-
-
-@contextmanager
-def admission_policy(cluster: Cluster) -> Iterator[None]:
-    """deploy/'s admission policy on the cluster, as an install makes it, for the block's length."""
-    policy = str(ROOT / "deploy" / "admission" / "policy.yaml")
-    cluster.kubectl("apply", "--server-side", "-f", policy)
-    try:
-        yield
-    finally:
-        cluster.kubectl("delete", "--ignore-not-found", "-f", policy)
 
 
 def _active(manager: Cluster, name: str) -> bool:
@@ -164,7 +150,7 @@ def test_a_job_queued_on_the_manager_trains_on_the_worker_with_quota_and_reports
     with (
         local_queue(worker, namespace, {"cpu": 2}),
         local_queue(spare, namespace, {"cpu": 0}),
-        admission_policy(worker),  # as installed: MultiKueue's identity must pass it
+        admission_policy_installed(worker),  # as installed: MultiKueue's identity must pass it
     ):
         for name, plane in (("worker-a", worker), ("worker-b", spare)):
             run_page_block("multikueue-worker", plane, tmp_path, namespace, WORKER=name)

@@ -17,7 +17,7 @@ from disttrain import Client, DistTrainJob
 from disttrain_dev.polling import wait_for
 from job_builder import JobBuilder
 from job_checks import holds, job_where
-from kube_cluster import Cluster, operator_kubeconfig
+from kube_cluster import Cluster, serving_operator_kubeconfig
 from kueue_support import (
     LOCAL_QUEUE,
     PRIORITY_LABEL,
@@ -29,7 +29,6 @@ from kueue_support import (
 )
 from operator_process import OperatorProcess
 from pod_checks import GpuPool, bound_pods, gang_waits, replaced_as_a_gang, running_pods
-from repository import ROOT
 
 FLAVOR_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 GPU = {"nvidia.com/gpu": 1}
@@ -127,15 +126,6 @@ def test_a_higher_workload_priority_class_preempts_and_the_lower_job_resumes(
     _succeed(cluster, namespace, "low")
 
 
-@pytest.fixture
-def admission_policy(cluster: Cluster) -> Iterator[None]:
-    """deploy/admission, as an install has it: it asks about a job's ServiceAccount."""
-    policy = str(ROOT / "deploy" / "admission" / "policy.yaml")
-    cluster.kubectl("apply", "--server-side", "-f", policy)
-    yield
-    cluster.kubectl("delete", "-f", policy, "--wait=false", check=False)
-
-
 def test_a_job_of_its_own_service_account_is_preempted_releases_its_quota_and_resumes_on_its_flavor(
     cluster: Cluster, operator: OperatorProcess, namespace: str, queue: str, admission_policy: None
 ) -> None:
@@ -164,8 +154,7 @@ def test_a_job_of_its_own_service_account_is_preempted_releases_its_quota_and_re
 def test_a_served_tfjob_waits_for_quota_starts_when_it_frees_and_releases_it(
     cluster: Cluster, operator: OperatorProcess, namespace: str, queue: str, tmp_path: Path
 ) -> None:
-    kubeconfig = operator_kubeconfig(cluster, tmp_path)
-    operator_kubeconfig(cluster, tmp_path / "tfjobs", ROOT / "overlays" / "serve-tfjobs" / "rbac.yaml")
+    kubeconfig = serving_operator_kubeconfig(cluster, tmp_path)
     serving = OperatorProcess(cluster, tmp_path / "serving.log", kubeconfig=kubeconfig, options=["--serve-tfjobs"])
     operator.stop()  # the serving operator acts on the DistTrainJob too: one operator at a time
     serving.start()

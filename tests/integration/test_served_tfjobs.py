@@ -23,7 +23,7 @@ from disttrain_dev import images, kubeflow_sdk, node_kinds, peer
 from disttrain_dev.build import module_dir
 from disttrain_dev.cluster import crd_established
 from disttrain_dev.polling import wait_for
-from kube_cluster import Cluster, operator_kubeconfig
+from kube_cluster import Cluster, serving_operator_kubeconfig
 from operator_process import OperatorProcess
 from repository import ROOT
 
@@ -48,8 +48,7 @@ def tfjob_crd(cluster: Cluster) -> Cluster:
 def serving(tfjob_crd: Cluster, namespace: str, tmp_path: Path) -> Iterator[OperatorProcess]:
     """An operator serving TFJobs, with deploy/'s and the overlay's rights; the suite's own operator serves
     none, so only this one acts on the test's TFJobs."""
-    kubeconfig = operator_kubeconfig(tfjob_crd, tmp_path)
-    operator_kubeconfig(tfjob_crd, tmp_path / "tfjobs", ROOT / "overlays" / "serve-tfjobs" / "rbac.yaml")
+    kubeconfig = serving_operator_kubeconfig(tfjob_crd, tmp_path)
     process = OperatorProcess(
         tfjob_crd, tmp_path / "operator.log", ["--all-namespaces"], kubeconfig, options=["--serve-tfjobs"]
     )
@@ -207,8 +206,7 @@ def test_kubeflow_s_sdk_runs_a_real_tfjob_unchanged(tfjob_crd: Cluster, tmp_path
     namespace = f"sdk-{uuid.uuid4().hex[:8]}"
     tfjob_crd.create_namespace(devcluster.node_namespace(namespace, node_kinds.REAL))
     wait_for("the namespace's default ServiceAccount", lambda: tfjob_crd.get("serviceaccount", "default", namespace))
-    kubeconfig = operator_kubeconfig(tfjob_crd, tmp_path)
-    operator_kubeconfig(tfjob_crd, tmp_path / "tfjobs", ROOT / "overlays" / "serve-tfjobs" / "rbac.yaml")
+    kubeconfig = serving_operator_kubeconfig(tfjob_crd, tmp_path)
     process = OperatorProcess(
         tfjob_crd, tmp_path / "operator.log", ["--all-namespaces"], kubeconfig, options=["--serve-tfjobs"]
     )
@@ -247,8 +245,7 @@ def test_training_operator_s_gang_flow_holds_a_tfjob_whose_gang_is_larger_than_i
     namespace = f"gang-{uuid.uuid4().hex[:8]}"
     tfjob_crd.create_namespace(devcluster.process_namespace(namespace))
     wait_for("the namespace's default ServiceAccount", lambda: tfjob_crd.get("serviceaccount", "default", namespace))
-    kubeconfig = operator_kubeconfig(tfjob_crd, tmp_path)
-    operator_kubeconfig(tfjob_crd, tmp_path / "tfjobs", ROOT / "overlays" / "serve-tfjobs" / "rbac.yaml")
+    kubeconfig = serving_operator_kubeconfig(tfjob_crd, tmp_path)
     process = OperatorProcess(
         tfjob_crd,
         tmp_path / "operator.log",
