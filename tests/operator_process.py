@@ -9,6 +9,8 @@ import signal
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +136,16 @@ class OperatorProcess:
             self._process.kill()
             self._process.wait()
         self._process = None
+
+    @contextmanager
+    def stopped(self) -> Iterator[None]:
+        """Stopped for the block, started again after it: another operator acts on the jobs meanwhile, and two
+        would both act on each."""
+        self.stop()
+        try:
+            yield
+        finally:
+            self.start()
 
     def health(self) -> dict[str, Any]:
         """What the liveness endpoint answers: kopf's probes by id."""

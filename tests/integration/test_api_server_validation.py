@@ -189,9 +189,8 @@ def test_a_job_cannot_get_its_submitter_pods_they_may_not_create(cluster: Cluste
 def operator_paused(operator: OperatorProcess) -> Iterator[None]:
     """The suite's operator stopped meanwhile: where Kueue's CRDs are on the cluster (its modules leave them), it
     suspends a resumed job that names a queue again at once, as Kueue would until it admits it."""
-    operator.stop()
-    yield
-    operator.start()
+    with operator.stopped():
+        yield
 
 
 def test_an_update_is_asked_again_only_when_it_changes_the_pods_and_a_running_job_keeps_its_queue(

@@ -7,7 +7,6 @@ import re
 import time
 import urllib.request
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from disttrain_contract.timestamps import format_time
@@ -15,7 +14,7 @@ from disttrain_dev.cluster import UNATTENDED_ANNOTATION
 from disttrain_dev.polling import wait_for
 from job_builder import JobBuilder
 from job_checks import TrainerProgress, condition, holds, job_where
-from kube_cluster import Cluster, operator_kubeconfig
+from kube_cluster import Cluster
 from operator_process import OperatorProcess
 from pod_checks import running_pods
 from repository import ROOT
@@ -421,44 +420,6 @@ def test_a_progress_deadline_judges_a_run_whose_trainer_answers_and_not_one_that
         assert done["status"].get("restartCount", 0) == 0, done["status"]
     finally:
         trainer.server.shutdown()
-
-
-def test_the_operator_s_default_deadline_leaves_a_silent_image_unjudged_and_says_whose_it_is(
-    cluster: Cluster, operator: OperatorProcess, namespace: str, tmp_path: Path
-) -> None:
-    """`DISTTRAIN_PROGRESS_DEADLINE_SECONDS` as an admin sets it, on a job that names no deadline of its own (only
-    its first step's allowance) and whose pods serve no progress port (a user's own image): it runs on unjudged
-    past that deadline, saying it is the operator's default, and succeeds when its worker does."""
-    operator.stop()  # both would act on every job: this one has the default
-    defaulted = OperatorProcess(
-        cluster, tmp_path / "operator.log", ["--namespace", namespace], operator_kubeconfig(cluster, tmp_path),
-        environment={"DISTTRAIN_PROGRESS_DEADLINE_SECONDS": "10"},
-    )  # fmt: skip
-    defaulted.start()
-    try:
-        job = (
-            JobBuilder.from_example("multi-worker-mirrored-gpu.yaml")
-            .metadata(name="silent")
-            .replica("Worker", replicas=1)
-            .run_policy(startupDeadlineSeconds=10)  # its first step's allowance, short here
-        )
-        cluster.apply(namespace, json.dumps(job.obj()))
-        running_pods(cluster, namespace, "silent", 1)
-
-        def unjudged(found: dict[str, Any]) -> bool:
-            said = condition(found, "Stalled")
-            return said is not None and said["status"] == "False" and said["reason"] == "ProgressNotReported"
-
-        running = job_where(cluster, namespace, "silent", "ProgressNotReported", unjudged)
-        message = condition(running, "Stalled")["message"]  # type: ignore[index]
-        assert "progressDeadlineSeconds (10 s, the operator's default) does not apply" in message, message
-        assert running["status"]["phase"] == "Running" and running["status"].get("restartCount", 0) == 0
-        cluster.set_pod_status(namespace, "silent-worker-0", "Succeeded", exit_code=0)
-        done = job_where(cluster, namespace, "silent", "Succeeded", lambda j: holds(j, "Succeeded"))
-        assert done["status"].get("restartCount", 0) == 0, done["status"]
-    finally:
-        defaulted.stop()
-        operator.start()
 
 
 def test_a_claim_that_cannot_bind_shows_in_the_status_with_its_storage_classs_words_until_it_binds(

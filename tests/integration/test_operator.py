@@ -17,7 +17,7 @@ from disttrain_dev.polling import wait_for
 from disttrain_dev.versions import cache_paths
 from job_builder import JobBuilder
 from job_checks import condition, holds
-from kube_cluster import Cluster, account_kubeconfig, apply_rbac
+from kube_cluster import Cluster, account_kubeconfig, apply_rbac, operator_kubeconfig
 from operator_process import OperatorProcess
 from repository import ROOT
 
@@ -287,21 +287,20 @@ def test_namespaced_operator_leaves_other_namespaces_alone(
     cluster.create_namespace(other)
     kubeconfig = account_kubeconfig(cluster, tmp_path, NAMESPACED / "operator" / "rbac.yaml", "disttrain-operator", own)
     apply_rbac(cluster, NAMESPACED / "jobs" / "rbac.yaml", namespace, own)
-    operator.stop()
     scoped = OperatorProcess(
         cluster, tmp_path / "scoped.log", ["--namespace", namespace], kubeconfig, environment={"POD_NAMESPACE": own}
     )
-    try:
+    with operator.stopped():
         scoped.start()
-        cluster.apply(other, MWMS.read_text())
-        cluster.apply(namespace, MWMS.read_text())
-        _wait_pods(cluster, namespace, "mnist-mwms", 4)
-        wait_for("its status", lambda: cluster.job(namespace, "mnist-mwms").get("status", {}).get("conditions"))
-        assert not _pods(cluster, other, "mnist-mwms")
-        assert "status" not in cluster.job(other, "mnist-mwms")
-    finally:
-        scoped.stop()
-        operator.start()
+        try:
+            cluster.apply(other, MWMS.read_text())
+            cluster.apply(namespace, MWMS.read_text())
+            _wait_pods(cluster, namespace, "mnist-mwms", 4)
+            wait_for("its status", lambda: cluster.job(namespace, "mnist-mwms").get("status", {}).get("conditions"))
+            assert not _pods(cluster, other, "mnist-mwms")
+            assert "status" not in cluster.job(other, "mnist-mwms")
+        finally:
+            scoped.stop()
     assert not scoped.rights_refused(), "deploy/namespaced/ lacks rights its operator uses"
     _wait_pods(cluster, other, "mnist-mwms", 4)  # the cluster-wide operator picks it up
     cluster.delete_namespace(other)
@@ -380,22 +379,32 @@ touch "$MARKER"; sleep 2; exit 5
 """
 
 
-def test_a_users_own_image_is_retried_on_exit_code_5_and_runs_unjudged_by_a_progress_deadline(
+def test_a_users_own_image_is_retried_on_exit_code_5_and_runs_unjudged_by_the_operator_s_deadline(
     process_cluster: Cluster, operator: OperatorProcess, process_namespace: str, tmp_path: Path
 ) -> None:
-    """A plain shell program, not disttrain's trainer: its exit code 5 (no trainer's word) is retried under
-    OnFailure, and its second attempt, which reports no step for longer than its deadline, runs to its end, the
-    job saying why the deadline does not judge it."""
+    """A plain shell program, not disttrain's trainer, under `DISTTRAIN_PROGRESS_DEADLINE_SECONDS` as an admin sets
+    it and a job that names only its first step's allowance (10 s): its exit code 5 (no trainer's word) is retried
+    under OnFailure, and its second attempt, which reports no step for longer than that allowance, runs to its end,
+    the job saying why the operator's deadline does not judge it."""
     cluster, namespace = process_cluster, process_namespace
     env = [{"name": "MARKER", "value": str(tmp_path / "first-attempt")}]
-    policy = {"progressDeadlineSeconds": 10, "startupDeadlineSeconds": 10, "backoffLimit": 2}
+    policy = {"startupDeadlineSeconds": 10, "backoffLimit": 2}
     job = JobBuilder("own").script(OWN_IMAGE, 1, env, restartPolicy="OnFailure").run_policy(**policy).obj()
-    cluster.apply(namespace, json.dumps(job))
-    cluster.wait_for_event(namespace, "ProgressNotReported", timeout=60)
-    running = cluster.job(namespace, "own")
-    said = condition(running, "Stalled")
-    assert said is not None and said["status"] == "False" and said["reason"] == "ProgressNotReported", said
-    done = _wait_condition(cluster, namespace, "own", "Succeeded", timeout=90)
+    kubeconfig, scope = operator_kubeconfig(cluster, tmp_path), ["--namespace", namespace]
+    defaulted = OperatorProcess(
+        cluster, tmp_path / "operator.log", scope, kubeconfig, environment={"DISTTRAIN_PROGRESS_DEADLINE_SECONDS": "10"}
+    )
+    with operator.stopped():
+        defaulted.start()
+        try:
+            cluster.apply(namespace, json.dumps(job))
+            cluster.wait_for_event(namespace, "ProgressNotReported", timeout=60)
+            said = condition(cluster.job(namespace, "own"), "Stalled")
+            assert said is not None and said["status"] == "False" and said["reason"] == "ProgressNotReported", said
+            assert "progressDeadlineSeconds (10 s, the operator's default) does not apply" in said["message"], said
+            done = _wait_condition(cluster, namespace, "own", "Succeeded", timeout=90)
+        finally:
+            defaulted.stop()
     assert done["status"]["restartCount"] == 1, done["status"]
     restarts = [event["message"] for event in cluster.items("events", namespace) if event["reason"] == "Restarting"]
     assert any("own-worker-0 failed with exit code 5" in message for message in restarts), restarts

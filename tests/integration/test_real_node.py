@@ -19,6 +19,7 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -399,27 +400,34 @@ def test_a_worker_killed_through_containerd_resumes_to_the_exact_step(installed:
     assert "restored" in last and last[-1] == "finished", last[-5:]
 
 
-@pytest.mark.parametrize(
-    ("example", "coordinator"),
-    [(MWMS, "worker-0"), (PS, "chief-0")],
-    ids=["multi-worker-mirrored", "parameter-server"],
-)
-def test_a_job_frozen_through_containerd_is_named_stalled_and_restarts_from_its_checkpoint(
-    installed: Cluster, real_namespace: str, example: Path, coordinator: str
-) -> None:
-    """Every process of the trainer image's job frozen (SIGSTOP to each container's every process), with
-    progressDeadlineSeconds 30: Stalled within the deadline and one poll (2 s) of its last step, restarted,
-    resumed from a checkpoint, and finished with every step."""
-    policy = {"progressDeadlineSeconds": 30, "terminationGracePeriodSeconds": 5}
-    job = _submit(installed, real_namespace, example, epochs=STALLED_EPOCHS, run_policy=policy)
-    # frozen once the status shows a step (the installed operator polls every 2 s): until then the run's
-    # first step is owed within the startup allowance (300 s), not the deadline
-    wait_for("a step past the first checkpoint in the status", lambda: _step(installed, real_namespace, job) > 50, 60)
+def _freeze(cluster: Cluster, namespace: str, job: str, pod: str) -> None:
+    """SIGSTOP to every process of the pod's running container, through containerd, as a hung node does it."""
+    container = _running_container_id(cluster, namespace, job, pod)
     files = real_node.NodeFiles(devcluster.state_dir())
-    for pod in installed.job_pods(real_namespace, job):
-        container = _running_container_id(installed, real_namespace, job, pod)
-        containerd.ctr(files, versions.node_cache_paths(), "tasks", "kill", "--all", "--signal", "SIGSTOP", container)
-    _still_running(installed, real_namespace, job, STALLED_EPOCHS)
+    containerd.ctr(files, versions.node_cache_paths(), "tasks", "kill", "--all", "--signal", "SIGSTOP", container)
+
+
+def _frozen_mid_run(cluster: Cluster, namespace: str, example: Path, frozen: list[str] | None) -> str:
+    """The example under a 30 s deadline, its `frozen` pods (all of them for None) frozen once the status shows a
+    step past the first checkpoint (the installed operator polls every 2 s): until then the run's first step is
+    owed within the startup allowance (300 s), not the deadline. Returns the job's name."""
+    policy = {"progressDeadlineSeconds": 30, "terminationGracePeriodSeconds": 5}
+    job = _submit(cluster, namespace, example, epochs=STALLED_EPOCHS, run_policy=policy)
+    wait_for("a step past the first checkpoint in the status", lambda: _step(cluster, namespace, job) > 50, 60)
+    for pod in cluster.job_pods(namespace, job) if frozen is None else [f"{job}-{name}" for name in frozen]:
+        _freeze(cluster, namespace, job, pod)
+    _still_running(cluster, namespace, job, STALLED_EPOCHS)
+    return job
+
+
+def test_a_job_frozen_through_containerd_is_named_stalled_and_restarts_from_its_checkpoint(
+    installed: Cluster, real_namespace: str
+) -> None:
+    """Every process of the trainer image's MultiWorkerMirrored job frozen, its reporting worker too, with
+    progressDeadlineSeconds 30: Stalled within the deadline and one poll (2 s) of its last step, restarted,
+    resumed from a checkpoint, and finished with every step. (The process node freezes a ParameterServer job
+    whole; here one of its workers is frozen, below.)"""
+    job, coordinator = _frozen_mid_run(installed, real_namespace, MWMS, None), "worker-0"
 
     def stalled() -> dict[str, Any] | None:
         found = installed.job(real_namespace, job)
@@ -439,6 +447,32 @@ def test_a_job_frozen_through_containerd_is_named_stalled_and_restarts_from_its_
     assert (
         _finished_line(installed, real_namespace, f"{job}-{coordinator}")["steps"] == STALLED_EPOCHS * STEPS_PER_EPOCH
     )
+
+
+@pytest.mark.parametrize(
+    ("example", "restarted_for"),
+    [(MWMS, "-worker-0 failed with exit code 130 (Error): a peer was lost"), (PS, "the job stalled: step")],
+    ids=["multi-worker-mirrored", "parameter-server"],
+)
+def test_one_process_frozen_through_containerd_restarts_the_job_as_tensorflow_lets_it_and_it_finishes(
+    installed: Cluster, real_namespace: str, example: Path, restarted_for: str
+) -> None:
+    """The process node's scenario in containers: worker-1 alone frozen, the reporting task still answering its
+    polls, under a 30 s deadline. MultiWorkerMirrored's worker 0 loses its frozen peer and exits PEER_LOST;
+    ParameterServer's coordinator waits for the steps it scheduled on the frozen worker, so no step comes and the
+    job restarts as Stalled. Either way one restart, counted, and every step done."""
+    job = _frozen_mid_run(installed, real_namespace, example, ["worker-1"])
+
+    def restarting() -> list[str]:  # the Restarting condition's Event: reason Restarting, or Stalled for a stall
+        found = installed.items("events", real_namespace)
+        return [event["message"] for event in found if event["reason"] in ("Restarting", "Stalled")]
+
+    said = wait_for("the restart's Event", restarting, timeout=120)
+    assert any(restarted_for in message for message in said), said
+    done = _wait_succeeded(installed, real_namespace, job)
+    assert done["status"]["restartCount"] == 1 and done["status"]["progressAnswerTime"], done["status"]
+    coordinator = f"{job}-chief-0" if example == PS else f"{job}-worker-0"
+    assert _finished_line(installed, real_namespace, coordinator)["steps"] == STALLED_EPOCHS * STEPS_PER_EPOCH
 
 
 def test_a_nan_in_the_trainer_image_fails_the_job_as_diverged_at_its_step(
@@ -490,25 +524,43 @@ OWN_PROGRAM = (
 )
 
 
-def test_a_users_own_program_in_a_container_is_retried_on_5_and_runs_unjudged_by_its_deadline(
+@contextmanager
+def _operator_setting(cluster: Cluster, name: str, value: str) -> Iterator[None]:
+    """An admin's setting of the installed operator, `kubectl set env` on its Deployment, taken off after: each
+    time the rollout ends once the replaced pod is gone, so one operator acts at a time."""
+    deployment = ["-n", OPERATOR_NAMESPACE, "deploy/disttrain-operator"]
+    cluster.kubectl("set", "env", *deployment, f"{name}={value}")
+    cluster.kubectl("rollout", "status", *deployment, "--timeout=180s")
+    try:
+        yield
+    finally:
+        cluster.kubectl("set", "env", *deployment, f"{name}-")
+        cluster.kubectl("rollout", "status", *deployment, "--timeout=180s")
+
+
+def test_a_users_own_program_in_a_container_is_retried_on_5_and_runs_unjudged_by_the_operator_s_deadline(
     installed: Cluster, real_namespace: str
 ) -> None:
-    """The process node's scenario in containers: exit code 5 without the trainer's word restarts the job under
-    OnFailure, and the second attempt, which reports no step for longer than the deadline, runs to its end
-    while the job says why the deadline does not judge it. Its success restarts nothing: the kubelet shows the
-    run ended a moment before the pod's phase does, and a run its rule does not restart is no run in place."""
+    """The process node's scenario in containers, under `DISTTRAIN_PROGRESS_DEADLINE_SECONDS` as an admin sets it
+    and a job that names only its first step's allowance (10 s): exit code 5 without the trainer's word restarts
+    the job under OnFailure, and the second attempt, which reports no step for longer than that allowance, runs to
+    its end while the job says why the operator's deadline does not judge it. Its success restarts nothing: the
+    kubelet shows the run ended a moment before the pod's phase does, and a run its rule does not restart is no
+    run in place."""
     manifest = yaml.safe_load(MWMS.read_text())
     manifest["metadata"]["name"] = "own"
-    manifest["spec"]["runPolicy"] = {"progressDeadlineSeconds": 10, "startupDeadlineSeconds": 10, "backoffLimit": 2}
+    manifest["spec"]["runPolicy"] = {"startupDeadlineSeconds": 10, "backoffLimit": 2}
     worker = manifest["spec"]["replicaSpecs"]["Worker"]
     worker.update(replicas=1, restartPolicy="OnFailure")
     (container,) = worker["template"]["spec"]["containers"]
     container.update(command=["sh", "-c", OWN_PROGRAM], args=[])
-    installed.apply(real_namespace, json.dumps(manifest))
-    installed.wait_for_event(real_namespace, "ProgressNotReported", timeout=120)
-    said = condition(installed.job(real_namespace, "own"), "Stalled")
-    assert said is not None and said["status"] == "False" and said["reason"] == "ProgressNotReported", said
-    done = _wait_succeeded(installed, real_namespace, "own")
+    with _operator_setting(installed, "DISTTRAIN_PROGRESS_DEADLINE_SECONDS", "600"):
+        installed.apply(real_namespace, json.dumps(manifest))
+        installed.wait_for_event(real_namespace, "ProgressNotReported", timeout=120)
+        said = condition(installed.job(real_namespace, "own"), "Stalled")
+        assert said is not None and said["status"] == "False" and said["reason"] == "ProgressNotReported", said
+        assert "progressDeadlineSeconds (600 s, the operator's default) does not apply" in said["message"], said
+        done = _wait_succeeded(installed, real_namespace, "own")
     assert done["status"]["restartCount"] == 1 and not holds(done, "Stalled"), done["status"]
     events = installed.items("events", real_namespace)
     assert any("own-worker-0 failed with exit code 5" in e["message"] for e in events if e["reason"] == "Restarting")

@@ -45,11 +45,8 @@ def own_operator(
     cluster: Cluster, operator: OperatorProcess, namespace: str, tmp_path: Path
 ) -> Iterator[tuple[OperatorProcess, Path]]:
     """The session's operator stopped, and the kubeconfig for one scoped to the namespace; started again after."""
-    operator.stop()
-    try:
+    with operator.stopped():
         yield operator, operator_kubeconfig(cluster, tmp_path)
-    finally:
-        operator.start()
 
 
 def test_what_changed_while_the_operator_was_frozen_and_etcd_compacted_is_all_reconciled(
@@ -126,4 +123,5 @@ def test_the_liveness_endpoint_names_every_watch_once_listed_the_parts_running_a
     expected = {resource.path(None) for resource in watched}
     assert set(health["watches"]) == expected, health
     assert isinstance(health["queue_depth"], int), health
-    assert health["threads"] == len(watched) - 1 + 6, health  # the watches but kopf's, and six parts
+    # the watches but kopf's, then the queue, wakeups, progress poller, claim checker, events, logs and sweeper
+    assert health["threads"] == len(watched) - 1 + 7, health
