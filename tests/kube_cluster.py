@@ -25,7 +25,7 @@ import yaml
 
 from disttrain_dev.polling import wait_for
 from disttrain_dev.versions import cache_paths
-from disttrain_kube.api_errors import HTTP_CONFLICT, HTTP_NOT_FOUND, NETWORK_ERRORS, ApiError
+from disttrain_kube.api_errors import HTTP_CONFLICT, HTTP_NOT_FOUND, NETWORK_ERRORS, KubeApiError
 from disttrain_kube.connection import connect
 from disttrain_kube.resources import group_path, is_subresource
 from disttrain_kube.rest import Kube
@@ -91,7 +91,7 @@ class Cluster:
             reader = _reader(self.kubeconfig)
             path, _ = reader.path(kind, namespace)
             code, text = reader.kube.request("GET", f"{path}/{name}", {}, None)
-        except (ApiError, *NETWORK_ERRORS):
+        except (KubeApiError, *NETWORK_ERRORS):
             return None
         return json.loads(text) if code < 300 else None
 
@@ -210,7 +210,7 @@ class _Reader:
                 self._discovered = time.monotonic()
             found = self._names.get(kind.lower())
         if found is None:
-            raise ApiError(HTTP_NOT_FOUND, f"the server has no resource type {kind!r}")
+            raise KubeApiError(HTTP_NOT_FOUND, f"the server has no resource type {kind!r}")
         return found.collection.replace("{namespace}", namespace), found.kind
 
     def _discover(self) -> dict[str, KubectlKind]:
@@ -225,7 +225,7 @@ class _Reader:
     def _resources(self, base: str) -> list[dict[str, Any]]:
         try:
             resources: list[dict[str, Any]] = self.kube.json_request("GET", base, {}).get("resources") or []
-        except ApiError:  # a group version going as its CRD is deleted
+        except KubeApiError:  # a group version going as its CRD is deleted
             return []
         return resources
 

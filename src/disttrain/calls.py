@@ -16,11 +16,11 @@ def call(request: Callable[[], Answer], *, what: str) -> Answer:
     """The request's answer; its failure as the client's error, named by `what`."""
     try:
         return request()
-    except api_errors.ApiError as error:
+    except api_errors.KubeApiError as error:
         raise client_error(error, what) from error
 
 
-def client_error(error: api_errors.ApiError, what: str) -> DisttrainError:
+def client_error(error: api_errors.KubeApiError, what: str) -> DisttrainError:
     if isinstance(error, api_errors.NotFoundError):
         return JobNotFoundError(f"{what}: not found")
     if isinstance(error, api_errors.ConflictError):

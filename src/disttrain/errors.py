@@ -10,7 +10,7 @@ class DisttrainError(Exception):
     """Every error the client raises."""
 
 
-class ApiError(DisttrainError, api_errors.ApiError):
+class ApiError(DisttrainError, api_errors.KubeApiError):
     """The API server refused the request, or could not be reached (`status` 0): `disttrain_kube`'s error,
     as the client raises it."""
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from disttrain.calls import call
-from disttrain_kube.api_errors import ApiError
+from disttrain_kube.api_errors import KubeApiError
 from disttrain_kube.rest import PODS_PATH, WATCH_SILENCE_MARGIN, Kube, watch_events
 
 
@@ -30,5 +30,5 @@ def wait_for_pod_change(kube: Kube, namespace: str, name: str, version: str, sec
     try:
         for _ in watch_events(lines):
             return
-    except ApiError:  # an expired version, or a broken watch: reading the pod again is the answer
+    except KubeApiError:  # an expired version, or a broken watch: reading the pod again is the answer
         return

@@ -21,7 +21,7 @@ from disttrain_core.observed import PodView
 IGNORED = "IgnoredByFailurePolicy"  # the disruption reason of a restart an Ignore rule called for
 
 
-class Scope(Enum):
+class Reach(Enum):
     """How far a restart reaches: as restartScope says, the whole job, or the pod alone."""
 
     AS_SCOPED = "as scoped"
@@ -31,11 +31,11 @@ class Scope(Enum):
 
 @dataclass(frozen=True)
 class Response:
-    """`fails`: the job fails; else it restarts as far as `scope` reaches, counted against backoffLimit
+    """`fails`: the job fails; else it restarts as far as `reach` says, counted against backoffLimit
     unless `uncounted` names why not. `rule`: the 1-based failurePolicy rule that decided, if one did."""
 
     fails: bool
-    scope: Scope = Scope.AS_SCOPED
+    reach: Reach = Reach.AS_SCOPED
     uncounted: str | None = None
     rule: int | None = None
 
@@ -74,7 +74,7 @@ def matches(rule: FailureRule, pod: PodView) -> bool:
     return True
 
 
-_SCOPES = {FailureAction.RESTART_JOB: Scope.JOB, FailureAction.RESTART_REPLICA: Scope.REPLICA}
+_REACHES = {FailureAction.RESTART_JOB: Reach.JOB, FailureAction.RESTART_REPLICA: Reach.REPLICA}
 
 
 def response(job: DistTrainJob, pod: PodView) -> Response:
@@ -82,8 +82,8 @@ def response(job: DistTrainJob, pod: PodView) -> Response:
     for number, rule in enumerate(policy.rules if policy is not None else (), start=1):
         if matches(rule, pod):
             uncounted = (pod.disruption or IGNORED) if rule.action is FailureAction.IGNORE else None
-            scope = _SCOPES.get(rule.action, Scope.AS_SCOPED)
-            return Response(rule.action is FailureAction.FAIL_JOB, scope, uncounted, number)
+            reach = _REACHES.get(rule.action, Reach.AS_SCOPED)
+            return Response(rule.action is FailureAction.FAIL_JOB, reach, uncounted, number)
     if pod.disruption is not None:
         return Response(fails=False, uncounted=pod.disruption)
     if diverged(pod):

@@ -25,7 +25,7 @@ from disttrain_core.api.status import ConditionType
 from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.naming import pod_name
 from disttrain_core.builders.objects import owned_objects
-from disttrain_core.failure_policy import Response, Scope, response, stall_rule
+from disttrain_core.failure_policy import Reach, Response, response, stall_rule
 from disttrain_core.observed import PodView
 from disttrain_core.stalls import STALLED, Unjudged, stall
 from disttrain_core.status_from_pods import (
@@ -99,7 +99,7 @@ def restart_for(
     alive = [pod for pod in pods if not pod.deleting]
     scoped_to_job = job.spec.effective_restart_scope is RestartScope.JOB
     whole_job = any(
-        answer.scope is Scope.JOB or (answer.scope is Scope.AS_SCOPED and scoped_to_job) for _, answer in training
+        answer.reach is Reach.JOB or (answer.reach is Reach.AS_SCOPED and scoped_to_job) for _, answer in training
     )
     if whole_job:
         joining, scope = {kind for kind in ReplicaType if kind is not ReplicaType.EVALUATOR}, "the whole job restarts"

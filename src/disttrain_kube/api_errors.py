@@ -25,7 +25,7 @@ NO_ANSWER = 0  # the status of a request that got no answer: refused, reset, tim
 NETWORK_ERRORS = (HTTPError, OSError)
 
 
-class ApiError(Exception):
+class KubeApiError(Exception):
     """A request the API server answered with an error, or that got no answer (`status` 0)."""
 
     def __init__(self, status: int, message: str) -> None:
@@ -34,7 +34,7 @@ class ApiError(Exception):
         self.reason = message
 
 
-class TransientApiError(ApiError):
+class TransientApiError(KubeApiError):
     """The request may pass later: no answer, 429, 5xx, rights or an API not granted or served yet."""
 
 
@@ -55,16 +55,16 @@ class ResourceExpiredError(TransientApiError):
     """410 Gone: the resourceVersion or continue token asked for is compacted away; a watch lists again."""
 
 
-class RefusedError(ApiError):
+class RefusedError(KubeApiError):
     """The API server refuses the request as it is (400, 422, an admission policy, an API it does not
     serve): sending it again cannot help; what it sends must change."""
 
 
-class LogUnreadableError(ApiError):
+class LogUnreadableError(KubeApiError):
     """A log request answered with an error: no container to read, or a node that cannot serve it."""
 
 
-def error_for(status: int, text: str, what: str = "") -> ApiError:
+def error_for(status: int, text: str, what: str = "") -> KubeApiError:
     """The error an answer with `status` and body `text` means, its message the API server's own,
     after `what` (the request, as the caller names it)."""
     message = f"{what}: {server_message(text)}" if what else server_message(text)

@@ -40,12 +40,12 @@ from disttrain_operator import metrics
 from disttrain_operator.claim_checker import CHECK_SECONDS, ClaimChecker
 from disttrain_operator.deleted_jobs import DeletedJobs
 from disttrain_operator.event_poster import EventApi, EventPoster
-from disttrain_operator.failures import FailurePolicy
 from disttrain_operator.indexed_jobs import IndexedJobs, JobIndex
 from disttrain_operator.job_queue import JobQueue
 from disttrain_operator.kept_log_keeper import KeptLogKeeper, KeptLogSweeper, LogApi, SweepApi
 from disttrain_operator.operator_settings import OperatorSettings
 from disttrain_operator.progress_poller import ProgressPoller, Target, progress_url
+from disttrain_operator.reconcile_retry import ReconcileRetry
 from disttrain_operator.reconciler import JobApi, Reconciler, utcnow
 from disttrain_operator.wakeups import Wakeups
 from disttrain_operator.watch import (
@@ -55,8 +55,8 @@ from disttrain_operator.watch import (
     ObjectStore,
     ObjectWatch,
     Reconnects,
-    Resource,
-    Scope,
+    WatchedResource,
+    WatchScope,
     scopes,
 )
 from disttrain_operator.watched import (
@@ -94,7 +94,7 @@ class Runtime:
     queue: JobQueue[JobKey]
     wakeups: Wakeups
     progress: ProgressPoller
-    failures: FailurePolicy
+    retry: ReconcileRetry
     events: EventPoster
     jobs: IndexedJobs
     logs: KeptLogKeeper
@@ -187,7 +187,7 @@ def build_runtime(
         queue=queue,
         wakeups=wakeups,
         progress=ProgressPoller(lambda: _progress_targets(runtime), queue.add, interval=settings.progress_seconds),
-        failures=FailurePolicy(wakeups.schedule, clock=utcnow),
+        retry=ReconcileRetry(wakeups.schedule, clock=utcnow),
         events=events,
         jobs=jobs,
         logs=logs,
@@ -215,7 +215,7 @@ def build_runtime(
 
 
 def _child_watches(
-    runtime: Runtime, kube: OperatorApi, settings: OperatorSettings, watched: Sequence[Scope]
+    runtime: Runtime, kube: OperatorApi, settings: OperatorSettings, watched: Sequence[WatchScope]
 ) -> list[ObjectWatch[Any]]:
     """A watch of each kind of child in every watched scope, each change named to the queue; a pod whose
     log is due is offered to the kept-log keeper first."""
@@ -232,7 +232,7 @@ def _child_watches(
                 return
         runtime.queue.add(key)
 
-    def watch(resource: Resource[Any], store: ObjectStore[Any]) -> ObjectWatch[Any]:
+    def watch(resource: WatchedResource[Any], store: ObjectStore[Any]) -> ObjectWatch[Any]:
         return ObjectWatch(
             kube,
             resource,
@@ -403,7 +403,7 @@ def _forget_departed(runtime: Runtime, key: JobKey) -> None:
         runtime.pods.bury(key)
         runtime.progress.forget(key)
         runtime.wakeups.cancel(key)
-        runtime.failures.forget(key)
+        runtime.retry.forget(key)
 
 
 def _progress_targets(runtime: Runtime) -> Iterator[Target]:
@@ -458,7 +458,7 @@ def _reconcile_job(runtime: Runtime, key: JobKey) -> None:
         for namesake in namesakes:
             runtime.reconciler.refuse(namesake, name_in_use(body))
 
-    runtime.failures.run(key, reconcile, surface)
+    runtime.retry.run(key, reconcile, surface)
 
 
 def name_in_use(holder: Body) -> Verdict:

@@ -27,7 +27,7 @@ from disttrain_core.types import Body, JobKey, Manifest
 from disttrain_kube.api_errors import LogUnreadableError, RefusedError, TransientApiError
 from disttrain_kube.rest import POD_PATH
 from disttrain_operator import metrics
-from disttrain_operator.watch import Scope
+from disttrain_operator.watch import WatchScope
 from disttrain_operator.workers import Workers
 
 logger = logging.getLogger(__name__)
@@ -432,7 +432,7 @@ class KeptLogSweeper(Workers):
         kube: SweepApi,
         job_uids: Callable[[], set[str]],
         clock: Callable[[], datetime],
-        scopes: Sequence[Scope],
+        scopes: Sequence[WatchScope],
         *,
         ready: threading.Event,
         interval: float = SWEEP_SECONDS,

@@ -48,7 +48,7 @@ class ListAndWatch(Protocol):
 
 
 @dataclass(frozen=True)
-class Resource(Generic[View]):
+class WatchedResource(Generic[View]):
     """A kind the operator watches: its API, which of its objects are the operator's (a label) and the
     view kept of each. `optional`: a kind the cluster may not serve (a CRD not installed), which then
     counts as listed and empty."""
@@ -144,7 +144,7 @@ class ObjectStore(Generic[View]):
 
 
 @dataclass(frozen=True)
-class Scope:
+class WatchScope:
     """Where to watch: a namespace, or every namespace the patterns accept (kopf's --namespace globs)."""
 
     namespace: str | None
@@ -160,14 +160,14 @@ class Scope:
         )
 
 
-def scopes(namespaces: Sequence[str]) -> list[Scope]:
+def scopes(namespaces: Sequence[str]) -> list[WatchScope]:
     """What to watch for the operator's --namespace values: each name alone; every namespace when none is
     given, or when one is a pattern (then filtered by the patterns)."""
     if not namespaces:
-        return [Scope(None)]
+        return [WatchScope(None)]
     if any(_GLOB & set(namespace) for namespace in namespaces):
-        return [Scope(None, tuple(namespaces))]
-    return [Scope(namespace) for namespace in dict.fromkeys(namespaces)]
+        return [WatchScope(None, tuple(namespaces))]
+    return [WatchScope(namespace) for namespace in dict.fromkeys(namespaces)]
 
 
 class Listings:
@@ -263,9 +263,9 @@ class ObjectWatch(Generic[View]):
     def __init__(
         self,
         kube: ListAndWatch,
-        resource: Resource[View],
+        resource: WatchedResource[View],
         store: ObjectStore[View],
-        watched: Sequence[Scope],
+        watched: Sequence[WatchScope],
         changed: Callable[[JobKey, View, bool], None],
         *,
         listings: Listings,
@@ -304,7 +304,7 @@ class ObjectWatch(Generic[View]):
     def ended(self) -> list[str]:
         return ended_threads(self._threads, self._stopped.is_set())
 
-    def _run(self, scope: Scope) -> None:
+    def _run(self, scope: WatchScope) -> None:
         path = self._resource.path(scope.namespace)
         version: str | None = None
         while not self._stopped.is_set():
@@ -327,7 +327,7 @@ class ObjectWatch(Generic[View]):
                 version = None
                 self._reconnects.pause(self._reconnects.failed(), self._stopped)
 
-    def _list(self, scope: Scope) -> str | None:
+    def _list(self, scope: WatchScope) -> str | None:
         """Replace what the store holds of the scope with a fresh listing; its resourceVersion, or None when
         the cluster does not serve an optional kind (then the store holds none of it). Every view it changed
         is told, even when the listing breaks off: the next listing finds them unchanged."""
@@ -347,7 +347,9 @@ class ObjectWatch(Generic[View]):
             for key, view, present in touched:
                 self._changed(key, view, present)
 
-    def _pages(self, path: str, scope: Scope, seen: set[str], touched: list[tuple[JobKey, View, bool]]) -> str | None:
+    def _pages(
+        self, path: str, scope: WatchScope, seen: set[str], touched: list[tuple[JobKey, View, bool]]
+    ) -> str | None:
         """Read the listing page by page into the store; its resourceVersion, None when not served. A
         continue token that expired starts the listing over, as client-go does."""
         first = {"limit": str(PAGE), **self._resource.selection()}
@@ -381,7 +383,7 @@ class ObjectWatch(Generic[View]):
             return None
 
     def _keep(
-        self, scope: Scope, items: list[dict[str, Any]], seen: set[str], touched: list[tuple[JobKey, View, bool]]
+        self, scope: WatchScope, items: list[dict[str, Any]], seen: set[str], touched: list[tuple[JobKey, View, bool]]
     ) -> None:
         """Put a page's objects in the store; their uids go to `seen`, those whose view changed to `touched`."""
         for item in items:
@@ -392,7 +394,7 @@ class ObjectWatch(Generic[View]):
             if self._store.put(*found):
                 touched.append((found[0], found[2], True))
 
-    def _found(self, scope: Scope, item: dict[str, Any]) -> Found[View] | None:
+    def _found(self, scope: WatchScope, item: dict[str, Any]) -> Found[View] | None:
         """The object's view, if it is one of the operator's in `scope`. An object whose view fails (a bug, met
         on a shape no one foresaw) is logged with its name, counted and left out: one object must not blind
         the watch, and so the operator, to every other in every namespace."""
@@ -406,7 +408,7 @@ class ObjectWatch(Generic[View]):
             return None
         return found if found is not None and scope.accepts(found[0][0]) else None
 
-    def _watch(self, scope: Scope, version: str) -> str:
+    def _watch(self, scope: WatchScope, version: str) -> str:
         """Follow events until the API server ends the watch; the version to go on from. Raises
         ResourceExpiredError when the API server no longer has `version`, in the stream or before it."""
         path = self._resource.path(scope.namespace)
@@ -433,7 +435,7 @@ class ObjectWatch(Generic[View]):
             self._reconnects.pause(self._reconnects.failed(), self._stopped)
         return version
 
-    def _apply(self, scope: Scope, kind: str | None, item: dict[str, Any]) -> None:
+    def _apply(self, scope: WatchScope, kind: str | None, item: dict[str, Any]) -> None:
         found = self._found(scope, item)
         uid = str((item.get("metadata") or {}).get("uid"))
         if kind == "DELETED":

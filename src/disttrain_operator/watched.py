@@ -18,7 +18,7 @@ from disttrain_core.kueue import WORKLOAD_API_VERSION, WorkloadView, workload_vi
 from disttrain_core.observed import PodView, pod_view
 from disttrain_core.tensorboard_status import TensorBoardView, tensorboard_view
 from disttrain_core.types import JobKey, ObjectRef
-from disttrain_operator.watch import Found, Resource
+from disttrain_operator.watch import Found, WatchedResource
 
 
 def job_body(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -99,8 +99,10 @@ class JobKind:
 
 DISTTRAIN_JOBS = JobKind(GROUP, VERSION, PLURAL, "disttrainjobs")
 SERVED_TFJOBS = JobKind(tfjob.GROUP, tfjob.VERSION, tfjob.PLURAL, "served_tfjobs")
-PODS = Resource("api/v1", "pods", _pod, selector=JOB_NAME_LABEL)
-SERVICES = Resource("api/v1", "services", _child("Service"), selector=JOB_NAME_LABEL)
-CLAIMS = Resource("api/v1", "persistentvolumeclaims", _claim, selector=JOB_NAME_LABEL)
-TENSORBOARDS = Resource("apis/apps/v1", "deployments", _tensorboard, selector=JOB_NAME_LABEL)
-WORKLOADS = Resource(f"apis/{WORKLOAD_API_VERSION}", "workloads", _workload, selector=JOB_NAME_LABEL, optional=True)
+PODS = WatchedResource("api/v1", "pods", _pod, selector=JOB_NAME_LABEL)
+SERVICES = WatchedResource("api/v1", "services", _child("Service"), selector=JOB_NAME_LABEL)
+CLAIMS = WatchedResource("api/v1", "persistentvolumeclaims", _claim, selector=JOB_NAME_LABEL)
+TENSORBOARDS = WatchedResource("apis/apps/v1", "deployments", _tensorboard, selector=JOB_NAME_LABEL)
+WORKLOADS = WatchedResource(
+    f"apis/{WORKLOAD_API_VERSION}", "workloads", _workload, selector=JOB_NAME_LABEL, optional=True
+)

@@ -142,7 +142,7 @@ def _progress_callback(role: Role, tf: Any) -> Any:
     """A Keras callback for `fit`: its steps, epoch and loss reported as the trainer reports its own, by the
     reporting task (the chief, else worker 0); the total from `fit`'s steps and epochs."""
     from disttrain_contract.progress import reporting_task  # noqa: PLC0415
-    from disttrain_trainer.reporting import Progress  # noqa: PLC0415
+    from disttrain_trainer.reporting import ProgressReporter  # noqa: PLC0415
 
     reports = (role.task_type, role.index) == reporting_task(has_chief=bool(role.cluster.get("chief")))
     folder = Path(os.environ.get("DISTTRAIN_CHECKPOINT_DIR") or tempfile.mkdtemp(prefix="disttrain-progress-"))
@@ -151,7 +151,7 @@ def _progress_callback(role: Role, tf: Any) -> Any:
         def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
             steps, epochs = self.params.get("steps") or 0, self.params.get("epochs") or 1
             folder.mkdir(parents=True, exist_ok=True)
-            self.reporter = Progress(folder, reports, 0, steps * epochs)
+            self.reporter = ProgressReporter(folder, reports, 0, steps * epochs)
             self.step, self.epoch, self.loss = 0, 0, float("nan")
 
         def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:

@@ -30,7 +30,7 @@ from disttrain_trainer.config import TrainConfig
 from disttrain_trainer.data import DataSet, batch_of_step, training_pipeline, training_set
 from disttrain_trainer.pace import Pace
 from disttrain_trainer.preemption import STOP, SaveTogether, linger_while
-from disttrain_trainer.reporting import Progress, log, read_progress, report_evaluation
+from disttrain_trainer.reporting import ProgressReporter, log, read_progress, report_evaluation
 from disttrain_trainer.strategies import local_devices
 
 EVALUATION_INTERVAL_SECONDS = 5.0
@@ -112,7 +112,7 @@ class _Run:
         self.manager = tf.train.CheckpointManager(self.checkpoint, str(directory), max_to_keep=3)
         self.per_epoch = steps_per_epoch(config, data)
         self.total = config.epochs * self.per_epoch
-        self.progress = Progress(
+        self.progress = ProgressReporter(
             config.checkpoint_dir,
             chief,
             config.global_batch_size,

@@ -110,7 +110,7 @@ class ProgressServer:
         self._http.server_close()
 
 
-class Progress:
+class ProgressReporter:
     """Throughput is measured between reports (the final report, of no new step, keeps the last measure) from
     the step the run started at; only the chief publishes (file, HTTP, termination message). Each record
     names the last checkpoint saved, or restored from (disttrain_contract.progress.CHECKPOINT_FIELD)."""

@@ -31,7 +31,7 @@ def _status(message: str) -> str:
     ],
 )
 def test_each_answer_is_one_error_that_says_whether_to_retry(
-    status: int, kind: type[api_errors.ApiError], transient: bool
+    status: int, kind: type[api_errors.KubeApiError], transient: bool
 ) -> None:
     error = api_errors.error_for(status, _status("the server's own words"), "GET /api/v1/pods")
     assert type(error) is kind
@@ -46,7 +46,7 @@ def test_the_client_raises_its_own_errors_for_them_naming_what_was_asked() -> No
     assert isinstance(client_error(api_errors.error_for(409, _status("exists")), asked), JobExistsError)
     assert isinstance(client_error(api_errors.error_for(422, _status("bad")), asked), InvalidJobError)
     unreachable = client_error(api_errors.TransientApiError(0, "GET /x: connection refused"), asked)
-    assert isinstance(unreachable, ClientApiError) and isinstance(unreachable, api_errors.ApiError)
+    assert isinstance(unreachable, ClientApiError) and isinstance(unreachable, api_errors.KubeApiError)
     assert (unreachable.status, str(unreachable)) == (0, f"{asked}: GET /x: connection refused")
 
 

@@ -29,7 +29,7 @@ from disttrain_core.managers import managed_elsewhere
 from disttrain_core.progress import parse_evaluation, parse_report
 from disttrain_operator.reconciler import Reconciler
 from disttrain_operator.status_writer import dump_status
-from disttrain_operator.watch import Listings, ObjectStore, ObjectWatch, Reconnects, Scope
+from disttrain_operator.watch import Listings, ObjectStore, ObjectWatch, Reconnects, WatchScope
 from disttrain_operator.watched import WORKLOADS
 
 NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
@@ -197,11 +197,17 @@ def test_a_workload_of_any_shape_is_read_or_left_out_and_its_watch_sees_the_rest
     """Kueue writes Workloads; whatever one holds, the watch reads it or leaves it out, never all of them."""
     store: ObjectStore[Any] = ObjectStore()
     watch: ObjectWatch[Any] = ObjectWatch(
-        cast(Any, None), WORKLOADS, store, [Scope(None)], lambda *_: None, listings=Listings(), reconnects=Reconnects()
+        cast(Any, None),
+        WORKLOADS,
+        store,
+        [WatchScope(None)],
+        lambda *_: None,
+        listings=Listings(),
+        reconnects=Reconnects(),
     )
     fine = {"metadata": {"name": "fine", "namespace": "team", "uid": "\0fine", "labels": {JOB_NAME_LABEL: "k"}}}
-    watch._apply(Scope(None), "ADDED", body)
-    watch._apply(Scope(None), "ADDED", fine)
+    watch._apply(WatchScope(None), "ADDED", body)
+    watch._apply(WatchScope(None), "ADDED", fine)
     assert [view.name for view in store.views(("team", "k"))] == ["fine"]  # seen, whatever came before it
 
 

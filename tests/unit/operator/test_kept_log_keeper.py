@@ -37,7 +37,7 @@ from disttrain_dev.polling import wait_for
 from disttrain_kube.api_errors import LogUnreadableError, TransientApiError
 from disttrain_operator import kept_log_keeper
 from disttrain_operator.kept_log_keeper import KEEP_TRIES, UNKEPT, KeptLogKeeper, KeptLogSweeper
-from disttrain_operator.watch import Scope
+from disttrain_operator.watch import WatchScope
 from job_builder import JobBuilder
 
 NOW = datetime(2026, 11, 25, 12, 0, 0, 123456, tzinfo=UTC)
@@ -335,7 +335,7 @@ def test_the_sweeper_outlives_a_failing_sweep_and_a_failing_item() -> None:
     api = _SweepApi([OverflowError("a bug on one sweep"), [marked, expired]])
     ready = threading.Event()
     ready.set()
-    sweeper = KeptLogSweeper(api, set, lambda: NOW, [Scope(None)], ready=ready, interval=0.01)
+    sweeper = KeptLogSweeper(api, set, lambda: NOW, [WatchScope(None)], ready=ready, interval=0.01)
     sweeper.start()
     try:
         assert api.swept.wait(timeout=10)  # swept after the failed sweep, past the mark that failed

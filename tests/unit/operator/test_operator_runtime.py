@@ -23,12 +23,12 @@ from disttrain_operator.handlers import (
 from disttrain_operator.indexed_jobs import IndexedJobs, copied
 from disttrain_operator.job_queue import JobQueue
 from disttrain_operator.operator_settings import OperatorSettings
-from disttrain_operator.watch import Scope
+from disttrain_operator.watch import WatchScope
 from disttrain_operator.watched import DISTTRAIN_JOBS, SERVED_TFJOBS, job_body
 from job_builder import JobBuilder
 
 KEY = ("team", "mnist")
-EVERYWHERE = Scope(None)
+EVERYWHERE = WatchScope(None)
 
 
 class _Api(RecordingApi):

@@ -19,8 +19,8 @@ from disttrain_operator.watch import (
     ObjectStore,
     ObjectWatch,
     Reconnects,
-    Resource,
-    Scope,
+    WatchedResource,
+    WatchScope,
     scopes,
 )
 from disttrain_operator.watched import DISTTRAIN_JOBS, PODS, SERVICES, WORKLOADS
@@ -71,12 +71,12 @@ class _FakeKube:
             yield json.dumps(event).encode()
 
 
-NAMESPACE = Scope("ns")
+NAMESPACE = WatchScope("ns")
 Told = list[tuple[JobKey, Any, bool]]
 
 
 def _watch(
-    kube: _FakeKube, store: ObjectStore[Any], resource: Resource[Any] = PODS, listings: Listings | None = None
+    kube: _FakeKube, store: ObjectStore[Any], resource: WatchedResource[Any] = PODS, listings: Listings | None = None
 ) -> tuple[ObjectWatch[Any], Told]:
     told: Told = []
 
@@ -322,10 +322,10 @@ def test_a_kind_that_must_be_served_is_an_error_until_it_is() -> None:
 
 
 def test_scopes_follow_the_operators_namespaces() -> None:
-    assert scopes([]) == [Scope(None)]
-    assert scopes(["a", "b", "a"]) == [Scope("a"), Scope("b")]
+    assert scopes([]) == [WatchScope(None)]
+    assert scopes(["a", "b", "a"]) == [WatchScope("a"), WatchScope("b")]
     assert [PODS.path(scope.namespace) for scope in scopes(["a"])] == ["/api/v1/namespaces/a/pods"]
     assert DISTTRAIN_JOBS.path(None) == "/apis/disttrain.io/v1alpha1/disttrainjobs"
     pattern = scopes(["team-*", "!team-x"])
-    assert pattern == [Scope(None, ("team-*", "!team-x"))]
+    assert pattern == [WatchScope(None, ("team-*", "!team-x"))]
     assert [pattern[0].accepts(name) for name in ("team-a", "team-x", "other")] == [True, False, False]

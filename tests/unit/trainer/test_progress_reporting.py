@@ -20,13 +20,13 @@ from disttrain_core.builders.naming import REPLICA_INDEX_LABEL, REPLICA_TYPE_LAB
 from disttrain_core.observed import pod_view
 from disttrain_core.progress import Report, parse_progress, parse_report
 from disttrain_operator.progress_poller import NO_REPORT_YET, fetch_progress
-from disttrain_trainer.reporting import Progress, ProgressServer, fail
+from disttrain_trainer.reporting import ProgressReporter, ProgressServer, fail
 
 
 def test_the_chief_serves_its_latest_report_and_leaves_it_as_termination_message(tmp_path: Path) -> None:
     port, message = free_port(), tmp_path / "termination-log"
     environ = {PROGRESS_PORT_ENV: str(port), TERMINATION_MESSAGE_ENV: str(message)}
-    progress = Progress(tmp_path / "checkpoints", True, 64, total_steps=300, environ=environ)
+    progress = ProgressReporter(tmp_path / "checkpoints", True, 64, total_steps=300, environ=environ)
     assert progress.server is not None
     url = f"http://127.0.0.1:{port}/progress"
     try:
@@ -67,19 +67,19 @@ def test_the_progress_server_starts_without_asking_dns_its_name(monkeypatch: pyt
 def test_other_tasks_publish_nothing(tmp_path: Path) -> None:
     message = tmp_path / "termination-log"
     environ = {PROGRESS_PORT_ENV: str(free_port()), TERMINATION_MESSAGE_ENV: str(message)}
-    progress = Progress(tmp_path, False, 64, total_steps=10, environ=environ)
+    progress = ProgressReporter(tmp_path, False, 64, total_steps=10, environ=environ)
     progress.report(10, 1, 0.5)
     assert progress.server is None and not message.exists() and not (tmp_path / "progress.json").exists()
 
 
 def test_an_unwritable_termination_message_does_not_stop_training(tmp_path: Path) -> None:
     environ = {TERMINATION_MESSAGE_ENV: str(tmp_path / "missing" / "termination-log")}
-    Progress(tmp_path, True, 64, total_steps=10, environ=environ).report(1, 1, 0.5)
+    ProgressReporter(tmp_path, True, 64, total_steps=10, environ=environ).report(1, 1, 0.5)
     assert (tmp_path / "progress.json").exists()
 
 
 def test_a_run_with_no_step_reports_no_loss(tmp_path: Path) -> None:
-    progress = Progress(tmp_path, True, 64, total_steps=10, environ={})
+    progress = ProgressReporter(tmp_path, True, 64, total_steps=10, environ={})
     progress.report(10, 1, float("nan"), finished=True)
     record = json.loads((tmp_path / "progress.json").read_text())
     assert record["loss"] is None and parse_progress(json.dumps(record)) is not None
@@ -97,7 +97,7 @@ def test_a_failing_task_adds_its_error_to_its_termination_message(tmp_path: Path
 def test_the_final_report_keeps_the_rate_and_a_resumed_run_measures_from_its_own_start(tmp_path: Path) -> None:
     """The final report repeats the last step: it kept 0.0 examples per second before. A run resumed at step
     200 measures its first report from 200, not from 0."""
-    progress = Progress(tmp_path, True, 64, total_steps=300, environ={}, start_step=200)
+    progress = ProgressReporter(tmp_path, True, 64, total_steps=300, environ={}, start_step=200)
     time.sleep(0.05)
     progress.report(210, 1, 0.5)
     first = json.loads((tmp_path / "progress.json").read_text())["examplesPerSecond"]
@@ -111,7 +111,7 @@ def test_the_final_report_keeps_the_rate_and_a_resumed_run_measures_from_its_own
 def test_each_record_names_the_last_checkpoint_saved_or_restored(tmp_path: Path) -> None:
     (tmp_path / "ckpt").mkdir()
     (tmp_path / "ckpt" / "ckpt-200.index").write_text("")
-    progress = Progress(
+    progress = ProgressReporter(
         tmp_path, True, 64, total_steps=300, environ={}, start_step=200, restored=str(tmp_path / "ckpt" / "ckpt-200")
     )
     progress.report(210, 1, 0.5)

@@ -24,7 +24,7 @@ Schedule = Callable[[JobKey, datetime], None]
 Surface = Callable[[str], None]  # posts a Warning Event on the job with this message
 
 
-class FailurePolicy:
+class ReconcileRetry:
     def __init__(self, schedule: Schedule, clock: Callable[[], datetime]) -> None:
         self._schedule = schedule
         self._clock = clock

@@ -15,10 +15,10 @@ import pytest
 from kubernetes import client
 from prometheus_client import REGISTRY
 
-from disttrain_kube.api_errors import ApiError, RefusedError, TransientApiError
+from disttrain_kube.api_errors import KubeApiError, RefusedError, TransientApiError
 from disttrain_kube.rest import Kube
 from disttrain_operator import metrics
-from disttrain_operator.failures import SURFACE_AFTER, FailurePolicy
+from disttrain_operator.reconcile_retry import SURFACE_AFTER, ReconcileRetry
 from local_http import http_server
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -55,7 +55,7 @@ def test_a_programming_error_is_not_an_api_error() -> None:
     before = _api_errors("POST")
     with pytest.raises(Exception) as raised:
         _kube(_closed_port()).create({**JOB_KIND, "metadata": {"namespace": "x"}, "spec": {"bad": object()}})
-    assert not isinstance(raised.value, ApiError)
+    assert not isinstance(raised.value, KubeApiError)
     assert _api_errors("POST") == before
 
 
@@ -63,7 +63,7 @@ class _Harness:
     def __init__(self) -> None:
         self.scheduled: list[datetime] = []
         self.surfaced: list[str] = []
-        self.policy = FailurePolicy(lambda key, at: self.scheduled.append(at), clock=lambda: NOW)
+        self.policy = ReconcileRetry(lambda key, at: self.scheduled.append(at), clock=lambda: NOW)
 
     def run(self, error: Exception | None) -> None:
         def reconcile() -> None:
