@@ -8,9 +8,9 @@ import pytest
 from xdist.remote import Producer
 from xdist.scheduler import LoadScopeScheduling
 
-import rights_audit
 from disttrain_dev import real_node
-from xdist_schedule import ClusterSuitesOnOneWorker
+from support import rights_audit
+from support.xdist_schedule import ClusterSuitesOnOneWorker
 
 REAL_NODE_SUITE = "test_real_node.py"
 

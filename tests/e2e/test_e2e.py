@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from repository import ROOT
+from support.repository import ROOT
 
 pytestmark = pytest.mark.e2e
 SKIPPED = 77  # scripts/e2e.sh's exit status when what it needs is missing

@@ -23,8 +23,8 @@ import pytest
 
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import local_operator, readme, real_node
-from kube_cluster import Cluster
-from repository import ROOT
+from support.kube_cluster import Cluster
+from support.repository import ROOT
 
 pytestmark = pytest.mark.e2e
 PROVEN_LOG = "DISTTRAIN_QUICKSTART_LOG"  # what README's first command and first job printed, where CI ran them

@@ -15,7 +15,7 @@ import pytest
 
 from disttrain_core.images import VERSION
 from disttrain_dev import headlamp, images
-from repository import ROOT
+from support.repository import ROOT
 
 pytestmark = pytest.mark.docker
 

@@ -11,19 +11,19 @@ from pathlib import Path
 
 import pytest
 
-import rights_audit
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import kueue, local_operator, real_node
 from disttrain_dev.build import missing_binaries
 from disttrain_dev.polling import wait_for
 from disttrain_dev.versions import cache_paths
-from kube_cluster import Cluster, admission_policy_installed, operator_kubeconfig
-from kueue_support import kueue_running
-from multikueue_support import control_plane
-from operator_process import OperatorProcess
-from pod_checks import GpuPool
-from repository import ROOT
-from xdist_schedule import ON_THE_SECOND_PLANE
+from support import rights_audit
+from support.kube_cluster import Cluster, admission_policy_installed, operator_kubeconfig
+from support.kueue_support import kueue_running
+from support.multikueue_support import control_plane
+from support.operator_process import OperatorProcess
+from support.pod_checks import GpuPool
+from support.repository import ROOT
+from support.xdist_schedule import ON_THE_SECOND_PLANE
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -14,10 +14,10 @@ from disttrain_core.api.parsing import parse_job
 from disttrain_core.api.validation import InvalidManifestError, validated
 from disttrain_core.kueue import QUEUE_LABEL
 from disttrain_dev.polling import wait_for
-from job_builder import JobBuilder
-from kube_cluster import OPERATOR_TEST_NAMESPACE, Cluster
-from operator_process import OperatorProcess
-from repository import EXAMPLES, INVALID_CORPUS, ROOT, VALID_CORPUS, expected_message, load_one
+from support.job_builder import JobBuilder
+from support.kube_cluster import OPERATOR_TEST_NAMESPACE, Cluster
+from support.operator_process import OperatorProcess
+from support.repository import EXAMPLES, INVALID_CORPUS, ROOT, VALID_CORPUS, expected_message, load_one
 
 
 def test_crd_is_established_and_applies_client_side(cluster: Cluster) -> None:

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from bench_support import FIGURE, bench
-from kube_cluster import Cluster
-from operator_process import OperatorProcess
+from support.bench_support import FIGURE, bench
+from support.kube_cluster import Cluster
+from support.operator_process import OperatorProcess
 
 
 @pytest.fixture(scope="module")

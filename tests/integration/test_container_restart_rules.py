@@ -12,13 +12,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from real_node_images import real_node_with_images
 
 from disttrain_core.images import VERSION
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import images, node_kinds
 from disttrain_dev.polling import wait_for
-from kube_cluster import Cluster
+from support.kube_cluster import Cluster
+from support.real_node_images import real_node_with_images
 
 ONCE = "if [ -f /data/once ]; then echo again; exec sleep 600; fi; echo first; touch /data/once; sleep 1; exit 42"
 

@@ -23,12 +23,12 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from disttrain_dev.cluster import UNATTENDED_ANNOTATION
-from job_builder import JobBuilder
-from job_checks import TrainerProgress, holds, job_where
-from kube_cluster import OPERATOR_TEST_NAMESPACE, Cluster, account_kubeconfig
-from operator_process import OperatorProcess
-from pod_checks import running_pods
-from repository import ROOT
+from support.job_builder import JobBuilder
+from support.job_checks import TrainerProgress, holds, job_where
+from support.kube_cluster import OPERATOR_TEST_NAMESPACE, Cluster, account_kubeconfig
+from support.operator_process import OperatorProcess
+from support.pod_checks import running_pods
+from support.repository import ROOT
 
 CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOTS = ROOT / "docs" / "images"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from disttrain_dev.background import alive
 from disttrain_dev.polling import wait_for
-from kube_cluster import Cluster
+from support.kube_cluster import Cluster
 
 
 def _cli(state: Path | None, *args: str) -> subprocess.CompletedProcess[str]:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from example_notebook import run_example_notebook
-from kube_cluster import Cluster
-from operator_process import OperatorProcess
+from support.example_notebook import run_example_notebook
+from support.kube_cluster import Cluster
+from support.operator_process import OperatorProcess
 
 
 def test_the_example_notebook_trains_on_this_machine_then_on_the_cluster(

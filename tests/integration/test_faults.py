@@ -24,9 +24,9 @@ from disttrain_core.status_from_pods import HEALTHY_RUN
 from disttrain_dev import cluster as devcluster
 from disttrain_dev.polling import wait_for
 from disttrain_dev.process_node import NODE_NAME as PROCESS_NODE
-from job_checks import holds, job_where, says_a_worker_is_unreachable, suspend
-from kube_cluster import OPERATOR_TEST_NAMESPACE, Cluster, operator_kubeconfig
-from kueue_support import (
+from support.job_checks import holds, job_where, says_a_worker_is_unreachable, suspend
+from support.kube_cluster import OPERATOR_TEST_NAMESPACE, Cluster, operator_kubeconfig
+from support.kueue_support import (
     LOCAL_QUEUE,
     PRIORITY_LABEL,
     QUEUE_LABEL,
@@ -34,10 +34,10 @@ from kueue_support import (
     local_queue,
     what_kueue_and_the_jobs_show,
 )
-from network_faults import bridged_traffic_through_iptables
-from operator_process import OperatorProcess
-from pod_checks import drain_and_uncordon, trainer_run, trainer_state
-from trainer_support import events, job_manifest
+from support.network_faults import bridged_traffic_through_iptables
+from support.operator_process import OperatorProcess
+from support.pod_checks import drain_and_uncordon, trainer_run, trainer_state
+from support.trainer_support import events, job_manifest
 
 pytestmark = [
     pytest.mark.tensorflow,

@@ -14,10 +14,10 @@ import pytest
 from playwright.sync_api import Browser, expect, sync_playwright
 
 from disttrain_dev import headlamp
-from kube_cluster import Cluster
-from operator_process import OperatorProcess
-from pod_checks import running_pods
-from repository import ROOT
+from support.kube_cluster import Cluster
+from support.operator_process import OperatorProcess
+from support.pod_checks import running_pods
+from support.repository import ROOT
 
 PLUGIN = ROOT / headlamp.PLUGIN_FOLDER
 CHROMIUM = Path("/usr/bin/chromium")

@@ -15,16 +15,16 @@ from typing import Any
 import pytest
 import yaml
 
-from chart_support import CHART, MODES, helm, kustomized, template
 from disttrain_core.images import VERSION
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import images, node_kinds, readme, real_node
 from disttrain_dev.polling import wait_for
-from kube_cluster import Cluster
-from operator_process import OperatorProcess
-from pod_checks import running_pods
-from rbac_rights import AUDIT_TIME, refused_rights
-from repository import ROOT
+from support.chart_support import CHART, MODES, helm, kustomized, template
+from support.kube_cluster import Cluster
+from support.operator_process import OperatorProcess
+from support.pod_checks import running_pods
+from support.rbac_rights import AUDIT_TIME, refused_rights
+from support.repository import ROOT
 
 # Objects kustomize gives a namespace although the API server keeps none for them (cluster-scoped).
 CLUSTER_SCOPED = {

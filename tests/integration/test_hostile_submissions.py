@@ -11,12 +11,12 @@ import json
 from functools import partial
 
 import pytest
-from hostile import ACCEPTED_BY_THE_API_SERVER, REFUSED, Hostile, job
 
 from disttrain_dev.polling import wait_for
-from job_checks import condition, holds
-from kube_cluster import Cluster
-from operator_process import OperatorProcess
+from support.hostile import ACCEPTED_BY_THE_API_SERVER, REFUSED, Hostile, job
+from support.job_checks import condition, holds
+from support.kube_cluster import Cluster
+from support.operator_process import OperatorProcess
 
 
 @pytest.mark.parametrize("hostile", REFUSED, ids=lambda hostile: hostile.name)

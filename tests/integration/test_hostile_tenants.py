@@ -14,11 +14,11 @@ from typing import Any
 from disttrain import Client
 from disttrain_dev import cluster as devcluster
 from disttrain_dev.polling import wait_for
-from job_builder import JobBuilder, two_attempts_job
-from job_checks import holds, job_where
-from kube_cluster import Cluster, token_kubeconfig
-from operator_process import OperatorProcess
-from repository import ROOT
+from support.job_builder import JobBuilder, two_attempts_job
+from support.job_checks import holds, job_where
+from support.kube_cluster import Cluster, token_kubeconfig
+from support.operator_process import OperatorProcess
+from support.repository import ROOT
 
 USER_ROLES = ROOT / "deploy" / "user-roles" / "roles.yaml"
 OUTLIVES = "disttrain.io/kept-past-job"

@@ -13,9 +13,9 @@ import pytest
 
 from disttrain import AttemptNotFoundError, Client, InvalidJobError, JobNotFoundError
 from disttrain_dev.polling import wait_for
-from job_builder import JobBuilder, two_attempts_job
-from kube_cluster import Cluster
-from operator_process import OperatorProcess
+from support.job_builder import JobBuilder, two_attempts_job
+from support.kube_cluster import Cluster
+from support.operator_process import OperatorProcess
 
 
 def _kept(cluster: Cluster, namespace: str, job: str) -> list[str]:

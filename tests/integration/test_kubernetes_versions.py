@@ -12,17 +12,17 @@ from typing import Any
 
 import pytest
 
-from chart_support import MODES, kustomized, template
 from disttrain_core.api.kubernetes_version import SUPPORTED_KUBERNETES, minor_of
 from disttrain_dev import versions
 from disttrain_dev.cluster import crd_established
 from disttrain_dev.polling import wait_for
-from job_checks import condition, job_where
-from kube_cluster import Cluster, operator_kubeconfig
-from multikueue_support import control_plane
-from operator_process import OperatorProcess
-from pod_checks import GpuPool, bound_pods, running_pods
-from repository import ROOT
+from support.chart_support import MODES, kustomized, template
+from support.job_checks import condition, job_where
+from support.kube_cluster import Cluster, operator_kubeconfig
+from support.multikueue_support import control_plane
+from support.operator_process import OperatorProcess
+from support.pod_checks import GpuPool, bound_pods, running_pods
+from support.repository import ROOT
 
 OLDER = SUPPORTED_KUBERNETES[:-1]
 MWMS = (ROOT / "examples" / "multi-worker-mirrored-gpu.yaml").read_text()

@@ -14,10 +14,10 @@ import pytest
 
 from disttrain_dev import kueue
 from disttrain_dev.polling import wait_for
-from kube_cluster import Cluster, serving_operator_kubeconfig
-from kueue_support import LOCAL_QUEUE, PRIORITY_LABEL, QUEUE_LABEL, WORKLOADS, kueue_running, local_queue
-from operator_process import OperatorProcess
-from pod_checks import running_pods
+from support.kube_cluster import Cluster, serving_operator_kubeconfig
+from support.kueue_support import LOCAL_QUEUE, PRIORITY_LABEL, QUEUE_LABEL, WORKLOADS, kueue_running, local_queue
+from support.operator_process import OperatorProcess
+from support.pod_checks import running_pods
 
 FLAVOR_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 FLAVOR = {"nodeLabels": {"type": "kwok"}, "tolerations": [FLAVOR_TOLERATION]}

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from bench_support import FIGURE, QUIET, bench, bench_output
-from multikueue_support import control_plane
-from repository import ROOT
+from support.bench_support import FIGURE, QUIET, bench, bench_output
+from support.multikueue_support import control_plane
+from support.repository import ROOT
 
 PLANE = "bench"
 OPTIONS = (*QUIET, "--plane", PLANE)  # each benchmark's, after its name

@@ -12,12 +12,12 @@ from typing import Any
 from disttrain_contract.timestamps import format_time
 from disttrain_dev.cluster import UNATTENDED_ANNOTATION
 from disttrain_dev.polling import wait_for
-from job_builder import JobBuilder
-from job_checks import TrainerProgress, condition, holds, job_where
-from kube_cluster import Cluster
-from operator_process import OperatorProcess
-from pod_checks import running_pods
-from repository import ROOT
+from support.job_builder import JobBuilder
+from support.job_checks import TrainerProgress, condition, holds, job_where
+from support.kube_cluster import Cluster
+from support.operator_process import OperatorProcess
+from support.pod_checks import running_pods
+from support.repository import ROOT
 
 MWMS = (ROOT / "examples" / "multi-worker-mirrored-gpu.yaml").read_text()
 PS = (ROOT / "examples" / "parameter-server.yaml").read_text()

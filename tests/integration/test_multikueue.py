@@ -21,12 +21,12 @@ import yaml
 from disttrain_core.kueue import MULTIKUEUE, PREBUILT_WORKLOAD, QUEUE_LABEL
 from disttrain_dev import kueue
 from disttrain_dev.polling import wait_for
-from job_builder import JobBuilder
-from job_checks import holds
-from kube_cluster import Cluster, admission_policy_installed, operator_kubeconfig, serving_operator_kubeconfig
-from kueue_support import LOCAL_QUEUE, WORKLOADS, kueue_running, local_queue
-from multikueue_support import control_plane, page_block, run_page_block
-from operator_process import OperatorProcess
+from support.job_builder import JobBuilder
+from support.job_checks import holds
+from support.kube_cluster import Cluster, admission_policy_installed, operator_kubeconfig, serving_operator_kubeconfig
+from support.kueue_support import LOCAL_QUEUE, WORKLOADS, kueue_running, local_queue
+from support.multikueue_support import control_plane, page_block, run_page_block
+from support.operator_process import OperatorProcess
 
 pytestmark = pytest.mark.integration
 

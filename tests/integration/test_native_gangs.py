@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 
 from disttrain_dev.polling import wait_for
-from job_builder import JobBuilder
-from job_checks import condition, holds, job_where
-from kube_cluster import Cluster
-from operator_process import OperatorProcess
-from pod_checks import GpuPool, bound_pods, gang_waits, replaced_as_a_gang
+from support.job_builder import JobBuilder
+from support.job_checks import condition, holds, job_where
+from support.kube_cluster import Cluster
+from support.operator_process import OperatorProcess
+from support.pod_checks import GpuPool, bound_pods, gang_waits, replaced_as_a_gang
 
 ZONE = "topology.kubernetes.io/zone"
 

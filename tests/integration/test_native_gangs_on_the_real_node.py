@@ -10,15 +10,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from real_node_images import real_node_with_images
 
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import node_kinds, real_node
 from disttrain_dev.polling import wait_for
-from job_builder import JobBuilder
-from kube_cluster import Cluster
-from operator_process import OperatorProcess
-from pod_checks import bound_pods, gang_waits
+from support.job_builder import JobBuilder
+from support.kube_cluster import Cluster
+from support.operator_process import OperatorProcess
+from support.pod_checks import bound_pods, gang_waits
+from support.real_node_images import real_node_with_images
 
 
 @pytest.fixture

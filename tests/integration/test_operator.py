@@ -15,11 +15,11 @@ from disttrain_cli.render import render_objects
 from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_dev.polling import wait_for
 from disttrain_dev.versions import cache_paths
-from job_builder import JobBuilder
-from job_checks import condition, holds
-from kube_cluster import Cluster, account_kubeconfig, apply_rbac, operator_kubeconfig
-from operator_process import OperatorProcess
-from repository import ROOT
+from support.job_builder import JobBuilder
+from support.job_checks import condition, holds
+from support.kube_cluster import Cluster, account_kubeconfig, apply_rbac, operator_kubeconfig
+from support.operator_process import OperatorProcess
+from support.repository import ROOT
 
 MWMS = ROOT / "examples" / "multi-worker-mirrored-gpu.yaml"
 PS = ROOT / "examples" / "parameter-server.yaml"

@@ -14,7 +14,7 @@ from disttrain_dev.polling import wait_for
 from disttrain_kube.api_errors import ConflictError
 from disttrain_kube.connection import connect
 from disttrain_kube.rest import Kube
-from kube_cluster import Cluster
+from support.kube_cluster import Cluster
 
 NODE = "gpu-node-0"  # a kwok node: it reports the pod Running, and the test plays its end
 

@@ -11,8 +11,8 @@ from typing import Any
 
 from disttrain_dev.polling import wait_for
 from disttrain_dev.versions import cache_paths
-from kube_cluster import Cluster
-from network_faults import bridged_traffic_through_iptables
+from support.kube_cluster import Cluster
+from support.network_faults import bridged_traffic_through_iptables
 
 
 def _pod(name: str, script: str, restart_policy: str = "Never", **spec: Any) -> str:

@@ -26,10 +26,10 @@ from disttrain import (
     WaitTimeoutError,
 )
 from disttrain_dev.polling import wait_for
-from job_builder import JobBuilder
-from kube_cluster import Cluster
-from operator_process import OperatorProcess
-from repository import ROOT
+from support.job_builder import JobBuilder
+from support.kube_cluster import Cluster
+from support.operator_process import OperatorProcess
+from support.repository import ROOT
 
 MWMS = ROOT / "examples" / "multi-worker-mirrored-gpu.yaml"
 

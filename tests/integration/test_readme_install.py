@@ -13,8 +13,8 @@ import yaml
 
 from disttrain_core.api.crd import KEPT_ON_UNINSTALL
 from disttrain_dev import readme
-from kube_cluster import Cluster
-from repository import ROOT
+from support.kube_cluster import Cluster
+from support.repository import ROOT
 
 
 def test_readme_s_overlay_names_the_operator_image_of_your_registry(cluster: Cluster) -> None:

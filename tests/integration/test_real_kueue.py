@@ -15,10 +15,10 @@ import pytest
 
 from disttrain import Client, DistTrainJob
 from disttrain_dev.polling import wait_for
-from job_builder import JobBuilder
-from job_checks import holds, job_where
-from kube_cluster import Cluster, serving_operator_kubeconfig
-from kueue_support import (
+from support.job_builder import JobBuilder
+from support.job_checks import holds, job_where
+from support.kube_cluster import Cluster, serving_operator_kubeconfig
+from support.kueue_support import (
     LOCAL_QUEUE,
     PRIORITY_LABEL,
     QUEUE_LABEL,
@@ -27,8 +27,8 @@ from kueue_support import (
     local_queue,
     workload_condition,
 )
-from operator_process import OperatorProcess
-from pod_checks import GpuPool, bound_pods, gang_waits, replaced_as_a_gang, running_pods
+from support.operator_process import OperatorProcess
+from support.pod_checks import GpuPool, bound_pods, gang_waits, replaced_as_a_gang, running_pods
 
 FLAVOR_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 GPU = {"nvidia.com/gpu": 1}

@@ -35,10 +35,10 @@ from disttrain_core.images import VERSION
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import containerd, images, network_policy_controller, node_kinds, readme, real_node, versions
 from disttrain_dev.polling import wait_for
-from example_notebook import run_example_notebook
-from job_checks import condition, holds, job_where, says_a_worker_is_unreachable, suspend
-from kube_cluster import Cluster
-from kueue_support import (
+from support.example_notebook import run_example_notebook
+from support.job_checks import condition, holds, job_where, says_a_worker_is_unreachable, suspend
+from support.kube_cluster import Cluster
+from support.kueue_support import (
     LOCAL_QUEUE,
     PRIORITY_LABEL,
     QUEUE_LABEL,
@@ -46,12 +46,12 @@ from kueue_support import (
     local_queue,
     what_kueue_and_the_jobs_show,
 )
-from network_faults import bridged_traffic_through_iptables
-from operator_process import OperatorProcess
-from pod_checks import drain, drain_and_uncordon, trainer_run, trainer_state
-from rbac_rights import AUDIT_TIME, refused_rights
-from repository import ROOT
-from trainer_support import events
+from support.network_faults import bridged_traffic_through_iptables
+from support.operator_process import OperatorProcess
+from support.pod_checks import drain, drain_and_uncordon, trainer_run, trainer_state
+from support.rbac_rights import AUDIT_TIME, refused_rights
+from support.repository import ROOT
+from support.trainer_support import events
 
 pytestmark = pytest.mark.real_node
 MWMS = ROOT / "examples" / "local-multi-worker-digits.yaml"

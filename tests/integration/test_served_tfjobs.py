@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from real_node_images import real_node_with_images
 
 from disttrain import Client, JobNotFoundError
 from disttrain_core.api import crd, yaml_io
@@ -23,9 +22,10 @@ from disttrain_dev import images, kubeflow_sdk, node_kinds, peer
 from disttrain_dev.build import module_dir
 from disttrain_dev.cluster import crd_established
 from disttrain_dev.polling import wait_for
-from kube_cluster import Cluster, serving_operator_kubeconfig
-from operator_process import OperatorProcess
-from repository import ROOT
+from support.kube_cluster import Cluster, serving_operator_kubeconfig
+from support.operator_process import OperatorProcess
+from support.real_node_images import real_node_with_images
+from support.repository import ROOT
 
 TFJOB_CRD = "tfjobs.kubeflow.org"
 

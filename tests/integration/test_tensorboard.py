@@ -12,11 +12,11 @@ from typing import Any
 
 from disttrain import Client
 from disttrain_dev.polling import wait_for
-from job_checks import condition, holds, job_where
-from kube_cluster import Cluster
-from operator_process import OperatorProcess
-from pod_checks import running_pods
-from repository import ROOT
+from support.job_checks import condition, holds, job_where
+from support.kube_cluster import Cluster
+from support.operator_process import OperatorProcess
+from support.pod_checks import running_pods
+from support.repository import ROOT
 
 MWMS = (ROOT / "examples" / "multi-worker-mirrored-gpu.yaml").read_text()
 WITH_TENSORBOARD = MWMS.replace("  checkpoint:\n", "  tensorboard: {}\n  checkpoint:\n", 1)

@@ -14,7 +14,7 @@ from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.tfjob_conversion import is_tfjob
 from disttrain_dev import peer
 from disttrain_dev.build import module_dir
-from kube_cluster import Cluster
+from support.kube_cluster import Cluster
 
 
 def _examples() -> list[Path]:

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from disttrain import Client, JobFailedError
-from kube_cluster import Cluster
-from operator_process import OperatorProcess
-from package_index import package_index
-from shipped_functions import nothing, reduce_across_workers, reports
+from support.kube_cluster import Cluster
+from support.operator_process import OperatorProcess
+from support.package_index import package_index
+from support.shipped_functions import nothing, reduce_across_workers, reports
 
 
 @pytest.fixture

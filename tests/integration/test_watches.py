@@ -16,11 +16,11 @@ import pytest
 from disttrain_dev import cluster as devcluster
 from disttrain_dev.polling import wait_for
 from disttrain_operator.watched import CLAIMS, DISTTRAIN_JOBS, PODS, SERVICES, TENSORBOARDS, WORKLOADS
-from job_builder import JobBuilder
-from kube_cluster import Cluster, operator_kubeconfig
-from network_faults import SilencingProxy
-from operator_process import OperatorProcess
-from repository import ROOT
+from support.job_builder import JobBuilder
+from support.kube_cluster import Cluster, operator_kubeconfig
+from support.network_faults import SilencingProxy
+from support.operator_process import OperatorProcess
+from support.repository import ROOT
 
 EXAMPLE = ROOT / "examples" / "multi-worker-mirrored-gpu.yaml"
 WORKERS = 4

@@ -18,11 +18,11 @@ from disttrain_core.api.spec import ReplicaType
 from disttrain_core.kept_logs import LEGACY_LOG_FINALIZER  # what earlier versions put on pods
 from disttrain_dev import cluster as devcluster
 from disttrain_dev.polling import wait_for
-from job_builder import JobBuilder
-from job_checks import job_where
-from kube_cluster import OPERATOR_TEST_NAMESPACE, Cluster
-from operator_process import OperatorProcess
-from rbac_rights import AUDIT_TIME, audit_events
+from support.job_builder import JobBuilder
+from support.job_checks import job_where
+from support.kube_cluster import OPERATOR_TEST_NAMESPACE, Cluster
+from support.operator_process import OperatorProcess
+from support.rbac_rights import AUDIT_TIME, audit_events
 
 # How long a deletion may take past the pods' grace period with no operator at all (docs/architecture.md).
 BEYOND_GRACE_SECONDS = 30

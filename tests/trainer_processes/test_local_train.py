@@ -10,8 +10,8 @@ from pathlib import Path
 
 import disttrain.local
 from disttrain_contract.exit_codes import ExitCode
-from package_index import package_index
-from shipped_functions import (
+from support.package_index import package_index
+from support.shipped_functions import (
     fails,
     fits_until_nan,
     greets,

@@ -19,8 +19,8 @@ from disttrain_contract.progress import PROGRESS_PORT_ENV
 from disttrain_core.progress import Report, parse_evaluation, parse_progress
 from disttrain_dev.polling import wait_for
 from disttrain_operator.progress_poller import fetch_progress
-from repository import ROOT
-from trainer_support import LocalJob, events, job_manifest, run_trainer
+from support.repository import ROOT
+from support.trainer_support import LocalJob, events, job_manifest, run_trainer
 
 DIGITS_STEPS_PER_EPOCH = 1437 // 64  # the training split of the bundled digits at the default batch
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from disttrain_core.api import crd
-from repository import ROOT
+from support.repository import ROOT
 
 # kubectl's client-side apply stores the whole object in an annotation limited to 256 KiB.
 LAST_APPLIED_LIMIT = 256 * 1024

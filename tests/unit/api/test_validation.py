@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from disttrain_core.api.validation import InvalidManifestError, validated
-from repository import EXAMPLES, INVALID_CORPUS, VALID_CORPUS, expected_message, load_one
+from support.repository import EXAMPLES, INVALID_CORPUS, VALID_CORPUS, expected_message, load_one
 
 
 @pytest.mark.parametrize("path", EXAMPLES + VALID_CORPUS, ids=lambda path: path.stem)

@@ -15,7 +15,7 @@ from disttrain_cli.main import main
 from disttrain_cli.operator_command import build_parser as operator_parser
 from disttrain_cli.operator_command import read_settings
 from disttrain_core.api import crd, yaml_io
-from repository import EXAMPLES, INVALID_CORPUS, ROOT, expected_message
+from support.repository import EXAMPLES, INVALID_CORPUS, ROOT, expected_message
 
 
 def _run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

@@ -15,7 +15,7 @@ from disttrain_cli.jobs import console, emit
 from disttrain_contract.timestamps import format_time
 from disttrain_core import summary
 from disttrain_core.api.status import Disruption, UnkeptLogs
-from job_builder import JobBuilder
+from support.job_builder import JobBuilder
 
 NOW = datetime(2026, 1, 1, 0, 10, tzinfo=UTC)
 

@@ -15,7 +15,7 @@ import pytest
 from kubernetes import client
 
 from disttrain.forward import LocalPort, PodAddress, PortForward
-from local_http import http_server
+from support.local_http import http_server
 
 
 class _ApiServer(BaseHTTPRequestHandler):

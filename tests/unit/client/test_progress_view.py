@@ -11,7 +11,7 @@ import pytest
 
 from disttrain.progress_view import progress_html, progress_line, progress_view
 from disttrain_core.api.job import DistTrainJob
-from job_builder import JobBuilder
+from support.job_builder import JobBuilder
 
 
 def _job(phase: str | None, progress: dict[str, Any] | None = None) -> DistTrainJob:

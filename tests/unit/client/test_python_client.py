@@ -17,8 +17,8 @@ from disttrain.client import _about_job, _manifest, _settled
 from disttrain.job_kinds import readable_jobs, typed_job
 from disttrain.logs import LONGEST_LINE, _split, replica_task
 from disttrain_core.api.spec import ReplicaType
-from job_builder import JobBuilder
-from repository import ROOT
+from support.job_builder import JobBuilder
+from support.repository import ROOT
 
 TEMPLATE = {"spec": {"containers": [{"name": "tensorflow", "image": "trainer"}]}}
 

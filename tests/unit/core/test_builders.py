@@ -18,8 +18,8 @@ from disttrain_core.builders.gang import GangScheduler, WorkloadApi, min_resourc
 from disttrain_core.builders.objects import desired_objects, pod
 from disttrain_core.served import job_manifest
 from disttrain_core.types import Manifest
-from job_builder import JobBuilder
-from repository import EXAMPLES, ROOT, load_one
+from support.job_builder import JobBuilder
+from support.repository import EXAMPLES, ROOT, load_one
 
 GOLDEN = ROOT / "tests" / "golden"
 DEFAULT = BuildSettings()

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from disttrain_core.api.status import ConditionStatus, ConditionType
 from disttrain_core.claims import MAX_WORDS, UNBOUND_AFTER, ClaimView, claim_view, storage_words, to_ask, with_claims
 from disttrain_core.status_from_pods import aggregate
-from job_builder import JobBuilder
+from support.job_builder import JobBuilder
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

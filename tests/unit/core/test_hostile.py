@@ -11,7 +11,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from hostile import ACCEPTED_BY_THE_API_SERVER, REFUSED, Hostile, job, names_the_field
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -26,6 +25,7 @@ from disttrain_core.observed import own_pods, pod_view
 from disttrain_core.planner import plan
 from disttrain_core.progress import parse_progress
 from disttrain_core.status_from_pods import aggregate
+from support.hostile import ACCEPTED_BY_THE_API_SERVER, REFUSED, Hostile, job, names_the_field
 
 MESSAGE_LIMIT = 4096  # an error quotes what it refuses, never a megabyte of it
 

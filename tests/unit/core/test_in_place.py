@@ -17,7 +17,7 @@ from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.observed import PodPhase, PodView, Runs, pod_view, restarts_on
 from disttrain_core.planner import Plan, plan
 from disttrain_core.status_from_pods import aggregate, record_restart
-from job_builder import JobBuilder
+from support.job_builder import JobBuilder
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 IN_PLACE = BuildSettings(restart_in_place=True)

@@ -29,7 +29,7 @@ from disttrain_core.builders.objects import pod
 from disttrain_core.kept_logs import KEPT_ATTEMPTS_PER_REPLICA
 from disttrain_core.kept_logs.reader_pod import READER_OF_LABEL, SCRIPT, reader_pod
 from disttrain_trainer.log_copy import BoundedFile
-from job_builder import JobBuilder
+from support.job_builder import JobBuilder
 
 ON_VOLUME = {"destination": "CheckpointVolume", "maxBytesPerAttempt": 4096}
 

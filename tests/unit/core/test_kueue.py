@@ -25,7 +25,7 @@ from disttrain_core.kueue import (
 )
 from disttrain_core.status_from_pods import with_condition
 from disttrain_core.types import Verdict
-from job_builder import T0, make_job
+from support.job_builder import T0, make_job
 
 QUEUE = {"kueue.x-k8s.io/queue-name": "team-a"}
 GPU_FLAVOR = PodSetInfo({"pool": "a100"}, ({"key": "gpu", "operator": "Exists"},))

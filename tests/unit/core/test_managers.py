@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from disttrain_core.managers import managed_elsewhere
-from job_builder import JobBuilder
+from support.job_builder import JobBuilder
 
 
 def _job(manager: Any = None) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from disttrain_core.builders.network_policy import NAMESPACE_NAME_LABEL, OPERATO
 from disttrain_core.builders.objects import desired_objects
 from disttrain_core.types import Manifest
 from disttrain_operator.operator_settings import OperatorSettings
-from repository import EXAMPLES, ROOT, load_one
+from support.repository import EXAMPLES, ROOT, load_one
 
 SETTINGS = [
     BuildSettings(operator_namespace="disttrain-system"),

@@ -25,8 +25,8 @@ from disttrain_core.observed import PodPhase, PodView, Unschedulable, unschedula
 from disttrain_core.planner import CREATE_BATCH, PEERS_END_GRACE, Plan, plan
 from disttrain_core.status_from_pods import aggregate, failure, record_restart, restart_backoff
 from disttrain_core.types import Manifest, ObjectRef, Verdict
-from job_builder import JobBuilder
-from repository import ROOT, load_one
+from support.job_builder import JobBuilder
+from support.repository import ROOT, load_one
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 SETTINGS = BuildSettings()

@@ -26,7 +26,7 @@ from disttrain_core.progress import Report
 from disttrain_core.stalls import Unjudged, stall
 from disttrain_core.status_from_pods import aggregate, record_restart
 from disttrain_core.tfjob_conversion import convert
-from job_builder import JobBuilder, make_pod, running_pods
+from support.job_builder import JobBuilder, make_pod, running_pods
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 SETTINGS = BuildSettings()

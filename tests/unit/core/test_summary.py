@@ -10,7 +10,7 @@ import pytest
 
 from disttrain.job_kinds import typed_job
 from disttrain_core.summary import summary
-from repository import ROOT
+from support.repository import ROOT
 
 FIXTURES = sorted((ROOT / "tests" / "fixtures" / "summaries").glob("*.json"))
 

@@ -15,8 +15,8 @@ from disttrain_core.api import yaml_io
 from disttrain_core.api.parsing import parse_job
 from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.tfjob_conversion import UnconvertibleError, convert
-from job_builder import JobBuilder
-from repository import ROOT
+from support.job_builder import JobBuilder
+from support.repository import ROOT
 
 EVERY_FIELD = ROOT / "tests" / "tfjobs" / "every-field.yaml"
 GOLDEN = ROOT / "tests" / "golden" / "tfjob-every-field.yaml"

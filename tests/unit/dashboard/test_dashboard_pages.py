@@ -9,7 +9,7 @@ from disttrain import DistTrainJob, JobEvent
 from disttrain_core.api.status import ProgressPoint
 from disttrain_dashboard.app import job_page, row, templates
 from disttrain_dashboard.curves import HEIGHT, WIDTH, curves
-from job_builder import JobBuilder
+from support.job_builder import JobBuilder
 
 NOW = datetime(2026, 1, 1, 1, 0, tzinfo=UTC)
 HOSTILE = '<script>alert(1)</script><img src=x onerror="alert(2)">'

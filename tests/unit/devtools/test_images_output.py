@@ -16,7 +16,7 @@ import pytest
 
 from disttrain_core.images import VERSION
 from disttrain_dev import images
-from repository import ROOT
+from support.repository import ROOT
 
 STAND_IN = """#!/bin/sh
 echo "$(basename "$0") $* printed this"

@@ -10,7 +10,7 @@ from typing import Any
 
 from disttrain_dev.process_pods import ContainerState, pod_status
 from disttrain_dev.readiness import ReadinessProbe
-from local_http import http_server
+from support.local_http import http_server
 
 
 class _Board(BaseHTTPRequestHandler):

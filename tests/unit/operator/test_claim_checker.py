@@ -12,7 +12,7 @@ from disttrain_core.observed import PodPhase, PodView
 from disttrain_core.types import JobKey
 from disttrain_kube.api_errors import TransientApiError
 from disttrain_operator.claim_checker import ASKED_AGAIN, ClaimChecker
-from job_builder import make_pod
+from support.job_builder import make_pod
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 KEY: JobKey = ("team", "job")

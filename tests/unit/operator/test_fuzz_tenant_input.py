@@ -11,8 +11,6 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any, cast
 
-from fakes import RecordingApi
-from hostile import job
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -31,6 +29,8 @@ from disttrain_operator.reconciler import Reconciler
 from disttrain_operator.status_writer import dump_status
 from disttrain_operator.watch import Listings, ObjectStore, ObjectWatch, Reconnects, WatchScope
 from disttrain_operator.watched import WORKLOADS
+from support.fakes import RecordingApi
+from support.hostile import job
 
 NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -38,7 +38,7 @@ from disttrain_kube.api_errors import LogUnreadableError, TransientApiError
 from disttrain_operator import kept_log_keeper
 from disttrain_operator.kept_log_keeper import KEEP_TRIES, UNKEPT, KeptLogKeeper, KeptLogSweeper
 from disttrain_operator.watch import WatchScope
-from job_builder import JobBuilder
+from support.job_builder import JobBuilder
 
 NOW = datetime(2026, 11, 25, 12, 0, 0, 123456, tzinfo=UTC)
 JOB_UID = "job-uid-1"

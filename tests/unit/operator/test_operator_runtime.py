@@ -8,7 +8,6 @@ from collections.abc import Iterator, Mapping
 from typing import Any, cast
 
 import kopf
-from fakes import RecordingApi
 
 from disttrain_core import served
 from disttrain_core.types import JobKey
@@ -25,7 +24,8 @@ from disttrain_operator.job_queue import JobQueue
 from disttrain_operator.operator_settings import OperatorSettings
 from disttrain_operator.watch import WatchScope
 from disttrain_operator.watched import DISTTRAIN_JOBS, SERVED_TFJOBS, job_body
-from job_builder import JobBuilder
+from support.fakes import RecordingApi
+from support.job_builder import JobBuilder
 
 KEY = ("team", "mnist")
 EVERYWHERE = WatchScope(None)

@@ -28,8 +28,8 @@ from disttrain_operator.progress_poller import (
     fetch_progress,
     progress_url,
 )
-from job_builder import T0, make_job, make_pod, running_pods
-from local_http import http_server
+from support.job_builder import T0, make_job, make_pod, running_pods
+from support.local_http import http_server
 
 
 def _report(step: int, at: datetime | None) -> Report:

@@ -19,7 +19,7 @@ from disttrain_kube.api_errors import KubeApiError, RefusedError, TransientApiEr
 from disttrain_kube.rest import Kube
 from disttrain_operator import metrics
 from disttrain_operator.reconcile_retry import SURFACE_AFTER, ReconcileRetry
-from local_http import http_server
+from support.local_http import http_server
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 KEY = ("team", "mnist")

@@ -10,7 +10,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from fakes import RecordingApi
 from prometheus_client import REGISTRY
 
 from disttrain_core.api.job import DistTrainJob
@@ -26,7 +25,8 @@ from disttrain_operator.expectations import EXPECTATION
 from disttrain_operator.job_memory import JobMemory
 from disttrain_operator.reconciler import UNWATCHED_RECHECK, Reconciler
 from disttrain_operator.status_writer import RESTART_HOLD, STATUS_BATCH, StatusWriter
-from repository import EXAMPLES, load_one
+from support.fakes import RecordingApi
+from support.repository import EXAMPLES, load_one
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 

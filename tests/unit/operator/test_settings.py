@@ -10,7 +10,7 @@ from disttrain_cli.operator_command import run_operator
 from disttrain_core.builders.gang import GangScheduler
 from disttrain_core.images import TRAINER_IMAGE
 from disttrain_operator.operator_settings import DEFAULT_METRICS_PORT, OperatorSettings, SettingsError
-from repository import ROOT
+from support.repository import ROOT
 
 
 def test_variables_set_the_settings_and_empty_ones_keep_the_defaults(monkeypatch: pytest.MonkeyPatch) -> None:

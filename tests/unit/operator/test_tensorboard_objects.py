@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes import RecordingApi
 
 from disttrain_cli.main import main
 from disttrain_core.api import yaml_io
@@ -24,7 +23,8 @@ from disttrain_kube.api_errors import RefusedError
 from disttrain_operator.job_memory import JobMemory
 from disttrain_operator.reconciler import Reconciler
 from disttrain_operator.status_writer import StatusWriter
-from job_builder import JobBuilder
+from support.fakes import RecordingApi
+from support.job_builder import JobBuilder
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 

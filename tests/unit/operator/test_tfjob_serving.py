@@ -9,8 +9,6 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from fakes import RecordingApi
-
 from disttrain_core import served
 from disttrain_core.api import crd
 from disttrain_core.api.job import DistTrainJob
@@ -23,7 +21,8 @@ from disttrain_operator.handlers import name_in_use
 from disttrain_operator.indexed_jobs import IndexedJobs
 from disttrain_operator.reconciler import Reconciler
 from disttrain_operator.tfjob_ownership import refusal
-from job_builder import JobBuilder, make_pod
+from support.fakes import RecordingApi
+from support.job_builder import JobBuilder, make_pod
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -10,8 +10,6 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from fakes import RecordingApi
-from hostile import Path, dotted, names_the_field, paths, refusals, swapped
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -19,7 +17,9 @@ from disttrain_cli.render import RenderError, render_objects
 from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.managers import managed_elsewhere
 from disttrain_operator.reconciler import Reconciler
-from repository import EXAMPLES, VALID_CORPUS, load_one
+from support.fakes import RecordingApi
+from support.hostile import Path, dotted, names_the_field, paths, refusals, swapped
+from support.repository import EXAMPLES, VALID_CORPUS, load_one
 
 MANIFESTS = [load_one(path) for path in [*EXAMPLES, *VALID_CORPUS]]
 

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 import yaml
 
-from chart_support import CHART, helm, template
 from disttrain_core.api.crd import KEPT_ON_UNINSTALL as KEPT
 from disttrain_core.images import VERSION
 from disttrain_dev import chart_readme
-from repository import ROOT
+from support.chart_support import CHART, helm, template
+from support.repository import ROOT
 
 GOLDEN = ROOT / "tests" / "golden" / "chart"
 GOTOOL = pytest.mark.gotool  # runs helm, built from its Go module

@@ -11,7 +11,7 @@ import tokenize
 from collections.abc import Iterator
 from pathlib import Path
 
-from repository import ROOT
+from support.repository import ROOT
 
 # A path with a slash that names a file by its extension, or a folder by its closing slash.
 PATH = re.compile(r"(?<![\w./:@-])((?:\.{1,2}/)?(?:[\w.-]+/)+[\w.-]*)")

@@ -16,7 +16,7 @@ from disttrain_core.api import yaml_io
 from disttrain_core.api.kubernetes_version import KUBERNETES_VERSION, SUPPORTED_KUBERNETES
 from disttrain_core.api.status import DistTrainJobStatus
 from disttrain_dev import readme
-from repository import ROOT
+from support.repository import ROOT
 
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 

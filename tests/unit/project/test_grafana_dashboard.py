@@ -8,7 +8,7 @@ import re
 from prometheus_client import REGISTRY
 
 from disttrain_operator import metrics
-from repository import ROOT
+from support.repository import ROOT
 
 DASHBOARD = ROOT / "deploy" / "grafana-dashboard.json"
 SERIES_SUFFIXES = ("_bucket", "_count", "_sum", "_total")

@@ -16,7 +16,7 @@ import pytest
 from packaging.requirements import Requirement
 
 from disttrain_dev.images import instructions, stages
-from repository import ROOT
+from support.repository import ROOT
 
 DOCKERFILES = [ROOT / "Dockerfile", ROOT / "trainer_image" / "Dockerfile"]
 PINNED = r"[\w./-]+:\d+\.\d+\.\d+[\w.-]*(@sha256:[0-9a-f]{64})?|[\w./-]+@sha256:[0-9a-f]{64}"

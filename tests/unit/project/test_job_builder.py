@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from disttrain_core.api.spec import ReplicaType
-from job_builder import JobBuilder
+from support.job_builder import JobBuilder
 
 
 def test_an_example_changed_a_step_at_a_time_keeps_what_it_did_not_change() -> None:

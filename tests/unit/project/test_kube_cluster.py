@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kube_cluster import KubectlKind, kubectl_names
+from support.kube_cluster import KubectlKind, kubectl_names
 
 PODS = {"name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod", "shortNames": ["po"]}
 EVENTS = {"name": "events", "singularName": "event", "namespaced": True, "kind": "Event", "shortNames": ["ev"]}

@@ -8,7 +8,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from repository import ROOT
+from support.repository import ROOT
 
 NOTEBOOKS = sorted((ROOT / "examples").glob("*.ipynb"))
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import yaml
 
-from rbac_rights import bound_rights, documents, refused_rights, role_rights, used_rights
-from repository import ROOT
+from support.rbac_rights import bound_rights, documents, refused_rights, role_rights, used_rights
+from support.repository import ROOT
 
 NAMESPACED = ROOT / "deploy" / "namespaced"
 

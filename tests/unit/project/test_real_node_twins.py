@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 
-from repository import ROOT
+from support.repository import ROOT
 
 INTEGRATION = ROOT / "tests" / "integration"
 

@@ -6,10 +6,10 @@ from types import SimpleNamespace
 
 import pytest
 
-import rights_audit
-from rbac_rights import Right, bound_rights
-from repository import ROOT
-from xdist_schedule import BESIDE_THE_CLUSTER
+from support import rights_audit
+from support.rbac_rights import Right, bound_rights
+from support.repository import ROOT
+from support.xdist_schedule import BESIDE_THE_CLUSTER
 
 EVERY_MODULE = sorted(
     {path.relative_to(ROOT).as_posix() for path in rights_audit.INTEGRATION.glob("test_*.py")} - BESIDE_THE_CLUSTER

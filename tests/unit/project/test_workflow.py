@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from disttrain_dev.go_tools import ACTIONLINT
-from repository import ROOT
+from support.repository import ROOT
 
 WORKFLOW = ROOT / ".github" / "workflows" / "ci.yml"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from xdist_schedule import ClusterSuitesOnOneWorker
+from support.xdist_schedule import ClusterSuitesOnOneWorker
 
 CLUSTER = [
     "tests/e2e/test_e2e.py::test_the_example",

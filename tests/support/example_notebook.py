@@ -11,8 +11,8 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from kube_cluster import Cluster
-from repository import ROOT
+from support.kube_cluster import Cluster
+from support.repository import ROOT
 
 NOTEBOOK = ROOT / "examples" / "train-a-function.ipynb"
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from disttrain_core.api import yaml_io
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 VALID_CORPUS = sorted((ROOT / "tests" / "corpus" / "valid").glob("*.yaml"))
 INVALID_CORPUS = sorted((ROOT / "tests" / "corpus" / "invalid").glob("*.yaml"))

@@ -16,7 +16,7 @@ from typing import Any
 
 from disttrain.local.ports import free_port
 from disttrain_dev.polling import wait_for
-from kube_cluster import OPERATOR_TEST_NAMESPACE, Cluster
+from support.kube_cluster import OPERATOR_TEST_NAMESPACE, Cluster
 
 # How the API server words a refusal by RBAC (a Pod Security refusal, also a 403, is worded otherwise): the
 # verb, the resource and its subresource, the group, and the namespace (none at the cluster scope).

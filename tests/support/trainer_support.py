@@ -15,7 +15,7 @@ from typing import Any
 from disttrain.local.run import LocalProcess, local_processes
 from disttrain_core.api.parsing import parse_job
 from disttrain_dev.polling import wait_for
-from job_builder import JobBuilder
+from support.job_builder import JobBuilder
 
 
 def job_manifest(name: str, strategy: str, counts: dict[str, int], args: list[str]) -> dict[str, Any]:

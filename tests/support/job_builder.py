@@ -15,7 +15,7 @@ from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.parsing import parse_job
 from disttrain_core.api.spec import ReplicaType
 from disttrain_core.observed import PodPhase, PodView
-from repository import ROOT
+from support.repository import ROOT
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 EXAMPLES = ROOT / "examples"

@@ -7,7 +7,7 @@ import pytest
 from disttrain_core.images import VERSION
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import images, real_node
-from repository import ROOT
+from support.repository import ROOT
 
 
 def real_node_with_images() -> None:

@@ -29,7 +29,7 @@ from disttrain_kube.api_errors import HTTP_CONFLICT, HTTP_NOT_FOUND, NETWORK_ERR
 from disttrain_kube.connection import connect
 from disttrain_kube.resources import group_path, is_subresource
 from disttrain_kube.rest import Kube
-from repository import ROOT
+from support.repository import ROOT
 
 OPERATOR_TEST_NAMESPACE = "disttrain-operator-under-test"
 GRACE = {"gracePeriodSeconds": "1"}  # how long a test namespace's pods get to end as it goes

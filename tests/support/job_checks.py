@@ -14,7 +14,7 @@ from typing import Any
 
 from disttrain_dev.polling import wait_for
 from disttrain_dev.versions import cache_paths
-from kube_cluster import Cluster
+from support.kube_cluster import Cluster
 
 
 def condition(job: dict[str, Any], kind: str) -> dict[str, Any] | None:

@@ -17,8 +17,8 @@ from disttrain.local.ports import free_port
 from disttrain_dev import kueue
 from disttrain_dev.cluster import crd_established
 from disttrain_dev.polling import wait_for
-from kube_cluster import Cluster
-from repository import ROOT
+from support.kube_cluster import Cluster
+from support.repository import ROOT
 
 WORKLOADS = "workloads.kueue.x-k8s.io"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"

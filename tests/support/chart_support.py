@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from disttrain_dev.go_tools import HELM
-from kube_cluster import Cluster
-from repository import ROOT
+from support.kube_cluster import Cluster
+from support.repository import ROOT
 
 CHART = ROOT / "charts" / "disttrain"
 

@@ -10,8 +10,8 @@ from typing import Any
 from disttrain_core.observed import container_status, unschedulable
 from disttrain_dev.cluster import NodeShape, fake_node
 from disttrain_dev.polling import wait_for
-from kube_cluster import Cluster
-from repository import ROOT, load_one
+from support.kube_cluster import Cluster
+from support.repository import ROOT, load_one
 
 TRAINER = "tensorflow"  # the trainer container of every job manifest the tests submit
 

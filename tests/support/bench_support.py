@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from repository import ROOT
+from support.repository import ROOT
 
 FIGURE = r"\d+\.\d+"
 # Rounds start after 1 s without a write to pods or Services, not the 3 s of the runs whose figures

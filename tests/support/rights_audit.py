@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from disttrain_dev import cluster as devcluster
-from kube_cluster import OPERATOR_TEST_NAMESPACE
-from rbac_rights import AUDIT_TIME, Right, bound_rights, used_rights
-from repository import ROOT
-from xdist_schedule import BESIDE_THE_CLUSTER
+from support.kube_cluster import OPERATOR_TEST_NAMESPACE
+from support.rbac_rights import AUDIT_TIME, Right, bound_rights, used_rights
+from support.repository import ROOT
+from support.xdist_schedule import BESIDE_THE_CLUSTER
 
 INTEGRATION = ROOT / "tests" / "integration"
 TWIN_MARK = "real_node_twin"  # a process-node scenario skipped where its real-node twin runs

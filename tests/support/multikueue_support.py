@@ -14,8 +14,8 @@ from pathlib import Path
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import readme
 from disttrain_dev.versions import cache_paths
-from kube_cluster import Cluster
-from repository import ROOT
+from support.kube_cluster import Cluster
+from support.repository import ROOT
 
 PAGE = ROOT / "docs" / "multi-cluster.md"
 PAGE_NAMESPACE = "team-a"  # the namespace of the page's LocalQueue, a test's own in its place
