@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 from harness import Cluster, OperatorUnderTest, namespace
 
 from disttrain_core.api import yaml_io
-from disttrain_core.status_from_pods import HEALTHY_RUN
+from disttrain_core.restarts.record import HEALTHY_RUN
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import containerd, node_kinds, real_node, versions
 from disttrain_kube.api_errors import LogUnreadableError, TransientApiError

@@ -150,8 +150,8 @@ def _kept(number: int, item: Mapping[str, Any]) -> KeptLog:
 
 def live_attempt(pod: dict[str, Any] | None, kept: list[KeptLog]) -> Attempt | None:
     """The started pod there is now as the attempt after the kept ones; None without one, or once it is kept. A
-    pod that restarted in place (`disttrain_core.in_place`) runs its attempt numbered on from its earlier runs',
-    started with its container."""
+    pod that restarted in place (`disttrain_core.restarts.in_place`) runs its attempt numbered on from its earlier
+    runs', started with its container."""
     if pod is None:
         return None
     metadata, run = pod["metadata"], kept_logs.run_index(pod)

@@ -47,7 +47,7 @@ class Unschedulable:
 
 @dataclass(frozen=True)
 class Runs:
-    """The runs of a pod's trainer container, in a pod that restarts in place (`disttrain_core.in_place`): how
+    """The runs of a pod's trainer container, in a pod that restarts in place (`disttrain_core.restarts.in_place`): how
     many ended and restarted, how many of those ends restarts already counted, and how the last one ended."""
 
     ended: int
@@ -110,7 +110,7 @@ class PodView:
 
     @property
     def owed_restart_in_place(self) -> bool:
-        """A restart counted the end of this pod's current run, which has not come (`disttrain_core.in_place`):
+        """A restart counted the end of this pod's current run, which has not come (`disttrain_core.restarts.in_place`):
         it is to restart in place, and runs for its job no more."""
         return self.runs is not None and not self.ended and self.runs.owed
 

@@ -14,26 +14,29 @@ from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType, SuccessPolicy
 from disttrain_core.api.status import (
     MAX_CONDITION_MESSAGE,
-    MAX_DISRUPTION_MESSAGE,
     MAX_UNKEPT_LOGS,
     Condition,
     ConditionStatus,
     ConditionType,
-    Disruption,
     DistTrainJobStatus,
     JobPhase,
     Progress,
     ProgressPoint,
     ReplicaStatus,
-    RestartBackoff,
     SavedCheckpoint,
     UnkeptLogs,
 )
-from disttrain_core.backoff import Backoff
-from disttrain_core.failure_policy import diverged, fails_job
 from disttrain_core.observed import PodPhase, PodView, find_pod
 from disttrain_core.progress import Report, newest, reporting_task, with_report
-from disttrain_core.stalls import NOT_REPORTED, PROGRESSING, STALLED, Unjudged, answered_in_run, running_since, stall
+from disttrain_core.restarts.rules import diverged, fails_job
+from disttrain_core.restarts.stalls import (
+    NOT_REPORTED,
+    PROGRESSING,
+    Unjudged,
+    answered_in_run,
+    running_since,
+    stall,
+)
 from disttrain_core.types import Verdict
 
 logger = logging.getLogger(__name__)
@@ -156,7 +159,7 @@ def describe_failure(pod: PodView) -> str:
 
 
 def failure(job: DistTrainJob, pods: Sequence[PodView]) -> Verdict | None:
-    """A pod failed for good (`failure_policy.fails_job`): a FailJob rule matched it (failed, or deleted before
+    """A pod failed for good (`restarts.rules.fails_job`): a FailJob rule matched it (failed, or deleted before
     it ended), or, with no rule, it failed and its restartPolicy is Never or its exit code permanent under
     ExitCode. An Evaluator's failure fails the job only by a rule (replicaStatuses report it otherwise); a pod
     taken away on purpose only by a rule too."""
@@ -196,83 +199,6 @@ def deadline_exceeded(job: DistTrainJob, now: datetime) -> Verdict | None:
     if seconds is None or start is None or (now - start).total_seconds() < seconds:
         return None
     return Verdict("DeadlineExceeded", f"the job ran longer than activeDeadlineSeconds ({seconds}s)")
-
-
-DISRUPTED = "Disrupted"  # the reason of the Restarting condition, and of its Event, for a disruption
-
-
-# A restart that comes before the job ran this long, after the last restart or the pause it earned, is quick;
-# quick restarts in a row wait before their pods start: 10 s, doubling to 5 minutes, as a kubelet's
-# CrashLoopBackOff does. Preemptions every 30 s (the goodput benchmark's quickest) stay unpaused.
-HEALTHY_RUN = timedelta(seconds=20)
-RESTART_PAUSE = Backoff(first=10, longest=300)
-
-
-def restart_backoff(previous: RestartBackoff | None, now: datetime) -> RestartBackoff:
-    """The pause a restart decided at `now` earns: none after a healthy run, else the next of RESTART_PAUSE."""
-    quick = 0
-    if previous is not None and now - max(previous.last_restart, previous.until) < HEALTHY_RUN:
-        quick = previous.quick_restarts + 1
-    pause = timedelta(seconds=RESTART_PAUSE.delay(quick)) if quick else timedelta(0)
-    return RestartBackoff(quick_restarts=quick, last_restart=now, until=now + pause)
-
-
-def record_restart(
-    status: DistTrainJobStatus,
-    failed: Sequence[PodView],
-    message: str,
-    now: datetime,
-    generation: int | None,
-    *,
-    disruption: str | None = None,
-    stalled: bool = False,
-) -> DistTrainJobStatus:
-    """One restart decision: each failed pod's type + 1, the Restarting condition (reason Stalled for a stall),
-    the pause it earns (`restart_backoff`), and restartCount + 1; or, for a `disruption` (its reason),
-    disruptions + 1 and lastDisruption instead of restartCount."""
-    counts = dict(status.replica_statuses)
-    for pod in failed:
-        current = counts.get(pod.replica_type, ReplicaStatus())
-        counts[pod.replica_type] = current.model_copy(update={"restarts": current.restarts + 1})
-    message += resumes_from(status)
-    backoff = restart_backoff(status.restart_backoff, now)
-    if backoff.quick_restarts:
-        pause = int((backoff.until - now).total_seconds())
-        message += (
-            f"; {backoff.quick_restarts + 1} restarts in a row, each within {HEALTHY_RUN.seconds} s of running:"
-            f" its pods start again in {pause} s"
-        )
-    verdict = Verdict(DISRUPTED if disruption is not None else STALLED if stalled else "Restarting", message)
-    conditions = with_condition(
-        status.conditions, ConditionType.RESTARTING, holds=True, verdict=verdict, now=now, generation=generation
-    )
-    stopped = Verdict("Restarting", "pods are being replaced")
-    conditions = with_condition(
-        conditions, ConditionType.RUNNING, holds=False, verdict=stopped, now=now, generation=generation
-    )
-    counted: dict[str, object] = (
-        {"restart_count": status.restart_count + 1}
-        if disruption is None
-        else {
-            "disruptions": status.disruptions + 1,
-            "last_disruption": Disruption(reason=disruption, message=message[:MAX_DISRUPTION_MESSAGE], time=now),
-        }
-    )
-    update = {**counted, "replica_statuses": counts, "conditions": conditions, "phase": JobPhase.RESTARTING}
-    return status.model_copy(update={**update, "restart_backoff": backoff})
-
-
-def resumes_from(status: DistTrainJobStatus) -> str:
-    """Where a restart decided now resumes, as far as the trainer said: its last checkpoint's step, and the
-    steps it trains again. Reports reach the status up to a poll late: a checkpoint saved since the last one
-    the status holds is where the trainer resumes, and it redoes fewer steps."""
-    saved, progress = status.checkpoint, status.progress
-    if saved is None:
-        return "; no checkpoint reported: it starts from its own latest, if any" if progress else ""
-    where = f" ({saved.path})" if saved.path else ""
-    redone = progress.step - saved.step if progress is not None and progress.step is not None else None
-    again = f", redoing the {redone} steps since as reported" if redone is not None and redone >= 0 else ""
-    return f"; it resumes from the last checkpoint reported, step {saved.step}{where}, or one saved since{again}"
 
 
 def _phase(status: DistTrainJobStatus) -> JobPhase:

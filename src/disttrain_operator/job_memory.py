@@ -21,7 +21,8 @@ class JobMemory:
     making_way_until: datetime | None = None  # a restart's status waits for its replacements until then
     settled: tuple[Any, ...] | None = None  # what the job looked like after its last reconcile
     phase: tuple[str, str] | None = None  # namespace and phase, for the active gauge
-    handled: set[str] = field(default_factory=set)  # uids of pods restarted, or deleted by the operator
+    # the uids of pods, and the keys of runs ended in place (`run_key`), acted on: restarted for, or deleted
+    handled: set[str] = field(default_factory=set)
     forced: set[str] = field(default_factory=set)  # uids of pods removed by force (one Event each)
     unwatched: set[ObjectRef] = field(default_factory=set)  # children known to exist that no watch sees
     unwatched_since: datetime | None = None  # when one of them was last created (or found there)

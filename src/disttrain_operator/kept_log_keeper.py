@@ -1,6 +1,6 @@
 """Keeps each attempt's log (`disttrain_core.kept_logs` says what and why) on threads of its own, so a node slow to
 send a log never holds a reconcile. A pod that ended is kept at once and its job woken (the planner
-deletes no such pod before its log is settled); a pod deleted while it runs is followed until its
+deletes no such pod before its log is kept or given up); a pod deleted while it runs is followed until its
 container ends, and kept as the watch then shows it (how it ended). Follows wait on their sockets as long
 as a container takes to stop, so they have threads of their own (`MAX_FOLLOWS`, at most
 `MAX_FOLLOWS_PER_NAMESPACE` for one tenant), and pods that ended always have threads besides. A log that
@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from disttrain_core import kept_logs
 from disttrain_core.api.status import MAX_UNKEPT_LOGS, UnkeptLogs
 from disttrain_core.backoff import Backoff
-from disttrain_core.in_place import run_key
+from disttrain_core.restarts.in_place import run_key
 from disttrain_core.types import Body, JobKey, Manifest
 from disttrain_kube.api_errors import LogUnreadableError, RefusedError, TransientApiError
 from disttrain_kube.rest import POD_PATH
@@ -106,7 +106,7 @@ class KeptLogKeeper(Workers):
         follow_seconds: float = FOLLOW_SECONDS,
     ) -> None:
         """`job_uids`: the uids of the jobs of a key that exist now; `wake`: asks for a job's reconcile once one
-        of its pods' logs is settled; `clock`: with microseconds, as it orders the attempts of a replica, which
+        of its pods' logs is done with; `clock`: with microseconds, as it orders the attempts of a replica, which
         can end within one second."""
         super().__init__(*(f"disttrain-logs-{n}" for n in range(threads)))
         self._kube = kube
@@ -126,8 +126,8 @@ class KeptLogKeeper(Workers):
         self._max_follows_per_namespace = max_follows_per_namespace
         self._contending: set[str] = set()  # namespaces that hold a follow or wait for one, as `_next` last saw
         self._follow_seconds = follow_seconds
-        self._settled: set[str] = set()  # uids of pods whose log is kept or given up, until the pod is gone
-        self._runs: dict[str, set[str]] = {}  # by the pod's uid, the keys of its runs in `_settled` or in hand
+        self._done: set[str] = set()  # uids of pods whose log is kept or given up, until the pod is gone
+        self._runs: dict[str, set[str]] = {}  # by the pod's uid, the keys of its runs in `_done` or in hand
         self._unkept: dict[str, list[UnkeptLogs]] = {}  # by the job's uid
         self._end_seconds = end_seconds
         self._endings = threading.Condition()  # its own: a follow waiting on it takes no wakeup meant for a task
@@ -144,12 +144,12 @@ class KeptLogKeeper(Workers):
     ) -> bool:
         """A pod whose log is due (`PodView.log_due`), or whose `run` ended and restarted in place
         (`PodView.run_log_due`), as the watch saw it; a pod (or run) offered again while in hand, or once
-        settled, is not queued again. True when it is queued now: its job is woken once it is settled."""
+        done with, is not queued again. True when it is queued now: its job is woken once it is done with."""
         key = uid if run is None else run_key(uid, run)
         with self._condition:
             if run is None and uid in self._pending and body is not None and kept_logs.container_ended(body):
                 self._ended(uid, body)
-            if key in self._pending or key in self._settled:
+            if key in self._pending or key in self._done:
                 return False
             self._pending.add(key)
             if run is not None:
@@ -160,16 +160,16 @@ class KeptLogKeeper(Workers):
             self._condition.notify()
             return True
 
-    def settled(self, uid: str) -> bool:
+    def log_done(self, uid: str) -> bool:
         """The pod's log is kept, or given up: the pod may go."""
         with self._condition:
-            return uid in self._settled
+            return uid in self._done
 
     def forget(self, uid: str) -> None:
         """The pod is gone."""
         with self._condition:
-            self._settled.discard(uid)
-            self._settled.difference_update(self._runs.pop(uid, ()))
+            self._done.discard(uid)
+            self._done.difference_update(self._runs.pop(uid, ()))
             if uid in self._pending:
                 self._ended(uid, None)
 
@@ -257,7 +257,7 @@ class KeptLogKeeper(Workers):
                 if done:
                     self._pending.discard(task.uid)
                     if task.run is None or task.uid in self._runs.get(task.pod_uid, ()):  # not gone meanwhile
-                        self._settled.add(task.uid)
+                        self._done.add(task.uid)
                     with self._endings:
                         self._ends.pop(task.uid, None)
                 else:

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
-from disttrain_core.status_from_pods import DISRUPTED
+from disttrain_core.restarts.record import DISRUPTED
 
 JOBS_CREATED = Counter("disttrain_jobs_created_total", "Jobs whose children were created.", ["namespace"])
 JOBS_SUCCEEDED = Counter("disttrain_jobs_succeeded_total", "Jobs that succeeded.", ["namespace"])

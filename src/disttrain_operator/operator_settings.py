@@ -53,7 +53,7 @@ class OperatorSettings(BaseSettings):
     watch_seconds: int = Field(WATCH_SECONDS, ge=5)  # how long the API server keeps one watch open
     log_sweep_seconds: float = Field(SWEEP_SECONDS, gt=0)  # how often kept logs past their TTL are looked for
     network_policy: bool = True  # each job's trainers closed to other pods (`disttrain_core.builders.network_policy`)
-    # Whole-job restarts in place where the cluster restarts containers on rules (`disttrain_core.in_place`).
+    # Whole-job restarts in place where the cluster restarts containers on rules (`disttrain_core.restarts.in_place`).
     restart_in_place: bool = True
     # The operator's own namespace, which that policy admits to the progress port: the Deployment gives it from
     # the downward API. Unset (an operator outside the cluster), the policy admits the operator's label anywhere.

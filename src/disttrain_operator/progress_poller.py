@@ -3,7 +3,7 @@
 The operator reads progress over the pod network, like a metrics scraper, so trainer pods need no API
 access. A report arrives within an interval; a 204 (`NO_REPORT_YET`, the trainer before its first step)
 and a report both count as the trainer's answer (`answered`), which progress deadlines need
-(`disttrain_core.stalls`). A pod that does not answer in time (a user's own container, a dropped or
+(`disttrain_core.restarts.stalls`). A pod that does not answer in time (a user's own container, a dropped or
 trickling poll) is polled less often (`MISSED_POLL_BACKOFF`), at least twice within its deadline.
 
 The port is the tenant's: one poll has one deadline for all of it and a size bound, follows no

@@ -26,14 +26,16 @@ from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.objects import UNWATCHED_KINDS, object_key
 from disttrain_core.claims import with_claims
 from disttrain_core.gang_status import with_gang
-from disttrain_core.in_place import counted_patch, run_key
 from disttrain_core.kueue import MULTIKUEUE, QUEUE_LABEL, WorkloadView
 from disttrain_core.managers import managed_elsewhere
 from disttrain_core.observed import PodPhase, PodView, created_pod_view, own_pods
-from disttrain_core.planner import STUCK_TERMINATING, Plan, acts_on_losses, plan
+from disttrain_core.planner import STUCK_TERMINATING, Plan, plan
 from disttrain_core.progress import Report
+from disttrain_core.restarts.decision import acts_on_losses
+from disttrain_core.restarts.in_place import counted_patch, run_key
+from disttrain_core.restarts.record import record_restart
 from disttrain_core.served import JobShape, is_served
-from disttrain_core.status_from_pods import aggregate, failed_status, record_restart, with_unkept_logs
+from disttrain_core.status_from_pods import aggregate, failed_status, with_unkept_logs
 from disttrain_core.tensorboard_status import TensorBoardView, is_tensorboard_object, with_tensorboard
 from disttrain_core.tfjob_conversion import UnconvertibleError
 from disttrain_core.types import Body, JobKey, Manifest, ObjectRef, Verdict, invalid_spec
@@ -67,12 +69,12 @@ class JobApi(Protocol):
 class LogState(Protocol):
     """What the kept-log keeper (`disttrain_operator.kept_log_keeper`) knows that a plan and a status need."""
 
-    def settled(self, uid: str) -> bool: ...
+    def log_done(self, uid: str) -> bool: ...
     def unkept(self, job_uid: str) -> list[UnkeptLogs]: ...
 
 
 class _NoLogsKept:
-    def settled(self, uid: str) -> bool:
+    def log_done(self, uid: str) -> bool:
         return True
 
     def unkept(self, job_uid: str) -> list[UnkeptLogs]:
@@ -152,7 +154,7 @@ class Reconciler:
         API server refuses as invalid fails the job (WriteRefused) rather than being retried.
 
         `reported` is the trainer's progress as last polled, `answered` when it last answered a poll at all
-        (`disttrain_core.stalls`), `unbound` what StorageClasses say of its claims still Pending
+        (`disttrain_core.restarts.stalls`), `unbound` what StorageClasses say of its claims still Pending
         (`disttrain_core.claims`), `workload` the job's Kueue Workload and
         `tensorboard` its TensorBoard Deployment, if any.
         Calls for one job must not overlap (`JobQueue` sees to it); calls for different jobs may.
@@ -374,7 +376,7 @@ class Reconciler:
             answered=answered,
             progress_deadline=self._settings.progress_deadline_seconds,
         )
-        unkept = {pod.uid for pod in pods if pod.log_due and pod.ended and not self._logs.settled(pod.uid)}
+        unkept = {pod.uid for pod in pods if pod.log_due and pod.ended and not self._logs.log_done(pod.uid)}
         awaited = {key.name for key in expected if isinstance(key, ObjectRef) and key.kind == "Pod"}
 
         def plan_for(status: DistTrainJobStatus) -> Plan:

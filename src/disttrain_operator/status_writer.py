@@ -14,7 +14,7 @@ import pydantic
 
 from disttrain_contract.timestamps import format_time
 from disttrain_core.api.status import ConditionType, DistTrainJobStatus, JobPhase
-from disttrain_core.stalls import NOT_REPORTED
+from disttrain_core.restarts.stalls import NOT_REPORTED
 from disttrain_core.status_from_pods import failed_status
 from disttrain_core.tensorboard_status import FAILURE_REASONS
 from disttrain_core.types import Body, Verdict
@@ -182,7 +182,7 @@ def _newly_true(previous: Mapping[str, Any], new: Mapping[str, Any]) -> list[dic
 
 
 # Conditions False for a reason worth an Event of its own: a TensorBoard the cluster cannot run (not one that
-# starts), and a run that its progress deadline does not judge (`disttrain_core.stalls.Unjudged`).
+# starts), and a run that its progress deadline does not judge (`disttrain_core.restarts.stalls.Unjudged`).
 _EVENTFUL_FALSE = {ConditionType.TENSORBOARD_READY.value: FAILURE_REASONS, ConditionType.STALLED.value: {NOT_REPORTED}}
 
 

@@ -1,6 +1,6 @@
 """Kubernetes' container restart rules on both nodes that run pods, the process node as the real node's kubelet:
 a container that exits with a code its `Restart` rule names starts again alone, in its pod, and its last run's
-exit code and log stay readable (what a restart in place of a job's trainer keeps, `disttrain_core.in_place`);
+exit code and log stay readable (what a restart in place of a job's trainer keeps, `disttrain_core.restarts.in_place`);
 one whose `RestartAllContainers` rule matches restarts every container of its pod in place (the same pod, UID
 and address, its volumes kept), and the kubelet then reports neither its exit code nor its last run's log."""
 

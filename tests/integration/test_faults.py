@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from disttrain_core.status_from_pods import HEALTHY_RUN
+from disttrain_core.restarts.record import HEALTHY_RUN
 from disttrain_dev import cluster as devcluster
 from disttrain_dev.polling import wait_for
 from disttrain_dev.process_node import NODE_NAME as PROCESS_NODE

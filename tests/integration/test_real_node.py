@@ -366,8 +366,8 @@ def test_the_dashboard_component_installs_and_answers_through_a_port_forward(
 
 
 def test_a_worker_killed_through_containerd_resumes_to_the_exact_step(installed: Cluster, real_namespace: str) -> None:
-    """The job restarts in place (its pods, their UIDs, kept: `disttrain_core.in_place`). And the Python client,
-    following worker-1 from before its pod runs, reads every attempt's log, and once every pod is deleted, each
+    """The job restarts in place (its pods, their UIDs, kept: `disttrain_core.restarts.in_place`). And the Python
+    client, following worker-1 from before its pod runs, reads every attempt's log, and once every pod is deleted, each
     attempt's kept log: the killed one's to its last line."""
     job = _submit(installed, real_namespace, MWMS, epochs=FAULTED_EPOCHS)
     client = Client(kubeconfig=installed.kubeconfig, namespace=real_namespace)

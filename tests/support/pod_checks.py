@@ -22,7 +22,8 @@ def trainer_state(pod: dict[str, Any]) -> dict[str, Any]:
 
 
 def trainer_run(pod: dict[str, Any]) -> tuple[str, int]:
-    """Which run a pod's trainer is: its pod's uid, and how often it restarted there (`disttrain_core.in_place`)."""
+    """Which run a pod's trainer is: its pod's uid, and how often it restarted there
+    (`disttrain_core.restarts.in_place`)."""
     return pod["metadata"]["uid"], int(container_status(pod.get("status", {}), TRAINER).get("restartCount") or 0)
 
 

@@ -78,7 +78,8 @@ class PodLogNotes(_Annotations):
 
 
 class PodRunNotes(_Annotations):
-    """What a pod that restarts in place says of its runs (`disttrain_core.in_place`); None on any other pod."""
+    """What a pod that restarts in place says of its runs (`disttrain_core.restarts.in_place`); None on any other
+    pod."""
 
     counted: Annotated[int | None, Field(ge=0, le=MAX_ATTEMPT), _or(None)] = Field(None, alias=RUNS_COUNTED)
 

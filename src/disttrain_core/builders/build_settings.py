@@ -24,7 +24,7 @@ class BuildSettings:
     progress_deadline_seconds: int | None = None  # for jobs that set no runPolicy.progressDeadlineSeconds
     # The Workload API version the cluster serves, for Kubernetes' own gangs: found at the operator's start.
     workload_api: WorkloadApi | None = WorkloadApi.V1BETA1
-    # Whole-job restarts in place (`disttrain_core.in_place`): the install allows it and the cluster serves it,
+    # Whole-job restarts in place (`disttrain_core.restarts.in_place`): the install allows it and the cluster serves it,
     # which only the operator knows (`ClusterFacts.build_settings`).
     restart_in_place: bool = False
     # What a trainer container that names no image runs: the install's trainer image (`DISTTRAIN_TRAINER_IMAGE`).

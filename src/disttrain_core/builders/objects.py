@@ -14,7 +14,7 @@ from disttrain_contract.progress import (
     PROGRESS_PORT_ENV,
     TERMINATION_MESSAGE_ENV,
 )
-from disttrain_core import in_place, kept_logs
+from disttrain_core import kept_logs
 from disttrain_core.api import tfjob
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType, trainer_container
@@ -22,6 +22,7 @@ from disttrain_core.builders import gpus, naming, network_policy, tensorboard, v
 from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.gang import GANG_KINDS
 from disttrain_core.builders.tfconfig import TFConfigs
+from disttrain_core.restarts import in_place
 from disttrain_core.types import Manifest, ObjectRef
 
 CHECKPOINT_DIR_ENV = "DISTTRAIN_CHECKPOINT_DIR"

@@ -38,8 +38,8 @@ def container_status(pod: Body) -> Mapping[str, Any]:
 
 
 def run_index(pod: Body) -> int:
-    """Which run of its container the pod's log is, in a pod that restarts in place (`disttrain_core.in_place`):
-    each run is an attempt of its own. 0 in any other pod."""
+    """Which run of its container the pod's log is, in a pod that restarts in place
+    (`disttrain_core.restarts.in_place`): each run is an attempt of its own. 0 in any other pod."""
     if PodRunNotes.of(pod.get("metadata")).counted is None:
         return 0
     restarts = container_status(pod).get("restartCount")

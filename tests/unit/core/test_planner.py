@@ -23,7 +23,8 @@ from disttrain_core.builders.tfconfig import TFConfigs, tf_config
 from disttrain_core.gang_status import with_gang
 from disttrain_core.observed import PodPhase, PodView, Unschedulable, unschedulable
 from disttrain_core.planner import CREATE_BATCH, PEERS_END_GRACE, Plan, plan
-from disttrain_core.status_from_pods import aggregate, failure, record_restart, restart_backoff
+from disttrain_core.restarts.record import record_restart, restart_backoff
+from disttrain_core.status_from_pods import aggregate, failure
 from disttrain_core.types import Manifest, ObjectRef, Verdict
 from support.job_builder import JobBuilder
 from support.repository import ROOT, load_one

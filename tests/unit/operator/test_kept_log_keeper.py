@@ -195,7 +195,7 @@ def _keep(api: _LogApi, job_uids: set[str], uid: str = POD_UID, body: dict[str, 
     assert settled.wait(timeout=10)
     keeper.stop()
     keeper.join(timeout=10)
-    assert keeper.settled(uid)
+    assert keeper.log_done(uid)
     return keeper
 
 
@@ -502,13 +502,13 @@ def test_a_pod_deleted_while_it_runs_is_followed_and_one_that_ended_never_waits_
         # the pod that ended is kept while two follows hold their threads and the third waits for one
         _until(
             "the ended pod kept and two follows running",
-            lambda: keeper.settled(ended["metadata"]["uid"]) and len(api.follows) == 2,
+            lambda: keeper.log_done(ended["metadata"]["uid"]) and len(api.follows) == 2,
         )
-        assert not any(keeper.settled(body["metadata"]["uid"]) for body in deleting.values())
+        assert not any(keeper.log_done(body["metadata"]["uid"]) for body in deleting.values())
         api.stopped.set()
         _until(
             "every deleted pod's log kept",
-            lambda: all(keeper.settled(body["metadata"]["uid"]) for body in deleting.values()),
+            lambda: all(keeper.log_done(body["metadata"]["uid"]) for body in deleting.values()),
         )
     finally:
         keeper.stop()
@@ -538,7 +538,7 @@ def test_a_followed_log_is_kept_with_how_its_pod_ended_as_the_watch_shows_it() -
         api.stopped.set()
         keeper.offer(("team", "mnist"), "team", "mnist-worker-1", POD_UID, ended)
         keeper.forget(gone["metadata"]["uid"])
-        _until("both kept", lambda: keeper.settled(POD_UID) and keeper.settled(gone["metadata"]["uid"]))
+        _until("both kept", lambda: keeper.log_done(POD_UID) and keeper.log_done(gone["metadata"]["uid"]))
     finally:
         keeper.stop()
         keeper.join(timeout=10)
@@ -589,11 +589,11 @@ def test_one_namespace_s_slow_pods_hold_no_follow_another_namespace_needs() -> N
             keeper.offer(("team", "mnist"), "team", name, body["metadata"]["uid"], body)
         _until("the namespace's share of follows", lambda: len(api.follows) == 2)  # its third waits
         keeper.offer(("other-team", "mnist"), "other-team", "other-worker-1", other["metadata"]["uid"], other)
-        _until("the other namespace's pod kept", lambda: keeper.settled(other["metadata"]["uid"]))
+        _until("the other namespace's pod kept", lambda: keeper.log_done(other["metadata"]["uid"]))
         assert len([name for name in api.follows if name.startswith("mnist")]) == 2
         api.stopped.set()
         _until(
-            "every slow pod's log kept", lambda: all(keeper.settled(body["metadata"]["uid"]) for body in slow.values())
+            "every slow pod's log kept", lambda: all(keeper.log_done(body["metadata"]["uid"]) for body in slow.values())
         )
     finally:
         keeper.stop()
@@ -684,10 +684,10 @@ def test_a_follow_is_bounded_in_time_and_the_namespaces_share_the_follows() -> N
             keeper.offer(("team", "mnist"), "team", name, body["metadata"]["uid"], body)
         _until("the tenant alone holds every follow", lambda: len(api.follows) == 4)
         keeper.offer(("other-team", "mnist"), "other-team", "mnist-worker-0", other["metadata"]["uid"], other)
-        _until("the other namespace's pod kept", lambda: keeper.settled(other["metadata"]["uid"]))
+        _until("the other namespace's pod kept", lambda: keeper.log_done(other["metadata"]["uid"]))
         _until(
             "each endless log kept as far as it was read",
-            lambda: all(keeper.settled(b["metadata"]["uid"]) for b in endless.values()),
+            lambda: all(keeper.log_done(b["metadata"]["uid"]) for b in endless.values()),
         )
     finally:
         api.stopped.set()
@@ -706,7 +706,7 @@ def test_a_follow_is_bounded_in_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
     try:
         body = endless["mnist-worker-0"]
         keeper.offer(("team", "mnist"), "team", "mnist-worker-0", body["metadata"]["uid"], body)
-        _until("the endless log kept", lambda: keeper.settled(body["metadata"]["uid"]))
+        _until("the endless log kept", lambda: keeper.log_done(body["metadata"]["uid"]))
     finally:
         api.stopped.set()
         keeper.stop()

@@ -408,13 +408,14 @@ def test_a_write_of_the_job_the_api_server_refuses_fails_it_once_instead_of_a_re
 
 
 class _Logs:
-    """The kept-log keeper as a reconcile asks it: which pods' logs are settled, which attempts went unkept."""
+    """The kept-log keeper as a reconcile asks it: which pods' logs are kept or given up, which attempts went
+    unkept."""
 
     def __init__(self) -> None:
         self.unsettled: set[str] = set()
         self.reported: list[UnkeptLogs] = []
 
-    def settled(self, uid: str) -> bool:
+    def log_done(self, uid: str) -> bool:
         return uid not in self.unsettled
 
     def unkept(self, job_uid: str) -> list[UnkeptLogs]:

@@ -8,7 +8,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from disttrain_contract.exit_codes import ExitCode
-from disttrain_core import in_place
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType
 from disttrain_core.api.tenant_input import ATTEMPT, RUNS_COUNTED
@@ -16,7 +15,9 @@ from disttrain_core.builders import objects
 from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.observed import PodPhase, PodView, Runs, pod_view, restarts_on
 from disttrain_core.planner import Plan, plan
-from disttrain_core.status_from_pods import aggregate, record_restart
+from disttrain_core.restarts import in_place
+from disttrain_core.restarts.record import record_restart
+from disttrain_core.status_from_pods import aggregate
 from support.job_builder import JobBuilder
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

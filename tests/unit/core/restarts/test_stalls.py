@@ -23,8 +23,9 @@ from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.observed import PodPhase, PodView
 from disttrain_core.planner import Plan, plan
 from disttrain_core.progress import Report
-from disttrain_core.stalls import Unjudged, stall
-from disttrain_core.status_from_pods import aggregate, record_restart
+from disttrain_core.restarts.record import record_restart
+from disttrain_core.restarts.stalls import Unjudged, stall
+from disttrain_core.status_from_pods import aggregate
 from disttrain_core.tfjob_conversion import convert
 from support.job_builder import JobBuilder, make_pod, running_pods
 

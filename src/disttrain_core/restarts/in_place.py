@@ -24,8 +24,8 @@ from disttrain_contract.exit_codes import ExitCode
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType, RestartScope
 from disttrain_core.api.tenant_input import RUNS_COUNTED
-from disttrain_core.failure_policy import response
 from disttrain_core.observed import PodPhase, PodView, run_disruption
+from disttrain_core.restarts.rules import response
 from disttrain_core.types import Manifest
 
 RESTART = "Restart"
@@ -44,9 +44,9 @@ def restarts_in_place(job: DistTrainJob, replica_type: ReplicaType, enabled: boo
 
 def restart_codes(job: DistTrainJob, replica_type: ReplicaType) -> list[int]:
     """The exit codes on which the job restarts rather than fails, for a pod of this replica, as the failure
-    policy answers them (`failure_policy.response`): the rule restarts in place exactly what the operator
+    policy answers them (`rules.response`): the rule restarts in place exactly what the operator
     would restart by recreating. DIVERGED is never among them: whether it fails the job is in the run's
-    termination message (`failure_policy`), which the kubelet does not read. Kept by what decides them (the
+    termination message (`rules.diverged`), which the kubelet does not read. Kept by what decides them (the
     replica's type and restartPolicy, the failure policy): asking 255 codes cost 40 times a pod's build, for
     every pod."""
     policy = job.spec.run_policy.failure_policy
