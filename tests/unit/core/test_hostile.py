@@ -17,9 +17,10 @@ from hypothesis import strategies as st
 from disttrain_cli.render import RenderError, render
 from disttrain_core.api import yaml_io
 from disttrain_core.api.parsing import parse_job
+from disttrain_core.api.status import MAX_COUNT
 from disttrain_core.api.validation import InvalidManifestError, validated
 from disttrain_core.builders.build_settings import BuildSettings
-from disttrain_core.builders.naming import JOB_NAME_LABEL, REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL
+from disttrain_core.builders.naming import JOB_NAME_LABEL, REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL, pod_name
 from disttrain_core.builders.objects import desired_objects
 from disttrain_core.observed import own_pods, pod_view
 from disttrain_core.planner import plan
@@ -76,6 +77,15 @@ JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4),
     max_leaves=20,
+)
+# Reports with a step of any kind, beside any other field: the branch where a message is taken for a report.
+REPORTS = st.fixed_dictionaries(
+    {"step": JSON_VALUES | st.integers()},
+    optional={
+        "total_steps": JSON_VALUES | st.integers(),
+        "update_time": st.sampled_from(["2026-01-01T00:00:00", "2026-01-01T00:00:00Z", "yesterday", ""]),
+        "loss": JSON_VALUES,
+    },
 )
 PATHS = [
     ("metadata",),
@@ -144,10 +154,17 @@ def test_any_text_renders_or_is_refused(text: str) -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.text(max_size=200) | JSON_VALUES.map(json.dumps))
+@given(st.text(max_size=200) | JSON_VALUES.map(json.dumps) | REPORTS.map(json.dumps))
 def test_any_termination_message_is_a_report_or_nothing(text: str) -> None:
-    """A trainer's (or an impostor's) termination message or HTTP answer never breaks the operator."""
-    parse_progress(text)
+    """A trainer's (or an impostor's) termination message or HTTP answer never breaks the operator: it is a report
+    only where it is a JSON object naming a step, and then a whole one."""
+    progress = parse_progress(text)
+    if progress is None:
+        return
+    record = json.loads(text)
+    assert isinstance(record, dict) and "step" in record, text
+    assert progress.step is None or 0 <= progress.step <= MAX_COUNT, progress
+    assert progress.update_time is None or progress.update_time.tzinfo is not None, progress
 
 
 LABEL_VALUES = st.sampled_from(["worker", "ps", "chief", "0", "1", "-1", "999999999", "07"]) | st.text(max_size=8)
@@ -192,8 +209,16 @@ PODS = st.fixed_dictionaries(
 @settings(max_examples=300, deadline=None)
 @given(PODS)
 def test_any_pod_gives_a_view_or_none(body: dict[str, Any]) -> None:
-    """A pod someone labelled by hand as a job's can hold any label values, messages and codes."""
-    pod_view(body)
+    """A pod someone labelled by hand as a job's can hold any label values, messages and codes: it is a view only
+    with a uid, a replica type and an index, and then says what the pod says."""
+    view = pod_view(body)
+    labels = body["metadata"].get("labels") or {}
+    if view is None:
+        return
+    assert view.uid == body["metadata"]["uid"] != "" and view.name == body["metadata"]["name"], view
+    assert view.replica_type.value.lower() == labels[REPLICA_TYPE_LABEL].lower(), (view, labels)
+    assert view.index == int(labels[REPLICA_INDEX_LABEL]), (view, labels)
+    assert view.exit_code is None or -(2**31) <= view.exit_code < 2**31, view
 
 
 @settings(max_examples=300, deadline=None)
@@ -204,4 +229,12 @@ def test_the_status_and_the_plan_survive_any_pods(bodies: list[dict[str, Any]]) 
     pods = own_pods(parsed, [view for body in bodies if (view := pod_view(body)) is not None])
     now = datetime(2026, 1, 1, tzinfo=UTC)
     status = aggregate(parsed, pods, created=True, now=now)
-    plan(parsed.model_copy(update={"status": status}), pods, [], BuildSettings(), now=now)
+    decided = plan(parsed.model_copy(update={"status": status}), pods, [], BuildSettings(), now=now)
+    assert status.restart_count >= 0 and all(count.active >= 0 for count in status.replica_statuses.values())
+    seen = {pod.name for pod in pods}
+    assert set(decided.delete) <= seen and set(decided.force_delete) <= seen, (decided, seen)
+    own = {
+        pod_name("hostile", kind, n) for kind in parsed.spec.replica_specs for n in range(parsed.spec.replicas(kind))
+    }
+    made = {manifest["metadata"]["name"] for manifest in decided.create if manifest["kind"] == "Pod"}
+    assert made <= own - seen, (made, own, seen)  # only its own pods, and none that is there
