@@ -52,6 +52,7 @@ from disttrain_core.api.spec import ReplicaType
 from disttrain_core.api.status import ConditionStatus, ConditionType
 from disttrain_core.builders import naming
 from disttrain_core.builders.naming import JOB_NAME_LABEL
+from disttrain_core.builders.objects import owner_references
 from disttrain_core.builders.tensorboard import (
     TENSORBOARD_OF_LABEL,
     TENSORBOARD_PORT,
@@ -197,13 +198,10 @@ class Client:
         except DisttrainError:
             call(lambda: self._kube.request("DELETE", function_path, {"namespace": namespace}, None), what=what)
             raise
-        owner = {
-            "apiVersion": "disttrain.io/v1alpha1",
-            "kind": "DistTrainJob",
-            "name": created.metadata.name,
-            "uid": created.metadata.uid,
-        }
-        patch = {"metadata": {"ownerReferences": [owner]}}
+        # owned, not controlled: the garbage collector removes it with the job; blocking the job's deletion would
+        # take rights on the job's finalizers where OwnerReferencesPermissionEnforcement is on
+        (owner,) = owner_references(created)
+        patch = {"metadata": {"ownerReferences": [{**owner, "controller": False, "blockOwnerDeletion": False}]}}
         call(
             lambda: self._kube.json_request(
                 "PATCH", function_path, {"namespace": namespace}, patch, content_type="application/merge-patch+json"

@@ -15,8 +15,9 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from disttrain.shipped_function import ShippedFunction
 from disttrain_contract.shipped_call import CALL_FILE, FUNCTION_FILE, RUN_FUNCTION_COMMAND
-from disttrain_core.api.job import DistTrainJob
-from disttrain_core.api.spec import ReplicaType, Strategy
+from disttrain_core.api.job import API_VERSION, KIND, DistTrainJob
+from disttrain_core.api.spec import TRAINER_CONTAINER, ReplicaType, Strategy
+from disttrain_core.builders.naming import JOB_NAME_LABEL
 from disttrain_core.kueue import QUEUE_LABEL
 
 FUNCTION_MOUNT = "/etc/disttrain/function"
@@ -103,6 +104,48 @@ def _resources(resources: Mapping[str, Any] | None) -> dict[str, Any]:
     return {"requests": requests, "limits": limits}
 
 
+def _replicas(
+    strategy: str | None, *, workers: object, ps: object, chief: object | None, evaluator: object
+) -> tuple[Strategy, dict[ReplicaType, int]]:
+    """The strategy and the count of each replica type, checked: a ParameterServer job has its chief by default."""
+    counts = {
+        ReplicaType.WORKER: _count("workers", workers, 1, 1000),
+        ReplicaType.PS: _count("ps", ps, 0, 1000),
+        ReplicaType.EVALUATOR: _count("evaluator", evaluator, 0, 1),
+    }
+    chosen = _strategy(strategy, counts[ReplicaType.PS])
+    default_chief = 1 if chosen is Strategy.PARAMETER_SERVER else 0
+    counts[ReplicaType.CHIEF] = _count("chief", default_chief if chief is None else chief, 0, 1)
+    if chosen is Strategy.PARAMETER_SERVER and not counts[ReplicaType.CHIEF]:
+        raise TrainArgumentError("ParameterServer needs chief=1: the chief runs the function, the others serve it")
+    return chosen, counts
+
+
+def _template(
+    config_map: str, image: str | None, env: Mapping[str, str] | None, resources: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """Every replica's pod template: the function's runner over the ConfigMap, as `restricted` admits it."""
+    container: dict[str, Any] = {
+        "name": TRAINER_CONTAINER,  # with no image, it runs the install's trainer image (DISTTRAIN_TRAINER_IMAGE)
+        **({"image": image} if image else {}),
+        "command": [RUN_FUNCTION_COMMAND, FUNCTION_MOUNT],
+        "env": [{"name": key, "value": str(value)} for key, value in (env or {}).items()],
+        "volumeMounts": [{"name": "function", "mountPath": FUNCTION_MOUNT, "readOnly": True}],
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+    }
+    if resources:
+        container["resources"] = _resources(resources)
+    return {
+        "spec": {
+            "automountServiceAccountToken": False,  # the function needs no API access
+            # what a namespace enforcing the `restricted` Pod Security Standard admits
+            "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [container],
+            "volumes": [{"name": "function", "configMap": {"name": config_map}}],
+        }
+    }
+
+
 def train_objects(
     function: ShippedFunction,
     *,
@@ -127,16 +170,7 @@ def train_objects(
     """The job and its function's ConfigMap, or TrainArgumentError (FunctionNotShippableError for
     parameters the function cannot take). Packages come from `index_url`, else from the index pip here
     is set to (`PIP_INDEX_URL` in `environ`), else from pip's own default in the replicas."""
-    counts = {
-        ReplicaType.WORKER: _count("workers", workers, 1, 1000),
-        ReplicaType.PS: _count("ps", ps, 0, 1000),
-        ReplicaType.EVALUATOR: _count("evaluator", evaluator, 0, 1),
-    }
-    chosen = _strategy(strategy, counts[ReplicaType.PS])
-    default_chief = 1 if chosen is Strategy.PARAMETER_SERVER else 0
-    counts[ReplicaType.CHIEF] = _count("chief", default_chief if chief is None else chief, 0, 1)
-    if chosen is Strategy.PARAMETER_SERVER and not counts[ReplicaType.CHIEF]:
-        raise TrainArgumentError("ParameterServer needs chief=1: the chief runs the function, the others serve it")
+    chosen, counts = _replicas(strategy, workers=workers, ps=ps, chief=chief, evaluator=evaluator)
     arguments = function.arguments(_parameters(parameters))
     listed = _packages(packages)
     name = name or job_name(function.name)
@@ -149,28 +183,10 @@ def train_objects(
         "packages": listed,
         "indexUrl": index_url or environ.get(INDEX_URL_ENV) or None,
     }
-    container: dict[str, Any] = {
-        "name": "tensorflow",  # with no image, it runs the install's trainer image (DISTTRAIN_TRAINER_IMAGE)
-        **({"image": image} if image else {}),
-        "command": [RUN_FUNCTION_COMMAND, FUNCTION_MOUNT],
-        "env": [{"name": key, "value": str(value)} for key, value in (env or {}).items()],
-        "volumeMounts": [{"name": "function", "mountPath": FUNCTION_MOUNT, "readOnly": True}],
-        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
-    }
-    if resources:
-        container["resources"] = _resources(resources)
-    template = {
-        "spec": {
-            "automountServiceAccountToken": False,  # the function needs no API access
-            # what a namespace enforcing the `restricted` Pod Security Standard admits
-            "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}},
-            "containers": [container],
-            "volumes": [{"name": "function", "configMap": {"name": config_map}}],
-        }
-    }
+    template = _template(config_map, image, env, resources)
     manifest: dict[str, Any] = {
-        "apiVersion": "disttrain.io/v1alpha1",
-        "kind": "DistTrainJob",
+        "apiVersion": API_VERSION,
+        "kind": KIND,
         "metadata": {"name": name, "namespace": namespace, "labels": {QUEUE_LABEL: queue} if queue else {}},
         "spec": {
             "strategy": chosen.value,
@@ -179,18 +195,15 @@ def train_objects(
                 for replica, count in counts.items()
                 if count
             },
+            **({"checkpoint": dict(checkpoint)} if checkpoint is not None else {}),
+            **({"tensorboard": {"enabled": True}} if tensorboard else {}),
         },
     }
-    if checkpoint is not None:
-        manifest["spec"]["checkpoint"] = dict(checkpoint)
-    if tensorboard:
-        manifest["spec"]["tensorboard"] = {"enabled": True}
     job = DistTrainJob.model_validate(manifest)
-    data = {FUNCTION_FILE: function.source, CALL_FILE: json.dumps(call)}
     shipped = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": config_map, "namespace": namespace, "labels": {"disttrain.io/job-name": name}},
-        "data": data,
+        "metadata": {"name": config_map, "namespace": namespace, "labels": {JOB_NAME_LABEL: name}},
+        "data": {FUNCTION_FILE: function.source, CALL_FILE: json.dumps(call)},
     }
     return job, shipped
