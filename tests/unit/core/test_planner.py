@@ -1,15 +1,14 @@
-"""The planner: what to create, which pods to restart or clean up, when to wake, when to give up."""
+"""The planner: what to create and clean up, when to wake, when to give up (its restarts: tests/unit/core/restarts)."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from disttrain_contract.exit_codes import ExitCode
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.parsing import parse_job
 from disttrain_core.api.spec import ReplicaType
@@ -23,14 +22,12 @@ from disttrain_core.builders.tfconfig import TFConfigs, tf_config
 from disttrain_core.gang_status import with_gang
 from disttrain_core.observed import PodPhase, PodView, Unschedulable, unschedulable
 from disttrain_core.planner import CREATE_BATCH, PEERS_END_GRACE, Plan, plan
-from disttrain_core.restarts.record import record_restart, restart_backoff
-from disttrain_core.status_from_pods import aggregate, failure
-from disttrain_core.types import Manifest, ObjectRef, Verdict
+from disttrain_core.status_from_pods import aggregate
+from disttrain_core.types import Manifest, ObjectRef
 from support.job_builder import JobBuilder
+from support.planning import NOW, SETTINGS, job_of, planned, pod_of
 from support.repository import ROOT, load_one
 
-NOW = datetime(2026, 1, 1, tzinfo=UTC)
-SETTINGS = BuildSettings()
 TEMPLATE = {"spec": {"containers": [{"name": "tensorflow", "image": "i"}]}}
 MWMS = parse_job(load_one(ROOT / "examples" / "multi-worker-mirrored-gpu.yaml"))
 CHILDREN = [
@@ -40,23 +37,6 @@ CHILDREN = [
 ]
 
 JOB_CHILDREN = [ObjectRef("Service", "job"), ObjectRef("NetworkPolicy", "job")]
-
-
-def _job(counts: dict[str, int], policy: str = "ExitCode", **run_policy: Any) -> DistTrainJob:
-    return JobBuilder().counts(counts, restartPolicy=policy).run_policy(**run_policy).job()
-
-
-def _pod(kind: ReplicaType, index: int, phase: PodPhase = PodPhase.RUNNING, **fields: Any) -> PodView:
-    name = f"job-{kind.task_type}-{index}"
-    return PodView(name, kind, index, phase, uid=f"uid-{name}-{fields.pop('generation', 0)}", **fields)
-
-
-def _plan(job: DistTrainJob, pods: list[PodView], now: datetime = NOW, **kwargs: Any) -> Plan:
-    """Plan after aggregating the status from the same pods, as the reconciler does."""
-    status = aggregate(job, pods, created=True, now=now)
-    return plan(
-        job.model_copy(update={"status": status}), pods, kwargs.pop("children", []), SETTINGS, now=now, **kwargs
-    )
 
 
 def _mwms_worker(index: int, phase: PodPhase = PodPhase.RUNNING, deleting: bool = False) -> PodView:
@@ -80,189 +60,29 @@ def test_no_pod_starts_while_one_of_an_earlier_attempt_still_stops() -> None:
     assert names == ["mnist-mwms-worker-1", "mnist-mwms-worker-3"]
 
 
-def test_multi_worker_failure_restarts_the_whole_job() -> None:
-    job = _job({"Worker": 3})
-    pods = [
-        _pod(ReplicaType.WORKER, 0),
-        _pod(ReplicaType.WORKER, 1, PodPhase.FAILED, exit_code=130),
-        _pod(ReplicaType.WORKER, 2),
-    ]
-    result = _plan(job, pods)
-    assert result.restart is not None
-    assert result.delete == ["job-worker-0", "job-worker-1", "job-worker-2"]
-    assert "job-worker-1 failed with exit code 130: the whole job restarts" in result.restart.message
-
-
-def test_a_restart_is_decided_once() -> None:
-    job = _job({"Worker": 2})
-    pods = [_pod(ReplicaType.WORKER, 0), _pod(ReplicaType.WORKER, 1, PodPhase.FAILED, exit_code=130)]
-    assert _plan(job, pods, handled={"uid-job-worker-1-0"}).restart is None
-
-
 def test_a_pod_a_restart_stopped_but_that_is_still_there_is_deleted_again_once_its_log_is_kept() -> None:
     """Its deletion was refused (it changed since it was seen) or failed: the restart is decided, and a plan
     from the newer view finishes it, without counting the pod's own end as one more restart."""
-    job = _job({"Worker": 2})
-    ended = _pod(ReplicaType.WORKER, 1, PodPhase.FAILED, exit_code=137)
+    job = job_of({"Worker": 2})
+    ended = pod_of(ReplicaType.WORKER, 1, PodPhase.FAILED, exit_code=137)
     handled = {"uid-job-worker-0-0", ended.uid}
-    gone = replace(_pod(ReplicaType.WORKER, 0), deleting=True)
-    waiting = _plan(job, [gone, ended], handled=handled, unkept={ended.uid})
+    gone = replace(pod_of(ReplicaType.WORKER, 0), deleting=True)
+    waiting = planned(job, [gone, ended], handled=handled, unkept={ended.uid})
     assert (waiting.restart, waiting.delete) == (None, [])
-    finishing = _plan(job, [gone, ended], handled=handled)
+    finishing = planned(job, [gone, ended], handled=handled)
     assert (finishing.restart, finishing.delete) == (None, ["job-worker-1"])
-
-
-def test_parameter_server_worker_restarts_alone_and_a_ps_takes_the_chief_and_the_workers() -> None:
-    job = _job({"Chief": 1, "Worker": 2, "PS": 1})
-    running = [_pod(ReplicaType.CHIEF, 0), _pod(ReplicaType.WORKER, 0), _pod(ReplicaType.PS, 0)]
-    worker = _plan(job, [*running, _pod(ReplicaType.WORKER, 1, PodPhase.FAILED, exit_code=137)])
-    assert worker.delete == ["job-worker-1"]
-    ps = _plan(
-        job, [running[0], running[1], _pod(ReplicaType.PS, 0, PodPhase.FAILED, exit_code=None, reason="Evicted")]
-    )
-    assert ps.delete == ["job-chief-0", "job-ps-0", "job-worker-0"]
-    assert ps.restart is not None and ps.restart.message.endswith("the PS, the Chief and the workers restart")
-
-
-def test_a_lost_ps_waits_for_a_chief_created_moments_ago() -> None:
-    """The Chief and the workers restart with their PS: one created but not in the view yet would be left behind."""
-    job = _job({"Chief": 1, "Worker": 1, "PS": 1})
-    lost = [_pod(ReplicaType.WORKER, 0), _pod(ReplicaType.PS, 0, PodPhase.FAILED, exit_code=137)]
-    waiting = _plan(job, lost, awaited={"job-chief-0"})
-    assert waiting.restart is None and waiting.delete == []
-    assert _plan(job, lost, awaited={"job-worker-0"}).restart is None
-    shown = _plan(job, [_pod(ReplicaType.CHIEF, 0, generation=1), *lost])
-    assert shown.delete == ["job-chief-0", "job-ps-0", "job-worker-0"]
-    worker_lost = [_pod(ReplicaType.PS, 0), _pod(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=137)]
-    alone = _plan(job, worker_lost, awaited={"job-chief-0"})
-    assert alone.delete == ["job-worker-0"]  # a worker restarts alone: nothing to wait for
-
-
-def test_evaluator_restarts_alone_even_under_job_scope() -> None:
-    job = _job({"Chief": 1, "Worker": 2, "Evaluator": 1}, policy="OnFailure")
-    pods = [_pod(ReplicaType.CHIEF, 0), _pod(ReplicaType.EVALUATOR, 0, PodPhase.FAILED, exit_code=1)]
-    assert _plan(job, pods).delete == ["job-evaluator-0"]
-
-
-def test_permanent_exit_codes_and_never_do_not_restart() -> None:
-    permanent = [_pod(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=3)]
-    assert _plan(_job({"Worker": 1}), permanent).restart is None
-    never = [_pod(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=137)]
-    assert _plan(_job({"Worker": 1}, policy="Never"), never).restart is None
-
-
-def test_backoff_limit_fails_the_job() -> None:
-    job = _job({"Worker": 2}, backoffLimit=1)
-    job = job.model_copy(update={"status": job.status.model_copy(update={"restart_count": 1})})
-    result = _plan(job, [_pod(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=143), _pod(ReplicaType.WORKER, 1)])
-    assert result.fail is not None and result.fail.reason == "BackoffLimitExceeded"
-    assert result.delete == [] and result.create == []
-
-
-def test_a_disruption_restarts_past_the_backoff_limit_and_whatever_the_restart_policy() -> None:
-    """An evicted, preempted or drained pod is not the job's fault: with backoffLimit 0 and restartPolicy
-    Never the job restarts all the same; a real failure beside it makes the restart a counted one."""
-    job = _job({"Worker": 2}, policy="Never", backoffLimit=0)
-    evicted = _pod(ReplicaType.WORKER, 1, deleting=True, disruption="EvictionByEvictionAPI")
-    result = _plan(job, [_pod(ReplicaType.WORKER, 0), evicted])
-    assert result.fail is None and result.restart is not None
-    assert result.restart.disruption == "EvictionByEvictionAPI"
-    assert result.restart.message == (
-        "job-worker-1 was taken away (EvictionByEvictionAPI): the whole job restarts, not counted against backoffLimit"
-    )
-    assert result.delete == ["job-worker-0"]
-    preempted = _pod(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=140, disruption="Preempted")
-    assert _plan(job, [preempted, _pod(ReplicaType.WORKER, 1)]).restart is not None
-    failed = _pod(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=137)
-    retried = _job({"Worker": 2}, backoffLimit=0)
-    mixed = _plan(retried, [failed, evicted])
-    assert mixed.restart is None and mixed.fail is not None and mixed.fail.reason == "BackoffLimitExceeded"
-
-
-def test_a_peer_lost_beside_a_disruption_is_part_of_it_unless_a_rule_says_otherwise() -> None:
-    """Worker 0 left with `a peer was lost` as worker 1 was evicted, both seen in one view: one uncounted
-    restart. Alone, or under a rule that names its exit code, the same failure counts."""
-    job = _job({"Worker": 2}, backoffLimit=0)
-    evicted = _pod(ReplicaType.WORKER, 1, deleting=True, disruption="EvictionByEvictionAPI")
-    peer_lost = _pod(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=130)
-    beside = _plan(job, [peer_lost, evicted])
-    assert beside.fail is None and beside.restart is not None
-    assert beside.restart.disruption == "EvictionByEvictionAPI"
-    alone = _plan(job, [peer_lost, _pod(ReplicaType.WORKER, 1)])
-    assert alone.fail is not None and alone.fail.reason == "BackoffLimitExceeded"
-    ruled = _job(
-        {"Worker": 2},
-        backoffLimit=0,
-        failurePolicy=_rules({"action": "RestartJob", "onExitCodes": {"operator": "In", "values": [130]}}),
-    )
-    counted = _plan(ruled, [peer_lost, evicted])
-    assert counted.fail is not None and counted.fail.reason == "BackoffLimitExceeded"
-
-
-def _rules(*rules: dict[str, Any]) -> dict[str, Any]:
-    return {"rules": list(rules)}
-
-
-def test_the_first_failure_policy_rule_that_matches_decides_before_the_restart_policy() -> None:
-    """A permanent code restarted, a retryable one failing the job, one replica alone, uncounted."""
-    policy = _rules(
-        {"action": "FailJob", "replicaTypes": ["Worker"], "onExitCodes": {"operator": "In", "values": [137]}},
-        {"action": "RestartReplica", "onExitCodes": {"operator": "In", "values": [3]}},
-        {"action": "Ignore", "onExitCodes": {"operator": "NotIn", "values": [1, 2]}},
-    )
-    job = _job({"Chief": 1, "Worker": 2}, backoffLimit=0, failurePolicy=policy)
-    oom = [_pod(ReplicaType.CHIEF, 0), _pod(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=137)]
-    assert _plan(job, oom).restart is None
-    assert failure(job, oom) == Verdict(
-        "FailurePolicy",
-        "pod job-worker-0 failed with exit code 137; failurePolicy rule 1 fails the job",
-    )
-
-    alone = _plan(job, [_pod(ReplicaType.CHIEF, 0), _pod(ReplicaType.WORKER, 1, PodPhase.FAILED, exit_code=3)])
-    assert alone.fail is not None and alone.fail.reason == "BackoffLimitExceeded"  # counted: backoffLimit 0
-    job_with_room = _job({"Chief": 1, "Worker": 2}, backoffLimit=1, failurePolicy=policy)
-    alone = _plan(
-        job_with_room, [_pod(ReplicaType.CHIEF, 0), _pod(ReplicaType.WORKER, 1, PodPhase.FAILED, exit_code=3)]
-    )
-    assert alone.restart is not None and alone.delete == ["job-worker-1"]  # not the whole job, as scoped
-    assert (
-        alone.restart.message == "job-worker-1 failed with exit code 3 (failurePolicy rule 2): the failed pods restart"
-    )
-
-    chief = _plan(job, [_pod(ReplicaType.CHIEF, 0, PodPhase.FAILED, exit_code=137), _pod(ReplicaType.WORKER, 0)])
-    assert chief.fail is None and chief.restart is not None  # rule 1 is the workers'; rule 3 ignores 137
-    assert chief.restart.disruption == "IgnoredByFailurePolicy" and chief.delete == ["job-chief-0", "job-worker-0"]
-
-
-def test_failure_policy_rules_match_pod_conditions_and_can_fail_a_disrupted_job() -> None:
-    policy = _rules({"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget"}]})
-    job = _job({"Worker": 2}, failurePolicy=policy)
-    evicted = _pod(
-        ReplicaType.WORKER,
-        1,
-        deleting=True,
-        disruption="EvictionByEvictionAPI",
-        conditions=frozenset({"DisruptionTarget"}),
-    )
-    assert _plan(job, [_pod(ReplicaType.WORKER, 0), evicted]).restart is None
-    verdict = failure(job, [_pod(ReplicaType.WORKER, 0), evicted])
-    assert verdict is not None and verdict.reason == "FailurePolicy"  # deleted, not yet failed: the rule acts
-    restarting = _job(
-        {"Worker": 2}, failurePolicy=_rules({"action": "RestartJob", "onPodConditions": [{"type": "Odd"}]})
-    )
-    assert _plan(restarting, [_pod(ReplicaType.WORKER, 0), evicted]).restart is not None  # no match: a disruption
 
 
 def test_cleanup_after_success_follows_clean_pod_policy() -> None:
     pods = [
-        _pod(ReplicaType.CHIEF, 0, PodPhase.SUCCEEDED),
-        _pod(ReplicaType.PS, 0),
-        _pod(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=143),
+        pod_of(ReplicaType.CHIEF, 0, PodPhase.SUCCEEDED),
+        pod_of(ReplicaType.PS, 0),
+        pod_of(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=143),
     ]
     counts = {"Chief": 1, "Worker": 1, "PS": 1}
-    assert _plan(_job(counts), pods).delete == ["job-ps-0"]
-    assert _plan(_job(counts, cleanPodPolicy="All"), pods).delete == ["job-chief-0", "job-ps-0", "job-worker-0"]
-    assert _plan(_job(counts, cleanPodPolicy="None"), pods).delete == []
+    assert planned(job_of(counts), pods).delete == ["job-ps-0"]
+    assert planned(job_of(counts, cleanPodPolicy="All"), pods).delete == ["job-chief-0", "job-ps-0", "job-worker-0"]
+    assert planned(job_of(counts, cleanPodPolicy="None"), pods).delete == []
 
 
 def test_a_multi_worker_job_that_succeeded_gives_its_other_workers_a_grace_to_end_on_their_own() -> None:
@@ -288,36 +108,36 @@ def test_a_multi_worker_job_that_succeeded_gives_its_other_workers_a_grace_to_en
 
 
 def test_succeeded_indexes_are_never_created_again() -> None:
-    job = _job({"Chief": 1, "Worker": 2})
+    job = job_of({"Chief": 1, "Worker": 2})
     done = {ReplicaType.WORKER: ReplicaStatus(succeeded_indexes=[1])}
     job = job.model_copy(update={"status": job.status.model_copy(update={"replica_statuses": done})})
-    result = plan(job, [_pod(ReplicaType.CHIEF, 0)], JOB_CHILDREN, SETTINGS, now=NOW)
+    result = plan(job, [pod_of(ReplicaType.CHIEF, 0)], JOB_CHILDREN, SETTINGS, now=NOW)
     assert [object_key(item).name for item in result.create] == ["job-worker-0"]
 
 
 def test_deadline_wake_up_and_ttl() -> None:
-    job = _job({"Worker": 1}, activeDeadlineSeconds=60, ttlSecondsAfterFinished=30)
-    running = _plan(job, [_pod(ReplicaType.WORKER, 0)])
+    job = job_of({"Worker": 1}, activeDeadlineSeconds=60, ttlSecondsAfterFinished=30)
+    running = planned(job, [pod_of(ReplicaType.WORKER, 0)])
     assert running.wake_at == NOW + timedelta(seconds=60)
-    finished = aggregate(job, [_pod(ReplicaType.WORKER, 0, PodPhase.SUCCEEDED)], created=True, now=NOW)
+    finished = aggregate(job, [pod_of(ReplicaType.WORKER, 0, PodPhase.SUCCEEDED)], created=True, now=NOW)
     done = job.model_copy(update={"status": finished})
     assert plan(done, [], [], SETTINGS, now=NOW + timedelta(seconds=10)).wake_at == NOW + timedelta(seconds=30)
     assert plan(done, [], [], SETTINGS, now=NOW + timedelta(seconds=30)).delete_job
 
 
 def test_a_suspended_job_has_no_pods_but_keeps_its_volume() -> None:
-    job = _job({"Worker": 2}, suspend=True)
+    job = job_of({"Worker": 2}, suspend=True)
     job = job.model_copy(update={"spec": job.spec.model_copy(update={"checkpoint": MWMS.spec.checkpoint})})
-    result = _plan(job, [_pod(ReplicaType.WORKER, 0), _pod(ReplicaType.WORKER, 1, deleting=True)])
+    result = planned(job, [pod_of(ReplicaType.WORKER, 0), pod_of(ReplicaType.WORKER, 1, deleting=True)])
     assert result.delete == ["job-worker-0"]
     assert [item["kind"] for item in result.create] == ["Service", "NetworkPolicy", "PersistentVolumeClaim"]
 
 
 def test_pods_stuck_terminating_are_removed_by_force_after_a_bounded_wait() -> None:
-    job = _job({"Worker": 2})
-    gone = _pod(ReplicaType.WORKER, 1, deleting=True, deletion_time=NOW - timedelta(seconds=31))
-    going = _pod(ReplicaType.WORKER, 0, deleting=True, deletion_time=NOW - timedelta(seconds=10))
-    result = _plan(job, [going, gone])
+    job = job_of({"Worker": 2})
+    gone = pod_of(ReplicaType.WORKER, 1, deleting=True, deletion_time=NOW - timedelta(seconds=31))
+    going = pod_of(ReplicaType.WORKER, 0, deleting=True, deletion_time=NOW - timedelta(seconds=10))
+    result = planned(job, [going, gone])
     assert result.force_delete == ["job-worker-1"]
     assert result.wake_at == NOW + timedelta(seconds=20)
 
@@ -325,47 +145,47 @@ def test_pods_stuck_terminating_are_removed_by_force_after_a_bounded_wait() -> N
 def test_a_pod_held_only_by_a_finalizer_is_not_stuck() -> None:
     """Its containers ended, or its node let it go: a finalizer (another's, or an earlier version's log
     keeper's) holds it, and force would only post a false PodStuckTerminating."""
-    job = _job({"Worker": 2})
+    job = job_of({"Worker": 2})
     long_ago = NOW - timedelta(minutes=10)
-    ended = _pod(ReplicaType.WORKER, 0, PodPhase.FAILED, deleting=True, deletion_time=long_ago)
-    released = _pod(ReplicaType.WORKER, 1, deleting=True, deletion_time=long_ago, released=True)
-    assert _plan(job, [ended, released]).force_delete == []
-    stuck = _pod(ReplicaType.WORKER, 1, deleting=True, deletion_time=long_ago)
-    assert _plan(job, [ended, stuck]).force_delete == ["job-worker-1"]
+    ended = pod_of(ReplicaType.WORKER, 0, PodPhase.FAILED, deleting=True, deletion_time=long_ago)
+    released = pod_of(ReplicaType.WORKER, 1, deleting=True, deletion_time=long_ago, released=True)
+    assert planned(job, [ended, released]).force_delete == []
+    stuck = pod_of(ReplicaType.WORKER, 1, deleting=True, deletion_time=long_ago)
+    assert planned(job, [ended, stuck]).force_delete == ["job-worker-1"]
 
 
 def test_a_pod_deleted_by_someone_else_is_a_retryable_loss_and_ours_are_not() -> None:
-    job = _job({"Worker": 2})
-    deleted = _pod(ReplicaType.WORKER, 1, deleting=True)
-    result = _plan(job, [_pod(ReplicaType.WORKER, 0), deleted])
+    job = job_of({"Worker": 2})
+    deleted = pod_of(ReplicaType.WORKER, 1, deleting=True)
+    result = planned(job, [pod_of(ReplicaType.WORKER, 0), deleted])
     assert result.restart is not None
     assert result.restart.message == "job-worker-1 was deleted while running: the whole job restarts"
     assert result.delete == ["job-worker-0"]
-    assert _plan(job, [_pod(ReplicaType.WORKER, 0), deleted], handled={deleted.uid}).restart is None
-    never = _job({"Worker": 2}, policy="Never")
-    assert _plan(never, [_pod(ReplicaType.WORKER, 0), deleted]).restart is None  # recreated, as TFJob does
+    assert planned(job, [pod_of(ReplicaType.WORKER, 0), deleted], handled={deleted.uid}).restart is None
+    never = job_of({"Worker": 2}, policy="Never")
+    assert planned(never, [pod_of(ReplicaType.WORKER, 0), deleted]).restart is None  # recreated, as TFJob does
 
 
 def test_a_gang_that_finds_no_place_fails_the_job_once_its_schedule_timeout_passes() -> None:
-    job = _job({"Worker": 3}, schedulingPolicy={"scheduleTimeoutSeconds": 120})
+    job = job_of({"Worker": 3}, schedulingPolicy={"scheduleTimeoutSeconds": 120})
     since = NOW - timedelta(seconds=100)
     waiting = Unschedulable(since, "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.")
-    pods = [_pod(ReplicaType.WORKER, i, PodPhase.PENDING, unschedulable=waiting) for i in range(3)]
-    assert _plan(job, pods).wake_at == since + timedelta(seconds=120)  # looked at again when it runs out
-    verdict = _plan(job, pods, now=since + timedelta(seconds=120)).fail
+    pods = [pod_of(ReplicaType.WORKER, i, PodPhase.PENDING, unschedulable=waiting) for i in range(3)]
+    assert planned(job, pods).wake_at == since + timedelta(seconds=120)  # looked at again when it runs out
+    verdict = planned(job, pods, now=since + timedelta(seconds=120)).fail
     assert verdict is not None and verdict.reason == "ScheduleTimeout"
     assert verdict.message == (
         "3 of its pods found no place within scheduleTimeoutSeconds 120 "
         "(job-worker-0: 0/3 nodes are available: 3 Insufficient nvidia.com/gpu.)"
     )
-    untimed = _job({"Worker": 3}, schedulingPolicy={})
-    assert _plan(untimed, pods, now=NOW + timedelta(days=1)).fail is None  # no timeout: it waits
-    placed = [_pod(ReplicaType.WORKER, i, PodPhase.PENDING) for i in range(3)]
-    assert _plan(job, placed, now=NOW + timedelta(days=1)).fail is None
+    untimed = job_of({"Worker": 3}, schedulingPolicy={})
+    assert planned(untimed, pods, now=NOW + timedelta(days=1)).fail is None  # no timeout: it waits
+    placed = [pod_of(ReplicaType.WORKER, i, PodPhase.PENDING) for i in range(3)]
+    assert planned(job, placed, now=NOW + timedelta(days=1)).fail is None
 
 
 def test_a_topology_key_fails_the_job_before_any_pod_unless_the_gangs_are_kubernetes_own() -> None:
-    job = _job({"Worker": 3}, schedulingPolicy={"topologyKey": "topology.kubernetes.io/zone"})
+    job = job_of({"Worker": 3}, schedulingPolicy={"topologyKey": "topology.kubernetes.io/zone"})
     refused = plan(job, [], [], SETTINGS, now=NOW)
     assert refused.create == [] and refused.fail is not None and refused.fail.reason == "InvalidSpec"
     assert refused.fail.message == (
@@ -405,13 +225,13 @@ def test_a_gang_larger_than_its_job_holds_the_pods_and_says_why_until_min_availa
 
 def test_a_gang_job_where_no_workload_api_is_served_runs_and_says_it_is_no_gang() -> None:
     unserved = BuildSettings(gang_scheduler=GangScheduler.KUBERNETES, workload_api=None)
-    job = _job({"Worker": 2}, gang=True)
+    job = job_of({"Worker": 2}, gang=True)
     created = plan(job, [], [], unserved, now=NOW)
     assert {object_key(item).kind for item in created.create} == {"Service", "NetworkPolicy", "Pod"}
     status = with_gang(job, aggregate(job, [], created=True, now=NOW), unserved.gang, NOW)
     (said,) = [condition for condition in status.conditions if condition.type.value == "GangUnavailable"]
     assert (said.status, said.reason) == ("True", "WorkloadAPINotServed")
-    plain = _job({"Worker": 2})
+    plain = job_of({"Worker": 2})
     assert with_gang(plain, plain.status, unserved.gang, NOW) == plain.status  # no gang asked: nothing said
 
 
@@ -426,33 +246,33 @@ def test_only_a_pod_the_scheduler_found_no_place_for_is_unschedulable() -> None:
 def test_a_pod_that_ended_is_deleted_only_once_its_log_is_kept() -> None:
     """No finalizer holds it, so its log goes with it: a restart, a cleanup, a suspension and the job's TTL
     wait for the kept-log keeper, which wakes the job once the log is settled."""
-    failed = _pod(ReplicaType.WORKER, 1, PodPhase.FAILED, exit_code=130)
-    pods = [_pod(ReplicaType.WORKER, 0), failed]
-    waiting = _plan(_job({"Worker": 2}), pods, unkept={failed.uid})
+    failed = pod_of(ReplicaType.WORKER, 1, PodPhase.FAILED, exit_code=130)
+    pods = [pod_of(ReplicaType.WORKER, 0), failed]
+    waiting = planned(job_of({"Worker": 2}), pods, unkept={failed.uid})
     assert (waiting.restart, waiting.delete) == (None, [])
-    assert _plan(_job({"Worker": 2}), pods).delete == ["job-worker-0", "job-worker-1"]
-    others = _plan(_job({"Worker": 2}), pods, unkept={"uid-of-another-pod"})
+    assert planned(job_of({"Worker": 2}), pods).delete == ["job-worker-0", "job-worker-1"]
+    others = planned(job_of({"Worker": 2}), pods, unkept={"uid-of-another-pod"})
     assert others.restart is not None  # only the pods the restart deletes are waited for
 
-    ended = [_pod(ReplicaType.CHIEF, 0, PodPhase.SUCCEEDED), _pod(ReplicaType.PS, 0), _pod(ReplicaType.WORKER, 0)]
-    cleanup = _plan(_job({"Chief": 1, "Worker": 1, "PS": 1}, cleanPodPolicy="All"), ended, unkept={ended[0].uid})
+    ended = [pod_of(ReplicaType.CHIEF, 0, PodPhase.SUCCEEDED), pod_of(ReplicaType.PS, 0), pod_of(ReplicaType.WORKER, 0)]
+    cleanup = planned(job_of({"Chief": 1, "Worker": 1, "PS": 1}, cleanPodPolicy="All"), ended, unkept={ended[0].uid})
     assert cleanup.delete == ["job-ps-0", "job-worker-0"]  # those still running are followed as they stop
 
-    suspended = _plan(_job({"Worker": 2}, suspend=True), pods, unkept={failed.uid})
+    suspended = planned(job_of({"Worker": 2}, suspend=True), pods, unkept={failed.uid})
     assert suspended.delete == ["job-worker-0"]
 
-    job = _job({"Worker": 1}, ttlSecondsAfterFinished=0)
-    succeeded = _pod(ReplicaType.WORKER, 0, PodPhase.SUCCEEDED)
+    job = job_of({"Worker": 1}, ttlSecondsAfterFinished=0)
+    succeeded = pod_of(ReplicaType.WORKER, 0, PodPhase.SUCCEEDED)
     done = job.model_copy(update={"status": aggregate(job, [succeeded], created=True, now=NOW)})
     assert not plan(done, [succeeded], [], SETTINGS, now=NOW, unkept={succeeded.uid}).delete_job
     assert plan(done, [succeeded], [], SETTINGS, now=NOW).delete_job
 
 
 def test_a_new_pod_is_one_attempt_past_its_index_s_latest() -> None:
-    job = _job({"Worker": 2})
-    first = _plan(job, [], children=JOB_CHILDREN)
+    job = job_of({"Worker": 2})
+    first = planned(job, [], children=JOB_CHILDREN)
     assert [item["metadata"]["annotations"][ATTEMPT] for item in first.create] == ["1", "1"]
-    seen = [_pod(ReplicaType.WORKER, 0, attempt=1), _pod(ReplicaType.WORKER, 1, attempt=3)]
+    seen = [pod_of(ReplicaType.WORKER, 0, attempt=1), pod_of(ReplicaType.WORKER, 1, attempt=3)]
     status = aggregate(job, seen, created=True, now=NOW)
     assert status.replica_statuses[ReplicaType.WORKER].attempts == [1, 3]
     replaced = plan(job.model_copy(update={"status": status}), seen[:1], JOB_CHILDREN, SETTINGS, now=NOW)
@@ -465,11 +285,11 @@ def test_a_new_pod_is_one_attempt_past_its_index_s_latest() -> None:
 
 def test_a_job_being_deleted_makes_nothing_again() -> None:
     """A finalizer of another's may hold it while its namespace goes: its pods go, and none is made anew."""
-    job = _job({"Worker": 2})
+    job = job_of({"Worker": 2})
     going = job.model_copy(update={"metadata": job.metadata.model_copy(update={"deletion_timestamp": NOW})})
-    failed = [_pod(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=137)]
-    assert _plan(going, failed) == Plan() and _plan(going, []) == Plan()
-    assert _plan(job, []).create
+    failed = [pod_of(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=137)]
+    assert planned(going, failed) == Plan() and planned(going, []) == Plan()
+    assert planned(job, []).create
 
 
 def _counting_pod_builds(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -490,7 +310,7 @@ def test_a_plan_builds_only_the_pods_it_creates_at_most_a_batch(monkeypatch: pyt
     """A job of more pods than CREATE_BATCH gets them over several plans, each waking the next at once;
     pods that exist, or were just created, are not built again."""
     built = _counting_pod_builds(monkeypatch)
-    job = _job({"Chief": 1, "PS": 100, "Worker": 100})
+    job = job_of({"Chief": 1, "PS": 100, "Worker": 100})
     made: list[str] = []
     for batch in (CREATE_BATCH, CREATE_BATCH, 1):
         built.clear()
@@ -505,42 +325,15 @@ def test_a_plan_builds_only_the_pods_it_creates_at_most_a_batch(monkeypatch: pyt
 
 def test_a_suspended_job_builds_no_pod(monkeypatch: pytest.MonkeyPatch) -> None:
     built = _counting_pod_builds(monkeypatch)
-    suspended = plan(_job({"PS": 300, "Worker": 300}, suspend=True), [], [], SETTINGS, now=NOW)
+    suspended = plan(job_of({"PS": 300, "Worker": 300}, suspend=True), [], [], SETTINGS, now=NOW)
     assert built == [] and [item["kind"] for item in suspended.create] == ["Service", "NetworkPolicy"]
 
 
 def test_every_pod_s_tf_config_is_its_own_cluster_and_task_written_once() -> None:
-    job = _job({"Chief": 1, "PS": 2, "Worker": 3, "Evaluator": 1})
+    job = job_of({"Chief": 1, "PS": 2, "Worker": 3, "Evaluator": 1})
     configs = TFConfigs(job, SETTINGS)
     for kind in ReplicaType:
         for index in range(job.spec.replicas(kind)):
             expected = json.dumps(tf_config(job, kind, index, SETTINGS), separators=(",", ":"))
             assert configs.json(kind, index) == expected
-    assert TFConfigs(_job({"Worker": 1}), SETTINGS).json(ReplicaType.WORKER, 0) is None
-
-
-def test_restarts_that_follow_each_other_quickly_pause_longer_each_time() -> None:
-    """A trainer that exits at once with the preemption code (uncounted) restarts at once the first time, then
-    waits 10 s, 20 s, 40 s before its pods start; 20 s of running resets the count."""
-    job = _job({"Worker": 2})
-    now, pauses = NOW, []
-    for _ in range(4):
-        preempted = _pod(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=ExitCode.PREEMPTED, disruption="Preempted")
-        failed = [preempted, _pod(ReplicaType.WORKER, 1)]
-        status = aggregate(job, failed, created=True, now=now)
-        decided = plan(job.model_copy(update={"status": status}), failed, JOB_CHILDREN, SETTINGS, now=now)
-        assert decided.restart is not None and decided.restart.disruption is not None  # uncounted
-        restart = decided.restart
-        status = record_restart(status, restart.failed, restart.message, now, 1, disruption=restart.disruption)
-        assert status.restart_count == 0 and status.restart_backoff is not None
-        until = status.restart_backoff.until
-        pauses.append((until - now).total_seconds())
-        job = job.model_copy(update={"status": status})
-        held = plan(job, [], JOB_CHILDREN, SETTINGS, now=now + timedelta(seconds=1))
-        assert [item["kind"] for item in held.create] == ([] if until > now else ["Pod", "Pod"])
-        assert held.wake_at == (until if until > now + timedelta(seconds=1) else None)
-        now = max(now, until) + timedelta(seconds=5)  # it fails 5 s after its pods could start
-    assert pauses == [0, 10, 20, 40]
-    assert any("4 restarts in a row" in condition.message for condition in status.conditions)
-    healthy = restart_backoff(status.restart_backoff, now + timedelta(seconds=20))
-    assert (healthy.quick_restarts, healthy.until) == (0, now + timedelta(seconds=20))
+    assert TFConfigs(job_of({"Worker": 1}), SETTINGS).json(ReplicaType.WORKER, 0) is None
