@@ -6,10 +6,9 @@ in (`handled`), so a failed pod is counted once however often the plan is comput
 restartPolicy Never and the plan decides its restart: the whole job or the pod alone, counted against
 backoffLimit or, for pods taken away on purpose, as a disruption; `runPolicy.failurePolicy` rules come
 first (docs/lifecycle.md says each rule and why). Which restart, or which failure, is `restarts.decision`'s
-one answer (a stall among its causes). A pod removed before
-any plan saw it go holds its name (`observed.after_removal`) until the restart it calls for is recorded;
-a pod that ended is deleted only once its log is kept (`unkept`): no finalizer holds it, and its log goes
-with it."""
+one answer, a stall among its causes. A pod removed before any plan saw it go holds its name
+(`observed.after_removal`) until the restart it calls for is recorded; a pod that ended is deleted only once
+its log is kept (`unkept`): no finalizer holds it, and its log goes with it."""
 
 from __future__ import annotations
 
