@@ -24,7 +24,7 @@ from disttrain_core.restarts.record import HEALTHY_RUN
 from disttrain_dev import cluster as devcluster
 from disttrain_dev.polling import wait_for
 from disttrain_dev.process_node import NODE_NAME as PROCESS_NODE
-from support.job_checks import holds, job_where, says_a_worker_is_unreachable, suspend
+from support.job_checks import holds, job_where, restart_events, says_a_worker_is_unreachable, suspend
 from support.kube_cluster import OPERATOR_TEST_NAMESPACE, Cluster, operator_kubeconfig
 from support.kueue_support import (
     LOCAL_QUEUE,
@@ -438,11 +438,7 @@ def test_one_frozen_process_of_several_restarts_the_job_as_tensorflow_lets_it_an
     _at_step(cluster, namespace, 100)
     _signal_trainer(cluster, namespace, f"{JOB}-worker-1", signal.SIGSTOP)
 
-    def restarting() -> list[str]:  # the Restarting condition's Event: reason Restarting, or Stalled for a stall
-        events = cluster.items("events", namespace)
-        return [event["message"] for event in events if event["reason"] in ("Restarting", "Stalled")]
-
-    said = wait_for("the restart's Event", restarting, timeout=120)
+    said = restart_events(cluster, namespace)
     assert any(restarted_for in message for message in said), said
     done = _succeeded(cluster, namespace, total)
     assert done["status"]["restartCount"] == 1, done["status"]

@@ -36,7 +36,7 @@ from disttrain_dev import cluster as devcluster
 from disttrain_dev import containerd, images, network_policy_controller, node_kinds, readme, real_node, versions
 from disttrain_dev.polling import wait_for
 from support.example_notebook import run_example_notebook
-from support.job_checks import condition, holds, job_where, says_a_worker_is_unreachable, suspend
+from support.job_checks import condition, holds, job_where, restart_events, says_a_worker_is_unreachable, suspend
 from support.kube_cluster import Cluster
 from support.kueue_support import (
     LOCAL_QUEUE,
@@ -463,11 +463,7 @@ def test_one_process_frozen_through_containerd_restarts_the_job_as_tensorflow_le
     job restarts as Stalled. Either way one restart, counted, and every step done."""
     job = _frozen_mid_run(installed, real_namespace, example, ["worker-1"])
 
-    def restarting() -> list[str]:  # the Restarting condition's Event: reason Restarting, or Stalled for a stall
-        found = installed.items("events", real_namespace)
-        return [event["message"] for event in found if event["reason"] in ("Restarting", "Stalled")]
-
-    said = wait_for("the restart's Event", restarting, timeout=120)
+    said = restart_events(installed, real_namespace)
     assert any(restarted_for in message for message in said), said
     done = _wait_succeeded(installed, real_namespace, job)
     assert done["status"]["restartCount"] == 1 and done["status"]["progressAnswerTime"], done["status"]

@@ -44,6 +44,18 @@ def job_where(cluster: Cluster, namespace: str, job: str, what: str, test: Any) 
     return wait_for(f"{job}: {what}", check, timeout=90)
 
 
+def restart_events(cluster: Cluster, namespace: str, timeout: float = 120) -> list[str]:
+    """The messages of the namespace's restart Events (reason Restarting, or Stalled for a stall), once there is
+    one."""
+
+    def said() -> list[str]:
+        events = cluster.items("events", namespace)
+        return [event["message"] for event in events if event["reason"] in ("Restarting", "Stalled")]
+
+    found: list[str] = wait_for("the restart's Event", said, timeout=timeout)
+    return found
+
+
 @contextmanager
 def condition_messages(cluster: Cluster, namespace: str, job: str, kind: str) -> Iterator[list[str]]:
     """The messages of the job's condition `kind` in every version of the job a watch sees, as they come: a
