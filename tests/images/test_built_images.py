@@ -84,6 +84,9 @@ def test_the_trainer_image_trains_as_non_root_without_a_compiler(built: dict[str
     )
     assert trained.returncode == 0, trained.stdout[-2000:] + trained.stderr[-2000:]
     assert '"event": "finished"' in trained.stdout, trained.stdout[-2000:]
+    stand_in = _run(tag, "--epochs=1", "--checkpoint-dir=/tmp/checkpoints", entrypoint="disttrain-stand-in")
+    assert stand_in.returncode == 0, stand_in.stdout[-2000:] + stand_in.stderr[-2000:]
+    assert '"event": "finished"' in stand_in.stdout, stand_in.stdout[-2000:]
 
 
 def test_the_headlamp_plugin_image_copies_the_built_plugin_into_the_plugins_folder(

@@ -6,7 +6,7 @@ import os
 import signal
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import FrameType
 
 from disttrain_contract.exit_codes import ExitCode, TrainerError
@@ -82,15 +82,11 @@ def _train(config: config_module.TrainConfig) -> None:
         raise TrainerError(ExitCode.PEER_LOST, f"a peer did not answer in time: {error}") from error
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    _hold_sigterm()
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+def exit_code(run: Callable[[], None]) -> int:
+    """`run`'s outcome as an exit code of the table: a TrainerError said in one line (and in the termination
+    message), any other error with its traceback. The stand-in ends the same way."""
     try:
-        config = config_module.parse(argv)
-        role = config.role
-        if (role.task_type, role.index) == reporting_task(has_chief=bool(role.cluster.get("chief"))):
-            serve_progress()  # before TensorFlow loads: the operator's polls are answered from the start
-        _train(config)
+        run()
     except TrainerError as error:
         fail(str(error), preempted=error.code is ExitCode.PREEMPTED, diverged=error.code is ExitCode.DIVERGED)
         return int(error.code)
@@ -100,8 +96,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     return int(ExitCode.SUCCESS)
 
 
-def entry() -> None:
-    _hold_sigterm()  # before the log copy's thread starts
+def serve_progress_if_reporting(role: config_module.Role) -> None:
+    """The reporting task serves its progress before anything slow loads: the operator's polls are answered
+    from the start."""
+    if (role.task_type, role.index) == reporting_task(has_chief=bool(role.cluster.get("chief"))):
+        serve_progress()
+
+
+def exit_after(main: Callable[[], int]) -> None:
+    """Runs `main` with the pod's log copied where the operator keeps it, and exits with its code."""
     copy = log_copy.from_environment()
     code = main()
     sys.stdout.flush()
@@ -109,6 +112,23 @@ def entry() -> None:
     if copy is not None:
         copy.finish()
     os._exit(code)  # skip TensorFlow's slow, sometimes hanging, interpreter teardown
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    _hold_sigterm()
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+    def parse_and_train() -> None:
+        config = config_module.parse(argv)
+        serve_progress_if_reporting(config.role)
+        _train(config)
+
+    return exit_code(parse_and_train)
+
+
+def entry() -> None:
+    _hold_sigterm()  # before the log copy's thread starts
+    exit_after(main)
 
 
 if __name__ == "__main__":

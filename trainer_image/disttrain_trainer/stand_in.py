@@ -1,0 +1,215 @@
+"""`disttrain-stand-in`: the trainer's contract without TensorFlow, for tests of what the operator decides.
+
+It takes `disttrain-train`'s flags and TF_CONFIG, waits for its peers as the trainer does, counts steps at a
+steady pace, reports progress from the reporting task, saves its step under `<checkpoint dir>/ckpt` by
+TensorFlow's file names and resumes from the latest, saves on SIGTERM and leaves PREEMPTED, turns its loss
+NaN at `--nan-at-step` and leaves DIVERGED. A ParameterServer's ps and worker tasks serve until signalled and
+on while the chief is there; an evaluator scores each checkpoint. Every outcome is an exit code of the table.
+
+It starts in a tenth of a second where the trainer takes six (TensorFlow's import) and uses no core while it
+waits, so a decision test (a restart, a deadline, an eviction, a queue) costs its own time only. Its steps
+compute nothing: what TensorFlow does when a peer freezes or a collective fails is the trainer's to show.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+import socket
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+
+from disttrain_contract.divergence import divergence_message
+from disttrain_contract.exit_codes import ExitCode, TrainerError
+from disttrain_contract.progress import reporting_task
+from disttrain_trainer import config as config_module
+from disttrain_trainer.main import exit_after, exit_code, serve_progress_if_reporting
+from disttrain_trainer.pace import Pace
+from disttrain_trainer.peers import Answer, probe, wait_for_peers
+from disttrain_trainer.reporting import (
+    ProgressReporter,
+    log,
+    read_progress,
+    report_evaluation,
+    write_atomically,
+)
+
+DEFAULT_STEPS_PER_SECOND = 80  # about the trainer's MLP on the bundled digits: two workers on two cores, 88 a second
+DIGITS_TRAINING_EXAMPLES = 1437  # the bundled digits' training split (data.py), so the same steps an epoch
+TRAINING_FRACTION = 0.8  # of a synthetic data set, as data.py splits it
+EVALUATION_INTERVAL_SECONDS = 1.0
+STOP = threading.Event()
+
+
+def _stop_on_sigterm(signum: int, frame: FrameType | None) -> None:
+    STOP.set()
+
+
+def steps_per_epoch(config: config_module.TrainConfig) -> int:
+    """The trainer's count: `--steps-per-epoch`, else one pass over the training split at the global batch."""
+    if config.steps_per_epoch:
+        return config.steps_per_epoch
+    if config.dataset == "digits":
+        examples = DIGITS_TRAINING_EXAMPLES
+    elif config.dataset == "synthetic":
+        examples = int(config.synthetic_examples * TRAINING_FRACTION)
+    else:
+        raise TrainerError(ExitCode.BAD_FLAGS, "the stand-in reads no files: give --steps-per-epoch")
+    return max(1, examples // config.global_batch_size)
+
+
+def checkpoints(config: config_module.TrainConfig) -> Path:
+    return config.checkpoint_dir / "ckpt"
+
+
+def latest_checkpoint(config: config_module.TrainConfig) -> tuple[int, str] | None:
+    """The step and path that TensorFlow's `checkpoint` state file names, as the stand-in writes it."""
+    try:
+        state = (checkpoints(config) / "checkpoint").read_text()
+    except OSError:
+        return None
+    name = state.split('"')[1] if state.count('"') >= 2 else ""
+    step = name.rsplit("-", 1)[-1]
+    return (int(step), str(checkpoints(config) / name)) if step.isdigit() else None
+
+
+def save(config: config_module.TrainConfig, step: int) -> str:
+    """`ckpt-<step>.index` and the state file naming it, as a TensorFlow CheckpointManager leaves them."""
+    path = checkpoints(config) / f"ckpt-{step}"
+    write_atomically(Path(f"{path}.index"), json.dumps({"step": step}))
+    write_atomically(checkpoints(config) / "checkpoint", f'model_checkpoint_path: "ckpt-{step}"\n')
+    return str(path)
+
+
+class _Listener:
+    """Accepts and closes connections on this task's TF_CONFIG port, as a TensorFlow server answers its peers."""
+
+    def __init__(self, role: config_module.Role) -> None:
+        own = role.cluster.get(role.task_type, [])
+        port = int(own[role.index].rpartition(":")[2]) if own else 0
+        self._socket = socket.create_server(("", port), reuse_port=False) if port else None
+        if self._socket is not None:
+            threading.Thread(target=self._accept, name="stand-in-server", daemon=True).start()
+
+    def _accept(self) -> None:
+        assert self._socket is not None
+        while True:
+            connection, _ = self._socket.accept()
+            connection.close()
+
+
+def train(config: config_module.TrainConfig, chief: bool) -> None:
+    """Steps from the latest checkpoint to the last; the chief reports, saves, and saves again on SIGTERM."""
+    per_epoch = steps_per_epoch(config)
+    total = config.epochs * per_epoch
+    restored = latest_checkpoint(config)
+    start = restored[0] if restored else 0
+    if restored:
+        log("restored", checkpoint=restored[1], step=start)
+    progress = ProgressReporter(
+        config.checkpoint_dir,
+        chief,
+        config.global_batch_size,
+        total,
+        start_step=start,
+        restored=restored[1] if restored else None,
+    )
+    pace = Pace(config.max_steps_per_second or DEFAULT_STEPS_PER_SECOND, start)
+    log("training", strategy="stand-in", start=start, total=total)
+    last_saved, loss = start, float("nan")
+    for step in range(start + 1, total + 1):
+        epoch = max(1, (step - 1) // per_epoch + 1)
+        loss = float("nan") if config.nan_at_step is not None and step >= config.nan_at_step else 2.3 / (1 + step / 100)
+        if not math.isfinite(loss):
+            progress.report(step, epoch, loss)
+            latest = latest_checkpoint(config)
+            where = str(Path(latest[1]).relative_to(config.checkpoint_dir)) if latest else None
+            raise TrainerError(ExitCode.DIVERGED, divergence_message(step, loss, where))
+        leaving = STOP.is_set() and step < total
+        if leaving or step % config.log_every == 0 or step == total:
+            progress.report(step, epoch, loss)
+        if chief and (leaving or (step % config.checkpoint_every == 0 and step < total)):
+            progress.saved(step, save(config, step))
+            last_saved = step
+        if leaving:
+            raise TrainerError(ExitCode.PREEMPTED, f"preempted: saved at step {step}")
+        pace.after(step)
+    if chief and last_saved != total:
+        progress.saved(total, save(config, total))
+    progress.report(total, config.epochs, loss, finished=True)
+    log("finished", steps=total)
+
+
+def serve(config: config_module.TrainConfig) -> None:
+    """A ParameterServer ps or worker task: serve until signalled, then on while the chief answers."""
+    role = config.role
+    log("serving", task=f"{role.task_type}:{role.index}")
+    STOP.wait()
+    chief = next(iter(role.cluster.get("chief", [])), None)
+    lingering = threading.Event()
+    timer = threading.Timer(config.server_linger_seconds, lingering.set)
+    timer.start()
+    while chief is not None and not lingering.is_set() and probe(chief, timeout=1.0) is Answer.ACCEPTS:
+        lingering.wait(0.2)
+    timer.cancel()
+    raise TrainerError(ExitCode.PREEMPTED, "stopped by a termination signal, served on while the chief was there")
+
+
+def evaluate(config: config_module.TrainConfig) -> None:
+    """The side-car evaluator: each new checkpoint scored; the final one once training says it finished."""
+    seen: str | None = None
+    while not STOP.is_set():
+        finished = bool((read_progress(config.checkpoint_dir) or {}).get("finished", False))
+        latest = latest_checkpoint(config)
+        if latest and latest[1] != seen:
+            seen = latest[1]
+            report_evaluation(config.checkpoint_dir, seen, {"accuracy": 0.5}, final=finished)
+        elif finished and seen is not None:
+            report_evaluation(config.checkpoint_dir, seen, {"accuracy": 0.5}, final=True)
+        if finished:
+            return
+        STOP.wait(EVALUATION_INTERVAL_SECONDS)
+    raise TrainerError(ExitCode.PREEMPTED, "stopped: the evaluator holds nothing to save")
+
+
+def run(config: config_module.TrainConfig) -> None:
+    role = config.role
+    has_chief = bool(role.cluster.get("chief"))
+    _Listener(role)
+    log("started", task=f"{role.task_type}:{role.index}", strategy="stand-in")
+    if role.task_type == "evaluator":
+        evaluate(config)
+        return
+    if role.task_type == "ps" or (role.task_type == "worker" and role.has_ps):
+        serve(config)
+        return
+    if role.has_ps:
+        servers = [address for kind in ("ps", "worker") for address in role.cluster.get(kind, [])]
+        wait_for_peers(servers, config.peer_wait_seconds, listening=True, stopped=STOP.is_set)
+    else:
+        own = role.cluster.get(role.task_type, [""])[role.index]
+        others = [a for kind in ("chief", "worker") for a in role.cluster.get(kind, []) if a != own]
+        wait_for_peers(others, config.peer_wait_seconds, listening=False, stopped=STOP.is_set)
+    train(config, (role.task_type, role.index) == reporting_task(has_chief))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
+
+    def parse_and_run() -> None:
+        config = config_module.parse(argv)
+        serve_progress_if_reporting(config.role)
+        run(config)
+
+    return exit_code(parse_and_run)
+
+
+def entry() -> None:
+    exit_after(main)
+
+
+if __name__ == "__main__":
+    entry()
