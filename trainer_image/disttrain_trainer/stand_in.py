@@ -18,7 +18,8 @@ import math
 import signal
 import socket
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
 
@@ -41,6 +42,7 @@ DEFAULT_STEPS_PER_SECOND = 80  # about the trainer's MLP on the bundled digits: 
 DIGITS_TRAINING_EXAMPLES = 1437  # the bundled digits' training split (data.py), so the same steps an epoch
 TRAINING_FRACTION = 0.8  # of a synthetic data set, as data.py splits it
 EVALUATION_INTERVAL_SECONDS = 1.0
+SERVER_PROBE_SECONDS = 1.0
 STOP = threading.Event()
 
 
@@ -101,6 +103,23 @@ class _Listener:
             connection.close()
 
 
+class _ServersWatch:
+    """A ParameterServer chief's servers, probed once a second: one that stops accepting is a lost peer, as a lost
+    PS fails TensorFlow's coordinator (a lost worker's steps go elsewhere)."""
+
+    def __init__(self, servers: Sequence[str], clock: Callable[[], float] = time.monotonic) -> None:
+        self._servers, self._clock = list(servers), clock
+        self._next = clock() + SERVER_PROBE_SECONDS
+
+    def check(self) -> None:
+        if not self._servers or self._clock() < self._next:
+            return
+        self._next = self._clock() + SERVER_PROBE_SECONDS
+        lost = [server for server in self._servers if probe(server, timeout=1.0) is not Answer.ACCEPTS]
+        if lost:
+            raise TrainerError(ExitCode.PEER_LOST, f"a peer was lost: {', '.join(lost)}")
+
+
 def train(config: config_module.TrainConfig, chief: bool) -> None:
     """Steps from the latest checkpoint to the last; the chief reports, saves, and saves again on SIGTERM."""
     per_epoch = steps_per_epoch(config)
@@ -118,6 +137,7 @@ def train(config: config_module.TrainConfig, chief: bool) -> None:
         restored=restored[1] if restored else None,
     )
     pace = Pace(config.max_steps_per_second or DEFAULT_STEPS_PER_SECOND, start)
+    servers = _ServersWatch(config.role.cluster.get("ps", []) if config.role.task_type == "chief" else [])
     log("training", strategy="stand-in", start=start, total=total)
     last_saved, loss = start, float("nan")
     for step in range(start + 1, total + 1):
@@ -136,6 +156,7 @@ def train(config: config_module.TrainConfig, chief: bool) -> None:
             last_saved = step
         if leaving:
             raise TrainerError(ExitCode.PREEMPTED, f"preempted: saved at step {step}")
+        servers.check()
         pace.after(step)
     if chief and last_saved != total:
         progress.saved(total, save(config, total))

@@ -82,3 +82,19 @@ def test_a_parameter_server_job_trains_on_its_chief_and_its_servers_leave_preemp
     finally:
         job.stop_all()
     assert job.progress()["step"] == 2 * STEPS_PER_EPOCH
+
+
+def test_a_parameter_server_chief_whose_ps_is_gone_exits_peer_lost(tmp_path: Path) -> None:
+    counts = {"Chief": 1, "Worker": 1, "PS": 1}
+    args = ("--epochs", "50", "--max-steps-per-second", "20", "--server-linger-seconds", "1")
+    job = _job(tmp_path, counts, *args, strategy="ParameterServer")
+    labels = {process.replica_type.value: label for label, process in job.processes.items()}
+    try:
+        for label in job.processes:
+            job.start(label)
+        job.wait_for_step(5, timeout=30)
+        job.kill(labels["PS"])
+        assert job.wait(labels["Chief"], timeout=30) == ExitCode.PEER_LOST
+    finally:
+        job.stop_all()
+    assert "a peer was lost" in job.output(labels["Chief"])
