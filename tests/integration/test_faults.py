@@ -1,7 +1,11 @@
-"""Fault injection through the real operator, API server and process node, with real TensorFlow.
+"""Fault injection through the real operator, API server and process node.
 
 Every scenario breaks something mid-training and must still end Succeeded with exactly the step
-count of an uninterrupted run: nothing lost, nothing repeated past the last checkpoint.
+count of an uninterrupted run: nothing lost, nothing repeated past the last checkpoint. Where only what the
+operator decides is tested (a ParameterServer's evictions, the operator, the API server or the leader going
+away) the job runs the stand-in trainer (`disttrain-stand-in`, the trainer's contract without TensorFlow);
+the rest run the trainer, as their outcome hangs on MultiWorkerMirrored's lockstep, which the stand-in's
+workers do not keep. The real node runs each class of fault with the trainer image.
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ pytestmark = [
     pytest.mark.tensorflow,
     pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="needs the trainer extra"),
 ]
+STAND_IN = "disttrain-stand-in"
+TRAINER = "disttrain-train"
 
 STEPS_PER_EPOCH = 1437 // 64  # the bundled digits' training split at the default batch
 JOB = "faulty"
@@ -63,17 +69,19 @@ def _submit(
     labels: dict[str, str] | None = None,
     cpu: str | None = None,
     run_policy: dict[str, Any] | None = None,
+    command: str = TRAINER,
 ) -> int:
     """A job that checkpoints every 50 steps; returns its total step count. `every_worker`: the job succeeds
     once every worker did, so that none still running at the chief's end is stopped by the cleanup. `extra`:
     more of the trainer's arguments. `labels` on the job, and `cpu` requested by each pod, for a queue;
-    `run_policy`: more of its fields."""
+    `run_policy`: more of its fields; `command`: the stand-in, or the trainer."""
     args = ["--model", "mlp", "--dataset", "digits", "--epochs", str(epochs)]
     args += ["--checkpoint-every", str(checkpoint_every), *extra]
     manifest = job_manifest(name, strategy, counts, [*args, "--log-every", "5"])
     for spec in manifest["spec"]["replicaSpecs"].values():
         spec["restartPolicy"] = "ExitCode"
         spec["template"]["spec"]["automountServiceAccountToken"] = False
+        spec["template"]["spec"]["containers"][0]["command"] = [command]
         if cpu is not None:
             spec["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": cpu}}
     manifest["spec"]["runPolicy"] = {"backoffLimit": backoff_limit, **(run_policy or {})}
@@ -139,7 +147,14 @@ def test_parameter_server_absorbs_an_evicted_worker_and_resumes_an_evicted_ps_wh
     # The status shows progress up to 3 s late (a poll a second, count-only writes every 2 s): 60 epochs leave
     # over a thousand steps after the evictions, so that the job cannot finish before the PS's reaches it.
     total = _submit(
-        process_cluster, process_namespace, "ParameterServer", counts, epochs=60, checkpoint_every=5000, backoff_limit=0
+        process_cluster,
+        process_namespace,
+        "ParameterServer",
+        counts,
+        epochs=60,
+        checkpoint_every=5000,
+        backoff_limit=0,
+        command=STAND_IN,
     )
     _at_step(process_cluster, process_namespace, 40)
     chief_uid = _uids(process_cluster, process_namespace)[f"{JOB}-chief-0"]
@@ -163,7 +178,13 @@ def test_the_operator_and_the_api_server_going_away_mid_job_cost_nothing(
     """The operator killed and started again, and then the API server restarted, under one running job: no
     duplicate pod, no restart."""
     total = _submit(
-        process_cluster, process_namespace, "MultiWorkerMirrored", {"Worker": 2}, epochs=100, every_worker=True
+        process_cluster,
+        process_namespace,
+        "MultiWorkerMirrored",
+        {"Worker": 2},
+        epochs=100,
+        every_worker=True,
+        command=STAND_IN,
     )
     _at_step(process_cluster, process_namespace, 100)
     before = _uids(process_cluster, process_namespace)
@@ -318,7 +339,13 @@ def test_the_standby_replica_takes_over_mid_job_without_duplicates(
         wait_for("operator-a to lead", lambda: _lease_holder(process_cluster).startswith("operator-a_"))
         standby.start()
         total = _submit(
-            process_cluster, process_namespace, "MultiWorkerMirrored", {"Worker": 2}, epochs=80, every_worker=True
+            process_cluster,
+            process_namespace,
+            "MultiWorkerMirrored",
+            {"Worker": 2},
+            epochs=80,
+            every_worker=True,
+            command=STAND_IN,
         )
         _at_step(process_cluster, process_namespace, 100)
         before = _uids(process_cluster, process_namespace)
