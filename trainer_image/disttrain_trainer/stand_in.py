@@ -92,7 +92,7 @@ class _Listener:
     def __init__(self, role: config_module.Role) -> None:
         own = role.cluster.get(role.task_type, [])
         port = int(own[role.index].rpartition(":")[2]) if own else 0
-        self._socket = socket.create_server(("", port), reuse_port=False) if port else None
+        self._socket = socket.create_server(("", port)) if port else None
         if self._socket is not None:
             threading.Thread(target=self._accept, name="stand-in-server", daemon=True).start()
 
