@@ -66,6 +66,11 @@ class TrainConfig:
     max_steps_per_second: int | None = None
 
 
+def shared_checkpoints(config: TrainConfig) -> Path:
+    """Where the chief saves, and every role restores from: `<checkpoint dir>/ckpt`."""
+    return config.checkpoint_dir / "ckpt"
+
+
 def parse_role(raw: str | None) -> Role:
     if not raw:
         return Role()

@@ -26,7 +26,7 @@ import tensorflow as tf
 from disttrain_contract.divergence import divergence_message
 from disttrain_contract.exit_codes import ExitCode, TrainerError
 from disttrain_trainer import models
-from disttrain_trainer.config import TrainConfig
+from disttrain_trainer.config import TrainConfig, shared_checkpoints
 from disttrain_trainer.data import DataSet, batch_of_step, training_pipeline, training_set
 from disttrain_trainer.pace import Pace
 from disttrain_trainer.preemption import STOP, SaveTogether, linger_while
@@ -34,10 +34,6 @@ from disttrain_trainer.reporting import ProgressReporter, log, read_progress, re
 from disttrain_trainer.strategies import local_devices
 
 EVALUATION_INTERVAL_SECONDS = 5.0
-
-
-def shared_checkpoints(config: TrainConfig) -> Path:
-    return config.checkpoint_dir / "ckpt"
 
 
 def steps_per_epoch(config: TrainConfig, data: DataSet) -> int:

@@ -57,13 +57,9 @@ def _train(config: config_module.TrainConfig) -> None:
         loop.evaluate_alongside(config, dataset)
         return
     name = strategies.strategy_name(config)
-    if name == "parameter-server":
-        servers = [address for kind in ("ps", "worker") for address in role.cluster.get(kind, [])]
-        peers.wait_for_peers(servers, config.peer_wait_seconds, listening=True, stopped=_sigterm_pending)
-    elif name == "multi-worker-mirrored":
-        own = role.cluster[role.task_type][role.index]
-        others = [address for kind in ("chief", "worker") for address in role.cluster.get(kind, []) if address != own]
-        peers.wait_for_peers(others, config.peer_wait_seconds, listening=False, stopped=_sigterm_pending)
+    if name in ("parameter-server", "multi-worker-mirrored"):
+        addresses, listening = peers.peers_before_training(role, parameter_server=name == "parameter-server")
+        peers.wait_for_peers(addresses, config.peer_wait_seconds, listening=listening, stopped=_sigterm_pending)
     strategy = strategies.create(name, config)
     _listen_for_sigterm()
     if preemption.STOP.is_set():

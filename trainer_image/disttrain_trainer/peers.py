@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from disttrain_contract.exit_codes import ExitCode, TrainerError
+from disttrain_trainer.config import Role
 from disttrain_trainer.reporting import log
 
 LOG_EVERY_SECONDS = 10.0
@@ -44,6 +45,15 @@ def probe(address: str, timeout: float) -> Answer:
         return Answer.UNRESOLVED
     except (OSError, ValueError):
         return Answer.SILENT
+
+
+def peers_before_training(role: Role, *, parameter_server: bool) -> tuple[list[str], bool]:
+    """The addresses a training task waits for, and whether each must accept connections: a ParameterServer
+    coordinator's servers must; MultiWorkerMirrored's other workers need only answer."""
+    if parameter_server:
+        return [address for kind in ("ps", "worker") for address in role.cluster.get(kind, [])], True
+    own = role.cluster.get(role.task_type, [""])[role.index]
+    return [address for kind in ("chief", "worker") for address in role.cluster.get(kind, []) if address != own], False
 
 
 def wait_for_peers(
