@@ -13,7 +13,7 @@ its log is kept (`unkept`): no finalizer holds it, and its log goes with it."""
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from disttrain_core.api.job import DistTrainJob
@@ -23,6 +23,7 @@ from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.naming import pod_name
 from disttrain_core.builders.objects import owned_objects
 from disttrain_core.observed import PodView
+from disttrain_core.restarts import in_place
 from disttrain_core.restarts.decision import Restart, decide, held_back, past_in_place_grace, pause_end
 from disttrain_core.status_from_pods import (
     condition_holds,
@@ -47,6 +48,7 @@ class Plan:
     fail: Verdict | None = None
     delete_job: bool = False
     wake_at: datetime | None = None
+    outrun: tuple[tuple[str, int], ...] = ()  # restarts in place the job outran, to count (`in_place.outrun`)
 
 
 def cleanup(job: DistTrainJob, pods: Sequence[PodView]) -> list[str]:
@@ -132,7 +134,26 @@ def plan(
 ) -> Plan:
     """The next actions for a job whose status was just aggregated from the same pods; `awaited`: the
     names of pods created but not in the view yet; `unkept`: the uids of pods that ended and whose log is
-    not kept yet, which stay until it is (the kept-log keeper wakes the job then)."""
+    not kept yet, which stay until it is (the kept-log keeper wakes the job then). Restarts in place that
+    its pods outran are counted whatever the job's state."""
+    actions = _actions(
+        job, pods, children, settings, now=now, handled=handled, awaited=awaited, unkept=unkept, stuck_after=stuck_after
+    )
+    return replace(actions, outrun=in_place.outrun(pods, handled))
+
+
+def _actions(
+    job: DistTrainJob,
+    pods: Sequence[PodView],
+    children: Collection[ObjectRef],
+    settings: BuildSettings,
+    *,
+    now: datetime,
+    handled: Collection[str],
+    awaited: Collection[str],
+    unkept: Collection[str],
+    stuck_after: timedelta,
+) -> Plan:
     run_policy = job.spec.run_policy
     keeping = [pod for pod in pods if pod.uid in unkept]
     winding_down = _winding_down(job, pods, keeping, now)

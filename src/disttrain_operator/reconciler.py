@@ -33,7 +33,7 @@ from disttrain_core.planner import STUCK_TERMINATING, Plan, plan
 from disttrain_core.progress import Report
 from disttrain_core.restarts.decision import acts_on_losses
 from disttrain_core.restarts.in_place import counted_patch, run_key
-from disttrain_core.restarts.record import record_restart
+from disttrain_core.restarts.record import record_outrun, record_restart
 from disttrain_core.served import JobShape, is_served
 from disttrain_core.status_from_pods import aggregate, failed_status, with_unkept_logs
 from disttrain_core.tensorboard_status import TensorBoardView, is_tensorboard_object, with_tensorboard
@@ -311,7 +311,7 @@ class Reconciler:
             return None
         retry = self._delete(body, memory, next_plan, pods, expected)
         retry = self._count_in_place(body, memory, next_plan, pods) or retry
-        status = _with_restart(memory, status, next_plan, now, generation)
+        status = record_outrun(_with_restart(memory, status, next_plan, now, generation), pods, next_plan.outrun)
         creates = self._to_create(memory, next_plan, expected, generation)
         wakes = [] if next_plan.wake_at is None else [next_plan.wake_at]
         if any(object_key(manifest) in expected for manifest in next_plan.create):  # should one never show up
@@ -457,19 +457,18 @@ class Reconciler:
     def _count_in_place(
         self, body: Body, memory: JobMemory, next_plan: Plan, pods: Sequence[PodView]
     ) -> TransientApiError | None:
-        """The restart's pods that restart in place: the ends of their runs it covers are handled from now on
-        (an end still to come too, however soon it comes), and written on each pod, for an operator that reads
-        them afresh (`in_place.RUNS_COUNTED`). A pod gone or replaced meanwhile takes no note."""
-        restart = next_plan.restart
-        if restart is None:
-            return None
+        """The restart's pods that restart in place, and the restarts in place the job outran: the ends of their
+        runs it covers are handled from now on (an end still to come too, however soon it comes), and written on
+        each pod, for an operator that reads them afresh (`in_place.RUNS_COUNTED`). A pod gone or replaced
+        meanwhile takes no note."""
+        counts = [*(next_plan.restart.in_place if next_plan.restart is not None else ()), *next_plan.outrun]
         retry: TransientApiError | None = None
         namespace, by_name = body["metadata"]["namespace"], {pod.name: pod for pod in pods}
-        for name, counted in restart.in_place:
+        for name, counted in counts:
             pod = by_name[name]
             runs = pod.runs
             assert runs is not None  # the planner chose it for its runs
-            memory.handled.update(run_key(pod.uid, run) for run in range(runs.ended + 1, counted + 1))
+            memory.handled.update(run_key(pod.uid, run) for run in range(runs.counted + 1, counted + 1))
             try:
                 self._kube.patch_pod(namespace, name, counted_patch(pod.uid, counted))
             except TransientApiError as error:

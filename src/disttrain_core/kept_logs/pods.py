@@ -74,15 +74,15 @@ def to_follow(body: Body) -> bool:
 
 
 def previous_run_due(body: Body) -> int | None:
-    """In a pod that restarts in place and keeps its logs, while its trainer runs again, the count of its runs
-    that ended: the log of the last of them is to be kept now, as the run before the current, which the kubelet
-    keeps; else None."""
+    """In a pod that restarts in place and keeps its logs, while its trainer runs again (or once the pod ended,
+    which its next run may do before any watch saw it run), the count of its runs before the current: the log
+    of the last of them is to be kept now, as the run before the current, which the kubelet keeps; else None."""
     run = run_index(body)
     if not run or not keeps_log(body.get("metadata") or {}):
         return None
     status = container_status(body)
-    running = "running" in (status.get("state") or {})
-    return run if running and (status.get("lastState") or {}).get("terminated") else None
+    again = "running" in (status.get("state") or {}) or ended(body)
+    return run if again and (status.get("lastState") or {}).get("terminated") else None
 
 
 def previous_run(body: Body, run: int) -> Body:

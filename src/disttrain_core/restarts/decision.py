@@ -199,8 +199,10 @@ def decide(
 ) -> Decision:
     """The one restart question the planner asks. A restart in place that earns a pause (`record.restart_backoff`)
     recreates every pod instead: the pause holds each back, as it holds a recreated one. A stall is looked at only
-    where no pod failed."""
-    handled = frozenset({*handled, *(pod.uid for pod in pods if in_place.end_counted(pod))})
+    where no pod failed. A pod the restart before covered in place that is then deleted (a drain evicts pods one by
+    one) is part of that restart, as its end would be (`in_place.loss_covered`)."""
+    covered = (pod.uid for pod in pods if in_place.end_counted(pod) or in_place.loss_covered(pod))
+    handled = frozenset({*handled, *covered})
     restart = restart_for(job, pods, handled, awaited, in_place.previous_runs(pods))
     if restart is not None and restart.in_place and restart_backoff(job.status.restart_backoff, now).quick_restarts:
         restart = restart.replacing()

@@ -15,7 +15,7 @@ or failed outright, is recreated as before; so is every pod of a restart that ea
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -130,6 +130,27 @@ def _previous_run(pod: PodView) -> PodView:
         run_log_due=None,
         log_due_body=None,
         runs=None,
+    )
+
+
+def loss_covered(pod: PodView) -> bool:
+    """A pod deleted while owed a restart in place (`PodView.owed_restart_in_place`): the restart that counted the
+    end of its current run covers its loss, and it is made again once it is gone."""
+    return pod.deleting and pod.runs is not None and pod.runs.owed
+
+
+def outrun(pods: Sequence[PodView], handled: Collection[str]) -> tuple[tuple[str, int], ...]:
+    """Pods that ended after restarting in place on runs no restart counted: the kubelet restarted the trainer and
+    its next run ended the pod before the operator saw the end before. Each with the count of its runs that
+    ended before its last, which the job's status counts as restarts (`record.record_outrun`) and the pod's
+    note holds from then on (`RUNS_COUNTED`)."""
+    return tuple(
+        (pod.name, pod.runs.ended - 1)
+        for pod in pods
+        if pod.ended
+        and pod.runs is not None
+        and pod.runs.ended - 1 > pod.runs.counted
+        and run_key(pod.uid, pod.runs.ended - 1) not in handled
     )
 
 

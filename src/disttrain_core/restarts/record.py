@@ -88,6 +88,26 @@ def record_restart(
     return status.model_copy(update={**update, "restart_backoff": backoff})
 
 
+def record_outrun(
+    status: DistTrainJobStatus, pods: Sequence[PodView], outrun: Sequence[tuple[str, int]]
+) -> DistTrainJobStatus:
+    """The restarts in place the job's pods outran (`in_place.outrun`: each pod's runs counted through), counted
+    in restartCount and against each pod's type as the kubelet made them; the conditions and phase stay as
+    the pods make them, which ran on."""
+    if not outrun:
+        return status
+    by_name = {pod.name: pod for pod in pods}
+    counts, total = dict(status.replica_statuses), 0
+    for name, through in outrun:
+        pod = by_name[name]
+        assert pod.runs is not None  # the planner chose it for its runs
+        more = through - pod.runs.counted
+        current = counts.get(pod.replica_type, ReplicaStatus())
+        counts[pod.replica_type] = current.model_copy(update={"restarts": current.restarts + more})
+        total += more
+    return status.model_copy(update={"restart_count": status.restart_count + total, "replica_statuses": counts})
+
+
 def resumes_from(status: DistTrainJobStatus) -> str:
     """Where a restart decided now resumes, as far as the trainer said: its last checkpoint's step, and the
     steps it trains again. Reports reach the status up to a poll late: a checkpoint saved since the last one

@@ -10,13 +10,13 @@ from typing import Any
 from disttrain_contract.exit_codes import ExitCode
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType
-from disttrain_core.api.tenant_input import ATTEMPT, RUNS_COUNTED
+from disttrain_core.api.tenant_input import ATTEMPT, LOG_MAX_BYTES, RUNS_COUNTED
 from disttrain_core.builders import objects
 from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.observed import PodPhase, PodView, Runs, pod_view, restarts_on
 from disttrain_core.planner import Plan, plan
 from disttrain_core.restarts import in_place
-from disttrain_core.restarts.record import record_restart
+from disttrain_core.restarts.record import record_outrun, record_restart
 from disttrain_core.status_from_pods import aggregate
 from support.job_builder import JobBuilder
 
@@ -214,3 +214,51 @@ def test_a_count_a_tenant_wrote_on_its_pod_harms_only_that_job() -> None:
     inflated = [_worker(0, ended=1, counted=2**31 - 1), _worker(1, ended=1, counted=1)]
     late = plan(job, inflated, [], IN_PLACE, now=NOW + in_place.IN_PLACE_GRACE)
     assert (late.delete, late.restart, late.fail) == (["job-worker-0", "job-worker-1"], None, None)
+
+
+def test_a_drain_that_evicts_a_pod_the_restart_covered_in_place_adds_no_disruption() -> None:
+    """A drain evicts a job's pods one by one: the first eviction restarts the job, worker 0 in place, and the
+    eviction of worker 0 that follows is part of that restart, made again once it is gone, not a second one."""
+    job = _job()
+    evicted = replace(_worker(1), deleting=True, disruption="EvictionByEvictionAPI")
+    first = _plan(job, [_worker(0), evicted])
+    assert first.restart is not None and first.restart.in_place == (("job-worker-0", 1),)
+    status = record_restart(
+        aggregate(job, [], created=True, now=NOW), first.restart.failed, "evicted", NOW, 1, disruption="Evicted"
+    )
+    then = job.model_copy(update={"status": status})
+    owed_then_evicted = replace(_worker(0, counted=1), deleting=True, disruption="EvictionByEvictionAPI")
+    handled = frozenset({evicted.uid, in_place.run_key("uid-0", 1)})
+    second = plan(then, [owed_then_evicted, evicted], [], IN_PLACE, now=NOW + timedelta(seconds=1), handled=handled)
+    assert (second.restart, second.fail) == (None, None)
+    unowed = replace(owed_then_evicted, runs=Runs(ended=1, counted=1))  # its restart in place came: a loss of its own
+    assert _plan(then, [unowed, evicted], handled=handled).restart is not None
+
+
+def _succeeded(restarts: int, counted: str) -> dict[str, Any]:
+    body = _body(restarts=restarts, counted=counted)
+    body["metadata"]["annotations"][LOG_MAX_BYTES] = "1000"
+    body["status"]["phase"] = "Succeeded"
+    body["status"]["containerStatuses"][0]["state"] = {"terminated": {"exitCode": 0, "reason": "Completed"}}
+    return body
+
+
+def test_a_restart_in_place_the_job_outran_is_counted_once_and_its_run_s_log_kept() -> None:
+    """The kubelet restarted worker 0 on its exit code and the next run succeeded before any plan saw the first
+    end: the job's status counts that restart (restartCount and the Worker's), the pod's note then holds it, and
+    the log of the run before the last is due."""
+    job = JobBuilder().counts({"Worker": 1}, restartPolicy="ExitCode").job()
+    view = pod_view(_succeeded(restarts=1, counted="0"))
+    assert view is not None and view.runs is not None and (view.runs.ended, view.runs.counted) == (2, 0)
+    assert view.run_log_due == 1
+    decided = _plan(job, [view])
+    assert (decided.outrun, decided.restart, decided.delete) == ((("job-worker-0", 1),), None, [])
+    status = record_outrun(aggregate(job, [view], created=True, now=NOW), [view], decided.outrun)
+    assert (status.phase, status.restart_count, status.replica_statuses[ReplicaType.WORKER].restarts) == (
+        "Succeeded",
+        1,
+        1,
+    )
+    assert _plan(job, [view], handled=frozenset({in_place.run_key(view.uid, 1)})).outrun == ()
+    noted = pod_view(_succeeded(restarts=1, counted="1"))
+    assert noted is not None and _plan(job, [noted]).outrun == ()
