@@ -46,18 +46,18 @@ from disttrain.progress_view import progress_view
 from disttrain.shipped_function import ship
 from disttrain.train_job import train_objects
 from disttrain_contract.timestamps import parse_time
+from disttrain_core import naming
 from disttrain_core.api import yaml_io
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType
 from disttrain_core.api.status import ConditionStatus, ConditionType
-from disttrain_core.builders import naming
-from disttrain_core.builders.naming import JOB_NAME_LABEL
 from disttrain_core.builders.objects import owner_references
 from disttrain_core.builders.tensorboard import (
     TENSORBOARD_OF_LABEL,
     TENSORBOARD_PORT,
     tensorboard_name,
 )
+from disttrain_core.naming import JOB_NAME_LABEL
 from disttrain_core.observed import pod_ready
 from disttrain_core.summary import kept_log_command
 from disttrain_kube.api_errors import NO_ANSWER, ResourceExpiredError, TransientApiError

@@ -4,7 +4,7 @@ unkept leaves a gap), then the pod there is now if its log is not kept yet. Kept
 and (with `logs.ttlSecondsAfterJobDeleted`) the job. disttrain_core.kept_logs says what a record holds.
 
 In ConfigMaps they are listed by label. On the checkpoint volume (`logs.destination: CheckpointVolume`)
-they are read through a short-lived pod (disttrain_core.kept_logs.reader_pod) that mounts the claim
+they are read through a short-lived pod (disttrain_core.builders.log_reader_pod) that mounts the claim
 read-only, since nothing else can read a claim: the client creates it, waits for it to end, reads its log
 and deletes it. That needs the right to create and delete pods in the job's namespace, and a job that
 still exists (the pod is built from its spec); once the job is gone, its logs stay on the volume for any
@@ -29,8 +29,8 @@ from disttrain_core import kept_logs
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType
 from disttrain_core.api.tenant_input import PodLogNotes
-from disttrain_core.builders.naming import JOB_NAME_LABEL
-from disttrain_core.kept_logs.reader_pod import reader_pod
+from disttrain_core.builders.log_reader_pod import reader_pod
+from disttrain_core.naming import JOB_NAME_LABEL
 from disttrain_kube.rest import PODS_PATH, Kube
 
 _CONFIG_MAPS_PATH = "/api/v1/namespaces/{namespace}/configmaps"

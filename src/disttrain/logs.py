@@ -18,7 +18,7 @@ from disttrain.kept_log_reader import Attempt, KeptLog, live_attempt
 from disttrain.pod_reads import read_pod, wait_for_pod_change
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType, trainer_container
-from disttrain_core.builders.naming import pod_name
+from disttrain_core.naming import pod_name
 from disttrain_core.observed import container_status
 from disttrain_core.progress import reporting_task
 from disttrain_core.summary import replica_pods

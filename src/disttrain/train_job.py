@@ -17,8 +17,8 @@ from disttrain.shipped_function import ShippedFunction
 from disttrain_contract.shipped_call import CALL_FILE, FUNCTION_FILE, RUN_FUNCTION_COMMAND
 from disttrain_core.api.job import API_VERSION, KIND, DistTrainJob
 from disttrain_core.api.spec import TRAINER_CONTAINER, ReplicaType, Strategy
-from disttrain_core.builders.naming import JOB_NAME_LABEL
 from disttrain_core.kueue import QUEUE_LABEL
+from disttrain_core.naming import JOB_NAME_LABEL
 
 FUNCTION_MOUNT = "/etc/disttrain/function"
 MAX_PARAMETERS_BYTES = 128 * 1024

@@ -15,11 +15,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from disttrain_core import naming
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaSpec, ReplicaType
 from disttrain_core.api.status import JobPhase
 from disttrain_core.api.tenant_input import as_list, as_mapping
-from disttrain_core.builders import naming
 from disttrain_core.builders.objects import owner_references
 from disttrain_core.status_from_pods import is_finished
 from disttrain_core.types import Manifest, Verdict

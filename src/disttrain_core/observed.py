@@ -19,11 +19,11 @@ from disttrain_contract.divergence import DIVERGED_FIELD
 from disttrain_contract.exit_codes import ExitCode
 from disttrain_contract.progress import ERROR_FIELD
 from disttrain_contract.timestamps import parse_time
+from disttrain_core import naming
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import MAX_ATTEMPT, ReplicaType
 from disttrain_core.api.status import MAX_DISRUPTION_REASON, Evaluation
 from disttrain_core.api.tenant_input import PodLogNotes, PodRunNotes, as_list, as_mapping
-from disttrain_core.builders import naming
 from disttrain_core.kept_logs import essentials, log_due, previous_run_due, run_index
 from disttrain_core.progress import Report, parse_evaluation, parse_report
 from disttrain_core.types import Body

@@ -20,8 +20,8 @@ from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import CleanPodPolicy, ReplicaType, Strategy
 from disttrain_core.api.status import ConditionType
 from disttrain_core.builders.build_settings import BuildSettings
-from disttrain_core.builders.naming import pod_name
 from disttrain_core.builders.objects import owned_objects
+from disttrain_core.naming import pod_name
 from disttrain_core.observed import PodView
 from disttrain_core.restarts import in_place
 from disttrain_core.restarts.decision import Restart, decide, held_back, past_in_place_grace, pause_end

@@ -16,8 +16,8 @@ from disttrain_contract.timestamps import format_time
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType
 from disttrain_core.api.status import JobPhase
-from disttrain_core.builders.naming import pod_name
 from disttrain_core.kueue import queue_name
+from disttrain_core.naming import pod_name
 
 
 def summary(job: DistTrainJob) -> dict[str, Any]:

@@ -12,8 +12,8 @@ from typing import Any
 
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.status import ConditionType, DistTrainJobStatus, TensorBoardStatus
-from disttrain_core.builders.naming import JOB_NAME_LABEL
 from disttrain_core.builders.tensorboard import TENSORBOARD_OF_LABEL, TENSORBOARD_PORT, tensorboard_name
+from disttrain_core.naming import JOB_NAME_LABEL
 from disttrain_core.status_from_pods import with_condition
 from disttrain_core.types import Manifest, Verdict
 

@@ -12,9 +12,9 @@ from typing import Any
 
 from disttrain_core.api import tfjob
 from disttrain_core.api.job import GROUP, PLURAL, VERSION
-from disttrain_core.builders.naming import JOB_NAME_LABEL
 from disttrain_core.claims import ClaimView, claim_view
 from disttrain_core.kueue import WORKLOAD_API_VERSION, WorkloadView, workload_view
+from disttrain_core.naming import JOB_NAME_LABEL
 from disttrain_core.observed import PodView, pod_view
 from disttrain_core.tensorboard_status import TensorBoardView, tensorboard_view
 from disttrain_core.types import JobKey, ObjectRef

@@ -29,8 +29,8 @@ import yaml
 
 from disttrain import Client
 from disttrain_contract.progress import DEFAULT_PROGRESS_PORT
+from disttrain_core import naming
 from disttrain_core.api.crd import KEPT_ON_UNINSTALL
-from disttrain_core.builders import naming
 from disttrain_core.images import VERSION
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import containerd, images, network_policy_controller, node_kinds, readme, real_node, versions

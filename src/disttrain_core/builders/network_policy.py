@@ -10,8 +10,8 @@ where the cluster's own policies say who may talk to whom."""
 
 from __future__ import annotations
 
+from disttrain_core import naming
 from disttrain_core.api.job import DistTrainJob
-from disttrain_core.builders import naming
 from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.types import Manifest
 

@@ -14,11 +14,11 @@ from disttrain_contract.progress import (
     PROGRESS_PORT_ENV,
     TERMINATION_MESSAGE_ENV,
 )
-from disttrain_core import kept_logs
+from disttrain_core import kept_logs, naming
 from disttrain_core.api import tfjob
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType, trainer_container
-from disttrain_core.builders import gpus, naming, network_policy, tensorboard, volume_readers
+from disttrain_core.builders import gpus, network_policy, tensorboard, volume_readers
 from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.gang import GANG_KINDS
 from disttrain_core.builders.tfconfig import TFConfigs

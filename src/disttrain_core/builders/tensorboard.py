@@ -12,8 +12,9 @@ the job's own namespace to it.
 
 from __future__ import annotations
 
+from disttrain_core import naming
 from disttrain_core.api.job import GROUP, DistTrainJob
-from disttrain_core.builders import naming, volume_readers
+from disttrain_core.builders import volume_readers
 from disttrain_core.types import Manifest
 
 TENSORBOARD_DIR_ENV = "DISTTRAIN_TENSORBOARD_DIR"

@@ -21,7 +21,7 @@ from typing import Any
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType
 from disttrain_core.builders.build_settings import BuildSettings
-from disttrain_core.builders.naming import pod_name, service_name
+from disttrain_core.naming import pod_name, service_name
 
 
 def task_address(job: DistTrainJob, replica_type: ReplicaType, index: int, settings: BuildSettings) -> str:

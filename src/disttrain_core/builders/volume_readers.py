@@ -5,9 +5,9 @@ Standard."""
 
 from __future__ import annotations
 
+from disttrain_core import naming
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import trainer_container
-from disttrain_core.builders import naming
 from disttrain_core.progress import reporting_task
 from disttrain_core.types import Manifest
 

@@ -8,10 +8,10 @@ made; an attempt's kept log is its record.
 - `pods`: what a pod carries so that its log is kept, and when that is due;
 - `policy`: what a job may keep, and the sweep of those that outlive their job;
 - `essentials`: what of a pod or a kept log these read, all the operator holds of either;
-- `volume` and `reader_pod`: the logs on the checkpoint volume.
+- `volume`: the logs on the checkpoint volume, which a pod the builders make reads back
+  (`disttrain_core.builders.log_reader_pod`).
 
-The operator's keeper and the client's reader are thin I/O shells over these; `reader_pod` is imported
-from its module, as it builds on the job's own objects.
+The operator's keeper and the client's reader are thin I/O shells over these.
 """
 
 from disttrain_core.kept_logs.essentials import essentials

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from disttrain_core import naming
 from disttrain_core.api.tenant_input import JOB_GONE_SINCE, OPERATOR_POD_ANNOTATIONS
-from disttrain_core.builders import naming
 from disttrain_core.kept_logs.names import (
     ENDED,
     EXIT_CODE,

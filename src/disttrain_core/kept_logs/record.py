@@ -12,9 +12,9 @@ from typing import Any
 
 from disttrain_contract.kept_logs import from_a_line
 from disttrain_contract.timestamps import format_micro_time, parse_time
+from disttrain_core import naming
 from disttrain_core.api.spec import LABEL_NAME_PATTERN, ReplicaType
 from disttrain_core.api.tenant_input import ATTEMPT, LOG_TTL, KeptLogNotes, PodLogNotes
-from disttrain_core.builders import naming
 from disttrain_core.kept_logs.names import (
     ENDED,
     EXIT_CODE,

@@ -1,6 +1,6 @@
 """Kept logs on the checkpoint volume (`logs.destination: CheckpointVolume`): the folder of each replica's
 attempts, and what its trainer is told to copy its log there (disttrain_contract.kept_logs says how);
-`reader_pod` reads them back."""
+`builders.log_reader_pod` reads them back."""
 
 from __future__ import annotations
 

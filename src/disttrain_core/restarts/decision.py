@@ -15,7 +15,7 @@ from datetime import datetime
 from disttrain_contract.exit_codes import ExitCode
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import FailureAction, ReplicaType, RestartScope
-from disttrain_core.builders.naming import pod_name
+from disttrain_core.naming import pod_name
 from disttrain_core.observed import PodView
 from disttrain_core.restarts import in_place
 from disttrain_core.restarts.record import restart_backoff

@@ -20,8 +20,8 @@ from disttrain_core.api.parsing import parse_job
 from disttrain_core.api.status import MAX_COUNT
 from disttrain_core.api.validation import InvalidManifestError, validated
 from disttrain_core.builders.build_settings import BuildSettings
-from disttrain_core.builders.naming import JOB_NAME_LABEL, REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL, pod_name
 from disttrain_core.builders.objects import desired_objects
+from disttrain_core.naming import JOB_NAME_LABEL, REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL, pod_name
 from disttrain_core.observed import own_pods, pod_view
 from disttrain_core.planner import plan
 from disttrain_core.progress import parse_progress

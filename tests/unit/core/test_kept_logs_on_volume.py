@@ -25,9 +25,9 @@ from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import MAX_LOG_BYTES, ReplicaType
 from disttrain_core.api.validation import InvalidManifestError, validated
 from disttrain_core.builders.build_settings import BuildSettings
+from disttrain_core.builders.log_reader_pod import READER_OF_LABEL, SCRIPT, reader_pod
 from disttrain_core.builders.objects import pod
 from disttrain_core.kept_logs import KEPT_ATTEMPTS_PER_REPLICA
-from disttrain_core.kept_logs.reader_pod import READER_OF_LABEL, SCRIPT, reader_pod
 from disttrain_trainer.log_copy import BoundedFile
 from support.job_builder import JobBuilder
 

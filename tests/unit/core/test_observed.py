@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from disttrain_core.api.spec import ReplicaType
-from disttrain_core.builders.naming import REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL
+from disttrain_core.naming import REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL
 from disttrain_core.observed import PodPhase, after_removal, pod_view
 from disttrain_core.status_from_pods import describe_failure
 

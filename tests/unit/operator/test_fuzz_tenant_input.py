@@ -22,8 +22,8 @@ from disttrain_core.api.spec import MAX_ATTEMPT, MAX_LOG_BYTES, MAX_SECONDS, MIN
 from disttrain_core.api.status import DistTrainJobStatus
 from disttrain_core.api.tenant_input import JOB_GONE_SINCE, LOG_MAX_BYTES, LOG_TTL, KeptLogNotes, PodLogNotes
 from disttrain_core.builders.build_settings import BuildSettings
-from disttrain_core.builders.naming import JOB_NAME_LABEL
 from disttrain_core.managers import managed_elsewhere
+from disttrain_core.naming import JOB_NAME_LABEL
 from disttrain_core.progress import parse_evaluation, parse_report
 from disttrain_operator.reconciler import Reconciler
 from disttrain_operator.status_writer import dump_status

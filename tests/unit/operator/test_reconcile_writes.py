@@ -16,8 +16,8 @@ from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType
 from disttrain_core.api.status import DistTrainJobStatus, JobPhase, UnkeptLogs
 from disttrain_core.builders.build_settings import BuildSettings
-from disttrain_core.builders.naming import replica_labels
 from disttrain_core.kueue import MULTIKUEUE, QUEUE_LABEL, workload, workload_view
+from disttrain_core.naming import replica_labels
 from disttrain_core.observed import PodPhase, PodView, Runs, Unschedulable, after_removal, pod_view
 from disttrain_core.types import ObjectRef, Verdict
 from disttrain_kube.api_errors import HTTP_CONFLICT, ConflictError, RefusedError

@@ -16,7 +16,7 @@ from disttrain.local.ports import free_port
 from disttrain_contract.divergence import report_divergence
 from disttrain_contract.exit_codes import ExitCode
 from disttrain_contract.progress import PROGRESS_PORT_ENV, TERMINATION_MESSAGE_ENV
-from disttrain_core.builders.naming import REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL
+from disttrain_core.naming import REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL
 from disttrain_core.observed import pod_view
 from disttrain_core.progress import Report, parse_progress, parse_report
 from disttrain_operator.progress_poller import NO_REPORT_YET, fetch_progress
