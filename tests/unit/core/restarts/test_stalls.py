@@ -1,4 +1,4 @@
-"""The progress deadline's clock at its edges, divergence, the rate and the time left: the pure status and plan."""
+"""The progress deadline's clock at its edges and what a stall calls for: the pure status and plan."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from disttrain_contract.exit_codes import ExitCode
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.parsing import parse_job
 from disttrain_core.api.spec import ReplicaType
@@ -179,60 +178,6 @@ def test_an_on_stall_rule_matches_no_failed_pod() -> None:
     assert decided.fail is None and decided.restart is not None  # OnFailure restarts it
 
 
-def test_a_diverged_trainer_fails_the_job_at_once_unless_a_rule_restarts_it() -> None:
-    message = "the loss became nan at step 512: training stopped there; the last finite checkpoint is ckpt/ckpt-500"
-    diverged = make_pod(
-        ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=int(ExitCode.DIVERGED), message=message, diverged=True
-    )
-    pods = [diverged, WORKERS[1]]
-    job = _seen(_seen(_job(), 0), 5, pods=pods)
-    failed = next(c for c in job.status.conditions if c.type is ConditionType.FAILED)
-    assert failed.reason == "Diverged" and "step 512" in failed.message and "ckpt/ckpt-500" in failed.message
-    rule = {"rules": [{"action": "RestartJob", "onExitCodes": {"operator": "In", "values": [5]}}]}
-    retried = _seen(_seen(_job(failurePolicy=rule), 0), 5, pods=pods)
-    assert not any(c.type is ConditionType.FAILED for c in retried.status.conditions)
-    assert _plan(retried, 5, pods=pods).restart is not None
-
-
-def test_exit_code_5_without_the_trainers_word_follows_the_restart_policy() -> None:
-    """Any program may exit 5: a TFJob's user code under OnFailure is retried, as TFJob retries it."""
-    five = make_pod(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=int(ExitCode.DIVERGED), message="bad input")
-    pods = [five, WORKERS[1]]
-    retried = _seen(_seen(_job(), 0), 5, pods=pods)
-    assert not any(c.type is ConditionType.FAILED for c in retried.status.conditions)
-    decided = _plan(retried, 5, pods=pods)
-    assert decided.fail is None and decided.restart is not None
-    never = JobBuilder().counts({"Worker": 2}, restartPolicy="Never").job()
-    failed = next(c for c in _seen(_seen(never, 0), 5, pods=pods).status.conditions if c.type is ConditionType.FAILED)
-    assert failed.reason == "ReplicaFailed" and "exit code 5" in failed.message
-    assert "restartPolicy is Never" in failed.message
-
-
-def test_the_rate_over_the_last_minute_gives_the_time_left() -> None:
-    job = _seen(_job(), 0)
-    for seconds in range(10, 130, 10):  # 2 steps a second
-        job = _seen(job, seconds, reported=_report(2 * seconds, seconds))
-    progress = job.status.progress
-    assert progress is not None
-    assert (progress.steps_per_second, progress.fraction_done) == (2.0, 0.24)
-    assert progress.estimated_remaining_seconds == (1000 - 240) // 2
-    job = _seen(job, 200, reported=_report(250, 200))  # slower now: the window forgets the fast start
-    progress = job.status.progress
-    # since the last point a minute or more before (step 240 at 120 s), not since the run's start (1.211)
-    assert progress is not None and progress.steps_per_second == round(10 / 80, 3), progress
-
-
-def test_a_trainer_cannot_write_the_operator_s_readings() -> None:
-    from disttrain_core.progress import parse_report  # noqa: PLC0415
-
-    report = parse_report('{"step": 5, "estimatedRemainingSeconds": 1, "lastAdvanceTime": "2030-01-01T00:00:00Z"}')
-    assert report is not None and report.progress == Progress(step=5)
-    saved = parse_report('{"step": 5, "checkpoint": {"step": 4, "time": "2026-01-01T00:00:00", "path": "ckpt/ckpt-4"}}')
-    assert saved is not None and saved.checkpoint == SavedCheckpoint(step=4, time=T0, path="ckpt/ckpt-4")
-    broken = parse_report('{"step": 5, "checkpoint": {"step": -1}}')
-    assert broken is not None and broken.checkpoint is None and broken.progress.step == 5
-
-
 def test_a_served_tfjob_takes_the_operator_s_default() -> None:
     """A TFJob has no progressDeadlineSeconds of its own: converted, it runs under the operator's default."""
     tfjob = {
@@ -297,21 +242,3 @@ def test_a_run_first_answered_past_its_allowance_has_its_allowance_from_the_answ
     job = _seen(job, 500, answered=T0 + timedelta(seconds=499))
     assert job.status.progress_answer_time == T0 + timedelta(seconds=390)  # the first answer of the run stays
     assert _stalled(_seen(job, 690)) is ConditionStatus.TRUE
-
-
-def test_the_time_left_goes_blank_while_no_step_comes() -> None:
-    """A stalled job does not show the time left measured before it stalled: a minute after its last step the
-    rate and the time left are blank, and the operator wakes then to write it."""
-    job = _seen(_job(), 0)
-    for seconds in range(10, 70, 10):
-        job = _seen(job, seconds, reported=_report(2 * seconds, seconds))
-    assert job.status.progress is not None and job.status.progress.estimated_remaining_seconds == (1000 - 120) // 2
-    assert _plan(job, 60).wake_at == T0 + timedelta(seconds=120)
-    quiet = _seen(job, 119, reported=_report(120, 60))
-    assert quiet.status.progress is not None and quiet.status.progress.estimated_remaining_seconds is not None
-    quiet = _seen(job, 120, reported=_report(120, 60))
-    assert quiet.status.progress is not None
-    assert (quiet.status.progress.estimated_remaining_seconds, quiet.status.progress.steps_per_second) == (None, None)
-    assert quiet.status.progress.step == 120 and _plan(quiet, 120).wake_at is None
-    moving = _seen(quiet, 130, reported=_report(140, 130))
-    assert moving.status.progress is not None and moving.status.progress.estimated_remaining_seconds is not None

@@ -1,16 +1,18 @@
-"""Status from pods: every rule of the pure aggregation."""
+"""Status from pods: every rule of the pure aggregation, a diverged trainer's failure, the rate and the time left."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
+from disttrain_contract.exit_codes import ExitCode
 from disttrain_core.api.job import DistTrainJob
-from disttrain_core.api.spec import ReplicaType, RestartPolicy
-from disttrain_core.api.status import ConditionStatus, ConditionType, Evaluation, JobPhase
+from disttrain_core.api.spec import ReplicaType
+from disttrain_core.api.status import ConditionStatus, ConditionType, Evaluation, JobPhase, Progress, SavedCheckpoint
 from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.observed import PodPhase, PodView
-from disttrain_core.planner import plan
-from disttrain_core.restarts.record import record_restart
+from disttrain_core.planner import Plan, plan
+from disttrain_core.progress import Report
 from disttrain_core.status_from_pods import aggregate, condition_holds
 from support.job_builder import T0, JobBuilder, make_job, make_pod, running_pods
 
@@ -130,46 +132,6 @@ def test_not_created_yet() -> None:
     assert status.phase is JobPhase.PENDING
 
 
-def test_a_restart_is_counted_and_shown_until_the_pods_run_again() -> None:
-    job = _next(make_job({"Worker": 2}), running_pods(ReplicaType.WORKER, 2), T0)
-    failed = [make_pod(ReplicaType.WORKER, 1, PodPhase.FAILED, exit_code=130)]
-    status = record_restart(job.status, failed, "worker-1 failed: the whole job restarts", T1, 3)
-    assert (status.restart_count, status.replica_statuses[ReplicaType.WORKER].restarts) == (1, 1)
-    assert status.phase is JobPhase.RESTARTING
-    restarting = job.model_copy(update={"status": status})
-    assert (
-        _next(restarting, [make_pod(ReplicaType.WORKER, 0, PodPhase.PENDING)], T1).status.phase is JobPhase.RESTARTING
-    )
-    recovered = _next(restarting, running_pods(ReplicaType.WORKER, 2), T1 + timedelta(minutes=1))
-    assert recovered.status.phase is JobPhase.RUNNING
-    restart_condition = next(c for c in recovered.status.conditions if c.type is ConditionType.RESTARTING)
-    assert (restart_condition.status, restart_condition.reason) == (ConditionStatus.FALSE, "Recovered")
-    assert restart_condition.message == (  # the cause stays on the job once the job runs again
-        "the restarted pods are running again after: worker-1 failed: the whole job restarts"
-    )
-    assert recovered.status.restart_count == 1
-
-
-def test_a_disruption_is_counted_apart_from_restarts_and_never_fails_the_job() -> None:
-    made = make_job({"Worker": 2})
-    never = {
-        kind: spec.model_copy(update={"restart_policy": RestartPolicy.NEVER})
-        for kind, spec in made.spec.replica_specs.items()
-    }
-    made = made.model_copy(update={"spec": made.spec.model_copy(update={"replica_specs": never})})
-    job = _next(made, running_pods(ReplicaType.WORKER, 2), T0)
-    evicted = make_pod(ReplicaType.WORKER, 1, PodPhase.FAILED, exit_code=143, disruption="TerminationByKubelet")
-    message = "worker-1 was taken away (TerminationByKubelet): the whole job restarts"
-    status = record_restart(job.status, [evicted], message, T1, 3, disruption="TerminationByKubelet")
-    assert (status.restart_count, status.disruptions, status.phase) == (0, 1, JobPhase.RESTARTING)
-    assert status.last_disruption is not None
-    assert (status.last_disruption.reason, status.last_disruption.time) == ("TerminationByKubelet", T1)
-    restarting = next(c for c in status.conditions if c.type is ConditionType.RESTARTING)
-    assert (restarting.reason, restarting.message) == ("Disrupted", message)
-    after = _next(job.model_copy(update={"status": status}), [evicted, *running_pods(ReplicaType.WORKER, 1)], T1)
-    assert after.status.phase is not JobPhase.FAILED  # a Never replica's failure would fail it
-
-
 def test_deadline_fails_a_running_job() -> None:
     job = _next(
         make_job({"Worker": 1}, runPolicy={"activeDeadlineSeconds": 60}), running_pods(ReplicaType.WORKER, 1), T0
@@ -257,3 +219,99 @@ def test_without_an_evaluator_or_an_end_time_success_is_at_once() -> None:
     )
     at_once = make_job({"Chief": 1, "Worker": 1, "PS": 1, "Evaluator": 1}, runPolicy={"finalEvaluationSeconds": 0})
     assert _next(at_once, _chief_done_evaluator(PodPhase.RUNNING)).status.phase is JobPhase.SUCCEEDED
+
+
+# A diverged trainer, the rate and the time left: the job as the operator leaves it after each reconcile.
+WORKERS = running_pods(ReplicaType.WORKER, 2)
+
+
+def _two_workers(**run_policy: Any) -> DistTrainJob:
+    return JobBuilder().counts({"Worker": 2}, restartPolicy="OnFailure").run_policy(**run_policy).job()
+
+
+def _seen(job: DistTrainJob, seconds: float, pods: list[PodView] = WORKERS, **kwargs: Any) -> DistTrainJob:
+    """The job after a reconcile `seconds` after T0; its trainer answers the progress poll (`answered`) unless
+    told otherwise, as disttrain's trainer does from its start."""
+    kwargs.setdefault("answered", T0 + timedelta(seconds=seconds))
+    status = aggregate(job, pods, True, T0 + timedelta(seconds=seconds), **kwargs)
+    return job.model_copy(update={"status": status})
+
+
+def _report(step: int, seconds: float) -> Report:
+    return Report(Progress(step=step, total_steps=1000, update_time=T0 + timedelta(seconds=seconds)))
+
+
+def _plan(job: DistTrainJob, seconds: float, pods: list[PodView] = WORKERS) -> Plan:
+    return plan(job, pods, [], SETTINGS, now=T0 + timedelta(seconds=seconds))
+
+
+def test_a_diverged_trainer_fails_the_job_at_once_unless_a_rule_restarts_it() -> None:
+    message = "the loss became nan at step 512: training stopped there; the last finite checkpoint is ckpt/ckpt-500"
+    diverged = make_pod(
+        ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=int(ExitCode.DIVERGED), message=message, diverged=True
+    )
+    pods = [diverged, WORKERS[1]]
+    job = _seen(_seen(_two_workers(), 0), 5, pods=pods)
+    failed = next(c for c in job.status.conditions if c.type is ConditionType.FAILED)
+    assert failed.reason == "Diverged" and "step 512" in failed.message and "ckpt/ckpt-500" in failed.message
+    rule = {"rules": [{"action": "RestartJob", "onExitCodes": {"operator": "In", "values": [5]}}]}
+    retried = _seen(_seen(_two_workers(failurePolicy=rule), 0), 5, pods=pods)
+    assert not any(c.type is ConditionType.FAILED for c in retried.status.conditions)
+    assert _plan(retried, 5, pods=pods).restart is not None
+
+
+def test_exit_code_5_without_the_trainers_word_follows_the_restart_policy() -> None:
+    """Any program may exit 5: a TFJob's user code under OnFailure is retried, as TFJob retries it."""
+    five = make_pod(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=int(ExitCode.DIVERGED), message="bad input")
+    pods = [five, WORKERS[1]]
+    retried = _seen(_seen(_two_workers(), 0), 5, pods=pods)
+    assert not any(c.type is ConditionType.FAILED for c in retried.status.conditions)
+    decided = _plan(retried, 5, pods=pods)
+    assert decided.fail is None and decided.restart is not None
+    never = JobBuilder().counts({"Worker": 2}, restartPolicy="Never").job()
+    failed = next(c for c in _seen(_seen(never, 0), 5, pods=pods).status.conditions if c.type is ConditionType.FAILED)
+    assert failed.reason == "ReplicaFailed" and "exit code 5" in failed.message
+    assert "restartPolicy is Never" in failed.message
+
+
+def test_the_rate_over_the_last_minute_gives_the_time_left() -> None:
+    job = _seen(_two_workers(), 0)
+    for seconds in range(10, 130, 10):  # 2 steps a second
+        job = _seen(job, seconds, reported=_report(2 * seconds, seconds))
+    progress = job.status.progress
+    assert progress is not None
+    assert (progress.steps_per_second, progress.fraction_done) == (2.0, 0.24)
+    assert progress.estimated_remaining_seconds == (1000 - 240) // 2
+    job = _seen(job, 200, reported=_report(250, 200))  # slower now: the window forgets the fast start
+    progress = job.status.progress
+    # since the last point a minute or more before (step 240 at 120 s), not since the run's start (1.211)
+    assert progress is not None and progress.steps_per_second == round(10 / 80, 3), progress
+
+
+def test_a_trainer_cannot_write_the_operator_s_readings() -> None:
+    from disttrain_core.progress import parse_report  # noqa: PLC0415
+
+    report = parse_report('{"step": 5, "estimatedRemainingSeconds": 1, "lastAdvanceTime": "2030-01-01T00:00:00Z"}')
+    assert report is not None and report.progress == Progress(step=5)
+    saved = parse_report('{"step": 5, "checkpoint": {"step": 4, "time": "2026-01-01T00:00:00", "path": "ckpt/ckpt-4"}}')
+    assert saved is not None and saved.checkpoint == SavedCheckpoint(step=4, time=T0, path="ckpt/ckpt-4")
+    broken = parse_report('{"step": 5, "checkpoint": {"step": -1}}')
+    assert broken is not None and broken.checkpoint is None and broken.progress.step == 5
+
+
+def test_the_time_left_goes_blank_while_no_step_comes() -> None:
+    """A stalled job does not show the time left measured before it stalled: a minute after its last step the
+    rate and the time left are blank, and the operator wakes then to write it."""
+    job = _seen(_two_workers(), 0)
+    for seconds in range(10, 70, 10):
+        job = _seen(job, seconds, reported=_report(2 * seconds, seconds))
+    assert job.status.progress is not None and job.status.progress.estimated_remaining_seconds == (1000 - 120) // 2
+    assert _plan(job, 60).wake_at == T0 + timedelta(seconds=120)
+    quiet = _seen(job, 119, reported=_report(120, 60))
+    assert quiet.status.progress is not None and quiet.status.progress.estimated_remaining_seconds is not None
+    quiet = _seen(job, 120, reported=_report(120, 60))
+    assert quiet.status.progress is not None
+    assert (quiet.status.progress.estimated_remaining_seconds, quiet.status.progress.steps_per_second) == (None, None)
+    assert quiet.status.progress.step == 120 and _plan(quiet, 120).wake_at is None
+    moving = _seen(quiet, 130, reported=_report(140, 130))
+    assert moving.status.progress is not None and moving.status.progress.estimated_remaining_seconds is not None
