@@ -327,7 +327,7 @@ class Client:
                 seen = event.job
                 if view is not None:
                     view.show(seen)
-                if _settled(seen, wanted):
+                if _reached(seen, wanted):
                     return seen
         finally:
             if view is not None:
@@ -628,7 +628,7 @@ def _selector(labels: str | Mapping[str, str] | None) -> str | None:
     return ",".join(f"{key}={value}" for key, value in labels.items())
 
 
-def _settled(job: DistTrainJob, wanted: set[str]) -> bool:
+def _reached(job: DistTrainJob, wanted: set[str]) -> bool:
     """True once a wanted condition holds; JobFailedError once the job failed and Failed was not wanted."""
     holding = {
         condition.type.value: condition

@@ -57,7 +57,7 @@ def replica_names(body: Mapping[str, Any]) -> dict[str, str]:
 def tfjob_status(status: Mapping[str, Any], names: Mapping[str, str], now: str) -> dict[str, Any]:
     """The core's status as a TFJob's: TFJob's reasons and `lastUpdateTime`, replica statuses under the
     spec's own keys, `lastReconcileTime`."""
-    wired = dict(copy.deepcopy(status))
+    as_tfjob = dict(copy.deepcopy(status))
     conditions = []
     for condition in status.get("conditions") or []:
         reason, message = condition.get("reason", ""), condition.get("message", "")
@@ -69,12 +69,12 @@ def tfjob_status(status: Mapping[str, Any], names: Mapping[str, str], now: str) 
                 "lastUpdateTime": condition.get("lastTransitionTime"),
             }
         )
-    wired["conditions"] = conditions
-    wired["replicaStatuses"] = {
+    as_tfjob["conditions"] = conditions
+    as_tfjob["replicaStatuses"] = {
         names.get(kind, kind): value for kind, value in (status.get("replicaStatuses") or {}).items()
     }
-    wired["lastReconcileTime"] = now
-    return wired
+    as_tfjob["lastReconcileTime"] = now
+    return as_tfjob
 
 
 # What the core's status holds; a TFJob written by training-operator (adopted) has more, such as a

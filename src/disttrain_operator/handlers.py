@@ -302,7 +302,7 @@ STARTUP_RETRY_SECONDS = 2
 
 @kopf.on.startup(backoff=STARTUP_RETRY_SECONDS)
 def configure(*, memo: kopf.Memo, settings: kopf.OperatorSettings, **indexes: Any) -> None:
-    """JobShape the operator's parts and start them. An API error is tried again; no cluster to reach stops
+    """Build the operator's parts and start them. An API error is tried again; no cluster to reach stops
     the operator, with the reason."""
     operator_settings = memo.get(SETTINGS) or OperatorSettings.from_environment()
     tune(settings, operator_settings)

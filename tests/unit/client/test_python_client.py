@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from disttrain import Client, DistTrainJob, InvalidJobError, JobFailedError, ReplicaNotFoundError
-from disttrain.client import _about_job, _manifest, _settled
+from disttrain.client import _about_job, _manifest, _reached
 from disttrain.job_kinds import readable_jobs, typed_job
 from disttrain.logs import LONGEST_LINE, _split, replica_task
 from disttrain_core.api.spec import ReplicaType
@@ -37,15 +37,15 @@ def _job(replicas: dict[str, int], conditions: tuple[tuple[str, str], ...] = ())
 
 def test_a_wait_settles_on_any_wanted_condition_that_is_true_now() -> None:
     resumed = _job({"Worker": 2}, (("Running", "True"), ("Suspended", "False")))
-    assert _settled(resumed, {"Running"})
-    assert not _settled(_job({"Worker": 2}, (("Running", "False"), ("Suspended", "True"))), {"Running"})
-    assert _settled(_job({"Worker": 2}, (("Failed", "True"),)), {"Succeeded", "Failed"})
+    assert _reached(resumed, {"Running"})
+    assert not _reached(_job({"Worker": 2}, (("Running", "False"), ("Suspended", "True"))), {"Running"})
+    assert _reached(_job({"Worker": 2}, (("Failed", "True"),)), {"Succeeded", "Failed"})
 
 
 def test_a_wait_for_success_raises_with_the_jobs_own_message_when_it_fails() -> None:
     failed = _job({"Worker": 2}, (("Running", "False"), ("Failed", "True")))
     with pytest.raises(JobFailedError, match="DistTrainJob team/mnist failed: Why: Failed said") as raised:
-        _settled(failed, {"Succeeded"})
+        _reached(failed, {"Succeeded"})
     assert raised.value.job is failed
 
 
