@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 from pathlib import Path
 
 from disttrain_contract.exit_codes import ExitCode
+from disttrain_trainer.lockstep import WINDOW
 from support.trainer_support import LocalJob, events, job_manifest
 
 STEPS_PER_EPOCH = 1437 // 64  # the trainer's: one pass over the bundled digits' training split
@@ -98,3 +100,59 @@ def test_a_parameter_server_chief_whose_ps_is_gone_exits_peer_lost(tmp_path: Pat
     finally:
         job.stop_all()
     assert "a peer was lost" in job.output(labels["Chief"])
+
+
+def _two_workers(tmp_path: Path, *args: str) -> tuple[LocalJob, str, str]:
+    job = _job(tmp_path, {"Worker": 2}, "--epochs", "100", "--max-steps-per-second", "50", *args)
+    first, second = job.processes
+    for label in (first, second):
+        job.start(label)
+    return job, first, second
+
+
+def _saved_at(output: str) -> int:
+    (error,) = [line for line in output.splitlines() if "preempted: saved at step" in line]
+    return int(error.rsplit("step ", 1)[1].split()[0].strip('".,}'))
+
+
+def test_one_signalled_worker_makes_both_leave_at_the_same_step_which_worker_0_saves(tmp_path: Path) -> None:
+    job, first, second = _two_workers(tmp_path, "--checkpoint-every", "100000")
+    try:
+        job.wait_for_step(20, timeout=30)
+        job.kill(second, signal.SIGTERM)
+        assert (job.running[second].returncode, job.wait(first, timeout=30)) == (ExitCode.PREEMPTED,) * 2
+    finally:
+        job.stop_all()
+    assert _saved_at(job.output(first)) == _saved_at(job.output(second)) == job.saved_step() >= 20
+
+
+def test_a_worker_gone_fails_its_peer_and_both_started_again_resume_and_finish(tmp_path: Path) -> None:
+    job, first, second = _two_workers(tmp_path, "--checkpoint-every", "10")
+    try:
+        job.wait_for_step(20, timeout=30)
+        job.kill(second)
+        job.start(second)  # at once, as a restart in place starts it: beside its peer's old run, which it waits out
+        assert job.wait(first, timeout=30) == ExitCode.PEER_LOST
+        assert "a peer was lost" in job.output(first)
+        saved = job.saved_step()
+        job.start(first)
+        job.wait_for_step(saved + 20, timeout=30)
+        job.running[first].send_signal(signal.SIGTERM)
+        assert [job.wait(label, timeout=30) for label in (first, second)] == [ExitCode.PREEMPTED] * 2
+    finally:
+        job.stop_all()
+    assert events(job.output(second), "restored")[0]["step"] == saved
+
+
+def test_a_frozen_worker_holds_its_peer_in_place_until_it_runs_again(tmp_path: Path) -> None:
+    job, first, second = _two_workers(tmp_path)
+    try:
+        job.wait_for_step(10, timeout=30)
+        job.running[second].send_signal(signal.SIGSTOP)
+        held = job.wait_for_step(1, timeout=5)
+        time.sleep(1.5)  # as long as a lost peer takes to fail the step
+        assert job.running[first].poll() is None and job.progress()["step"] <= held + WINDOW + 10
+        job.running[second].send_signal(signal.SIGCONT)
+        job.wait_for_step(held + 2 * 10 + WINDOW, timeout=30)
+    finally:
+        job.stop_all()
