@@ -1,11 +1,12 @@
 """Fault injection through the real operator, API server and process node.
 
 Every scenario breaks something mid-training and must still end Succeeded with exactly the step
-count of an uninterrupted run: nothing lost, nothing repeated past the last checkpoint. Where only what the
-operator decides is tested (a ParameterServer's evictions, the operator, the API server or the leader going
-away) the job runs the stand-in trainer (`disttrain-stand-in`, the trainer's contract without TensorFlow);
-the rest run the trainer, as their outcome hangs on MultiWorkerMirrored's lockstep, which the stand-in's
-workers do not keep. The real node runs each class of fault with the trainer image.
+count of an uninterrupted run: nothing lost, nothing repeated past the last checkpoint. Where what the operator
+decides is tested (evictions, a drain, a suspend, Kueue's preemption, workers cut off, frozen jobs, a NaN, the
+time left, a killed worker, a second restart, the operator, the API server or the leader going away) the job runs
+the stand-in trainer (`disttrain-stand-in`, the trainer's contract without TensorFlow, MultiWorkerMirrored's
+lockstep included); one frozen process of several runs the trainer, as what follows is TensorFlow's own doing.
+The real node runs each class of fault with the trainer image.
 """
 
 from __future__ import annotations
@@ -239,8 +240,16 @@ def test_an_eviction_a_drain_and_a_suspend_cost_a_running_job_no_step(
     restart allowed, the job resumes each time at the step it showed, and succeeds with exactly the steps of an
     uninterrupted run."""
     cluster, namespace = process_cluster, process_namespace
-    total = _submit(
-        cluster, namespace, "MultiWorkerMirrored", {"Worker": 2}, epochs=90, checkpoint_every=5000, backoff_limit=0
+    total = _submit(  # 30 steps a second: the three faults, each a second or two, come well before its end
+        cluster,
+        namespace,
+        "MultiWorkerMirrored",
+        {"Worker": 2},
+        epochs=90,
+        checkpoint_every=5000,
+        backoff_limit=0,
+        extra=("--max-steps-per-second", "30"),
+        command=STAND_IN,
     )
     step = _resumes_past(cluster, namespace, lambda: cluster.evict(namespace, f"{JOB}-worker-1"), 0)
     evicted = _job(cluster, namespace)["status"]
@@ -283,6 +292,7 @@ def test_kueue_preempting_a_running_job_costs_it_no_step(
             backoff_limit=0,
             labels=queued,
             cpu="500m",
+            command=STAND_IN,
         )
         shown = _at_step(process_cluster, process_namespace, 200)["status"]["progress"]["step"]
         high = _submit(
@@ -294,6 +304,7 @@ def test_kueue_preempting_a_running_job_costs_it_no_step(
             name="urgent",
             labels={**queued, PRIORITY_LABEL: urgent},
             cpu="500m",
+            command=STAND_IN,
         )
         evicted_by_kueue(process_cluster, process_namespace, JOB)
         _succeeded(process_cluster, process_namespace, high, name="urgent")
@@ -379,7 +390,15 @@ def test_workers_cut_off_from_each_other_say_whom_they_wait_for_then_resume_once
         subprocess.run(["iptables", "-I", *cut], check=True)
         try:
             patience = ("--peer-wait-seconds", "15")
-            total = _submit(process_cluster, process_namespace, "MultiWorkerMirrored", {"Worker": 2}, 2, extra=patience)
+            total = _submit(
+                process_cluster,
+                process_namespace,
+                "MultiWorkerMirrored",
+                {"Worker": 2},
+                2,
+                extra=patience,
+                command=STAND_IN,
+            )
             peer = f"{JOB}-worker-1.{JOB}.{process_namespace}.svc:2222"
 
             def waiting_logged() -> bool:
@@ -414,7 +433,9 @@ def test_a_frozen_job_is_named_stalled_restarts_from_its_checkpoint_and_finishes
     which the Restarting condition names, and succeeds with the steps of an uninterrupted run."""
     cluster, namespace = process_cluster, process_namespace
     policy = {"progressDeadlineSeconds": 30, "terminationGracePeriodSeconds": 5}
-    total = _submit(cluster, namespace, strategy, counts, epochs=20, checkpoint_every=40, run_policy=policy)
+    total = _submit(
+        cluster, namespace, strategy, counts, epochs=20, checkpoint_every=40, run_policy=policy, command=STAND_IN
+    )
     _at_step(cluster, namespace, 100)
     for pod in cluster.job_pods(namespace, JOB):
         _signal_trainer(cluster, namespace, pod, signal.SIGSTOP)
@@ -442,13 +463,27 @@ def test_a_frozen_job_is_named_stalled_restarts_from_its_checkpoint_and_finishes
     assert done["status"]["checkpoint"]["step"] == total  # the final save
 
 
+FROZEN_TWIN = "test_one_process_frozen_through_containerd_restarts_the_job_as_tensorflow_lets_it_and_it_finishes"
+
+
 @pytest.mark.parametrize(
     "case",
     [
-        ("MultiWorkerMirrored", {"Worker": 2}, "faulty-worker-0 failed with exit code 130 (Error): a peer was lost"),
-        ("ParameterServer", {"Chief": 1, "Worker": 2, "PS": 1}, "the job stalled: step"),
+        pytest.param(
+            (
+                "MultiWorkerMirrored",
+                {"Worker": 2},
+                "faulty-worker-0 failed with exit code 130 (Error): a peer was lost",
+            ),
+            id="multi-worker-mirrored",
+            marks=pytest.mark.real_node_twin(f"{FROZEN_TWIN}[multi-worker-mirrored]"),
+        ),
+        pytest.param(
+            ("ParameterServer", {"Chief": 1, "Worker": 2, "PS": 1}, "the job stalled: step"),
+            id="parameter-server",
+            marks=pytest.mark.real_node_twin(f"{FROZEN_TWIN}[parameter-server]"),
+        ),
     ],
-    ids=["multi-worker-mirrored", "parameter-server"],
 )
 def test_one_frozen_process_of_several_restarts_the_job_as_tensorflow_lets_it_and_it_finishes(
     process_cluster: Cluster, operator: OperatorProcess, process_namespace: str, case: tuple[str, dict[str, int], str]
@@ -486,6 +521,7 @@ def test_a_nan_at_a_known_step_fails_the_job_as_diverged_there(
         epochs=20,
         checkpoint_every=40,
         extra=("--nan-at-step", "60"),
+        command=STAND_IN,
     )
 
     def failed() -> dict[str, Any] | None:
@@ -509,7 +545,9 @@ def test_at_mid_run_the_time_left_is_within_a_fifth_of_the_time_it_took(
     """status.progress.estimatedRemainingSeconds read once half the steps are done, against the time the trainer
     then took to its last step (both on the trainer's clock, from its reports; the export after it is no step)."""
     cluster, namespace = process_cluster, process_namespace
-    total = _submit(cluster, namespace, "MultiWorkerMirrored", {"Worker": 2}, epochs=240)  # some 30 s left at half
+    total = _submit(  # some 30 s left at half
+        cluster, namespace, "MultiWorkerMirrored", {"Worker": 2}, epochs=240, command=STAND_IN
+    )
 
     def halfway() -> dict[str, Any] | None:
         progress = _job(cluster, namespace).get("status", {}).get("progress", {})
@@ -533,7 +571,14 @@ def test_a_killed_worker_restarts_the_job_in_place_each_run_an_attempt_of_its_ow
     cluster, namespace = process_cluster, process_namespace
     # every worker: a worker 1 still running at worker 0's end would be stopped, its pod gone, by the cleanup
     total = _submit(
-        cluster, namespace, "MultiWorkerMirrored", {"Worker": 2}, epochs=60, checkpoint_every=40, every_worker=True
+        cluster,
+        namespace,
+        "MultiWorkerMirrored",
+        {"Worker": 2},
+        epochs=60,
+        checkpoint_every=40,
+        every_worker=True,
+        command=STAND_IN,
     )
     _at_step(cluster, namespace, 100)
     pods = _uids(cluster, namespace)
@@ -570,7 +615,7 @@ def test_a_second_restart_within_minutes_finds_the_trainers_held_back_and_replac
     again at once only the first time in 10 minutes), so the operator replaces their pods once their runs are
     counted, the restart counted once, and the job trains on from its checkpoint."""
     cluster, namespace = process_cluster, process_namespace
-    _submit(cluster, namespace, "MultiWorkerMirrored", {"Worker": 2}, epochs=300, checkpoint_every=40)
+    _submit(cluster, namespace, "MultiWorkerMirrored", {"Worker": 2}, epochs=300, checkpoint_every=40, command=STAND_IN)
     _at_step(cluster, namespace, 100)
     pods, worker = _uids(cluster, namespace), f"{JOB}-worker-1"
     _signal_trainer(cluster, namespace, worker, signal.SIGKILL)
