@@ -135,8 +135,9 @@ def _previous_run(pod: PodView) -> PodView:
 
 def loss_covered(pod: PodView) -> bool:
     """A pod deleted while owed a restart in place (`PodView.owed_restart_in_place`): the restart that counted the
-    end of its current run covers its loss, and it is made again once it is gone."""
-    return pod.deleting and pod.runs is not None and pod.runs.owed
+    end of its current run covers its loss, and it is made again once it is gone. (One that ended so is
+    `end_counted`.)"""
+    return pod.deleting and pod.owed_restart_in_place
 
 
 def outrun(pods: Sequence[PodView], handled: Collection[str]) -> tuple[tuple[str, int], ...]:
