@@ -163,12 +163,12 @@ def _steps(
     while step < total:
         leave_at = _leave_at(step, lockstep)
         if leave_at is not None and step >= leave_at:
-            progress.report(step, max(1, (step - 1) // per_epoch + 1), loss)
+            progress.report(step, _epoch(step, per_epoch), loss)
             if chief:
                 progress.saved(step, save(config, step))
             raise TrainerError(ExitCode.PREEMPTED, f"preempted: saved at step {step}")
         step += 1
-        epoch, loss = max(1, (step - 1) // per_epoch + 1), _loss(config, step)
+        epoch, loss = _epoch(step, per_epoch), _loss(config, step)
         if not math.isfinite(loss):
             progress.report(step, epoch, loss)
             latest = latest_checkpoint(config)
@@ -187,6 +187,10 @@ def _steps(
         progress.saved(total, save(config, total))
     progress.report(total, config.epochs, loss, finished=True)
     log("finished", steps=total)
+
+
+def _epoch(step: int, per_epoch: int) -> int:
+    return max(1, (step - 1) // per_epoch + 1)
 
 
 def _loss(config: config_module.TrainConfig, step: int) -> float:
