@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
@@ -24,19 +23,17 @@ from disttrain_core.api.status import DistTrainJobStatus, UnkeptLogs
 from disttrain_core.api.validation import spec_violations
 from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.objects import UNWATCHED_KINDS, object_key
-from disttrain_core.claims import with_claims
-from disttrain_core.gang_status import with_gang
+from disttrain_core.job_step import Acts, Observed, Remembered, decide_next, status_after_acts
 from disttrain_core.kueue import MULTIKUEUE, QUEUE_LABEL, WorkloadView
 from disttrain_core.managers import managed_elsewhere
-from disttrain_core.observed import PodPhase, PodView, created_pod_view, own_pods
-from disttrain_core.planner import STUCK_TERMINATING, Plan, plan
+from disttrain_core.observed import PodView, created_pod_view, own_pods
+from disttrain_core.planner import STUCK_TERMINATING, Plan
 from disttrain_core.progress import Report
 from disttrain_core.restarts.decision import acts_on_losses
 from disttrain_core.restarts.in_place import counted_patch, run_key
-from disttrain_core.restarts.record import record_outrun, record_restart
 from disttrain_core.served import JobShape, is_served
-from disttrain_core.status_from_pods import aggregate, failed_status, with_unkept_logs
-from disttrain_core.tensorboard_status import TensorBoardView, is_tensorboard_object, with_tensorboard
+from disttrain_core.status_from_pods import failed_status, with_unkept_logs
+from disttrain_core.tensorboard_status import TensorBoardView, is_tensorboard_object
 from disttrain_core.tfjob_conversion import UnconvertibleError
 from disttrain_core.types import Body, JobKey, Manifest, ObjectRef, Verdict, invalid_spec
 from disttrain_kube.api_errors import RefusedError, TransientApiError
@@ -303,15 +300,22 @@ class Reconciler:
             memory.unwatched = set()  # asked for again: 409 where they are, made anew where they were deleted
         children = [*children, *memory.unwatched]
         expected = memory.expected.pending(pods, children, now)
-        status, next_plan = self._decide(
-            memory, job, pods, children, expected, now=now, reported=reported, answered=answered
+        observed = Observed(pods, children, reported, answered, tensorboard, unbound)
+        status, next_plan = decide_next(
+            job,
+            observed,
+            self._remembered(memory, pods, expected),
+            self._settings,
+            now=now,
+            stuck_after=self._stuck_after,
         )
         if next_plan.delete_job:
             self._delete_job(body)
             return None
+        if next_plan.restart is not None:  # the pods it stops are handled from now on, deleted now or by a later plan
+            memory.handled.update(pod.uid for pod in next_plan.restart.failed)
         retry = self._delete(body, memory, next_plan, pods, expected)
         retry = self._count_in_place(body, memory, next_plan, pods) or retry
-        status = record_outrun(_with_restart(memory, status, next_plan, now, generation), pods, next_plan.outrun)
         creates = self._to_create(memory, next_plan, expected, generation)
         wakes = [] if next_plan.wake_at is None else [next_plan.wake_at]
         if any(object_key(manifest) in expected for manifest in next_plan.create):  # should one never show up
@@ -320,23 +324,18 @@ class Reconciler:
         # The pods just created count as the watch will show them (Pending), so that their first sight
         # changes nothing to write.
         made = [view for manifest in created if (view := created_pod_view(manifest)) is not None]
-        staying = [*_after_in_place(next_plan, [pod for pod in pods if pod.name not in next_plan.delete]), *made]
-        created_all = retry is None and rejected is None and not next_plan.more
-        status = aggregate(
-            _with(job, status),
-            staying,
-            created=created_all,
-            now=now,
-            reported=reported,
-            answered=answered,
-            progress_deadline=self._settings.progress_deadline_seconds,
-        )
+        acts = Acts(made, created_all=retry is None and rejected is None and not next_plan.more, rejected=rejected)
         refused = memory.tensorboard_refused
-        status = with_tensorboard(job, status, tensorboard, now, refused=None if refused is None else refused[1])
-        status = with_gang(job, status, self._settings.gang, now)
-        status = with_claims(job, status, unbound, now)
-        if rejected is not None:
-            status = failed_status(status, rejected, now, generation)
+        status = status_after_acts(
+            job,
+            status,
+            next_plan,
+            observed,
+            acts,
+            settings=self._settings,
+            now=now,
+            tensorboard_refused=None if refused is None else refused[1],
+        )
         status = self._with_unkept_logs(body, status)
         if next_plan.restart is not None and next_plan.restart.pods and retry is None and not created:
             memory.making_way_until = now + RESTART_HOLD  # its pods were deleted; the replacements come next
@@ -353,50 +352,11 @@ class Reconciler:
             raise retry
         return status
 
-    def _decide(
-        self,
-        memory: JobMemory,
-        job: DistTrainJob,
-        pods: Sequence[PodView],
-        children: Collection[ObjectRef],
-        expected: set[Expected],
-        *,
-        now: datetime,
-        reported: Report | None,
-        answered: datetime | None,
-    ) -> tuple[DistTrainJobStatus, Plan]:
-        """The status the pods make, and the plan from it; a job past its backoffLimit is failed first and
-        planned again, for the cleanup that follows."""
-        status = aggregate(
-            job,
-            pods,
-            created=False,
-            now=now,
-            reported=reported,
-            answered=answered,
-            progress_deadline=self._settings.progress_deadline_seconds,
-        )
+    def _remembered(self, memory: JobMemory, pods: Sequence[PodView], expected: set[Expected]) -> Remembered:
+        """What the decision reads of the operator's memory: pods handled, pods awaited, logs not kept yet."""
         unkept = {pod.uid for pod in pods if pod.log_due and pod.ended and not self._logs.log_done(pod.uid)}
         awaited = {key.name for key in expected if isinstance(key, ObjectRef) and key.kind == "Pod"}
-
-        def plan_for(status: DistTrainJobStatus) -> Plan:
-            return plan(
-                _with(job, status),
-                pods,
-                children,
-                self._settings,
-                now=now,
-                handled=memory.handled,
-                awaited=awaited,
-                unkept=unkept,
-                stuck_after=self._stuck_after,
-            )
-
-        next_plan = plan_for(status)
-        if next_plan.fail is not None:
-            status = failed_status(status, next_plan.fail, now, job.metadata.generation)
-            next_plan = plan_for(status)
-        return status, next_plan
+        return Remembered(memory.handled, awaited, unkept)
 
     @staticmethod
     def _to_create(
@@ -533,38 +493,6 @@ class Reconciler:
 
 def _with(job: DistTrainJob, status: DistTrainJobStatus) -> DistTrainJob:
     return job.model_copy(update={"status": status})
-
-
-def _with_restart(
-    memory: JobMemory, status: DistTrainJobStatus, next_plan: Plan, now: datetime, generation: int | None
-) -> DistTrainJobStatus:
-    """The status with the plan's restart, if it decided one: the pods it stops are handled from now on,
-    deleted now or by a later plan."""
-    restart = next_plan.restart
-    if restart is None:
-        return status
-    memory.handled.update(pod.uid for pod in restart.failed)
-    return record_restart(
-        status, restart.failed, restart.message, now, generation, disruption=restart.disruption, stalled=restart.stalled
-    )
-
-
-def _after_in_place(next_plan: Plan, pods: list[PodView]) -> list[PodView]:
-    """The pods as the plan's restart in place leaves them: their counts as written, and starting, so that the
-    status says the job restarts (its condition and Event) before its pods say they run again, even where every
-    trainer started again before the operator saw one end."""
-    counts = dict(next_plan.restart.in_place) if next_plan.restart is not None else {}
-    return [
-        replace(
-            pod,
-            phase=PodPhase.PENDING,
-            ready=False,
-            runs=replace(pod.runs, counted=max(pod.runs.counted, counts[pod.name])),
-        )
-        if pod.name in counts and pod.runs is not None
-        else pod
-        for pod in pods
-    ]
 
 
 def _describe(manifest: Manifest) -> str:
