@@ -103,8 +103,8 @@ def build_etcd(paths: CachePaths) -> None:
 
 
 def build_kwok(paths: CachePaths) -> None:
-    for command in ("kwok", "kwokctl"):
-        go_install(f"sigs.k8s.io/kwok/cmd/{command}@{versions.KWOK_VERSION}", paths.bin)
+    """kwok's controller alone: the cluster runs it as a process of its own, so kwokctl is never built."""
+    go_install(f"sigs.k8s.io/kwok/cmd/kwok@{versions.KWOK_VERSION}", paths.bin)
 
 
 def copy_kwok_stages(paths: CachePaths) -> None:
