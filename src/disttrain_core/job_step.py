@@ -80,7 +80,7 @@ def decide_next(
 
     def plan_for(status: DistTrainJobStatus) -> Plan:
         return plan(
-            _with(job, status),
+            with_status(job, status),
             observed.pods,
             observed.children,
             settings,
@@ -125,7 +125,7 @@ def status_after_acts(
     kept = [pod for pod in observed.pods if pod.name not in next_plan.delete]
     staying = [*_after_in_place(next_plan, kept), *acts.made]
     status = aggregate(
-        _with(job, status),
+        with_status(job, status),
         staying,
         created=acts.created_all,
         now=now,
@@ -141,7 +141,8 @@ def status_after_acts(
     return status
 
 
-def _with(job: DistTrainJob, status: DistTrainJobStatus) -> DistTrainJob:
+def with_status(job: DistTrainJob, status: DistTrainJobStatus) -> DistTrainJob:
+    """The job as planned and reported on: its spec with this status."""
     return job.model_copy(update={"status": status})
 
 

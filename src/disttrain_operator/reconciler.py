@@ -23,7 +23,7 @@ from disttrain_core.api.status import DistTrainJobStatus, UnkeptLogs
 from disttrain_core.api.validation import spec_violations
 from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.objects import UNWATCHED_KINDS, object_key
-from disttrain_core.job_step import Acts, Observed, Remembered, decide_next, status_after_acts
+from disttrain_core.job_step import Acts, Observed, Remembered, decide_next, status_after_acts, with_status
 from disttrain_core.kueue import MULTIKUEUE, QUEUE_LABEL, WorkloadView
 from disttrain_core.managers import managed_elsewhere
 from disttrain_core.observed import PodView, created_pod_view, own_pods
@@ -193,7 +193,7 @@ class Reconciler:
                 tensorboard=tensorboard,
             )
             if queued and decided is not None:
-                self._kueue.finish(_with(job, decided), workload)
+                self._kueue.finish(with_status(job, decided), workload)
         except RefusedError as error:  # the same write can never pass: the job says so, once
             verdict = Verdict("WriteRefused", f"the API server refused a write of the job's: {error}")
             self._fail_as_it_is(core, memory.written or core.get("status") or {}, verdict)
@@ -489,10 +489,6 @@ class Reconciler:
         generation = body["metadata"].get("generation")
         memory = self._memory(str(body["metadata"]["uid"]))
         self._status.write(body, memory, failed_status(status, verdict, self._clock(), generation))
-
-
-def _with(job: DistTrainJob, status: DistTrainJobStatus) -> DistTrainJob:
-    return job.model_copy(update={"status": status})
 
 
 def _describe(manifest: Manifest) -> str:
