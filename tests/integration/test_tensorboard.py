@@ -69,5 +69,11 @@ def test_a_tensorboard_the_cluster_refuses_is_a_condition_and_an_event_and_the_j
     assert said is not None and said["status"] == "False" and "exceeded quota" in said["message"], said
     assert job["status"]["tensorboard"]["ready"] is False
     client = Client(kubeconfig=cluster.kubeconfig, namespace=namespace)
-    warnings = [e for e in client.events("mnist-mwms") if e.type == "Warning" and e.reason == "FailedCreate"]
-    assert warnings and "exceeded quota" in warnings[0].message
+
+    def warned() -> list[str]:
+        """The Warning is posted after the status that says the same, so it may come a moment later."""
+        events = client.events("mnist-mwms")
+        return [e.message for e in events if e.type == "Warning" and e.reason == "FailedCreate"]
+
+    warnings = wait_for("a Warning FailedCreate on the job", warned, timeout=30)
+    assert "exceeded quota" in warnings[0], warnings
