@@ -4,15 +4,13 @@ and a test that needs the tool build it once), then found in the cache."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from disttrain_dev.build import ensure_built
-from disttrain_dev.tool_run import run_tool
+from disttrain_dev.build import ensure_built, go_install
 from disttrain_dev.versions import cache_root
 
 
@@ -36,8 +34,7 @@ class GoTool:
         binary = self.folder() / self.name
 
         def build(_: list[str]) -> None:
-            env = {**os.environ, "GOBIN": str(self.folder()), "CGO_ENABLED": "0", "GOTOOLCHAIN": "local"}
-            run_tool(["go", "install", "-trimpath", "-ldflags=-s -w", f"{self.package}@{self.version}"], env=env)
+            go_install(f"{self.package}@{self.version}", self.folder())
 
         ensure_built(self.folder(), lambda: [] if binary.is_file() else [self.name], build)
         return binary

@@ -84,7 +84,8 @@ STAGING_MODULES = (
     "streaming",
 )
 
-KUBERNETES_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+SERVER_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+KUBERNETES_COMMANDS = (*SERVER_COMMANDS, "kubectl")
 ALL_BINARIES = (*KUBERNETES_COMMANDS, "etcd", "kwok")
 
 # The real node: built only when asked for, into a folder of its own keyed by these pins.
@@ -145,7 +146,16 @@ class CachePaths:
         return self.root / "kwok-storage-class.yaml"
 
     def binary(self, name: str) -> Path:
-        return self.bin / name
+        """An older release's plane runs its own server commands and the default release's kubectl, etcd and
+        kwok, whose pins are one whatever the release (the tests' kubectl is the default's for every plane)."""
+        if self.kubernetes == KUBERNETES_VERSION or name in SERVER_COMMANDS:
+            return self.bin / name
+        return cache_paths().binary(name)
+
+    @property
+    def own_binaries(self) -> tuple[str, ...]:
+        """What this release's folder builds: every binary for the default release, the servers for another."""
+        return ALL_BINARIES if self.kubernetes == KUBERNETES_VERSION else SERVER_COMMANDS
 
 
 def staging_version(kubernetes: str) -> str:

@@ -1,5 +1,6 @@
 """The supported Kubernetes releases, written once: what `dev-cluster up --kubernetes` takes and refuses, the
-flags each minor's control plane starts with, and each release's binaries cached apart."""
+flags each minor's control plane starts with, and each release's binaries cached apart
+(an older one's servers alone)."""
 
 from __future__ import annotations
 
@@ -46,3 +47,14 @@ def test_only_1_37_drops_the_gates_it_folded_and_the_loopback_endpoints() -> Non
     assert all(
         "GangScheduling" in versions.control_plane_flags(release).feature_gates for release in ("v1.35.4", "v1.36.3")
     )
+
+
+@pytest.mark.parametrize("release", SUPPORTED_KUBERNETES[:-1])
+def test_an_older_release_builds_its_servers_and_takes_the_default_s_kubectl_etcd_and_kwok(release: str) -> None:
+    paths, default = versions.cache_paths(release), versions.cache_paths()
+    assert paths.own_binaries == versions.SERVER_COMMANDS
+    assert all(paths.binary(name).parent == paths.bin for name in versions.SERVER_COMMANDS)
+    assert [paths.binary(name) for name in ("kubectl", "etcd", "kwok")] == [
+        default.binary(name) for name in ("kubectl", "etcd", "kwok")
+    ]
+    assert default.own_binaries == versions.ALL_BINARIES
