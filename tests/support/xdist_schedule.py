@@ -15,6 +15,11 @@ BESIDE_THE_CLUSTER = frozenset(
     {"tests/integration/test_kubernetes_versions.py", "tests/integration/test_kwok_benchmarks.py"}
 )
 
+# Modules whose control planes CI's background prebuild builds last (the older Kubernetes releases): handed out
+# after every other scope, so that on a cold machine the worker runs the rest while that build finishes,
+# rather than wait in their set-up.
+AFTER_THE_REST = ("tests/integration/test_kubernetes_versions.py",)
+
 # Integration modules that need kwok's nodes only (no process or real node, image, Kueue or Docker engine):
 # they run on the suite's second control plane (`SECOND_PLANE` in tests/integration/conftest.py), with an
 # operator of its own, one after another and beside the local cluster's suites. They mostly wait on the
@@ -39,7 +44,14 @@ class ClusterSuitesOnOneWorker(LoadScopeScheduling):  # type: ignore[misc]  # xd
     """xdist's scheduling by scope, where the cluster's suites are one scope, the second plane's modules
     another, each module beside the cluster one, and every other test its own. (xdist's `xdist_group` marks
     do not group under pytest 9, whose node ids xdist cannot rename.) xdist hands out the largest scopes first,
-    one a worker: the cluster's and the second plane's, which hold the most tests, start side by side."""
+    one a worker: the cluster's and the second plane's, which hold the most tests, start side by side; the
+    scopes `AFTER_THE_REST` names are handed out last."""
+
+    def _assign_work_unit(self, node: object) -> None:
+        for scope in AFTER_THE_REST:
+            if scope in self.workqueue:
+                self.workqueue.move_to_end(scope)
+        super()._assign_work_unit(node)
 
     def _split_scope(self, nodeid: str) -> str:
         module = nodeid.split("::", maxsplit=1)[0]
