@@ -200,11 +200,11 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] = os.envi
         install(call.packages, call.index_url, environ)
         call_function(source, call, role)
     except TrainerError as error:
-        fail(str(error), diverged=error.code is ExitCode.DIVERGED)
+        fail(str(error), diverged=error.code is ExitCode.DIVERGED, program=RUN_FUNCTION_COMMAND)
         return int(error.code)
     except Exception as error:
         traceback.print_exc()
-        fail(f"{type(error).__name__}: {error}")
+        fail(f"{type(error).__name__}: {error}", program=RUN_FUNCTION_COMMAND)
         return int(ExitCode.INTERNAL_ERROR)
     log("finished")
     return int(ExitCode.SUCCESS)

@@ -78,13 +78,14 @@ def _train(config: config_module.TrainConfig) -> None:
         raise TrainerError(ExitCode.PEER_LOST, f"a peer did not answer in time: {error}") from error
 
 
-def exit_code(run: Callable[[], None]) -> int:
-    """`run`'s outcome as an exit code of the table: a TrainerError said in one line (and in the termination
-    message), any other error with its traceback. The stand-in ends the same way."""
+def exit_code(run: Callable[[], None], program: str = "disttrain-train") -> int:
+    """`run`'s outcome as an exit code of the table: a TrainerError said in one line after the `program`'s name
+    (and in the termination message), any other error with its traceback. The stand-in ends the same way."""
     try:
         run()
     except TrainerError as error:
-        fail(str(error), preempted=error.code is ExitCode.PREEMPTED, diverged=error.code is ExitCode.DIVERGED)
+        preempted, diverged = error.code is ExitCode.PREEMPTED, error.code is ExitCode.DIVERGED
+        fail(str(error), preempted=preempted, diverged=diverged, program=program)
         return int(error.code)
     except Exception:
         traceback.print_exc()

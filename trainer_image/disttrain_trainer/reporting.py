@@ -40,11 +40,17 @@ def log(event: str, **fields: Any) -> None:
 
 
 def fail(
-    message: str, environ: Mapping[str, str] = os.environ, *, preempted: bool = False, diverged: bool = False
+    message: str,
+    environ: Mapping[str, str] = os.environ,
+    *,
+    preempted: bool = False,
+    diverged: bool = False,
+    program: str = "disttrain-train",
 ) -> None:
-    """Say why the task ends unfinished: on stderr, and in its termination message for the operator to show;
-    `diverged` says there too that the loss turned no number (`disttrain_contract.divergence`)."""
-    print(f"disttrain-train: {'' if preempted else 'error: '}{message}", file=sys.stderr, flush=True)
+    """Say why the task ends unfinished: on stderr, after the name of the `program` that ends, and in its
+    termination message for the operator to show; `diverged` says there too that the loss turned no number
+    (`disttrain_contract.divergence`)."""
+    print(f"{program}: {'' if preempted else 'error: '}{message}", file=sys.stderr, flush=True)
     path = environ.get(TERMINATION_MESSAGE_ENV)
     said = {DIVERGED_FIELD: True} if diverged else {}
     if path and not add_error(Path(path), message, **said):

@@ -272,7 +272,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         serve_progress_if_reporting(config.role)
         run(config)
 
-    return exit_code(parse_and_run)
+    return exit_code(parse_and_run, program="disttrain-stand-in")
 
 
 def entry() -> None:

@@ -154,3 +154,12 @@ def _ended_with(code: int, message: str) -> dict[str, Any]:
         "metadata": {"name": "job-worker-0", "uid": "u", "labels": labels},
         "status": {"phase": "Failed", "containerStatuses": ended},
     }
+
+
+def test_a_task_s_failure_on_stderr_names_the_program_that_ends(capsys: pytest.CaptureFixture[str]) -> None:
+    fail("a peer was lost", {}, program="disttrain-stand-in")
+    fail("preempted: saved at step 3", {}, preempted=True)
+    assert capsys.readouterr().err.splitlines() == [
+        "disttrain-stand-in: error: a peer was lost",
+        "disttrain-train: preempted: saved at step 3",
+    ]
