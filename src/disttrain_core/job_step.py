@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from disttrain_core.api.job import DistTrainJob
-from disttrain_core.api.status import DistTrainJobStatus
+from disttrain_core.api.status import ConditionType, DistTrainJobStatus
 from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.claims import with_claims
 from disttrain_core.gang_status import with_gang
@@ -17,7 +17,7 @@ from disttrain_core.observed import PodPhase, PodView
 from disttrain_core.planner import STUCK_TERMINATING, Plan, plan
 from disttrain_core.progress import Report
 from disttrain_core.restarts.record import record_outrun, record_restart
-from disttrain_core.status_from_pods import aggregate, failed_status
+from disttrain_core.status_from_pods import aggregate, condition_holds, failed_status
 from disttrain_core.tensorboard_status import TensorBoardView, with_tensorboard
 from disttrain_core.types import ObjectRef, Verdict
 
@@ -121,18 +121,21 @@ def status_after_acts(
     tensorboard_refused: Verdict | None = None,
 ) -> DistTrainJobStatus:
     """The decided status as the acts leave the job: its pods less those deleted, those restarting in place
-    starting, those just made Pending; then its TensorBoard, gang and claims, and a create refused."""
-    kept = [pod for pod in observed.pods if pod.name not in next_plan.delete]
-    staying = [*_after_in_place(next_plan, kept), *acts.made]
-    status = aggregate(
-        with_status(job, status),
-        staying,
-        created=acts.created_all,
-        now=now,
-        reported=observed.reported,
-        answered=observed.answered,
-        progress_deadline=settings.progress_deadline_seconds,
-    )
+    starting, those just made Pending, aggregated again where the acts changed any (the same pods aggregated
+    again give the status decided); then its TensorBoard, gang and claims, and a create refused."""
+    in_place = next_plan.restart.in_place if next_plan.restart is not None else ()
+    last_child = acts.created_all and not condition_holds(status, ConditionType.CREATED)
+    if next_plan.delete or in_place or acts.made or last_child:
+        kept = [pod for pod in observed.pods if pod.name not in next_plan.delete]
+        status = aggregate(
+            with_status(job, status),
+            [*_after_in_place(next_plan, kept), *acts.made],
+            created=acts.created_all,
+            now=now,
+            reported=observed.reported,
+            answered=observed.answered,
+            progress_deadline=settings.progress_deadline_seconds,
+        )
     status = with_tensorboard(job, status, observed.tensorboard, now, refused=tensorboard_refused)
     status = with_gang(job, status, settings.gang, now)
     status = with_claims(job, status, observed.unbound, now)

@@ -266,18 +266,17 @@ def aggregate(
     """
     previous = job.status
     generation = job.metadata.generation
-    base = _counted(job, pods, reported, now)
     if is_finished(previous):
-        return base
+        return _counted(job, pods, reported, now, running_since(previous))
     if job.spec.run_policy.suspend:
-        return _suspended(base, now, generation)
+        return _suspended(_counted(job, pods, reported, now, running_since(previous)), now, generation)
     conditions = list(previous.conditions)
-    if condition_holds(previous, ConditionType.SUSPENDED):
-        resumed = Verdict("JobResumed", "runPolicy.suspend is false: the pods are created again")
+    resumed = condition_holds(previous, ConditionType.SUSPENDED)
+    if resumed:
+        verdict = Verdict("JobResumed", "runPolicy.suspend is false: the pods are created again")
         conditions = with_condition(
-            conditions, ConditionType.SUSPENDED, holds=False, verdict=resumed, now=now, generation=generation
+            conditions, ConditionType.SUSPENDED, holds=False, verdict=verdict, now=now, generation=generation
         )
-        base = base.model_copy(update={"start_time": now})  # deadlines count from the resume
     if created or condition_holds(previous, ConditionType.CREATED):
         verdict = Verdict("ChildrenCreated", "the job's Service, volume and pods were created")
         conditions = with_condition(
@@ -286,6 +285,10 @@ def aggregate(
     decided = _outcome(job, pods, now)
     conditions = _running_conditions(job, pods, conditions, outcome=decided, now=now)
     outcome = decided[0]
+    # the reports are judged by the run these conditions say, so the same pods aggregated again change nothing
+    base = _counted(job, pods, reported, now, running_since(previous.model_copy(update={"conditions": conditions})))
+    if resumed:
+        base = base.model_copy(update={"start_time": now})  # deadlines count from the resume
     status = base.model_copy(update={"conditions": conditions})
     status = status.model_copy(update={"progress_answer_time": _first_answer(status, answered)})
     status = _time_left_lapsed(status, now)
@@ -330,21 +333,23 @@ def _stalled(job: DistTrainJob, now: datetime, default_deadline: int | None) -> 
     return status.model_copy(update={"conditions": conditions})
 
 
-def _counted(job: DistTrainJob, pods: Sequence[PodView], reported: Report | None, now: datetime) -> DistTrainJobStatus:
-    """The previous status with what the pods count now: replicas, readiness, progress and its curve, the last
-    checkpoint, the Evaluator's scores."""
+def _counted(
+    job: DistTrainJob, pods: Sequence[PodView], reported: Report | None, now: datetime, since: datetime | None
+) -> DistTrainJobStatus:
+    """The previous status with what the pods count now: replicas, readiness, progress and its curve (the run
+    began `since`), the last checkpoint, the Evaluator's scores."""
     previous = job.status
     counts = replica_statuses(job, pods)
     ready = sum(status.ready for status in counts.values())
     reporter = find_pod(pods, *reporting_task(job.spec))
     evaluator = find_pod(pods, ReplicaType.EVALUATOR, 0)
     reports = [report for report in (reporter.final_report if reporter else None, reported) if report is not None]
-    progress = _progress(previous, [report.progress for report in reports], now)
+    progress = _progress(previous.progress, [report.progress for report in reports], now, since)
     history = (
         previous.progress_history if progress == previous.progress else with_report(previous.progress_history, progress)
     )
     if progress is not None and progress != previous.progress:
-        progress = _with_rate(progress, history, previous.progress, running_since(previous))
+        progress = _with_rate(progress, history, previous.progress, since)
     return previous.model_copy(
         update={
             "replica_statuses": counts,
@@ -358,15 +363,16 @@ def _counted(job: DistTrainJob, pods: Sequence[PodView], reported: Report | None
     )
 
 
-def _progress(status: DistTrainJobStatus, reports: Sequence[Progress], now: datetime) -> Progress | None:
+def _progress(
+    previous: Progress | None, reports: Sequence[Progress], now: datetime, since: datetime | None
+) -> Progress | None:
     """The newest report, and when the step last advanced (`Progress.last_advance_time`, this clock). Within
-    one run a report of a lower step is logged and ignored; the first report a run makes (dated from its
-    start on) counts as an advance, whatever its step: a run resumed from a checkpoint starts lower."""
-    previous = status.progress
+    one run (begun `since`) a report of a lower step is logged and ignored; the first report a run makes
+    (dated from its start on) counts as an advance, whatever its step: a run resumed from a checkpoint starts
+    lower."""
     latest = newest(previous, *reports)
     if latest is None or latest is previous:
         return previous
-    since = running_since(status)
     advanced_at = previous.last_advance_time if previous is not None else None
     this_run = advanced_at is not None and since is not None and advanced_at >= since
     step, before = latest.step or 0, (previous.step or 0) if previous is not None else 0

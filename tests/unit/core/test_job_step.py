@@ -1,13 +1,22 @@
 """A reconcile's two pure steps: the decision records the restart it plans, and the status after the acts
-applies what they did (pods restarting in place, pods made, a create refused) to the decided status."""
+applies what they did (pods restarting in place, pods made, a create refused) to the decided status, and where
+they changed no pod, the same pods aggregated again give the status decided."""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType
-from disttrain_core.api.status import JobPhase
+from disttrain_core.api.status import ConditionType, JobPhase, Progress, SavedCheckpoint
 from disttrain_core.builders.build_settings import BuildSettings
-from disttrain_core.job_step import Acts, Observed, Remembered, decide_next, status_after_acts
-from disttrain_core.observed import PodPhase, Runs
+from disttrain_core.job_step import Acts, Observed, Remembered, decide_next, status_after_acts, with_status
+from disttrain_core.observed import PodPhase, PodView, Runs
+from disttrain_core.progress import Report
+from disttrain_core.status_from_pods import aggregate, condition_holds
 from disttrain_core.types import Verdict
 from support.planning import NOW, SETTINGS, job_of, pod_of
 
@@ -50,3 +59,65 @@ def test_a_create_the_api_server_refused_fails_the_status_after_the_acts() -> No
     after = status_after_acts(job, status, next_plan, Observed([], []), refused, settings=SETTINGS, now=NOW)
     assert after.phase is JobPhase.FAILED
     assert any(condition.message.endswith("quota") for condition in after.conditions)
+
+
+COUNTS = ({"Worker": 2}, {"Chief": 1, "Worker": 2}, {"Chief": 1, "Worker": 1, "PS": 1}, {"Worker": 1, "Evaluator": 1})
+EXIT_CODES = (0, 1, 2, 5, 130, 137, 143)
+
+
+@st.composite
+def _pods(draw: st.DrawFn, counts: dict[str, int]) -> list[PodView]:
+    """A pod for most tasks of the job, each in any phase: running, ready or not, or ended with any code."""
+    pods = []
+    for kind, count in counts.items():
+        for index in range(count):
+            if draw(st.integers(0, 5)) == 0:
+                continue
+            phase = draw(st.sampled_from(list(PodPhase)))
+            ended = phase in (PodPhase.SUCCEEDED, PodPhase.FAILED)
+            code = draw(st.sampled_from(EXIT_CODES)) if ended else None
+            ready = phase is PodPhase.RUNNING and draw(st.booleans())
+            pods.append(pod_of(ReplicaType(kind), index, phase, ready=ready, exit_code=code))
+    return pods
+
+
+@st.composite
+def _reports(draw: st.DrawFn, moment: datetime) -> Report | None:
+    """None, or the trainer's report at `moment`: a step, and perhaps a checkpoint at or before it."""
+    if not draw(st.booleans()):
+        return None
+    step = draw(st.integers(0, 5000))
+    saved = SavedCheckpoint(step=draw(st.integers(0, step))) if draw(st.booleans()) else None
+    progress = Progress(step=step, total_steps=5000, loss=0.5, update_time=moment)
+    return Report(progress, saved)
+
+
+@st.composite
+def _reconciles(draw: st.DrawFn) -> tuple[DistTrainJob, list[PodView], datetime, Report | None]:
+    """A job whose status the pods and report of an earlier moment made, and its pods and report of a later one."""
+    counts = draw(st.sampled_from(COUNTS))
+    policy = draw(st.sampled_from(["Never", "OnFailure", "ExitCode", "Always"]))
+    job = job_of(counts, policy, backoffLimit=draw(st.integers(0, 2)))
+    pods, report = draw(_pods(counts)), draw(_reports(NOW))
+    earlier = aggregate(job, pods, created=draw(st.booleans()), now=NOW, reported=report, answered=NOW)
+    later = NOW + timedelta(seconds=draw(st.integers(0, 600)))
+    return job.model_copy(update={"status": earlier}), draw(_pods(counts)), later, draw(_reports(later))
+
+
+@settings(max_examples=400, deadline=None)
+@given(_reconciles(), st.booleans())
+def test_the_pods_aggregated_again_after_acts_that_change_none_give_the_status_decided(
+    reconcile: tuple[DistTrainJob, list[PodView], datetime, Report | None], created_all: bool
+) -> None:
+    """Where a plan deletes no pod, restarts none in place and makes none, the status after its acts is the one
+    decided: aggregating the same pods again over it changes nothing, unless the acts made the last child."""
+    job, pods, now, report = reconcile
+    observed = Observed(pods, [], reported=report, answered=now if report is not None else None)
+    status, next_plan = decide_next(job, observed, Remembered(), SETTINGS, now=now)
+    in_place = next_plan.restart.in_place if next_plan.restart is not None else ()
+    assume(not next_plan.delete and not in_place and not any(m["kind"] == "Pod" for m in next_plan.create))
+    assume(not created_all or condition_holds(status, ConditionType.CREATED))  # else the job starts now
+    again = aggregate(
+        with_status(job, status), pods, created=created_all, now=now, reported=report, answered=observed.answered
+    )
+    assert again == status
