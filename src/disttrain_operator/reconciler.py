@@ -314,17 +314,10 @@ class Reconciler:
             return None
         if next_plan.restart is not None:  # the pods it stops are handled from now on, deleted now or by a later plan
             memory.handled.update(pod.uid for pod in next_plan.restart.failed)
-        retry = self._delete(body, memory, next_plan, pods, expected)
-        retry = self._count_in_place(body, memory, next_plan, pods) or retry
-        creates = self._to_create(memory, next_plan, expected, generation)
         wakes = [] if next_plan.wake_at is None else [next_plan.wake_at]
-        if any(object_key(manifest) in expected for manifest in next_plan.create):  # should one never show up
-            wakes.append(now + EXPECTATION)
-        created, rejected, retry = self._create(body, memory, creates, retry)
-        # The pods just created count as the watch will show them (Pending), so that their first sight
-        # changes nothing to write.
-        made = [view for manifest in created if (view := created_pod_view(manifest)) is not None]
-        acts = Acts(made, created_all=retry is None and rejected is None and not next_plan.more, rejected=rejected)
+        if any(isinstance(key, ObjectRef) for key in expected):  # should a child made never show up (a pod made
+            wakes.append(now + EXPECTATION)  # and removed before any view showed it), look again once it lapses
+        created, acts, retry = self._act(body, memory, next_plan, pods, expected, generation=generation)
         refused = memory.tensorboard_refused
         status = status_after_acts(
             job,
@@ -339,7 +332,7 @@ class Reconciler:
         status = self._with_unkept_logs(body, status)
         if next_plan.restart is not None and next_plan.restart.pods and retry is None and not created:
             memory.making_way_until = now + RESTART_HOLD  # its pods were deleted; the replacements come next
-        elif created or retry is not None or rejected is not None or next_plan.fail is not None:
+        elif created or retry is not None or acts.rejected is not None or next_plan.fail is not None:
             memory.making_way_until = None
         deferred_until = self._status.write(body, memory, status, batch=self._wake is not None)
         if created:
@@ -351,6 +344,28 @@ class Reconciler:
         if retry is not None:
             raise retry
         return status
+
+    def _act(
+        self,
+        body: Body,
+        memory: JobMemory,
+        next_plan: Plan,
+        pods: Sequence[PodView],
+        expected: set[Expected],
+        *,
+        generation: int | None,
+    ) -> tuple[list[Manifest], Acts, TransientApiError | None]:
+        """The plan's deletes, counts of restarts in place and creates, in that order: what was created, what the
+        acts did (as `status_after_acts` reads them), and an error worth a retry."""
+        retry = self._delete(body, memory, next_plan, pods, expected)
+        retry = self._count_in_place(body, memory, next_plan, pods) or retry
+        creates = self._to_create(memory, next_plan, expected, generation)
+        created, rejected, retry = self._create(body, memory, creates, retry)
+        # The pods just created count as the watch will show them (Pending), so that their first sight
+        # changes nothing to write.
+        made = [view for manifest in created if (view := created_pod_view(manifest)) is not None]
+        acts = Acts(made, created_all=retry is None and rejected is None and not next_plan.more, rejected=rejected)
+        return created, acts, retry
 
     def _remembered(self, memory: JobMemory, pods: Sequence[PodView], expected: set[Expected]) -> Remembered:
         """What the decision reads of the operator's memory: pods handled, pods awaited, logs not kept yet."""

@@ -91,6 +91,25 @@ def test_a_child_that_never_shows_up_is_created_again_after_the_expectation() ->
     assert unwatched and setup.reconcile([], []) == [name for name in first if name not in unwatched]
 
 
+def test_a_pod_made_and_removed_before_any_view_showed_it_is_made_again_once_its_expectation_lapses() -> None:
+    """Its creation and its removal (an eviction of a Pending pod, a delete by hand) came within one watch batch:
+    the next view lacks it while it is still expected, and nothing else will happen to the job."""
+    setup = _Setup()
+    first = setup.reconcile([], [])
+    pods, children = setup.observed(first)
+    setup.now, setup.wakes = START + timedelta(seconds=1), []
+    made = setup.reconcile(pods[:-1], children)
+    assert made == []  # still expected: not made twice
+    for _ in range(3):  # each wake-up the job asks for (the status's batch first), until it is made again
+        assert setup.wakes, "no wake-up: the job waits for an event that will not come"
+        setup.now, setup.wakes = setup.wakes[-1], []
+        made = setup.reconcile(pods[:-1], children)
+        if made:
+            break
+    assert made == [f"Pod/{pods[-1].name}"]
+    assert setup.now > START + EXPECTATION
+
+
 def test_a_child_seen_and_then_lost_is_created_again_at_once() -> None:
     setup = _Setup()
     first = setup.reconcile([], [])
