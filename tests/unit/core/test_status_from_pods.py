@@ -13,7 +13,8 @@ from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.observed import PodPhase, PodView
 from disttrain_core.planner import Plan, plan
 from disttrain_core.progress import Report
-from disttrain_core.status_from_pods import aggregate, condition_holds
+from disttrain_core.status_from_pods import aggregate, condition_holds, failed_status
+from disttrain_core.types import Verdict
 from support.job_builder import T0, JobBuilder, make_job, make_pod, running_pods
 
 T1 = T0 + timedelta(minutes=1)
@@ -156,6 +157,9 @@ def test_suspend_and_resume() -> None:
     )
     suspended = _next(running.model_copy(update={"spec": suspended_spec}), [], T1)
     assert suspended.status.phase is JobPhase.SUSPENDED
+    said = {c.type: (c.status, c.reason) for c in suspended.status.conditions}
+    assert said[ConditionType.SUSPENDED] == (ConditionStatus.TRUE, "JobSuspended")
+    assert said[ConditionType.RUNNING] == (ConditionStatus.FALSE, "JobSuspended")
     later = T1 + timedelta(minutes=5)
     resumed = _next(suspended.model_copy(update={"spec": running.spec}), [], later)
     assert resumed.status.phase is JobPhase.PENDING
@@ -315,3 +319,56 @@ def test_the_time_left_goes_blank_while_no_step_comes() -> None:
     assert quiet.status.progress.step == 120 and _plan(quiet, 120).wake_at is None
     moving = _seen(quiet, 130, reported=_report(140, 130))
     assert moving.status.progress is not None and moving.status.progress.estimated_remaining_seconds is not None
+
+
+def test_a_failed_status_ends_the_job_then_and_keeps_an_earlier_end() -> None:
+    running = _next(make_job({"Worker": 1}), running_pods(ReplicaType.WORKER, 1), T0)
+    failed = failed_status(running.status, Verdict("ChildRejected", "Pod demo-worker-0 was refused"), T1, 4)
+    assert (failed.phase, failed.completion_time, failed.observed_generation) == (JobPhase.FAILED, T1, 4)
+    condition = next(c for c in failed.conditions if c.type is ConditionType.FAILED)
+    assert (condition.status, condition.reason, condition.message) == (
+        ConditionStatus.TRUE,
+        "ChildRejected",
+        "Pod demo-worker-0 was refused",
+    )
+    again = failed_status(failed, Verdict("BackoffLimitExceeded", "later"), T1 + timedelta(minutes=1), 4)
+    assert again.completion_time == T1
+
+
+def test_the_rate_counts_from_the_point_exactly_a_minute_before_and_to_three_places() -> None:
+    """40 steps in the first 10 s, then one a second: at 70 s the rate runs from the point at 10 s, a minute
+    before, (100 - 40) / 60; from the start it would be 100 / 70."""
+    job = _seen(_two_workers(), 0, reported=_report(0, 0))
+    for seconds, step in ((10, 40), *((s, 30 + s) for s in range(20, 80, 10))):
+        job = _seen(job, seconds, reported=_report(step, seconds))
+    progress = job.status.progress
+    assert progress is not None and progress.step == 100
+    assert (progress.steps_per_second, progress.estimated_remaining_seconds) == (1.0, 900)
+    job = _seen(job, 77, reported=_report(107, 77))  # a minute before 77 s is 17 s: the point at 10 s again
+    assert job.status.progress is not None and job.status.progress.steps_per_second == round(67 / 67, 3)
+    job = _seen(job, 83, reported=_report(115, 83))  # 65 steps in 63 s since the point at 20 s (step 50)
+    assert job.status.progress is not None and job.status.progress.steps_per_second == 1.032
+
+
+def test_a_run_s_rate_counts_none_of_the_points_of_the_run_before() -> None:
+    """The job restarted at 50 s (its workers Pending, then Running again at 60 s) and resumed at step 20: the
+    rate is this run's, from its first point, not from the fast points before."""
+    job = _seen(_two_workers(), 0, reported=_report(0, 0))
+    for seconds in (10, 20, 30, 40):
+        job = _seen(job, seconds, reported=_report(10 * seconds, seconds))
+    pending = [make_pod(ReplicaType.WORKER, index, PodPhase.PENDING) for index in (0, 1)]
+    job = _seen(job, 50, pods=pending)
+    job = _seen(job, 60, reported=_report(20, 60))
+    job = _seen(job, 80, reported=_report(60, 80))
+    progress = job.status.progress
+    assert progress is not None and progress.steps_per_second == 2.0, progress
+
+
+def test_the_fraction_done_stops_at_one_and_a_finished_count_has_no_time_left() -> None:
+    job = _seen(_two_workers(), 0, reported=_report(0, 0))
+    job = _seen(job, 10, reported=_report(1000, 10))
+    progress = job.status.progress
+    assert progress is not None and (progress.fraction_done, progress.estimated_remaining_seconds) == (1.0, 0)
+    job = _seen(job, 20, reported=_report(1500, 20))  # a trainer that runs past its total
+    progress = job.status.progress
+    assert progress is not None and (progress.fraction_done, progress.estimated_remaining_seconds) == (1.0, None)

@@ -262,3 +262,30 @@ def test_a_restart_in_place_the_job_outran_is_counted_once_and_its_run_s_log_kep
     assert _plan(job, [view], handled=frozenset({in_place.run_key(view.uid, 1)})).outrun == ()
     noted = pod_view(_succeeded(restarts=1, counted="1"))
     assert noted is not None and _plan(job, [noted]).outrun == ()
+
+
+def test_a_run_that_ended_in_place_beyond_those_counted_answers_as_the_pod_that_failed_with_it() -> None:
+    """Its own key, Failed and not ready, with the run's exit code, reason, message and end; the pod's own reports
+    and logs stay with the pod, which runs on. A pod whose runs were all counted, or that ended, has none."""
+    ended_at = NOW - timedelta(seconds=5)
+    runs = Runs(ended=2, counted=1, exit_code=137, reason="Error", message="killed", finished_at=ended_at)
+    running = PodView(
+        name="job-worker-0", replica_type=ReplicaType.WORKER, index=0, phase=PodPhase.RUNNING, uid="u", ready=True
+    )
+    (previous,) = in_place.previous_runs([replace(running, runs=runs)])
+    assert (previous.name, previous.uid, previous.phase, previous.ready) == (
+        "job-worker-0",
+        in_place.run_key("u", 2),
+        PodPhase.FAILED,
+        False,
+    )
+    assert (previous.exit_code, previous.reason, previous.message, previous.finished_at) == (
+        137,
+        "Error",
+        "killed",
+        ended_at,
+    )
+    assert (previous.runs, previous.log_due, previous.final_report) == (None, False, None)
+    counted = replace(running, runs=replace(runs, counted=2))
+    failed = replace(running, phase=PodPhase.FAILED, runs=runs)
+    assert in_place.previous_runs([counted, failed]) == []

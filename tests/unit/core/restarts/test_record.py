@@ -8,8 +8,8 @@ from datetime import datetime, timedelta
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType, RestartPolicy
 from disttrain_core.api.status import ConditionStatus, ConditionType, JobPhase
-from disttrain_core.observed import PodPhase, PodView
-from disttrain_core.restarts.record import record_restart
+from disttrain_core.observed import PodPhase, PodView, Runs
+from disttrain_core.restarts.record import record_outrun, record_restart
 from disttrain_core.status_from_pods import aggregate
 from support.job_builder import T0, make_job, make_pod, running_pods
 
@@ -58,3 +58,18 @@ def test_a_disruption_is_counted_apart_from_restarts_and_never_fails_the_job() -
     assert (restarting.reason, restarting.message) == ("Disrupted", message)
     after = _next(job.model_copy(update={"status": status}), [evicted, *running_pods(ReplicaType.WORKER, 1)], T1)
     assert after.status.phase is not JobPhase.FAILED  # a Never replica's failure would fail it
+
+
+def test_restarts_in_place_outrun_count_what_their_notes_lacked_against_each_pod_s_type() -> None:
+    """A worker whose note counted 2 of 5 runs and a PS whose note counted none of 1, on a job that restarted
+    once before: the status counts the 4 runs the notes lacked, 3 against Worker and 1 against PS."""
+    job = _next(make_job({"Worker": 1, "PS": 1}), running_pods(ReplicaType.WORKER, 1), T0)
+    earlier = record_restart(job.status, [make_pod(ReplicaType.WORKER, 0, PodPhase.FAILED)], "once", T0, 3)
+    worker = make_pod(ReplicaType.WORKER, 0, PodPhase.RUNNING, runs=Runs(ended=5, counted=2))
+    ps = make_pod(ReplicaType.PS, 0, PodPhase.RUNNING, runs=Runs(ended=1, counted=0))
+    status = record_outrun(earlier, [worker, ps], [(worker.name, 5), (ps.name, 1)])
+    assert status.restart_count == 1 + 4
+    assert status.replica_statuses[ReplicaType.WORKER].restarts == 1 + 3
+    assert status.replica_statuses[ReplicaType.PS].restarts == 1
+    assert (status.phase, status.conditions) == (earlier.phase, earlier.conditions)
+    assert record_outrun(earlier, [worker, ps], []) is earlier
