@@ -171,18 +171,9 @@ def train_objects(
     parameters the function cannot take). Packages come from `index_url`, else from the index pip here
     is set to (`PIP_INDEX_URL` in `environ`), else from pip's own default in the replicas."""
     chosen, counts = _replicas(strategy, workers=workers, ps=ps, chief=chief, evaluator=evaluator)
-    arguments = function.arguments(_parameters(parameters))
-    listed = _packages(packages)
+    call = _call(function, parameters, packages, index_url or environ.get(INDEX_URL_ENV) or None)
     name = name or job_name(function.name)
     config_map = f"{name}-function"
-    call = {
-        "name": function.name,
-        "arguments": arguments,
-        "takesStrategy": function.takes_strategy,
-        "takesProgress": function.takes_progress,
-        "packages": listed,
-        "indexUrl": index_url or environ.get(INDEX_URL_ENV) or None,
-    }
     template = _template(config_map, image, env, resources)
     manifest: dict[str, Any] = {
         "apiVersion": API_VERSION,
@@ -207,3 +198,21 @@ def train_objects(
         "data": {FUNCTION_FILE: function.source, CALL_FILE: json.dumps(call)},
     }
     return job, shipped
+
+
+def _call(
+    function: ShippedFunction,
+    parameters: Mapping[str, Any] | None,
+    packages: list[str] | tuple[str, ...] | None,
+    index_url: str | None,
+) -> dict[str, Any]:
+    """What the function runner reads of the call: the function, its arguments, what it takes, and its packages."""
+    arguments = function.arguments(_parameters(parameters))
+    return {
+        "name": function.name,
+        "arguments": arguments,
+        "takesStrategy": function.takes_strategy,
+        "takesProgress": function.takes_progress,
+        "packages": _packages(packages),
+        "indexUrl": index_url,
+    }

@@ -327,24 +327,39 @@ def created_pod_view(manifest: Mapping[str, Any]) -> PodView | None:
     return pod_view({**manifest, "metadata": {**(manifest.get("metadata") or {}), "uid": CREATED_UID}})
 
 
-def pod_view(body: dict[str, Any], trainer_container: str = "tensorflow") -> PodView | None:
-    """The view of a pod the operator made; None for a pod whose labels are not ours, or that has no uid
-    (only a manifest not yet created has none)."""
-    metadata = body.get("metadata") or {}
+def _identity(metadata: Mapping[str, Any]) -> tuple[str, ReplicaType, int] | None:
+    """A pod's uid and the replica its labels name; None where it has no uid or the labels are not ours."""
     labels = metadata.get("labels") or {}
     uid = metadata.get("uid")
     if not isinstance(uid, str) or not uid:
         return None
     try:
-        replica_type = ReplicaType.from_task_type(labels[naming.REPLICA_TYPE_LABEL])
-        index = int(labels[naming.REPLICA_INDEX_LABEL])
+        return (
+            uid,
+            ReplicaType.from_task_type(labels[naming.REPLICA_TYPE_LABEL]),
+            int(labels[naming.REPLICA_INDEX_LABEL]),
+        )
     except (KeyError, ValueError):
         return None
-    status = body.get("status") or {}
+
+
+def _phase(status: Mapping[str, Any]) -> PodPhase:
     try:
-        phase = PodPhase(status.get("phase", "Pending"))
+        return PodPhase(status.get("phase", "Pending"))
     except ValueError:
-        phase = PodPhase.UNKNOWN
+        return PodPhase.UNKNOWN
+
+
+def pod_view(body: dict[str, Any], trainer_container: str = "tensorflow") -> PodView | None:
+    """The view of a pod the operator made; None for a pod whose labels are not ours, or that has no uid
+    (only a manifest not yet created has none)."""
+    metadata = body.get("metadata") or {}
+    identity = _identity(metadata)
+    if identity is None:
+        return None
+    uid, replica_type, index = identity
+    status = body.get("status") or {}
+    phase = _phase(status)
     ready = pod_ready(body)
     ended = phase in (PodPhase.SUCCEEDED, PodPhase.FAILED)
     terminated = _terminated_state(status, trainer_container) if ended else None

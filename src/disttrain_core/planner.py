@@ -164,10 +164,8 @@ def _actions(
     if unmet is not None:  # before any pod is made
         return Plan(fail=invalid_spec([unmet]))
     stuck, unstuck_at = _stuck(pods, now, stuck_after)
-    if run_policy.suspend:  # no pods at all; the Service and the volume stay for the resume
-        owned = _missing(job, pods, children, settings, with_pods=False).objects
-        stopped = [pod.name for pod in pods if not pod.deleting and pod not in keeping]
-        return Plan(create=owned, delete=stopped, force_delete=stuck)
+    if run_policy.suspend:
+        return _suspended(job, pods, children, settings, keeping=keeping, stuck=stuck)
     decided = decide(job, pods, handled, awaited, now=now, default_deadline=settings.progress_deadline_seconds)
     if decided.fails is not None:
         return Plan(fail=decided.fails)
@@ -188,18 +186,8 @@ def _actions(
     freed = now if restart is not None and any(pod.gone for pod in restart.failed) else None
     next_batch = now if missing.more else None
     lapses = time_left_lapses(job.status)  # the time left goes blank then
-    wakes = (
-        deadline,
-        unstuck_at,
-        evaluated_by,
-        unplaced,
-        freed,
-        next_batch,
-        paused_until,
-        decided.stall_due,
-        in_place_due,
-        lapses,
-    )
+    wakes = [deadline, unstuck_at, evaluated_by, unplaced, freed, next_batch, paused_until, decided.stall_due]
+    wakes += [in_place_due, lapses]
     return Plan(
         create=missing.objects,
         more=missing.more,
@@ -208,6 +196,22 @@ def _actions(
         restart=restart,
         wake_at=min(filter(None, wakes), default=None),
     )
+
+
+def _suspended(
+    job: DistTrainJob,
+    pods: Sequence[PodView],
+    children: Collection[ObjectRef],
+    settings: BuildSettings,
+    *,
+    keeping: Sequence[PodView],
+    stuck: list[str],
+) -> Plan:
+    """A suspended job's plan: no pods at all (each stops once its log is kept); the Service and the volume
+    stay for the resume."""
+    owned = _missing(job, pods, children, settings, with_pods=False).objects
+    stopped = [pod.name for pod in pods if not pod.deleting and pod not in keeping]
+    return Plan(create=owned, delete=stopped, force_delete=stuck)
 
 
 def _winding_down(job: DistTrainJob, pods: Sequence[PodView], keeping: Sequence[PodView], now: datetime) -> Plan | None:

@@ -174,16 +174,7 @@ def build_runtime(
     pods: ObjectStore[PodView] = ObjectStore(after_removal)
     claims: ObjectStore[ClaimView] = ObjectStore()
     runtime = Runtime(
-        reconciler=Reconciler(
-            kube,
-            cluster.build_settings(settings.build),
-            events,
-            logs=logs,
-            wake=wakeups.schedule,
-            stuck_after=settings.stuck_after,
-            kueue_queues_tfjobs=settings.kueue_tfjob_integration,
-            unsupported=cluster.unsupported,
-        ),
+        reconciler=_reconciler(settings, kube, cluster, events=events, logs=logs, wakeups=wakeups),
         queue=queue,
         wakeups=wakeups,
         progress=ProgressPoller(lambda: _progress_targets(runtime), queue.add, interval=settings.progress_seconds),
@@ -212,6 +203,28 @@ def build_runtime(
     )
     runtime.watches = _child_watches(runtime, kube, settings, watched)
     return runtime
+
+
+def _reconciler(
+    settings: OperatorSettings,
+    kube: OperatorApi,
+    cluster: ClusterFacts,
+    *,
+    events: EventPoster,
+    logs: KeptLogKeeper,
+    wakeups: Wakeups,
+) -> Reconciler:
+    """The reconciler as the settings and the cluster's facts configure it."""
+    return Reconciler(
+        kube,
+        cluster.build_settings(settings.build),
+        events,
+        logs=logs,
+        wake=wakeups.schedule,
+        stuck_after=settings.stuck_after,
+        kueue_queues_tfjobs=settings.kueue_tfjob_integration,
+        unsupported=cluster.unsupported,
+    )
 
 
 def _child_watches(

@@ -161,18 +161,10 @@ class Reconciler:
             self._follow_dispatched(body, other, workload)
             return
         memory = self._job_memory(body)
-        memory.shape = JobShape.of(body)
-        try:
-            core = memory.shape.body_in(body)
-        except UnconvertibleError as error:
-            bare = memory.shape.bare_in(body)
-            self._reject_spec(bare, bare["status"], [str(error)])
+        parsed = self._job_in(body, memory)
+        if parsed is None:
             return
-        known = memory.unwritten or memory.written or core.get("status") or {}
-        current = {**core, "status": known}  # a status held back keeps its times (start, transitions)
-        job = self._parsed(core, memory, current)
-        if job is None:
-            return
+        core, job = parsed
         owned = own_pods(job, pods)
         queued = self._follows_kueue(body)
         try:
@@ -255,6 +247,21 @@ class Reconciler:
         self._kueue.follow(core, shape, job, workload, has_pods=False)
         self._kueue.finish(job, workload)  # the status MultiKueue copied back says it ended
 
+    def _job_in(self, body: Body, memory: JobMemory) -> tuple[Body, DistTrainJob] | None:
+        """The job as the core reads it (a served TFJob translated) beside its parsed model, with the status
+        last decided; None when it was refused."""
+        memory.shape = JobShape.of(body)
+        try:
+            core = memory.shape.body_in(body)
+        except UnconvertibleError as error:
+            bare = memory.shape.bare_in(body)
+            self._reject_spec(bare, bare["status"], [str(error)])
+            return None
+        known = memory.unwritten or memory.written or core.get("status") or {}
+        current = {**core, "status": known}  # a status held back keeps its times (start, transitions)
+        job = self._parsed(core, memory, current)
+        return None if job is None else (core, job)
+
     def _parsed(self, body: Body, memory: JobMemory, current: Mapping[str, Any]) -> DistTrainJob | None:
         """The job, or None when its spec was refused: the CRD's schema normally keeps such a spec out, but an
         older CRD (or none) may not, and the builders must never see a template of the wrong shape."""
@@ -295,10 +302,7 @@ class Reconciler:
     ) -> DistTrainJobStatus | None:
         """Returns the status decided (written or held back for the batch); None when the job was deleted."""
         now, generation = self._clock(), job.metadata.generation
-        recheck = memory.unwatched_since is not None and now - memory.unwatched_since >= UNWATCHED_RECHECK
-        if memory.unwatched and recheck and any(pod.unschedulable for pod in pods):
-            memory.unwatched = set()  # asked for again: 409 where they are, made anew where they were deleted
-        children = [*children, *memory.unwatched]
+        children = [*children, *_unwatched(memory, pods, now)]
         expected = memory.expected.pending(pods, children, now)
         observed = Observed(pods, children, reported, answered, tensorboard, unbound)
         status, next_plan = decide_next(
@@ -330,10 +334,7 @@ class Reconciler:
             tensorboard_refused=None if refused is None else refused[1],
         )
         status = self._with_unkept_logs(body, status)
-        if next_plan.restart is not None and next_plan.restart.pods and retry is None and not created:
-            memory.making_way_until = now + RESTART_HOLD  # its pods were deleted; the replacements come next
-        elif created or retry is not None or acts.rejected is not None or next_plan.fail is not None:
-            memory.making_way_until = None
+        _hold_for_replacements(memory, next_plan, created, acts, retried=retry is not None, now=now)
         deferred_until = self._status.write(body, memory, status, batch=self._wake is not None)
         if created:
             described = ", ".join(_describe(manifest) for manifest in created)
@@ -504,6 +505,26 @@ class Reconciler:
         generation = body["metadata"].get("generation")
         memory = self._memory(str(body["metadata"]["uid"]))
         self._status.write(body, memory, failed_status(status, verdict, self._clock(), generation))
+
+
+def _unwatched(memory: JobMemory, pods: Sequence[PodView], now: datetime) -> set[ObjectRef]:
+    """The children of kinds no watch sees, as made; forgotten a minute on while a pod cannot be scheduled,
+    so that they are asked for again (409 where they are, made anew where they were deleted)."""
+    recheck = memory.unwatched_since is not None and now - memory.unwatched_since >= UNWATCHED_RECHECK
+    if memory.unwatched and recheck and any(pod.unschedulable for pod in pods):
+        memory.unwatched = set()
+    return memory.unwatched
+
+
+def _hold_for_replacements(
+    memory: JobMemory, next_plan: Plan, created: Sequence[Manifest], acts: Acts, *, retried: bool, now: datetime
+) -> None:
+    """A restart whose pods were all deleted, with nothing made yet, holds the status write back a moment
+    (`RESTART_HOLD`): the replacements come next. Anything made, refused or failed ends the hold."""
+    if next_plan.restart is not None and next_plan.restart.pods and not retried and not created:
+        memory.making_way_until = now + RESTART_HOLD
+    elif created or retried or acts.rejected is not None or next_plan.fail is not None:
+        memory.making_way_until = None
 
 
 def _describe(manifest: Manifest) -> str:
