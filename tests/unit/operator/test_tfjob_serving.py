@@ -1,6 +1,6 @@
 """TFJobs served through the same core: pods as training-operator labelled them, owned by the TFJob,
 TF_CONFIG unchanged, status in TFJob's shape (and back, so an operator restart reads it), Kueue's
-patches in TFJob's names, and the refusal to serve beside another controller's TFJob CRD."""
+patches in TFJob's names."""
 
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ from disttrain_core.observed import PodPhase, PodView
 from disttrain_operator.handlers import name_in_use
 from disttrain_operator.indexed_jobs import IndexedJobs
 from disttrain_operator.reconciler import Reconciler
-from disttrain_operator.tfjob_ownership import refusal
 from support.fakes import RecordingApi
 from support.job_builder import JobBuilder, make_pod
 
@@ -151,15 +150,6 @@ def test_a_tfjob_disttrain_cannot_serve_fails_naming_the_field() -> None:
     assert kube.created == []
     failed = next(c for c in kube.statuses[-1]["conditions"] if c["type"] == "Failed")
     assert failed["reason"] == "TFJobFailed" and "spec.enableDynamicWorker" in failed["message"]
-
-
-def test_tfjobs_are_served_only_with_disttrain_s_own_crd_unless_adopted() -> None:
-    ours = crd.tfjob_resource_definition()
-    theirs = {"metadata": {"name": "tfjobs.kubeflow.org", "labels": {}}}
-    assert refusal(ours, adopt=False) is None
-    assert "not disttrain's" in (refusal(theirs, adopt=False) or "")
-    assert refusal(theirs, adopt=True) is None
-    assert "not installed" in (refusal(None, adopt=True) or "")
 
 
 def test_a_tfjob_named_as_an_older_disttrainjob_fails_once_and_creates_nothing() -> None:

@@ -1,5 +1,6 @@
-"""What the reconciler writes: a child it created is not created again while the indexes have yet to
-show it, and changes nobody waits on (counts, a new job's Created) are batched into one status write."""
+"""The reconciler: a child it created is not created again while the indexes have yet to show it, changes
+nobody waits on (counts, a new job's Created) are batched into one status write, restarts wait for their
+pods, and jobs it must not act on (another manager's, a refused write) are left or failed once."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from prometheus_client import REGISTRY
 
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType
-from disttrain_core.api.status import DistTrainJobStatus, JobPhase, UnkeptLogs
+from disttrain_core.api.status import DistTrainJobStatus, UnkeptLogs
 from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.kueue import MULTIKUEUE, QUEUE_LABEL, workload, workload_view
 from disttrain_core.naming import replica_labels
@@ -379,19 +380,6 @@ def test_a_status_the_api_server_refuses_fails_the_job_once_and_is_not_retried()
     assert {(status["phase"], status["conditions"][0]["reason"]) for status in api.statuses} == {
         ("Failed", "StatusRefused")
     }
-
-
-def test_a_field_the_status_no_longer_has_is_cleared_not_left_as_it_was() -> None:
-    api = RecordingApi()
-    writer, body = (
-        StatusWriter(api, lambda *_, **__: None, lambda: START),
-        {"metadata": {"namespace": "a", "name": "x"}},
-    )
-    memory = JobMemory()
-    memory.written = {"phase": "Running", "evaluation": {"step": 3, "metrics": {}, "final": False}, "ready": "1/2"}
-    writer.write(body, memory, DistTrainJobStatus(phase=JobPhase.RUNNING, ready="2/2"))
-    (patch,) = api.statuses
-    assert patch["evaluation"] is None and (patch["phase"], patch["ready"]) == ("Running", "2/2")
 
 
 def test_a_deleted_pod_group_is_made_again_while_the_scheduler_cannot_place_the_job() -> None:
