@@ -566,10 +566,8 @@ def test_an_operator_on_an_unsupported_kubernetes_says_so_once_on_each_job_and_s
     assert any(item.startswith("Pod/") for item in kube.created)  # served all the same
 
 
-def test_a_run_that_ended_in_place_is_counted_on_its_pods_and_nothing_is_deleted_or_made() -> None:
-    """The example restarts as a whole: its first pod's trainer was killed and its kubelet restarted it in place.
-    The restart is counted, each pod is told how many of its runs' ends it covers (the first pod's that came, the
-    others' to come), at once and without waiting for replacements: there are none."""
+def _running_in_place() -> tuple[_Setup, list[PodView], list[ObjectRef]]:
+    """The example running under restarts in place, each pod's runs counted: none ended yet."""
     setup = _Setup()
     setup.reconciler = Reconciler(
         setup.kube, BuildSettings(restart_in_place=True), lambda *_, **__: None, clock=lambda: setup.now
@@ -577,6 +575,14 @@ def test_a_run_that_ended_in_place_is_counted_on_its_pods_and_nothing_is_deleted
     pods, children = setup.observed(setup.reconcile([], []), running=99)
     pods = [replace(pod, runs=Runs(ended=0, counted=0)) for pod in pods]
     setup.reconcile(pods, children)
+    return setup, pods, children
+
+
+def test_a_run_that_ended_in_place_is_counted_on_its_pods_and_nothing_is_deleted_or_made() -> None:
+    """The example restarts as a whole: its first pod's trainer was killed and its kubelet restarted it in place.
+    The restart is counted, each pod is told how many of its runs' ends it covers (the first pod's that came, the
+    others' to come), at once and without waiting for replacements: there are none."""
+    setup, pods, children = _running_in_place()
     restarted = replace(pods[0], runs=Runs(ended=1, counted=0, exit_code=137, finished_at=START))
     setup.now = START + timedelta(seconds=10)
     assert setup.reconcile([restarted, *pods[1:]], children) == []
@@ -593,13 +599,7 @@ def test_a_run_that_ended_in_place_is_counted_on_its_pods_and_nothing_is_deleted
 
 
 def test_a_restart_in_place_says_so_even_where_every_trainer_started_again_before_it_was_seen() -> None:
-    setup = _Setup()
-    setup.reconciler = Reconciler(
-        setup.kube, BuildSettings(restart_in_place=True), lambda *_, **__: None, clock=lambda: setup.now
-    )
-    pods, children = setup.observed(setup.reconcile([], []), running=99)
-    pods = [replace(pod, runs=Runs(ended=0, counted=0)) for pod in pods]
-    setup.reconcile(pods, children)
+    setup, pods, children = _running_in_place()
     setup.now = START + timedelta(seconds=10)
     again = [replace(pod, runs=Runs(ended=1, counted=0, exit_code=130, finished_at=START)) for pod in pods]
     setup.reconcile(again, children)
