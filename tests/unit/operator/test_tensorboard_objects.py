@@ -1,5 +1,6 @@
-"""A job's TensorBoard in pure code: what is built for `spec.tensorboard` (and refused without a volume),
-what its Deployment's state says in the job's status, and the Warning a refusal is worth."""
+"""A job's TensorBoard as the operator makes it: what is built for `spec.tensorboard` (and refused without a
+volume), the Warning a refusal is worth, and a refusal that never fails the training. What its Deployment's
+state says in the job's status: tests/unit/core/test_tensorboard_status.py."""
 
 from __future__ import annotations
 
@@ -13,11 +14,10 @@ import pytest
 from disttrain_cli.main import main
 from disttrain_core.api import yaml_io
 from disttrain_core.api.job import DistTrainJob
-from disttrain_core.api.status import ConditionType
 from disttrain_core.api.validation import InvalidManifestError, validated
 from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.objects import desired_objects
-from disttrain_core.tensorboard_status import TensorBoardView, tensorboard_view, with_tensorboard
+from disttrain_core.tensorboard_status import TensorBoardView, with_tensorboard
 from disttrain_core.types import Verdict
 from disttrain_kube.api_errors import RefusedError
 from disttrain_operator.job_memory import JobMemory
@@ -80,50 +80,6 @@ def test_a_tensorboard_without_a_checkpoint_volume_is_refused_with_why() -> None
     with pytest.raises(InvalidManifestError, match="spec: tensorboard needs a checkpoint volume"):
         validated(_manifest({}, checkpoint=False))
     validated(_manifest({"enabled": False}, checkpoint=False))
-
-
-def _deployment(ready: int, *conditions: dict[str, str]) -> dict[str, Any]:
-    return {
-        "metadata": {"name": "mnist-tensorboard"},
-        "status": {"readyReplicas": ready, "conditions": list(conditions)},
-    }
-
-
-@pytest.mark.parametrize(
-    ("view", "status", "reason"),
-    [
-        (None, "False", "TensorBoardStarting"),
-        (tensorboard_view(_deployment(0)), "False", "TensorBoardStarting"),
-        (tensorboard_view(_deployment(1)), "True", "TensorBoardReady"),
-        (
-            tensorboard_view(
-                _deployment(
-                    0, {"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate", "message": "quota"}
-                )
-            ),
-            "False",
-            "FailedCreate",
-        ),
-        (
-            tensorboard_view(
-                _deployment(0, {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"})
-            ),
-            "False",
-            "ProgressDeadlineExceeded",
-        ),
-    ],
-)
-def test_the_status_names_the_service_and_says_whether_tensorboard_serves(
-    view: TensorBoardView | None, status: str, reason: str
-) -> None:
-    job = _job({})
-    found = with_tensorboard(job, job.status, view, NOW)
-    assert found.tensorboard is not None and found.tensorboard.service == "mnist-tensorboard"
-    assert found.tensorboard.url == "http://mnist-tensorboard.team.svc:6006"
-    (said,) = [c for c in found.conditions if c.type is ConditionType.TENSORBOARD_READY]
-    assert (said.status.value, said.reason) == (status, reason)
-    untouched = _job(None)
-    assert with_tensorboard(untouched, untouched.status, view, NOW) == untouched.status
 
 
 class _Api:
