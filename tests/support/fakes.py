@@ -53,3 +53,18 @@ class RecordingApi:
 
     def get_cluster_object(self, api_version: str, plural: str, name: str) -> dict[str, Any] | None:
         raise AssertionError("no job here has a Workload")
+
+
+class QueueingApi(RecordingApi):
+    """Records the job patches and Workload conditions Kueue's contract makes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.job_patches: list[dict[str, Any]] = []
+        self.workload_conditions: list[tuple[str, str, str]] = []  # the Workload, the condition's type and reason
+
+    def patch_job(self, job: Mapping[str, Any], patch: dict[str, Any]) -> None:
+        self.job_patches.append(patch)
+
+    def apply_status_condition(self, manifest: dict[str, Any], condition: dict[str, Any], field_manager: str) -> None:
+        self.workload_conditions.append((manifest["metadata"]["name"], condition["type"], condition["reason"]))

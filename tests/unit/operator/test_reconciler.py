@@ -26,7 +26,7 @@ from disttrain_operator.expectations import EXPECTATION
 from disttrain_operator.job_memory import JobMemory
 from disttrain_operator.reconciler import UNWATCHED_RECHECK, Reconciler
 from disttrain_operator.status_writer import RESTART_HOLD, STATUS_BATCH, StatusWriter
-from support.fakes import RecordingApi
+from support.fakes import QueueingApi, RecordingApi
 from support.repository import EXAMPLES, load_one
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -474,25 +474,10 @@ def test_a_job_another_manager_runs_is_left_alone_and_said_once(caplog: pytest.L
     assert any(item.startswith("Pod/") for item in setup.reconcile([], []))
 
 
-class _QueueingApi(RecordingApi):
-    """Records the job patches and Workload conditions Kueue's contract makes."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.job_patches: list[dict[str, Any]] = []
-        self.workload_conditions: list[tuple[str, str, str]] = []  # the Workload, the condition's type and reason
-
-    def patch_job(self, job: Mapping[str, Any], patch: dict[str, Any]) -> None:
-        self.job_patches.append(patch)
-
-    def apply_status_condition(self, manifest: dict[str, Any], condition: dict[str, Any], field_manager: str) -> None:
-        self.workload_conditions.append((manifest["metadata"]["name"], condition["type"], condition["reason"]))
-
-
 def test_a_queued_job_releases_its_quota_in_the_reconcile_that_finds_it_ended() -> None:
     """The echo of the operator's own status write calls for no reconcile, and pods left as they ended bring no
     event: the Workload's Finished condition cannot wait for a later reconcile, or the quota is never released."""
-    kube = _QueueingApi()
+    kube = QueueingApi()
     setup = _Setup(kube)
     setup.job["metadata"]["labels"] = {QUEUE_LABEL: "team"}
     job = DistTrainJob.model_validate(setup.job)
@@ -515,7 +500,7 @@ def test_a_queued_job_releases_its_quota_in_the_reconcile_that_finds_it_ended() 
 def test_multikueue_s_queued_copy_gets_its_workload_and_is_resumed_on_admission_and_nothing_else() -> None:
     """On MultiKueue's manager cluster the job's controller does Kueue's part (Workload, suspend, resume) and
     makes no pod, Service or status: a worker cluster runs the job."""
-    kube = _QueueingApi()
+    kube = QueueingApi()
     setup = _Setup(kube)
     setup.job["metadata"]["labels"] = {QUEUE_LABEL: "team"}
     setup.job["spec"] = {**setup.job["spec"], "managedBy": MULTIKUEUE}
@@ -531,7 +516,7 @@ def test_multikueue_s_queued_copy_gets_its_workload_and_is_resumed_on_admission_
     assert workload_view(admitted).name == workload(job, None)["metadata"]["name"]
 
     del setup.job["metadata"]["labels"]  # a copy that is not queued is left alone, as any other manager's
-    other = _Setup(_QueueingApi())
+    other = _Setup(QueueingApi())
     other.job = setup.job
     assert other.reconcile([], []) == []
 
