@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import Cluster, Side, namespace
+from harness import TRAINERS, Cluster, Side, namespace
 
 from disttrain_dev import cluster as devcluster
 from disttrain_dev import node_kinds
@@ -40,6 +40,7 @@ class Setup:
     epochs: int  # the job's length
     most: int  # evictions in one run, at most
     limit: float = 1800.0  # seconds a run may take before the benchmark gives up on it
+    trainer: str = TRAINERS["tensorflow"]  # the trainer's command (`--trainer`)
 
 
 @dataclass(frozen=True)
@@ -151,12 +152,12 @@ def _trainer_args(epochs: int) -> list[str]:
     return ["--epochs", str(epochs), "--checkpoint-every", "100000", "--log-every", "5", "--collective", "RING"]
 
 
-def _template(side: Side, epochs: int, checkpoints: Path) -> dict[str, Any]:
-    args = _trainer_args(epochs)
+def _template(side: Side, setup: Setup, checkpoints: Path) -> dict[str, Any]:
+    args = _trainer_args(setup.epochs)
     container: dict[str, Any] = {
         "name": "tensorflow",
         "image": "disttrain/trainer:0.1.0",
-        "command": ["disttrain-train"],
+        "command": [setup.trainer],
     }
     # Both sides' checkpoints go to a folder of the node (training-operator makes no volume; a claim would
     # add its binding to disttrain's start-up alone).
@@ -171,10 +172,10 @@ def _template(side: Side, epochs: int, checkpoints: Path) -> dict[str, Any]:
     return {"spec": spec}
 
 
-def job(side: Side, scope: str, epochs: int, checkpoints: Path) -> dict[str, Any]:
+def job(side: Side, setup: Setup, checkpoints: Path) -> dict[str, Any]:
     """Two workers, restarted on the trainer's retryable exit codes (as training-operator does for an evicted
     pod under ExitCode alone: under OnFailure it fails the job) and without end."""
-    template = _template(side, epochs, checkpoints)
+    template = _template(side, setup, checkpoints)
     replicas = {"Worker": {"replicas": 2, "restartPolicy": "ExitCode", "template": template}}
     run_policy = {"backoffLimit": 1000, "cleanPodPolicy": "Running"}
     if side.peer:
@@ -214,7 +215,7 @@ def run_once(bench: Cluster, side: Side, setup: Setup, every: float | None, log:
             path = f"/apis/{version}/namespaces/{scope}/{resource}"
             follower = Follower(scope)
             began = time.monotonic()
-            bench.kube.request("POST", path, {}, job(side, scope, setup.epochs, checkpoints))
+            bench.kube.request("POST", path, {}, job(side, setup, checkpoints))
             interval = every or 0.0
             evicted: list[float] = []
             next_at: float | None = None

@@ -66,6 +66,12 @@ def local_cluster(process_node: bool = False, plane: str | None = None) -> Clust
     return Cluster(kubeconfig, KubeletApi(api), api)
 
 
+# The trainer a benchmark's jobs run, by `--trainer`: TensorFlow's, or its contract without TensorFlow at about the
+# trainer's pace on the digits (`disttrain-stand-in`, 80 steps a second), with which CI's runs of the benchmarks
+# prove their harness and the operator's decisions without TensorFlow's start in every pod.
+TRAINERS = {"tensorflow": "disttrain-train", "stand-in": "disttrain-stand-in"}
+
+
 def _template(kubelet: bool) -> dict[str, Any]:
     container = {"name": "tensorflow", "image": "disttrain/trainer:0.1.0", "command": ["disttrain-train"]}
     template: dict[str, Any] = {"spec": {"containers": [container], "automountServiceAccountToken": False}}

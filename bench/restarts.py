@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import statistics
 import time
@@ -24,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from harness import Cluster, OperatorUnderTest, namespace
+from harness import TRAINERS, Cluster, OperatorUnderTest, namespace
 
 from disttrain_core.api import yaml_io
 from disttrain_core.restarts.record import HEALTHY_RUN
@@ -65,9 +64,14 @@ class Outcome:
         return [recovery.stepping for recovery in self.recoveries]
 
 
-def job_manifest(epochs: int) -> str:
-    """The example, with enough epochs for every kill."""
-    return re.sub(r'"--epochs", "\d+"', f'"--epochs", "{epochs}"', EXAMPLE.read_text())
+def job_manifest(epochs: int, trainer: str) -> dict[str, Any]:
+    """The example, with enough epochs for every kill, running `trainer`'s command."""
+    (job,) = yaml_io.load_all(EXAMPLE.read_text())
+    (container,) = job["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"]
+    args = container["args"]
+    args[args.index("--epochs") + 1] = str(epochs)
+    container["command"] = [trainer]
+    return dict(job)
 
 
 def _pod(bench: Cluster, scope: str, name: str) -> dict[str, Any] | None:
@@ -143,7 +147,9 @@ def _runs(bench: Cluster, scope: str) -> dict[str, tuple[str, int]] | None:
     return {name: run for name, run in runs.items() if run is not None} if all(runs.values()) else None
 
 
-def run_once(bench: Cluster, node: str, mode: str, *, kills: int, log: Path, limit: float) -> Outcome:
+def run_once(
+    bench: Cluster, node: str, mode: str, *, kills: int, log: Path, limit: float, trainer: str = TRAINERS["tensorflow"]
+) -> Outcome:
     """One job, its worker 1 killed `kills` times, each once worker 0's current run reported 60 steps (it
     restored a checkpoint at most 40 steps back and made one since) and the job ran a while since the last
     (a restart that comes sooner is a quick one, which pauses the job and recreates its pods in either mode)."""
@@ -153,7 +159,7 @@ def run_once(bench: Cluster, node: str, mode: str, *, kills: int, log: Path, lim
         operator = OperatorUnderTest(bench, [scope], log, env={"DISTTRAIN_RESTART_IN_PLACE": MODES[mode]})
         try:
             path = f"/apis/disttrain.io/v1alpha1/namespaces/{scope}/disttrainjobs"
-            bench.kube.request("POST", path, {}, yaml_io.load_all(job_manifest(epochs=2000))[0])
+            bench.kube.request("POST", path, {}, job_manifest(2000, trainer))
             first = _wait("both workers running", lambda: _runs(bench, scope), limit)
             runs, running_since = first, time.monotonic()
             for _ in range(kills):
@@ -180,12 +186,15 @@ def run_once(bench: Cluster, node: str, mode: str, *, kills: int, log: Path, lim
             operator.stop()
 
 
-def measure(bench: Cluster, nodes: list[str], kills: int, logs: Path, limit: float) -> list[Outcome]:
+def measure(
+    bench: Cluster, nodes: list[str], kills: int, logs: Path, limit: float, *, trainer: str = TRAINERS["tensorflow"]
+) -> list[Outcome]:
     """On each node, a run with restarts in place and one with pods recreated, one after the other."""
     outcomes = []
     for node in nodes:
         for mode in MODES:
-            outcome = run_once(bench, node, mode, kills=kills, log=logs / f"restarts-{node}-{mode}.log", limit=limit)
+            log = logs / f"restarts-{node}-{mode}.log"
+            outcome = run_once(bench, node, mode, kills=kills, log=log, limit=limit, trainer=trainer)
             outcomes.append(outcome)
             print(outcome, flush=True)
     return outcomes

@@ -33,6 +33,7 @@ from harness import (
     PEER,
     PEER_AS_SHIPPED,
     PODS_PER_JOB,
+    TRAINERS,
     Cluster,
     ProcessUnderTest,
     Quiet,
@@ -583,7 +584,7 @@ def goodput_benchmark(args: argparse.Namespace) -> str:
     bench = local_cluster(process_node=True)
     before = [Side("trainer-before", trainer_source=args.trainer_before)] if args.trainer_before else []
     sides = [OPERATOR, *before, *([PEER] if args.peer else [])]
-    setup = goodput.Setup(args.epochs, args.evictions, args.run_limit)
+    setup = goodput.Setup(args.epochs, args.evictions, args.run_limit, TRAINERS[args.trainer])
     outcomes, total = goodput.measure(bench, setup, args.every, sides, LOGS)
     _record(args, "goodput", {side: {label: asdict(o) for label, o in runs.items()} for side, runs in outcomes.items()})
     return goodput.summary(outcomes, total, args.every)
@@ -597,7 +598,7 @@ def restarts_benchmark(args: argparse.Namespace) -> str:
         devcluster.up(log=False, real_node=True)
         devcluster.load_images([f"{name}:{VERSION}" for name in images.ensure_images(ROOT)])
     bench = local_cluster(process_node=True)
-    outcomes = restarts.measure(bench, args.node, args.kills, LOGS, args.run_limit)
+    outcomes = restarts.measure(bench, args.node, args.kills, LOGS, args.run_limit, trainer=TRAINERS[args.trainer])
     _record(args, "restarts", [asdict(outcome) for outcome in outcomes])
     return restarts.summary(outcomes)
 
@@ -633,6 +634,12 @@ def _on_the_cluster(benchmark: Callable[[argparse.Namespace], str]) -> Callable[
     return run
 
 
+def _trainer_choice(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--trainer", choices=sorted(TRAINERS), default="tensorflow", help="what the jobs run (harness.TRAINERS)"
+    )
+
+
 def _tensorflow_benchmarks(benchmarks: Any) -> None:
     """The benchmarks that run real trainers: they need the trainer extra."""
     goodput_parser = benchmarks.add_parser("goodput", help="a job preempted every N seconds (TensorFlow)")
@@ -644,6 +651,7 @@ def _tensorflow_benchmarks(benchmarks: Any) -> None:
     goodput_parser.add_argument("--evictions", type=int, default=4, help="at most this many evictions a run")
     goodput_parser.add_argument("--run-limit", type=float, default=1800.0, help="seconds a run may take at most")
     goodput_parser.add_argument("--trainer-before", help="another checkout whose trainer runs the job too, as a side")
+    _trainer_choice(goodput_parser)
     goodput_parser.set_defaults(run=_on_the_cluster(goodput_benchmark))
     restarts_parser = benchmarks.add_parser(
         "restarts", help="whole-job restarts in place against recreated (TensorFlow)"
@@ -656,6 +664,7 @@ def _tensorflow_benchmarks(benchmarks: Any) -> None:
     )
     restarts_parser.add_argument("--kills", type=int, default=3, help="worker 1's trainer killed this often a run")
     restarts_parser.add_argument("--run-limit", type=float, default=300.0, help="seconds each wait may take at most")
+    _trainer_choice(restarts_parser)
     restarts_parser.set_defaults(run=_on_the_cluster(restarts_benchmark))
     trainer_parser = benchmarks.add_parser("trainer", help="MultiWorkerMirrored against one process (TensorFlow)")
     trainer_parser.add_argument("--batch", type=int, default=256, help="global batch size")
