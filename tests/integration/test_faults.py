@@ -42,14 +42,12 @@ from support.kueue_support import (
 from support.network_faults import bridged_traffic_through_iptables
 from support.operator_process import OperatorProcess
 from support.pod_checks import drain_and_uncordon, trainer_run, trainer_state
-from support.trainer_support import events, job_manifest
+from support.trainer_support import STAND_IN, TRAINER, events, job_manifest
 
 pytestmark = [
     pytest.mark.tensorflow,
     pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="needs the trainer extra"),
 ]
-STAND_IN = "disttrain-stand-in"
-TRAINER = "disttrain-train"
 
 STEPS_PER_EPOCH = 1437 // 64  # the bundled digits' training split at the default batch
 JOB = "faulty"

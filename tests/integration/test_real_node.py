@@ -51,7 +51,7 @@ from support.operator_process import OperatorProcess
 from support.pod_checks import drain, drain_and_uncordon, trainer_run, trainer_state
 from support.rbac_rights import AUDIT_TIME, refused_rights
 from support.repository import ROOT
-from support.trainer_support import events
+from support.trainer_support import STAND_IN, TRAINER, events
 
 pytestmark = pytest.mark.real_node
 MWMS = ROOT / "examples" / "local-multi-worker-digits.yaml"
@@ -130,13 +130,18 @@ def _submit(
     every_worker: bool = False,
     labels: dict[str, str] | None = None,
     run_policy: dict[str, int] | None = None,
+    trainer: str = TRAINER,
 ) -> str:
     """The example with more epochs (a fault then lands mid-run) and `extra` trainer flags, its logs kept on its
     checkpoint volume with `logs_on_volume`, its name ending in `suffix`, its checkpoints, restarts, labels and
     more `run_policy` fields as given; with `every_worker` it succeeds once every worker did (none is stopped
-    still running by the cleanup at worker 0's end). Returns its name."""
+    still running by the cleanup at worker 0's end); running `trainer` (the stand-in for the operator's decisions).
+    Returns its name."""
     flags = "".join(f', "{flag}"' for flag in extra)
     text = re.sub(r'"--epochs", "\d+"', f'"--epochs", "{epochs}"{flags}', example.read_text())
+    command = f'command: ["{TRAINER}"]'
+    assert command in text, f"{example.name} names no {command}"
+    text = text.replace(command, f'command: ["{trainer}"]')
     if checkpoint_every is not None:
         text = re.sub(r'"--checkpoint-every", "\d+"', f'"--checkpoint-every", "{checkpoint_every}"', text)
     policy = {**({} if backoff_limit is None else {"backoffLimit": backoff_limit}), **(run_policy or {})}
@@ -567,10 +572,11 @@ def test_at_mid_run_the_trainer_image_s_time_left_is_within_a_fifth_of_the_time_
 ) -> None:
     """status.progress.estimatedRemainingSeconds read once half the steps are done (the installed operator
     polls every 2 s), against the time the trainer then took to its last step, both on the trainer's clock.
-    The trainer keeps to 40 steps a second, as a GPU job's steps keep their time: on this shared two-core
-    machine a run's own speed drifted by up to a third within a minute (10 runs held to 600m each, alone
-    here: from 62 to 44 steps/s in one, 52 to 76 in another), more than the bound allows any estimate."""
-    job = _submit(installed, real_namespace, MWMS, ETA_EPOCHS, "--max-steps-per-second", str(ETA_STEPS_PER_SECOND))
+    The stand-in in the trainer image keeps to 40 steps a second, as a GPU job's steps keep their time (what is
+    tested is the operator's estimate: on this shared two-core machine TensorFlow's own speed drifted by up to a
+    third within a minute, 10 runs held to 600m each: from 62 to 44 steps/s in one, 52 to 76 in another)."""
+    pace = ("--max-steps-per-second", str(ETA_STEPS_PER_SECOND))
+    job = _submit(installed, real_namespace, MWMS, ETA_EPOCHS, *pace, trainer=STAND_IN)
     total = ETA_EPOCHS * STEPS_PER_EPOCH
 
     def halfway() -> dict[str, Any] | None:
@@ -629,9 +635,9 @@ def test_parameter_server_absorbs_an_evicted_worker_and_resumes_an_evicted_ps_at
 def test_the_leading_operator_pod_deleted_and_the_kubelet_restarted_mid_job(
     installed: Cluster, real_namespace: str
 ) -> None:
-    """One after the other under one running job: the standby operator takes over, and the containers outlive
-    their kubelet; nothing restarts."""
-    job = _submit(installed, real_namespace, MWMS, epochs=LONG_EPOCHS)
+    """One after the other under one running job (the stand-in in the trainer image): the standby operator takes
+    over, and the containers outlive their kubelet; nothing restarts."""
+    job = _submit(installed, real_namespace, MWMS, epochs=LONG_EPOCHS, trainer=STAND_IN)
     worker = f"{job}-worker-0"
     _past_first_checkpoint(installed, real_namespace, worker)
     lease = installed.get("lease", "disttrain-operator", OPERATOR_NAMESPACE)
@@ -867,9 +873,9 @@ def _scale_operator(cluster: Cluster, replicas: int) -> None:
 
 
 def test_with_the_operator_stopped_an_eviction_and_a_drain_complete(installed: Cluster, real_namespace: str) -> None:
-    """Then, back, the operator makes the pods again, the job resumes to the exact step, and its status names
-    the attempts whose log no one was there to keep."""
-    job = _submit(installed, real_namespace, MWMS, epochs=FAULTED_EPOCHS, every_worker=True)
+    """Then, back, the operator makes the pods again, the job (the stand-in in the trainer image) resumes to the
+    exact step, and its status names the attempts whose log no one was there to keep."""
+    job = _submit(installed, real_namespace, MWMS, epochs=FAULTED_EPOCHS, every_worker=True, trainer=STAND_IN)
     _past_first_checkpoint(installed, real_namespace, f"{job}-worker-0")
     replicas = installed.get("deploy", "disttrain-operator", OPERATOR_NAMESPACE)["spec"]["replicas"]  # type: ignore[index]
     _scale_operator(installed, 0)

@@ -17,12 +17,17 @@ from disttrain_core.api.parsing import parse_job
 from disttrain_dev.polling import wait_for
 from support.job_builder import JobBuilder
 
+TRAINER = "disttrain-train"
+# The trainer's contract without TensorFlow (trainer_image/disttrain_trainer/stand_in.py), in the trainer image
+# and on the process node: what the tests of the operator's decisions run.
+STAND_IN = "disttrain-stand-in"
+
 
 def job_manifest(name: str, strategy: str, counts: dict[str, int], args: list[str]) -> dict[str, Any]:
     """A job whose replicas run the trainer with `args`."""
     builder = JobBuilder(name).strategy(strategy)
     for kind, count in counts.items():
-        builder.replicas(kind, count, {"image": "trainer", "command": ["disttrain-train"], "args": args})
+        builder.replicas(kind, count, {"image": "trainer", "command": [TRAINER], "args": args})
     return builder.obj()
 
 
