@@ -40,7 +40,7 @@ class Setup:
     epochs: int  # the job's length
     most: int  # evictions in one run, at most
     limit: float = 1800.0  # seconds a run may take before the benchmark gives up on it
-    trainer: str = TRAINERS["tensorflow"]  # the trainer's command (`--trainer`)
+    trainer: tuple[str, ...] = TRAINERS["tensorflow"]  # the trainer's command (`--trainer`)
 
 
 @dataclass(frozen=True)
@@ -157,7 +157,7 @@ def _template(side: Side, setup: Setup, checkpoints: Path) -> dict[str, Any]:
     container: dict[str, Any] = {
         "name": "tensorflow",
         "image": "disttrain/trainer:0.1.0",
-        "command": [setup.trainer],
+        "command": list(setup.trainer),
     }
     # Both sides' checkpoints go to a folder of the node (training-operator makes no volume; a claim would
     # add its binding to disttrain's start-up alone).

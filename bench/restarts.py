@@ -64,13 +64,13 @@ class Outcome:
         return [recovery.stepping for recovery in self.recoveries]
 
 
-def job_manifest(epochs: int, trainer: str) -> dict[str, Any]:
+def job_manifest(epochs: int, trainer: tuple[str, ...]) -> dict[str, Any]:
     """The example, with enough epochs for every kill, running `trainer`'s command."""
     (job,) = yaml_io.load_all(EXAMPLE.read_text())
     (container,) = job["spec"]["replicaSpecs"]["Worker"]["template"]["spec"]["containers"]
     args = container["args"]
     args[args.index("--epochs") + 1] = str(epochs)
-    container["command"] = [trainer]
+    container["command"] = list(trainer)
     return dict(job)
 
 
@@ -148,7 +148,14 @@ def _runs(bench: Cluster, scope: str) -> dict[str, tuple[str, int]] | None:
 
 
 def run_once(
-    bench: Cluster, node: str, mode: str, *, kills: int, log: Path, limit: float, trainer: str = TRAINERS["tensorflow"]
+    bench: Cluster,
+    node: str,
+    mode: str,
+    *,
+    kills: int,
+    log: Path,
+    limit: float,
+    trainer: tuple[str, ...] = TRAINERS["tensorflow"],
 ) -> Outcome:
     """One job, its worker 1 killed `kills` times, each once worker 0's current run reported 60 steps (it
     restored a checkpoint at most 40 steps back and made one since) and the job ran a while since the last
@@ -187,7 +194,13 @@ def run_once(
 
 
 def measure(
-    bench: Cluster, nodes: list[str], kills: int, logs: Path, limit: float, *, trainer: str = TRAINERS["tensorflow"]
+    bench: Cluster,
+    nodes: list[str],
+    kills: int,
+    logs: Path,
+    limit: float,
+    *,
+    trainer: tuple[str, ...] = TRAINERS["tensorflow"],
 ) -> list[Outcome]:
     """On each node, a run with restarts in place and one with pods recreated, one after the other."""
     outcomes = []

@@ -51,7 +51,7 @@ from support.operator_process import OperatorProcess
 from support.pod_checks import drain, drain_and_uncordon, trainer_run, trainer_state
 from support.rbac_rights import AUDIT_TIME, refused_rights
 from support.repository import ROOT
-from support.trainer_support import STAND_IN, TRAINER, events
+from support.trainer_support import PACED_STAND_IN, TRAINER, events
 
 pytestmark = pytest.mark.real_node
 MWMS = ROOT / "examples" / "local-multi-worker-digits.yaml"
@@ -130,7 +130,7 @@ def _submit(
     every_worker: bool = False,
     labels: dict[str, str] | None = None,
     run_policy: dict[str, int] | None = None,
-    trainer: str = TRAINER,
+    trainer: tuple[str, ...] = (TRAINER,),
 ) -> str:
     """The example with more epochs (a fault then lands mid-run) and `extra` trainer flags, its logs kept on its
     checkpoint volume with `logs_on_volume`, its name ending in `suffix`, its checkpoints, restarts, labels and
@@ -141,7 +141,7 @@ def _submit(
     text = re.sub(r'"--epochs", "\d+"', f'"--epochs", "{epochs}"{flags}', example.read_text())
     command = f'command: ["{TRAINER}"]'
     assert command in text, f"{example.name} names no {command}"
-    text = text.replace(command, f'command: ["{trainer}"]')
+    text = text.replace(command, f"command: {json.dumps(list(trainer))}")
     if checkpoint_every is not None:
         text = re.sub(r'"--checkpoint-every", "\d+"', f'"--checkpoint-every", "{checkpoint_every}"', text)
     policy = {**({} if backoff_limit is None else {"backoffLimit": backoff_limit}), **(run_policy or {})}
@@ -576,7 +576,7 @@ def test_at_mid_run_the_trainer_image_s_time_left_is_within_a_fifth_of_the_time_
     tested is the operator's estimate: on this shared two-core machine TensorFlow's own speed drifted by up to a
     third within a minute, 10 runs held to 600m each: from 62 to 44 steps/s in one, 52 to 76 in another)."""
     pace = ("--max-steps-per-second", str(ETA_STEPS_PER_SECOND))
-    job = _submit(installed, real_namespace, MWMS, ETA_EPOCHS, *pace, trainer=STAND_IN)
+    job = _submit(installed, real_namespace, MWMS, ETA_EPOCHS, *pace, trainer=PACED_STAND_IN)
     total = ETA_EPOCHS * STEPS_PER_EPOCH
 
     def halfway() -> dict[str, Any] | None:
@@ -637,7 +637,7 @@ def test_the_leading_operator_pod_deleted_and_the_kubelet_restarted_mid_job(
 ) -> None:
     """One after the other under one running job (the stand-in in the trainer image): the standby operator takes
     over, and the containers outlive their kubelet; nothing restarts."""
-    job = _submit(installed, real_namespace, MWMS, epochs=LONG_EPOCHS, trainer=STAND_IN)
+    job = _submit(installed, real_namespace, MWMS, epochs=LONG_EPOCHS, trainer=PACED_STAND_IN)
     worker = f"{job}-worker-0"
     _past_first_checkpoint(installed, real_namespace, worker)
     lease = installed.get("lease", "disttrain-operator", OPERATOR_NAMESPACE)
@@ -875,7 +875,7 @@ def _scale_operator(cluster: Cluster, replicas: int) -> None:
 def test_with_the_operator_stopped_an_eviction_and_a_drain_complete(installed: Cluster, real_namespace: str) -> None:
     """Then, back, the operator makes the pods again, the job (the stand-in in the trainer image) resumes to the
     exact step, and its status names the attempts whose log no one was there to keep."""
-    job = _submit(installed, real_namespace, MWMS, epochs=FAULTED_EPOCHS, every_worker=True, trainer=STAND_IN)
+    job = _submit(installed, real_namespace, MWMS, epochs=FAULTED_EPOCHS, every_worker=True, trainer=PACED_STAND_IN)
     _past_first_checkpoint(installed, real_namespace, f"{job}-worker-0")
     replicas = installed.get("deploy", "disttrain-operator", OPERATOR_NAMESPACE)["spec"]["replicas"]  # type: ignore[index]
     _scale_operator(installed, 0)

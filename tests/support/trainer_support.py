@@ -21,6 +21,9 @@ TRAINER = "disttrain-train"
 # The trainer's contract without TensorFlow (trainer_image/disttrain_trainer/stand_in.py), in the trainer image
 # and on the process node: what the tests of the operator's decisions run.
 STAND_IN = "disttrain-stand-in"
+# The stand-in at the trainer's own pace on the digits on two cores, unlimited: a fault lands where it does under
+# TensorFlow, in as long (a later `--max-steps-per-second` in a job's args wins).
+PACED_STAND_IN = (STAND_IN, "--max-steps-per-second", "130")
 
 
 def job_manifest(name: str, strategy: str, counts: dict[str, int], args: list[str]) -> dict[str, Any]:
