@@ -39,6 +39,7 @@ from disttrain_dev.third_party import answers
 from disttrain_dev.versions import cache_paths
 from disttrain_kube.api_errors import TransientApiError
 from disttrain_kube.connection import connect
+from disttrain_trainer.stand_in import TRAINER_PACE
 
 ROOT = Path(__file__).resolve().parent.parent
 # The operator's reconcile threads (DISTTRAIN_RECONCILE_WORKERS), and as many threads for the floor: its
@@ -67,12 +68,12 @@ def local_cluster(process_node: bool = False, plane: str | None = None) -> Clust
 
 
 # The command a benchmark's jobs run, by `--trainer`: TensorFlow's trainer, or its contract without TensorFlow
-# (`disttrain-stand-in`) at the trainer's own pace on the digits on two cores, unlimited (130 steps a second), with
+# (`disttrain-stand-in`) at the trainer's own pace on the digits on two cores, unlimited (`TRAINER_PACE`), with
 # which CI's runs of the benchmarks prove their harness and the operator's decisions without TensorFlow's start in
 # every pod, in the time TensorFlow's runs take.
 TRAINERS = {
     "tensorflow": ("disttrain-train",),
-    "stand-in": ("disttrain-stand-in", "--max-steps-per-second", "130"),
+    "stand-in": ("disttrain-stand-in", "--max-steps-per-second", str(TRAINER_PACE)),
 }
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from disttrain.local.run import LocalProcess, local_processes
 from disttrain_core.api.parsing import parse_job
 from disttrain_dev.polling import wait_for
+from disttrain_trainer.stand_in import TRAINER_PACE
 from support.job_builder import JobBuilder
 
 TRAINER = "disttrain-train"
@@ -23,7 +24,7 @@ TRAINER = "disttrain-train"
 STAND_IN = "disttrain-stand-in"
 # The stand-in at the trainer's own pace on the digits on two cores, unlimited: a fault lands where it does under
 # TensorFlow, in as long (a later `--max-steps-per-second` in a job's args wins).
-PACED_STAND_IN = (STAND_IN, "--max-steps-per-second", "130")
+PACED_STAND_IN = (STAND_IN, "--max-steps-per-second", str(TRAINER_PACE))
 
 
 def job_manifest(name: str, strategy: str, counts: dict[str, int], args: list[str]) -> dict[str, Any]:
