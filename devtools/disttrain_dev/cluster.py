@@ -657,6 +657,8 @@ def down(name: str | None = None) -> None:
             if component == "containerd":  # the kubelet is stopped by now, so nothing starts them again
                 containerd.stop_containers(real_node.NodeFiles(folder), versions.node_cache_paths())
             background.stop(pid)
+            if component == "containerd":
+                containerd.stop_shims(real_node.NodeFiles(folder))
     _unmount_under(folder)
     if folder.exists():
         subprocess.run(["rm", "-rf", str(folder)], check=True)

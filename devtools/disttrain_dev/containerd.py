@@ -3,7 +3,10 @@ containers stopped when the cluster goes down (shims and their processes outlive
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
+import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -106,6 +109,22 @@ def stop_containers(files: NodeFiles, node: CachePaths) -> None:
     for name in ctr(files, node, "containers", "ls", "-q", check=False).stdout.split():
         ctr(files, node, "containers", "rm", name, check=False)
     _remove_pod_namespaces()
+
+
+def stop_shims(files: NodeFiles) -> None:
+    """Kill the shims of the node's containerd left once it stopped: a pod's shim stays, idle, after its tasks were
+    killed and deleted (and after `ctr sandboxes rm`), one for each pod the cluster went down with."""
+    address = f"-address\0{files.containerd_socket}\0".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes()
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        if b"containerd-shim" in command.split(b"\0", 1)[0] and address in command + b"\0":
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(entry.name), signal.SIGKILL)
 
 
 def _remove_pod_namespaces() -> None:
