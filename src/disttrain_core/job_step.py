@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from disttrain_core.api.job import DistTrainJob
-from disttrain_core.api.status import ConditionType, DistTrainJobStatus
+from disttrain_core.api.status import DistTrainJobStatus
 from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.claims import with_claims
 from disttrain_core.gang_status import with_gang
@@ -17,7 +17,7 @@ from disttrain_core.observed import PodPhase, PodView
 from disttrain_core.planner import STUCK_TERMINATING, Plan, plan
 from disttrain_core.progress import Report
 from disttrain_core.restarts.record import record_outrun, record_restart
-from disttrain_core.status_from_pods import aggregate, condition_holds, failed_status
+from disttrain_core.status_from_pods import after_acts, aggregated, failed_status
 from disttrain_core.tensorboard_status import TensorBoardView, with_tensorboard
 from disttrain_core.types import ObjectRef, Verdict
 
@@ -68,7 +68,7 @@ def decide_next(
     """The status the pods make, with the plan's restart recorded, and the plan from it. A job past its
     backoffLimit is failed first and planned again, for the cleanup that follows."""
     generation = job.metadata.generation
-    status = aggregate(
+    seen = aggregated(
         job,
         observed.pods,
         created=False,
@@ -77,6 +77,7 @@ def decide_next(
         answered=observed.answered,
         progress_deadline=settings.progress_deadline_seconds,
     )
+    status = seen.status
 
     def plan_for(status: DistTrainJobStatus) -> Plan:
         return plan(
@@ -89,6 +90,7 @@ def decide_next(
             awaited=remembered.awaited,
             unkept=remembered.unkept,
             stuck_after=stuck_after,
+            stalled=seen.stall,
         )
 
     next_plan = plan_for(status)
@@ -120,22 +122,11 @@ def status_after_acts(
     now: datetime,
     tensorboard_refused: Verdict | None = None,
 ) -> DistTrainJobStatus:
-    """The decided status as the acts leave the job: its pods less those deleted, those restarting in place
-    starting, those just made Pending, aggregated again where the acts changed any (the same pods aggregated
-    again give the status decided); then its TensorBoard, gang and claims, and a create refused."""
-    in_place = next_plan.restart.in_place if next_plan.restart is not None else ()
-    last_child = acts.created_all and not condition_holds(status, ConditionType.CREATED)
-    if next_plan.delete or in_place or acts.made or last_child:
-        kept = [pod for pod in observed.pods if pod.name not in next_plan.delete]
-        status = aggregate(
-            with_status(job, status),
-            [*_after_in_place(next_plan, kept), *acts.made],
-            created=acts.created_all,
-            now=now,
-            reported=observed.reported,
-            answered=observed.answered,
-            progress_deadline=settings.progress_deadline_seconds,
-        )
+    """The decided status as the acts leave the job (`after_acts`: the pods deleted gone, those restarting in
+    place starting, those just made Pending, Created once every child exists), no pod aggregated again; then
+    its TensorBoard, gang and claims, and a create refused."""
+    gone, came = _changed(next_plan, observed.pods)
+    status = after_acts(job, status, gone=gone, came=[*came, *acts.made], created=acts.created_all, now=now)
     status = with_tensorboard(job, status, observed.tensorboard, now, refused=tensorboard_refused)
     status = with_gang(job, status, settings.gang, now)
     status = with_claims(job, status, observed.unbound, now)
@@ -149,19 +140,24 @@ def with_status(job: DistTrainJob, status: DistTrainJobStatus) -> DistTrainJob:
     return job.model_copy(update={"status": status})
 
 
-def _after_in_place(next_plan: Plan, pods: list[PodView]) -> list[PodView]:
-    """The pods as the plan's restart in place leaves them: their counts as written, and starting, so that the
-    status says the job restarts (its condition and Event) before its pods say they run again, even where every
-    trainer started again before the operator saw one end."""
+def _changed(next_plan: Plan, pods: Sequence[PodView]) -> tuple[list[PodView], list[PodView]]:
+    """The pods the plan's deletes and restarts in place change, as they were and as they are left: those deleted
+    gone; those restarting in place with their counts as written, and starting, so that the status says the job
+    restarts (its condition and Event) before its pods say they run again, even where every trainer started
+    again before the operator saw one end."""
     counts = dict(next_plan.restart.in_place) if next_plan.restart is not None else {}
-    return [
+    deleted = [pod for pod in pods if pod.name in next_plan.delete]
+    restarting = [
+        pod for pod in pods if pod.name in counts and pod.runs is not None and pod.name not in next_plan.delete
+    ]
+    starting = [
         replace(
             pod,
             phase=PodPhase.PENDING,
             ready=False,
             runs=replace(pod.runs, counted=max(pod.runs.counted, counts[pod.name])),
         )
-        if pod.name in counts and pod.runs is not None
-        else pod
-        for pod in pods
+        for pod in restarting
+        if pod.runs is not None
     ]
+    return [*deleted, *restarting], starting

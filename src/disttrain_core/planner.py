@@ -25,6 +25,7 @@ from disttrain_core.naming import pod_name
 from disttrain_core.observed import PodView
 from disttrain_core.restarts import in_place
 from disttrain_core.restarts.decision import Restart, decide, held_back, past_in_place_grace, pause_end
+from disttrain_core.restarts.stalls import StallReading
 from disttrain_core.status_from_pods import (
     condition_holds,
     evaluation_due,
@@ -131,13 +132,24 @@ def plan(
     awaited: Collection[str] = (),
     unkept: Collection[str] = (),
     stuck_after: timedelta = STUCK_TERMINATING,
+    stalled: StallReading | None = None,
 ) -> Plan:
     """The next actions for a job whose status was just aggregated from the same pods; `awaited`: the
     names of pods created but not in the view yet; `unkept`: the uids of pods that ended and whose log is
-    not kept yet, which stay until it is (the kept-log keeper wakes the job then). Restarts in place that
-    its pods outran are counted whatever the job's state."""
+    not kept yet, which stay until it is (the kept-log keeper wakes the job then); `stalled`: the stall
+    reading that status was judged by, if any. Restarts in place that its pods outran are counted whatever
+    the job's state."""
     actions = _actions(
-        job, pods, children, settings, now=now, handled=handled, awaited=awaited, unkept=unkept, stuck_after=stuck_after
+        job,
+        pods,
+        children,
+        settings,
+        now=now,
+        handled=handled,
+        awaited=awaited,
+        unkept=unkept,
+        stuck_after=stuck_after,
+        stalled=stalled,
     )
     return replace(actions, outrun=in_place.outrun(pods, handled))
 
@@ -153,6 +165,7 @@ def _actions(
     awaited: Collection[str],
     unkept: Collection[str],
     stuck_after: timedelta,
+    stalled: StallReading | None,
 ) -> Plan:
     run_policy = job.spec.run_policy
     keeping = [pod for pod in pods if pod.uid in unkept]
@@ -166,7 +179,9 @@ def _actions(
     stuck, unstuck_at = _stuck(pods, now, stuck_after)
     if run_policy.suspend:
         return _suspended(job, pods, children, settings, keeping=keeping, stuck=stuck)
-    decided = decide(job, pods, handled, awaited, now=now, default_deadline=settings.progress_deadline_seconds)
+    decided = decide(
+        job, pods, handled, awaited, now=now, default_deadline=settings.progress_deadline_seconds, reading=stalled
+    )
     if decided.fails is not None:
         return Plan(fail=decided.fails)
     restart, handled = decided.restart, decided.handled

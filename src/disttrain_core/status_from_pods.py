@@ -7,7 +7,8 @@ pods, a garbage-collected worker) only update the counts, never the outcome.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from disttrain_core.api.job import DistTrainJob
@@ -32,6 +33,7 @@ from disttrain_core.restarts.rules import diverged, fails_job
 from disttrain_core.restarts.stalls import (
     NOT_REPORTED,
     PROGRESSING,
+    StallReading,
     Unjudged,
     answered_in_run,
     running_since,
@@ -40,6 +42,10 @@ from disttrain_core.restarts.stalls import (
 from disttrain_core.types import Verdict
 
 logger = logging.getLogger(__name__)
+
+JOB_RUNNING = "JobRunning"  # the Running condition's reason while the pods run
+CHILDREN_CREATED = Verdict("ChildrenCreated", "the job's Service, volume and pods were created")
+PODS_NOT_RUNNING = Verdict("PodsNotRunning", "waiting for the job's pods to run")
 
 
 def with_condition(
@@ -82,21 +88,55 @@ def is_finished(status: DistTrainJobStatus) -> bool:
 
 
 def replica_statuses(job: DistTrainJob, pods: Sequence[PodView]) -> dict[ReplicaType, ReplicaStatus]:
-    result = {}
-    for replica_type in job.spec.replica_specs:
-        own = [pod for pod in pods if pod.replica_type is replica_type]
-        previous = job.status.replica_statuses.get(replica_type, ReplicaStatus())
-        succeeded = {pod.index for pod in own if pod.phase is PodPhase.SUCCEEDED}
-        result[replica_type] = ReplicaStatus(
-            active=sum(pod.active for pod in own),
-            ready=sum(pod.ready for pod in own),
-            succeeded=sum(pod.phase is PodPhase.SUCCEEDED for pod in own),
-            failed=sum(pod.phase is PodPhase.FAILED for pod in own),
-            restarts=previous.restarts,
-            succeeded_indexes=sorted(succeeded.union(previous.succeeded_indexes)),
-            attempts=_attempts(job.spec.replicas(replica_type), previous.attempts, own),
+    return {
+        replica_type: _moved(
+            job.status.replica_statuses.get(replica_type, ReplicaStatus()),
+            job.spec.replicas(replica_type),
+            came=[pod for pod in pods if pod.replica_type is replica_type],
+            counted_anew=True,
         )
-    return result
+        for replica_type in job.spec.replica_specs
+    }
+
+
+def _tally(pods: Sequence[PodView]) -> tuple[int, int, int, int]:
+    """What pods add to a replica's counts: active, ready, succeeded, failed."""
+    return (
+        sum(pod.active for pod in pods),
+        sum(pod.ready for pod in pods),
+        sum(pod.phase is PodPhase.SUCCEEDED for pod in pods),
+        sum(pod.phase is PodPhase.FAILED for pod in pods),
+    )
+
+
+def _moved(
+    counts: ReplicaStatus,
+    replicas: int,
+    *,
+    came: Sequence[PodView],
+    gone: Sequence[PodView] = (),
+    counted_anew: bool = False,
+) -> ReplicaStatus:
+    """A replica's counts once `gone` left its pods and `came` joined them (counted from nothing where
+    `counted_anew`); the restarts, the indexes that succeeded and the attempts made are kept and grow."""
+    start = (0, 0, 0, 0) if counted_anew else (counts.active, counts.ready, counts.succeeded, counts.failed)
+    active, ready, succeeded, failed = (
+        before - out + into for before, out, into in zip(start, _tally(gone), _tally(came), strict=True)
+    )
+    indexes = {pod.index for pod in came if pod.phase is PodPhase.SUCCEEDED}
+    return ReplicaStatus(
+        active=active,
+        ready=ready,
+        succeeded=succeeded,
+        failed=failed,
+        restarts=counts.restarts,
+        succeeded_indexes=sorted(indexes.union(counts.succeeded_indexes)),
+        attempts=_attempts(replicas, counts.attempts, came),
+    )
+
+
+def _ready(counts: Mapping[ReplicaType, ReplicaStatus], job: DistTrainJob) -> str:
+    return f"{sum(status.ready for status in counts.values())}/{job.spec.total_replicas}"
 
 
 def with_unkept_logs(status: DistTrainJobStatus, reported: Sequence[UnkeptLogs]) -> DistTrainJobStatus:
@@ -181,16 +221,17 @@ def failure(job: DistTrainJob, pods: Sequence[PodView]) -> Verdict | None:
 
 
 def running(job: DistTrainJob, pods: Sequence[PodView]) -> bool:
-    """The Chief runs, or without a Chief every Worker runs; a pod being deleted, or owed a restart in place,
-    runs no more (a restart that stops running pods, as a stall's, is not over while they stop)."""
-
-    def runs(pod: PodView | None) -> bool:
-        return pod is not None and pod.phase is PodPhase.RUNNING and not pod.deleting and not pod.owed_restart_in_place
-
+    """The Chief runs, or without a Chief every Worker runs."""
     if job.spec.replicas(ReplicaType.CHIEF) > 0:
-        return runs(find_pod(pods, ReplicaType.CHIEF, 0))
-    workers = [pod for pod in pods if pod.replica_type is ReplicaType.WORKER and runs(pod)]
+        return _runs(find_pod(pods, ReplicaType.CHIEF, 0))
+    workers = [pod for pod in pods if pod.replica_type is ReplicaType.WORKER and _runs(pod)]
     return len(workers) == job.spec.replicas(ReplicaType.WORKER) > 0
+
+
+def _runs(pod: PodView | None) -> bool:
+    """A pod being deleted, or owed a restart in place, runs no more (a restart that stops running pods, as a
+    stall's, is not over while they stop)."""
+    return pod is not None and pod.phase is PodPhase.RUNNING and not pod.deleting and not pod.owed_restart_in_place
 
 
 def deadline_exceeded(job: DistTrainJob, now: datetime) -> Verdict | None:
@@ -248,6 +289,15 @@ def _outcome(
     return Verdict(succeeded.reason, f"{succeeded.message}; {stopped}"), ConditionType.SUCCEEDED, None
 
 
+@dataclass(frozen=True)
+class Aggregated:
+    """A job's status from its pods, and the stall reading that status was judged by (`stalls.stall`), which
+    the restart decision takes rather than read again."""
+
+    status: DistTrainJobStatus
+    stall: StallReading
+
+
 def aggregate(
     job: DistTrainJob,
     pods: Sequence[PodView],
@@ -258,6 +308,20 @@ def aggregate(
     answered: datetime | None = None,
     progress_deadline: int | None = None,
 ) -> DistTrainJobStatus:
+    """The job's next status from its observed pods (`aggregated`'s status)."""
+    return aggregated(job, pods, created, now, reported, answered=answered, progress_deadline=progress_deadline).status
+
+
+def aggregated(
+    job: DistTrainJob,
+    pods: Sequence[PodView],
+    created: bool,
+    now: datetime,
+    reported: Report | None = None,
+    *,
+    answered: datetime | None = None,
+    progress_deadline: int | None = None,
+) -> Aggregated:
     """The job's next status from its observed pods; `created` says every child exists.
 
     `reported` is the report the operator last polled from the running trainer, if any, and `answered` when
@@ -266,10 +330,12 @@ def aggregate(
     """
     previous = job.status
     generation = job.metadata.generation
+    unread = StallReading(None)  # a finished or suspended job, or one that ends now, is not judged by a deadline
     if is_finished(previous):
-        return _counted(job, pods, reported, now, running_since(previous))
+        return Aggregated(_counted(job, pods, reported, now, running_since(previous)), unread)
     if job.spec.run_policy.suspend:
-        return _suspended(_counted(job, pods, reported, now, running_since(previous)), now, generation)
+        counted = _counted(job, pods, reported, now, running_since(previous))
+        return Aggregated(_suspended(counted, now, generation), unread)
     conditions = list(previous.conditions)
     resumed = condition_holds(previous, ConditionType.SUSPENDED)
     if resumed:
@@ -278,9 +344,8 @@ def aggregate(
             conditions, ConditionType.SUSPENDED, holds=False, verdict=verdict, now=now, generation=generation
         )
     if created or condition_holds(previous, ConditionType.CREATED):
-        verdict = Verdict("ChildrenCreated", "the job's Service, volume and pods were created")
         conditions = with_condition(
-            conditions, ConditionType.CREATED, holds=True, verdict=verdict, now=now, generation=generation
+            conditions, ConditionType.CREATED, holds=True, verdict=CHILDREN_CREATED, now=now, generation=generation
         )
     decided = _outcome(job, pods, now)
     conditions = _running_conditions(job, pods, conditions, outcome=decided, now=now)
@@ -292,22 +357,23 @@ def aggregate(
     status = base.model_copy(update={"conditions": conditions})
     status = status.model_copy(update={"progress_answer_time": _first_answer(status, answered)})
     status = _time_left_lapsed(status, now)
+    reading = unread
     if outcome is None:
-        status = _stalled(job.model_copy(update={"status": status}), now, progress_deadline)
+        reading = StallReading(stall(job.model_copy(update={"status": status}), now, progress_deadline))
+        status = _stalled(job.model_copy(update={"status": status}), now, reading.found)
     update: dict[str, object] = {"phase": _phase(status)}
     if status.start_time is None and condition_holds(status, ConditionType.CREATED):
         update["start_time"] = now
     if outcome is not None:
         update["completion_time"] = now
-    return status.model_copy(update=update)
+    return Aggregated(status.model_copy(update=update), reading)
 
 
-def _stalled(job: DistTrainJob, now: datetime, default_deadline: int | None) -> DistTrainJobStatus:
-    """The status with Stalled True while the job runs past its progress deadline (`stalls.stall`); once it
-    runs again after the restart the stall called for, Stalled turns False. A run the deadline does not judge
-    has Stalled False saying why (`stalls.Unjudged`), until its trainer answers."""
+def _stalled(job: DistTrainJob, now: datetime, verdict: Verdict | Unjudged | datetime | None) -> DistTrainJobStatus:
+    """The status with Stalled True while the job runs past its progress deadline (`verdict`, `stalls.stall`'s);
+    once it runs again after the restart the stall called for, Stalled turns False. A run the deadline does not
+    judge has Stalled False saying why (`stalls.Unjudged`), until its trainer answers."""
     status, generation = job.status, job.metadata.generation
-    verdict = stall(job, now, default_deadline)
     stalled = status.condition(ConditionType.STALLED)
     since = running_since(status)
     if isinstance(verdict, Verdict | Unjudged):
@@ -340,7 +406,6 @@ def _counted(
     began `since`), the last checkpoint, the Evaluator's scores."""
     previous = job.status
     counts = replica_statuses(job, pods)
-    ready = sum(status.ready for status in counts.values())
     reporter = find_pod(pods, *reporting_task(job.spec))
     evaluator = find_pod(pods, ReplicaType.EVALUATOR, 0)
     reports = [report for report in (reporter.final_report if reporter else None, reported) if report is not None]
@@ -353,7 +418,7 @@ def _counted(
     return previous.model_copy(
         update={
             "replica_statuses": counts,
-            "ready": f"{ready}/{job.spec.total_replicas}",
+            "ready": _ready(counts, job),
             "observed_generation": job.metadata.generation,
             "progress": progress,
             "progress_history": history,
@@ -479,7 +544,7 @@ def _running_conditions(
         )
     if running(job, pods):
         verdict = Verdict(
-            "JobRunning", "the chief is running" if job.spec.replicas(ReplicaType.CHIEF) else "every worker is running"
+            JOB_RUNNING, "the chief is running" if job.spec.replicas(ReplicaType.CHIEF) else "every worker is running"
         )
         conditions = with_condition(
             conditions, ConditionType.RUNNING, holds=True, verdict=verdict, now=now, generation=generation
@@ -494,11 +559,58 @@ def _running_conditions(
             )
         return conditions
     if condition_holds(previous, ConditionType.RUNNING):
-        verdict = Verdict("PodsNotRunning", "waiting for the job's pods to run")
         return with_condition(
-            conditions, ConditionType.RUNNING, holds=False, verdict=verdict, now=now, generation=generation
+            conditions, ConditionType.RUNNING, holds=False, verdict=PODS_NOT_RUNNING, now=now, generation=generation
         )
     return conditions
+
+
+def after_acts(
+    job: DistTrainJob,
+    status: DistTrainJobStatus,
+    *,
+    gone: Sequence[PodView],
+    came: Sequence[PodView],
+    created: bool,
+    now: datetime,
+) -> DistTrainJobStatus:
+    """The decided `status` with what a plan's acts did to the job's pods, none aggregated again: `gone` left
+    the view (deleted, or stopped to restart in place), `came` joined it (made, or restarting in place, as the
+    watch will show them). The counts move by those pods alone; Running turns False where a pod it needs went;
+    Created holds once every child exists. The outcome, progress and stall stand as decided: no pod that came
+    runs yet."""
+    counts = {
+        kind: _moved(
+            replica,
+            job.spec.replicas(kind),
+            came=[pod for pod in came if pod.replica_type is kind],
+            gone=[pod for pod in gone if pod.replica_type is kind],
+        )
+        for kind, replica in status.replica_statuses.items()
+    }
+    status = status.model_copy(update={"replica_statuses": counts, "ready": _ready(counts, job)})
+    if is_finished(status) or job.spec.run_policy.suspend:
+        return status
+    generation, conditions = job.metadata.generation, status.conditions
+    running_said = status.condition(ConditionType.RUNNING)
+    if running_said is not None and running_said.reason == JOB_RUNNING and any(_runs_for(job, pod) for pod in gone):
+        conditions = with_condition(
+            conditions, ConditionType.RUNNING, holds=False, verdict=PODS_NOT_RUNNING, now=now, generation=generation
+        )
+    start_time = status.start_time
+    if created:
+        conditions = with_condition(
+            conditions, ConditionType.CREATED, holds=True, verdict=CHILDREN_CREATED, now=now, generation=generation
+        )
+        start_time = start_time or now
+    status = status.model_copy(update={"conditions": conditions, "start_time": start_time})
+    return status.model_copy(update={"phase": _phase(status)})
+
+
+def _runs_for(job: DistTrainJob, pod: PodView) -> bool:
+    """The pod runs, and the job runs only while it does (`running`): the Chief, or without one a Worker."""
+    needed = ReplicaType.CHIEF if job.spec.replicas(ReplicaType.CHIEF) > 0 else ReplicaType.WORKER
+    return pod.replica_type is needed and (needed is ReplicaType.WORKER or pod.index == 0) and _runs(pod)
 
 
 def failed_status(

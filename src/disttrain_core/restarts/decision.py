@@ -20,7 +20,7 @@ from disttrain_core.observed import PodView
 from disttrain_core.restarts import in_place
 from disttrain_core.restarts.record import restart_backoff
 from disttrain_core.restarts.rules import Reach, Response, response, stall_rule
-from disttrain_core.restarts.stalls import STALLED, Unjudged, stall
+from disttrain_core.restarts.stalls import STALLED, StallReading, Unjudged, stall
 from disttrain_core.status_from_pods import describe_failure, is_finished
 from disttrain_core.types import Verdict
 
@@ -154,11 +154,10 @@ def _past_backoff_limit(job: DistTrainJob, restart: Restart | None) -> Verdict |
 
 
 def _on_stall(
-    job: DistTrainJob, pods: Sequence[PodView], now: datetime, default_deadline: int | None
+    job: DistTrainJob, pods: Sequence[PodView], found: Verdict | Unjudged | datetime | None
 ) -> Restart | Verdict | datetime | None:
-    """What a stall calls for: the whole job restarted (the Evaluator scores on), counted; the job failed where
-    an onStall rule says FailJob; else when the deadline falls due, or None."""
-    found = stall(job, now, default_deadline)
+    """What a stall (`stall`'s answer) calls for: the whole job restarted (the Evaluator scores on), counted; the
+    job failed where an onStall rule says FailJob; else when the deadline falls due, or None."""
     if isinstance(found, Unjudged):
         return None
     if not isinstance(found, Verdict):
@@ -196,17 +195,22 @@ def decide(
     *,
     now: datetime,
     default_deadline: int | None,
+    reading: StallReading | None = None,
 ) -> Decision:
     """The one restart question the planner asks. A restart in place that earns a pause (`record.restart_backoff`)
     recreates every pod instead: the pause holds each back, as it holds a recreated one. A stall is looked at only
-    where no pod failed. A pod the restart before covered in place that is then deleted (a drain evicts pods one by
-    one) is part of that restart, as its end would be (`in_place.loss_covered`)."""
+    where no pod failed, from `reading` where the status was judged by it (else read now). A pod the restart
+    before covered in place that is then deleted (a drain evicts pods one by one) is part of that restart, as its
+    end would be (`in_place.loss_covered`)."""
     covered = (pod.uid for pod in pods if in_place.end_counted(pod) or in_place.loss_covered(pod))
     handled = frozenset({*handled, *covered})
     restart = restart_for(job, pods, handled, awaited, in_place.previous_runs(pods))
     if restart is not None and restart.in_place and restart_backoff(job.status.restart_backoff, now).quick_restarts:
         restart = restart.replacing()
-    stalled = _on_stall(job, pods, now, default_deadline) if restart is None else None
+    stalled = None
+    if restart is None:
+        found = reading.found if reading is not None else stall(job, now, default_deadline)
+        stalled = _on_stall(job, pods, found)
     if isinstance(stalled, Verdict):
         return Decision(handled, fails=stalled)
     restart = stalled if isinstance(stalled, Restart) else restart

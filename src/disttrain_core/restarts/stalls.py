@@ -39,6 +39,14 @@ class Unjudged:
         return Verdict(NOT_REPORTED, self.message)
 
 
+@dataclass(frozen=True)
+class StallReading:
+    """What `stall` found for a job's status at one reconcile: the status's Stalled condition is set from it and
+    the restart decision takes it, so that the deadline is judged once."""
+
+    found: Verdict | Unjudged | datetime | None
+
+
 def progress_deadline(job: DistTrainJob, default: int | None) -> int | None:
     """The job's deadline in seconds: its own, else the operator's default; None: no deadline."""
     return job.spec.run_policy.progress_deadline_seconds or default
