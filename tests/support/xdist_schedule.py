@@ -20,7 +20,8 @@ BESIDE_THE_CLUSTER = frozenset(
 # rather than wait in their set-up.
 AFTER_THE_REST = ("tests/integration/test_kubernetes_versions.py",)
 
-# Integration modules that need kwok's nodes only (no process or real node, image, Kueue or Docker engine):
+# Integration modules that need kwok's nodes only (no process or real node, image or Docker engine; Kueue runs
+# beside any plane as a process of its own, on ports it is given):
 # they run on the suite's second control plane (`SECOND_PLANE` in tests/integration/conftest.py), with an
 # operator of its own, one after another and beside the local cluster's suites. They mostly wait on the
 # operator and the API server, so the cores the cluster's trainers want stay theirs.
@@ -29,10 +30,12 @@ ON_THE_SECOND_PLANE = frozenset(
         "tests/integration/test_api_server_validation.py",
         "tests/integration/test_headlamp_plugin.py",
         "tests/integration/test_hostile_submissions.py",
+        "tests/integration/test_kueue_tfjob_integration.py",
         "tests/integration/test_lifecycle.py",
         "tests/integration/test_native_gangs.py",
         "tests/integration/test_pod_deletions.py",
         "tests/integration/test_readme_install.py",
+        "tests/integration/test_real_kueue.py",
         "tests/integration/test_tensorboard.py",
         "tests/integration/test_tfjob_examples.py",
         "tests/integration/test_watches.py",
