@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from disttrain_core.restarts.in_place import pod_uid
 from disttrain_core.served import JobShape
 from disttrain_core.types import ObjectRef, Verdict
 from disttrain_operator.expectations import Expectations
@@ -31,6 +33,12 @@ class JobMemory:
     tensorboard_refused: tuple[int | None, Verdict] | None = None  # the generation whose TensorBoard was refused
     shape: JobShape = field(default_factory=JobShape)  # how the job is read and written (a served TFJob's shape)
     left_to: str | None = None  # the other manager the job names, once the log said so
+
+    def forget_pods_beyond(self, present: AbstractSet[str]) -> None:
+        """Forget what was acted on of pods no longer in the job's view, their remains gone too: a uid never
+        comes back, so what is remembered of a job restarted at any rate stays as large as its pods and runs."""
+        self.handled = {key for key in self.handled if pod_uid(key) in present}
+        self.forced &= present
 
     def tensorboard_refusal(self, generation: int | None) -> tuple[int | None, Verdict] | None:
         """The TensorBoard refusal that still holds: a new spec may be accepted, so another generation's is dropped."""

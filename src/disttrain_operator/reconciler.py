@@ -166,6 +166,7 @@ class Reconciler:
             return
         core, job = parsed
         owned = own_pods(job, pods)
+        memory.forget_pods_beyond({pod.uid for pod in owned})
         queued = self._follows_kueue(body)
         try:
             if queued:

@@ -155,9 +155,17 @@ def outrun(pods: Sequence[PodView], handled: Collection[str]) -> tuple[tuple[str
     )
 
 
+RUN_KEY = "/run-"  # between a pod's uid and the number of its run in a run's key
+
+
 def run_key(uid: str, run: int) -> str:
     """What stands for a pod's `run`-th run that ended in place, where a pod's uid stands for its end."""
-    return f"{uid}/run-{run}"
+    return f"{uid}{RUN_KEY}{run}"
+
+
+def pod_uid(key: str) -> str:
+    """The uid of the pod a handled key names: the key itself, or the pod of the run it stands for."""
+    return key.partition(RUN_KEY)[0]
 
 
 def end_counted(pod: PodView) -> bool:

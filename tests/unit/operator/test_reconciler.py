@@ -222,6 +222,28 @@ def test_a_pod_gone_before_a_reconcile_saw_it_go_restarts_the_job_as_the_disrupt
     assert status["lastDisruption"]["reason"] == "EvictionByEvictionAPI"
 
 
+def test_what_was_acted_on_of_a_pod_is_forgotten_once_the_pod_is_gone_from_the_view() -> None:
+    """A job whose worker is evicted again and again (an uncounted restart each time): each restart's pods are
+    handled while they, or their remains, are in the view, and forgotten once they are gone, so that what the
+    operator remembers of the job stays as large as its pods, whatever the rate."""
+    setup = _Setup()
+    pods, children = setup.observed(setup.reconcile([], []), running=99)
+    setup.reconcile(pods, children)
+    for cycle in range(5):
+        evicted = after_removal(replace(pods[1], deleting=True, disruption="EvictionByEvictionAPI"))
+        assert evicted is not None
+        peers = [pod for pod in pods if pod is not pods[1]]
+        setup.now += timedelta(minutes=11)  # past the pause quick restarts earn
+        setup.reconcile([*peers, evicted], children)
+        assert setup.reconciler.handled(setup.job) == {pod.uid for pod in pods}  # the evicted pod and its peers
+        setup.reconcile([replace(pod, deleting=True) for pod in peers] + [evicted], children)
+        made, _ = setup.observed(setup.reconcile([evicted], children), running=99)
+        pods = [replace(pod, uid=f"{pod.uid}-{cycle}") for pod in made]
+        setup.reconcile(pods, children)
+        assert setup.reconciler.handled(setup.job) == set()
+    assert setup.kube.statuses[-1]["disruptions"] == 5
+
+
 def _suspended(setup: _Setup, suspend: bool, generation: int) -> None:
     run_policy = {**setup.job["spec"].get("runPolicy", {}), "suspend": suspend}
     setup.job["spec"] = {**setup.job["spec"], "runPolicy": run_policy}
