@@ -37,18 +37,25 @@ LABELS = frozenset(
     }
 )
 ANNOTATIONS = OPERATOR_POD_ANNOTATIONS | {JOB_GONE_SINCE, POD_UID, STARTED, ENDED, EXIT_CODE, LOG_BYTES, KEPT_AT}
-METADATA = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "finalizers")
-MOST_ENTRIES = 64  # of a pod's containers, their statuses and its owners: a real pod's are among its first
+METADATA = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp")
+MOST_ENTRIES = 64  # of a pod's containers, their statuses, its owners and finalizers: a real pod's are among its first
+LONGEST_VALUE = 256  # characters of a known annotation's value kept: each is a time, a number or a uid
 _KEPT = ("state", "lastState", "restartCount")  # of a container's status
 
 
 def essentials(body: Body) -> dict[str, Any]:
-    """The body less what no kept-log function reads: the known labels and annotations, the controller, the
+    """The body less what no kept-log function reads: the known labels and annotations (a value longer than any
+    the operator writes is left out, as if absent), the first finalizers in their places, the controller, the
     containers' names and their states."""
     metadata = _mapping(body.get("metadata"))
     kept: dict[str, Any] = {key: metadata[key] for key in METADATA if key in metadata}
+    if isinstance(metadata.get("finalizers"), list):
+        kept["finalizers"] = metadata["finalizers"][:MOST_ENTRIES]
     kept["labels"] = _known(metadata.get("labels"), LABELS)
-    kept["annotations"] = _known(metadata.get("annotations"), ANNOTATIONS)
+    annotations = _known(metadata.get("annotations"), ANNOTATIONS)
+    kept["annotations"] = {
+        key: value for key, value in annotations.items() if not isinstance(value, str) or len(value) <= LONGEST_VALUE
+    }
     owners = metadata.get("ownerReferences")
     controllers = (
         [owner for owner in owners if isinstance(owner, Mapping) and owner.get("controller")][:1]

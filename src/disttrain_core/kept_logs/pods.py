@@ -121,12 +121,12 @@ def max_bytes(pod: Body) -> int:
 
 
 def release_patch(pod: Body) -> list[dict[str, Any]]:
-    """A JSON patch that drops an earlier version's log finalizer, refused (422) if the finalizers changed since
-    `pod` was read, or the pod of that name is another one."""
-    finalizers = list(pod["metadata"].get("finalizers") or [])
-    others = [finalizer for finalizer in finalizers if finalizer != LEGACY_LOG_FINALIZER]
+    """A JSON patch that drops an earlier version's log finalizer from where `pod` showed it (one of its first
+    finalizers, all its essentials keep), refused (422) if it is no longer there, or the pod of that name is
+    another one; the other finalizers stay as they are."""
+    place = f"/metadata/finalizers/{list(pod['metadata'].get('finalizers') or []).index(LEGACY_LOG_FINALIZER)}"
     return [
         {"op": "test", "path": "/metadata/uid", "value": pod["metadata"]["uid"]},
-        {"op": "test", "path": "/metadata/finalizers", "value": finalizers},
-        {"op": "replace", "path": "/metadata/finalizers", "value": others},
+        {"op": "test", "path": place, "value": LEGACY_LOG_FINALIZER},
+        {"op": "remove", "path": place},
     ]

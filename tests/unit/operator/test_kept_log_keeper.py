@@ -105,16 +105,6 @@ def test_the_kept_log_is_owned_by_the_job_or_by_nothing_with_a_ttl() -> None:
     assert outliving["metadata"]["labels"][kept_logs.OUTLIVES_JOB_LABEL] == "true"
 
 
-def test_the_release_drops_only_the_legacy_log_finalizer_and_only_from_the_pod_as_read() -> None:
-    found = _pod(_job(), "Failed")
-    found["metadata"]["finalizers"] = ["other/finalizer", LEGACY_LOG_FINALIZER]
-    assert kept_logs.release_patch(found) == [
-        {"op": "test", "path": "/metadata/uid", "value": POD_UID},
-        {"op": "test", "path": "/metadata/finalizers", "value": ["other/finalizer", LEGACY_LOG_FINALIZER]},
-        {"op": "replace", "path": "/metadata/finalizers", "value": ["other/finalizer"]},
-    ]
-
-
 def _kept(uid: str, gone_since: str | None = None, ttl: str = "60") -> dict[str, Any]:
     annotations = {LOG_TTL: ttl, **({JOB_GONE_SINCE: gone_since} if gone_since else {})}
     return {"metadata": {"name": uid, "labels": {kept_logs.JOB_UID_LABEL: uid}, "annotations": annotations}}

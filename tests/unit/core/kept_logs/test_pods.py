@@ -60,11 +60,11 @@ def test_a_run_restarted_in_place_is_due_once_the_next_one_runs() -> None:
     assert previous_run_due(_pod(KEEPS)) is None  # no restart in place
 
 
-def test_the_legacy_finalizer_goes_alone_and_only_from_the_pod_as_it_was_read() -> None:
+def test_the_legacy_finalizer_goes_alone_and_only_from_the_pod_and_the_place_it_was_read() -> None:
     pod = _pod({})
-    pod["metadata"]["finalizers"] = ["other/keep", LEGACY_LOG_FINALIZER]
+    pod["metadata"]["finalizers"] = ["other/keep", LEGACY_LOG_FINALIZER, "other/last"]
     assert release_patch(pod) == [
         {"op": "test", "path": "/metadata/uid", "value": "u"},
-        {"op": "test", "path": "/metadata/finalizers", "value": ["other/keep", LEGACY_LOG_FINALIZER]},
-        {"op": "replace", "path": "/metadata/finalizers", "value": ["other/keep"]},
+        {"op": "test", "path": "/metadata/finalizers/1", "value": LEGACY_LOG_FINALIZER},
+        {"op": "remove", "path": "/metadata/finalizers/1"},
     ]
