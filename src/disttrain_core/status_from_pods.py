@@ -298,20 +298,6 @@ class Aggregated:
     stall: StallReading
 
 
-def aggregate(
-    job: DistTrainJob,
-    pods: Sequence[PodView],
-    created: bool,
-    now: datetime,
-    reported: Report | None = None,
-    *,
-    answered: datetime | None = None,
-    progress_deadline: int | None = None,
-) -> DistTrainJobStatus:
-    """The job's next status from its observed pods (`aggregated`'s status)."""
-    return aggregated(job, pods, created, now, reported, answered=answered, progress_deadline=progress_deadline).status
-
-
 def aggregated(
     job: DistTrainJob,
     pods: Sequence[PodView],

@@ -10,7 +10,7 @@ from disttrain_core.api.spec import ReplicaType
 from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.observed import PodPhase, PodView
 from disttrain_core.planner import Plan, plan
-from disttrain_core.status_from_pods import aggregate
+from disttrain_core.status_from_pods import aggregated
 from support.job_builder import JobBuilder
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -30,7 +30,7 @@ def pod_of(kind: ReplicaType, index: int, phase: PodPhase = PodPhase.RUNNING, **
 
 def planned(job: DistTrainJob, pods: list[PodView], now: datetime = NOW, **kwargs: Any) -> Plan:
     """Plan after aggregating the status from the same pods, as the reconciler does."""
-    status = aggregate(job, pods, created=True, now=now)
+    status = aggregated(job, pods, created=True, now=now).status
     return plan(
         job.model_copy(update={"status": status}), pods, kwargs.pop("children", []), SETTINGS, now=now, **kwargs
     )

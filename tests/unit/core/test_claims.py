@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from disttrain_core.api.status import ConditionStatus, ConditionType
 from disttrain_core.claims import MAX_WORDS, UNBOUND_AFTER, ClaimView, claim_view, storage_words, to_ask, with_claims
-from disttrain_core.status_from_pods import aggregate
+from disttrain_core.status_from_pods import aggregated
 from support.job_builder import JobBuilder
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -73,7 +73,7 @@ def test_events_of_any_shape_give_words_or_none(events: Any) -> None:
 
 def test_the_condition_holds_while_a_claim_waits_with_words_and_turns_false_once_none_does() -> None:
     job = JobBuilder().counts({"Worker": 1}).job()
-    status = aggregate(job, [], created=True, now=T0)
+    status = aggregated(job, [], created=True, now=T0).status
     assert with_claims(job, status, {}, T0) == status  # never unbound: no condition at all
     unbound = with_claims(job, status, {"job-checkpoint": "ProvisioningFailed: no class"}, T0)
     held = unbound.condition(ConditionType.VOLUME_UNBOUND)

@@ -25,7 +25,7 @@ from disttrain_core.naming import JOB_NAME_LABEL, REPLICA_INDEX_LABEL, REPLICA_T
 from disttrain_core.observed import own_pods, pod_view
 from disttrain_core.planner import plan
 from disttrain_core.progress import parse_progress
-from disttrain_core.status_from_pods import aggregate
+from disttrain_core.status_from_pods import aggregated
 from support.hostile import ACCEPTED_BY_THE_API_SERVER, REFUSED, Hostile, job, names_the_field
 
 MESSAGE_LIMIT = 4096  # an error quotes what it refuses, never a megabyte of it
@@ -228,7 +228,7 @@ def test_the_status_and_the_plan_survive_any_pods(bodies: list[dict[str, Any]]) 
     parsed = parse_job({**job(), "metadata": {"name": "hostile", "namespace": "default", "uid": "u"}})
     pods = own_pods(parsed, [view for body in bodies if (view := pod_view(body)) is not None])
     now = datetime(2026, 1, 1, tzinfo=UTC)
-    status = aggregate(parsed, pods, created=True, now=now)
+    status = aggregated(parsed, pods, created=True, now=now).status
     decided = plan(parsed.model_copy(update={"status": status}), pods, [], BuildSettings(), now=now)
     assert status.restart_count >= 0 and all(count.active >= 0 for count in status.replica_statuses.values())
     seen = {pod.name for pod in pods}

@@ -28,7 +28,7 @@ from disttrain_core.observed import PodPhase, PodView, Runs, created_pod_view
 from disttrain_core.planner import Plan
 from disttrain_core.progress import Report
 from disttrain_core.restarts import decision
-from disttrain_core.status_from_pods import aggregate, condition_holds
+from disttrain_core.status_from_pods import aggregated, condition_holds
 from disttrain_core.tensorboard_status import with_tensorboard
 from disttrain_core.types import Verdict
 from support.planning import NOW, SETTINGS, job_of, pod_of
@@ -118,7 +118,7 @@ def _reconciles(draw: st.DrawFn) -> tuple[DistTrainJob, list[PodView], datetime,
     policy = draw(st.sampled_from(["Never", "OnFailure", "ExitCode", "Always"]))
     job = job_of(counts, policy, backoffLimit=draw(st.integers(0, 2)), suspend=draw(st.integers(0, 4)) == 0)
     pods, report = draw(_pods(counts)), draw(_reports(NOW))
-    earlier = aggregate(job, pods, created=draw(st.booleans()), now=NOW, reported=report, answered=NOW)
+    earlier = aggregated(job, pods, created=draw(st.booleans()), now=NOW, reported=report, answered=NOW).status
     later = NOW + timedelta(seconds=draw(st.integers(0, 600)))
     return job.model_copy(update={"status": earlier}), draw(_pods(counts)), later, draw(_reports(later))
 
@@ -136,9 +136,9 @@ def test_the_pods_aggregated_again_after_acts_that_change_none_give_the_status_d
     in_place = next_plan.restart.in_place if next_plan.restart is not None else ()
     assume(not next_plan.delete and not in_place and not any(m["kind"] == "Pod" for m in next_plan.create))
     assume(not created_all or condition_holds(status, ConditionType.CREATED))  # else the job starts now
-    again = aggregate(
+    again = aggregated(
         with_status(job, status), pods, created=created_all, now=now, reported=report, answered=observed.answered
-    )
+    ).status
     assert again == status
 
 
@@ -178,7 +178,7 @@ def test_the_status_after_any_acts_is_what_the_pods_they_leave_would_aggregate_t
     after = status_after_acts(
         job, status, next_plan, observed, Acts(made, created_all=created_all), settings=chosen, now=now
     )
-    aggregated_again = aggregate(
+    aggregated_again = aggregated(
         with_status(job, status),
         _as_the_acts_leave_them(next_plan, pods, made),
         created=created_all,
@@ -186,7 +186,7 @@ def test_the_status_after_any_acts_is_what_the_pods_they_leave_would_aggregate_t
         reported=report,
         answered=observed.answered,
         progress_deadline=chosen.progress_deadline_seconds,
-    )
+    ).status
     assume(next_plan.restart is None or not condition_holds(aggregated_again, ConditionType.RUNNING))
     expected = with_gang(job, with_tensorboard(job, aggregated_again, None, now), chosen.gang, now)
     decided_progress = {"progress": status.progress, "progress_history": status.progress_history}
@@ -210,7 +210,7 @@ def test_a_reconcile_aggregates_its_pods_and_reads_the_stall_once(monkeypatch: p
     for module in (status_from_pods, decision):
         monkeypatch.setattr(module, "stall", counting("stall", module.stall))
     job = job_of({"Worker": 2}, "OnFailure", backoffLimit=3, progressDeadlineSeconds=60)
-    started = aggregate(job, [pod_of(ReplicaType.WORKER, index) for index in (0, 1)], created=True, now=NOW)
+    started = aggregated(job, [pod_of(ReplicaType.WORKER, index) for index in (0, 1)], created=True, now=NOW).status
     calls.clear()
     job = with_status(job, started)
     pods = [pod_of(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=1), pod_of(ReplicaType.WORKER, 1)]

@@ -22,7 +22,7 @@ from disttrain_core.builders.tfconfig import TFConfigs, tf_config
 from disttrain_core.gang_status import with_gang
 from disttrain_core.observed import PodPhase, PodView, Unschedulable, unschedulable
 from disttrain_core.planner import CREATE_BATCH, PEERS_END_GRACE, Plan, plan
-from disttrain_core.status_from_pods import aggregate
+from disttrain_core.status_from_pods import aggregated
 from disttrain_core.types import Manifest, ObjectRef
 from support.job_builder import JobBuilder
 from support.planning import NOW, SETTINGS, job_of, planned, pod_of
@@ -89,7 +89,7 @@ def test_a_multi_worker_job_that_succeeded_gives_its_other_workers_a_grace_to_en
     """Worker 0 succeeded: its peers ran the same steps and end with it within moments; stopped at once, their
     last lines and exit codes would be lost. They have PEERS_END_GRACE, then the cleanup stops what still runs."""
     pods = [_mwms_worker(0, PodPhase.SUCCEEDED), *(_mwms_worker(index) for index in range(1, 4))]
-    status = aggregate(MWMS, pods, created=True, now=NOW)
+    status = aggregated(MWMS, pods, created=True, now=NOW).status
     done = MWMS.model_copy(update={"status": status})
     assert status.phase is JobPhase.SUCCEEDED and status.completion_time == NOW
     held = plan(done, pods, CHILDREN, SETTINGS, now=NOW + timedelta(seconds=5))
@@ -100,7 +100,7 @@ def test_a_multi_worker_job_that_succeeded_gives_its_other_workers_a_grace_to_en
     assert late.delete == ["mnist-mwms-worker-2", "mnist-mwms-worker-3"] and late.wake_at is None
     failed = [_mwms_worker(0, PodPhase.FAILED), *pods[1:]]  # a failure stops them at once
     lost = JobBuilder.from_example("multi-worker-mirrored-gpu.yaml").replica("Worker", restartPolicy="Never").job()
-    lost = lost.model_copy(update={"status": aggregate(lost, failed, created=True, now=NOW)})
+    lost = lost.model_copy(update={"status": aggregated(lost, failed, created=True, now=NOW).status})
     assert lost.status.phase is JobPhase.FAILED
     assert plan(lost, failed, CHILDREN, SETTINGS, now=NOW + timedelta(seconds=1)).delete == [
         f"mnist-mwms-worker-{index}" for index in range(1, 4)
@@ -119,7 +119,7 @@ def test_deadline_wake_up_and_ttl() -> None:
     job = job_of({"Worker": 1}, activeDeadlineSeconds=60, ttlSecondsAfterFinished=30)
     running = planned(job, [pod_of(ReplicaType.WORKER, 0)])
     assert running.wake_at == NOW + timedelta(seconds=60)
-    finished = aggregate(job, [pod_of(ReplicaType.WORKER, 0, PodPhase.SUCCEEDED)], created=True, now=NOW)
+    finished = aggregated(job, [pod_of(ReplicaType.WORKER, 0, PodPhase.SUCCEEDED)], created=True, now=NOW).status
     done = job.model_copy(update={"status": finished})
     assert plan(done, [], [], SETTINGS, now=NOW + timedelta(seconds=10)).wake_at == NOW + timedelta(seconds=30)
     assert plan(done, [], [], SETTINGS, now=NOW + timedelta(seconds=30)).delete_job
@@ -203,7 +203,7 @@ def test_a_gang_larger_than_its_job_holds_the_pods_and_says_why_until_min_availa
     too_large = JobBuilder().counts({"Worker": 1}).run_policy(schedulingPolicy={"minAvailable": 10}).model()
     held = plan(too_large, [], [], native, now=NOW)
     assert held.fail is None and {object_key(item).kind for item in held.create} == {"Service", "NetworkPolicy"}
-    status = with_gang(too_large, aggregate(too_large, [], created=True, now=NOW), native.gang, NOW)
+    status = with_gang(too_large, aggregated(too_large, [], created=True, now=NOW).status, native.gang, NOW)
     conditions = {condition.type.value: condition for condition in status.conditions}
     assert (conditions["Created"].status, conditions["Created"].reason) == ("True", "PodsHeld")
     assert (conditions["GangUnavailable"].status, conditions["GangUnavailable"].reason) == ("True", "GangTooLarge")
@@ -218,7 +218,7 @@ def test_a_gang_larger_than_its_job_holds_the_pods_and_says_why_until_min_availa
     )
     running = plan(lowered, [], JOB_CHILDREN, native, now=NOW)
     assert {object_key(item).kind for item in running.create} == {"Workload", "PodGroup", "Pod"}
-    after = with_gang(lowered, aggregate(lowered, [], created=True, now=NOW), native.gang, NOW)
+    after = with_gang(lowered, aggregated(lowered, [], created=True, now=NOW).status, native.gang, NOW)
     conditions = {condition.type.value: condition for condition in after.conditions}
     assert (conditions["Created"].reason, conditions["GangUnavailable"].status) == ("ChildrenCreated", "False")
 
@@ -228,7 +228,7 @@ def test_a_gang_job_where_no_workload_api_is_served_runs_and_says_it_is_no_gang(
     job = job_of({"Worker": 2}, gang=True)
     created = plan(job, [], [], unserved, now=NOW)
     assert {object_key(item).kind for item in created.create} == {"Service", "NetworkPolicy", "Pod"}
-    status = with_gang(job, aggregate(job, [], created=True, now=NOW), unserved.gang, NOW)
+    status = with_gang(job, aggregated(job, [], created=True, now=NOW).status, unserved.gang, NOW)
     (said,) = [condition for condition in status.conditions if condition.type.value == "GangUnavailable"]
     assert (said.status, said.reason) == ("True", "WorkloadAPINotServed")
     plain = job_of({"Worker": 2})
@@ -263,7 +263,7 @@ def test_a_pod_that_ended_is_deleted_only_once_its_log_is_kept() -> None:
 
     job = job_of({"Worker": 1}, ttlSecondsAfterFinished=0)
     succeeded = pod_of(ReplicaType.WORKER, 0, PodPhase.SUCCEEDED)
-    done = job.model_copy(update={"status": aggregate(job, [succeeded], created=True, now=NOW)})
+    done = job.model_copy(update={"status": aggregated(job, [succeeded], created=True, now=NOW).status})
     assert not plan(done, [succeeded], [], SETTINGS, now=NOW, unkept={succeeded.uid}).delete_job
     assert plan(done, [succeeded], [], SETTINGS, now=NOW).delete_job
 
@@ -273,13 +273,13 @@ def test_a_new_pod_is_one_attempt_past_its_index_s_latest() -> None:
     first = planned(job, [], children=JOB_CHILDREN)
     assert [item["metadata"]["annotations"][ATTEMPT] for item in first.create] == ["1", "1"]
     seen = [pod_of(ReplicaType.WORKER, 0, attempt=1), pod_of(ReplicaType.WORKER, 1, attempt=3)]
-    status = aggregate(job, seen, created=True, now=NOW)
+    status = aggregated(job, seen, created=True, now=NOW).status
     assert status.replica_statuses[ReplicaType.WORKER].attempts == [1, 3]
     replaced = plan(job.model_copy(update={"status": status}), seen[:1], JOB_CHILDREN, SETTINGS, now=NOW)
     assert [(item["metadata"]["name"], item["metadata"]["annotations"][ATTEMPT]) for item in replaced.create] == [
         ("job-worker-1", "4")
     ]
-    later = aggregate(job.model_copy(update={"status": status}), [], created=True, now=NOW)
+    later = aggregated(job.model_copy(update={"status": status}), [], created=True, now=NOW).status
     assert later.replica_statuses[ReplicaType.WORKER].attempts == [1, 3]  # remembered once the pods are gone
 
 

@@ -10,7 +10,7 @@ from disttrain_core.api.spec import ReplicaType
 from disttrain_core.api.status import MAX_HISTORY, Progress, ProgressPoint
 from disttrain_core.observed import PodPhase, pod_view
 from disttrain_core.progress import Report, newest, parse_progress, reporting_task, with_report
-from disttrain_core.status_from_pods import aggregate
+from disttrain_core.status_from_pods import aggregated
 from support.job_builder import T0, make_job, make_pod, running_pods
 
 
@@ -91,14 +91,16 @@ def test_the_termination_message_of_an_ended_pod_is_its_final_report() -> None:
 def test_status_takes_the_polled_report_then_the_final_one_and_keeps_it_across_restarts() -> None:
     job = make_job({"Chief": 1, "Worker": 1})
     polled = _report(50, T0)
-    running = aggregate(job, running_pods(ReplicaType.CHIEF, 1) + running_pods(ReplicaType.WORKER, 1), True, T0, polled)
+    running = aggregated(
+        job, running_pods(ReplicaType.CHIEF, 1) + running_pods(ReplicaType.WORKER, 1), True, T0, polled
+    ).status
     assert running.progress is not None and running.progress.step == 50
     job = job.model_copy(update={"status": running})
-    restarting = aggregate(job, [], created=True, now=T0)
+    restarting = aggregated(job, [], created=True, now=T0).status
     assert restarting.progress == running.progress
     final = _report(300, T0 + timedelta(minutes=5))
     ended = [make_pod(ReplicaType.CHIEF, 0, PodPhase.SUCCEEDED, final_report=final)]
-    after = aggregate(job, ended, created=True, now=T0, reported=polled).progress
+    after = aggregated(job, ended, created=True, now=T0, reported=polled).status.progress
     assert after is not None and (after.step, after.update_time) == (300, final.progress.update_time)
 
 
@@ -122,11 +124,11 @@ def test_a_resume_from_an_earlier_checkpoint_cuts_the_curve_back() -> None:
 def test_status_records_each_new_report_on_the_curve() -> None:
     job = make_job({"Worker": 1})
     pods = running_pods(ReplicaType.WORKER, 1)
-    first = aggregate(job, pods, True, T0, reported=Report(Progress(step=5, loss=2.0, update_time=T0)))
+    first = aggregated(job, pods, True, T0, reported=Report(Progress(step=5, loss=2.0, update_time=T0))).status
     job = job.model_copy(update={"status": first})
-    again = aggregate(job, pods, True, T0, reported=Report(Progress(step=5, loss=2.0, update_time=T0)))
+    again = aggregated(job, pods, True, T0, reported=Report(Progress(step=5, loss=2.0, update_time=T0))).status
     job = job.model_copy(update={"status": again})
-    later = aggregate(
+    later = aggregated(
         job, pods, True, T0, reported=Report(Progress(step=9, loss=1.5, update_time=T0 + timedelta(seconds=5)))
-    )
+    ).status
     assert [(point.step, point.loss) for point in later.progress_history] == [(5, 2.0), (9, 1.5)]

@@ -13,7 +13,7 @@ from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.observed import PodPhase, PodView
 from disttrain_core.planner import Plan, plan
 from disttrain_core.progress import Report
-from disttrain_core.status_from_pods import aggregate, condition_holds, failed_status
+from disttrain_core.status_from_pods import aggregated, condition_holds, failed_status
 from disttrain_core.types import Verdict
 from support.job_builder import T0, JobBuilder, make_job, make_pod, running_pods
 
@@ -22,7 +22,7 @@ SETTINGS = BuildSettings()
 
 
 def _next(job: DistTrainJob, pods: list[PodView], now: datetime = T0, created: bool = True) -> DistTrainJob:
-    status = aggregate(job, pods, created=created, now=now)
+    status = aggregated(job, pods, created=created, now=now).status
     return job.model_copy(update={"status": status})
 
 
@@ -237,7 +237,7 @@ def _seen(job: DistTrainJob, seconds: float, pods: list[PodView] = WORKERS, **kw
     """The job after a reconcile `seconds` after T0; its trainer answers the progress poll (`answered`) unless
     told otherwise, as disttrain's trainer does from its start."""
     kwargs.setdefault("answered", T0 + timedelta(seconds=seconds))
-    status = aggregate(job, pods, True, T0 + timedelta(seconds=seconds), **kwargs)
+    status = aggregated(job, pods, True, T0 + timedelta(seconds=seconds), **kwargs).status
     return job.model_copy(update={"status": status})
 
 

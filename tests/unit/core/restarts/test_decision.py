@@ -11,7 +11,7 @@ from disttrain_core.api.spec import ReplicaType
 from disttrain_core.observed import PodPhase
 from disttrain_core.planner import plan
 from disttrain_core.restarts.record import record_restart, restart_backoff
-from disttrain_core.status_from_pods import aggregate, failure
+from disttrain_core.status_from_pods import aggregated, failure
 from disttrain_core.types import ObjectRef, Verdict
 from support.planning import NOW, SETTINGS, job_of, planned, pod_of
 
@@ -188,7 +188,7 @@ def test_restarts_that_follow_each_other_quickly_pause_longer_each_time() -> Non
     for _ in range(4):
         preempted = pod_of(ReplicaType.WORKER, 0, PodPhase.FAILED, exit_code=ExitCode.PREEMPTED, disruption="Preempted")
         failed = [preempted, pod_of(ReplicaType.WORKER, 1)]
-        status = aggregate(job, failed, created=True, now=now)
+        status = aggregated(job, failed, created=True, now=now).status
         decided = plan(job.model_copy(update={"status": status}), failed, JOB_CHILDREN, SETTINGS, now=now)
         assert decided.restart is not None and decided.restart.disruption is not None  # uncounted
         restart = decided.restart

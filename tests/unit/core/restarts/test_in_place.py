@@ -17,7 +17,7 @@ from disttrain_core.observed import PodPhase, PodView, Runs, pod_view, restarts_
 from disttrain_core.planner import Plan, plan
 from disttrain_core.restarts import in_place
 from disttrain_core.restarts.record import record_outrun, record_restart
-from disttrain_core.status_from_pods import aggregate
+from disttrain_core.status_from_pods import aggregated
 from support.job_builder import JobBuilder
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -99,7 +99,7 @@ def _worker(index: int, ended: int = 0, counted: int = 0, exit_code: int | None 
 
 
 def _plan(job: DistTrainJob, pods: list[PodView], now: datetime = NOW, handled: frozenset[str] = frozenset()) -> Plan:
-    status = aggregate(job, pods, created=True, now=now)
+    status = aggregated(job, pods, created=True, now=now).status
     return plan(job.model_copy(update={"status": status}), pods, [], IN_PLACE, now=now, handled=handled)
 
 
@@ -124,7 +124,7 @@ def test_a_run_that_ended_in_place_restarts_the_job_in_place_counted_once() -> N
 
 def test_a_pod_owed_a_restart_in_place_is_replaced_with_its_peers_after_the_grace_and_one_that_failed_at_once() -> None:
     job = _job()
-    status = record_restart(aggregate(job, [], created=True, now=NOW), [], "worker 0 failed", NOW, 1)
+    status = record_restart(aggregated(job, [], created=True, now=NOW).status, [], "worker 0 failed", NOW, 1)
     job = job.model_copy(update={"status": status})
     owed = [_worker(0, ended=1, counted=1, exit_code=137), _worker(1, ended=0, counted=1)]
     waiting = plan(job, owed, [], IN_PLACE, now=NOW + timedelta(seconds=5))
@@ -139,7 +139,7 @@ def test_a_pod_owed_a_restart_in_place_is_replaced_with_its_peers_after_the_grac
 
 def test_a_quick_restart_replaces_every_pod_for_the_pause_it_earns() -> None:
     job = _job()
-    status = record_restart(aggregate(job, [], created=True, now=NOW), [], "worker 0 failed", NOW, 1)
+    status = record_restart(aggregated(job, [], created=True, now=NOW).status, [], "worker 0 failed", NOW, 1)
     job = job.model_copy(update={"status": status})
     pods = [_worker(0, ended=2, counted=1, exit_code=137), _worker(1, ended=1, counted=1)]
     decided = plan(job, pods, [], IN_PLACE, now=NOW + timedelta(seconds=5))
@@ -209,7 +209,7 @@ def test_a_count_a_tenant_wrote_on_its_pod_harms_only_that_job() -> None:
         view = pod_view(_body(restarts=1, counted=forged))
         assert view is not None and view.runs is None, forged
     job = _job()
-    status = record_restart(aggregate(job, [], created=True, now=NOW), [], "worker 0 failed", NOW, 1)
+    status = record_restart(aggregated(job, [], created=True, now=NOW).status, [], "worker 0 failed", NOW, 1)
     job = job.model_copy(update={"status": status})
     inflated = [_worker(0, ended=1, counted=2**31 - 1), _worker(1, ended=1, counted=1)]
     late = plan(job, inflated, [], IN_PLACE, now=NOW + in_place.IN_PLACE_GRACE)
@@ -224,7 +224,7 @@ def test_a_drain_that_evicts_a_pod_the_restart_covered_in_place_adds_no_disrupti
     first = _plan(job, [_worker(0), evicted])
     assert first.restart is not None and first.restart.in_place == (("job-worker-0", 1),)
     status = record_restart(
-        aggregate(job, [], created=True, now=NOW), first.restart.failed, "evicted", NOW, 1, disruption="Evicted"
+        aggregated(job, [], created=True, now=NOW).status, first.restart.failed, "evicted", NOW, 1, disruption="Evicted"
     )
     then = job.model_copy(update={"status": status})
     owed_then_evicted = replace(_worker(0, counted=1), deleting=True, disruption="EvictionByEvictionAPI")
@@ -253,7 +253,7 @@ def test_a_restart_in_place_the_job_outran_is_counted_once_and_its_run_s_log_kep
     assert view.run_log_due == 1
     decided = _plan(job, [view])
     assert (decided.outrun, decided.restart, decided.delete) == ((("job-worker-0", 1),), None, [])
-    status = record_outrun(aggregate(job, [view], created=True, now=NOW), [view], decided.outrun)
+    status = record_outrun(aggregated(job, [view], created=True, now=NOW).status, [view], decided.outrun)
     assert (status.phase, status.restart_count, status.replica_statuses[ReplicaType.WORKER].restarts) == (
         "Succeeded",
         1,

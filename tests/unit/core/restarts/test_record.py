@@ -10,14 +10,14 @@ from disttrain_core.api.spec import ReplicaType, RestartPolicy
 from disttrain_core.api.status import ConditionStatus, ConditionType, JobPhase
 from disttrain_core.observed import PodPhase, PodView, Runs
 from disttrain_core.restarts.record import record_outrun, record_restart
-from disttrain_core.status_from_pods import aggregate
+from disttrain_core.status_from_pods import aggregated
 from support.job_builder import T0, make_job, make_pod, running_pods
 
 T1 = T0 + timedelta(minutes=1)
 
 
 def _next(job: DistTrainJob, pods: list[PodView], now: datetime = T0) -> DistTrainJob:
-    return job.model_copy(update={"status": aggregate(job, pods, created=True, now=now)})
+    return job.model_copy(update={"status": aggregated(job, pods, created=True, now=now).status})
 
 
 def test_a_restart_is_counted_and_shown_until_the_pods_run_again() -> None:

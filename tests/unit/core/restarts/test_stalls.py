@@ -24,7 +24,7 @@ from disttrain_core.planner import Plan, plan
 from disttrain_core.progress import Report
 from disttrain_core.restarts.record import record_restart
 from disttrain_core.restarts.stalls import Unjudged, stall
-from disttrain_core.status_from_pods import aggregate
+from disttrain_core.status_from_pods import aggregated
 from disttrain_core.tfjob_conversion import convert
 from support.job_builder import JobBuilder, make_pod, running_pods
 
@@ -41,7 +41,7 @@ def _seen(job: DistTrainJob, seconds: float, pods: list[PodView] = WORKERS, **kw
     """The job as the operator leaves it after a reconcile `seconds` after T0; its trainer answers the progress
     poll (`answered`) unless told otherwise, as disttrain's trainer does from its start."""
     kwargs.setdefault("answered", T0 + timedelta(seconds=seconds))
-    status = aggregate(job, pods, True, T0 + timedelta(seconds=seconds), **kwargs)
+    status = aggregated(job, pods, True, T0 + timedelta(seconds=seconds), **kwargs).status
     return job.model_copy(update={"status": status})
 
 
@@ -77,7 +77,7 @@ def test_a_step_that_stops_advancing_stalls_the_job_at_the_deadline_and_restarts
     said = "resumes from the last checkpoint reported, step 100 (ckpt/ckpt-100), or one saved since, redoing the 20"
     assert said in restarting.message
     stopping = [replace(pod, deleting=True) for pod in WORKERS]  # still running while they stop
-    after = aggregate(job.model_copy(update={"status": status}), stopping, True, T0 + timedelta(seconds=41))
+    after = aggregated(job.model_copy(update={"status": status}), stopping, True, T0 + timedelta(seconds=41)).status
     assert after.phase is JobPhase.RESTARTING
 
 
