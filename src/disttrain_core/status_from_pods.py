@@ -345,8 +345,9 @@ def aggregated(
     status = _time_left_lapsed(status, now)
     reading = unread
     if outcome is None:
-        reading = StallReading(stall(job.model_copy(update={"status": status}), now, progress_deadline))
-        status = _stalled(job.model_copy(update={"status": status}), now, reading.found)
+        judged = job.model_copy(update={"status": status})
+        reading = StallReading(stall(judged, now, progress_deadline))
+        status = _stalled(judged, now, reading.found)
     update: dict[str, object] = {"phase": _phase(status)}
     if status.start_time is None and condition_holds(status, ConditionType.CREATED):
         update["start_time"] = now
