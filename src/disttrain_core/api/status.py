@@ -185,6 +185,11 @@ class RestartBackoff(ApiModel):
     )
     last_restart: datetime = Field(description="When the latest restart was decided.")
     until: datetime = Field(description="No pod of the job is created again before this time.")
+    recent_restarts: int = Field(
+        0,
+        ge=0,
+        description="Restarts remembered: each until the job ran 10 minutes past it; beyond 5, a restart is quick.",
+    )
 
 
 class DistTrainJobStatus(ApiModel):

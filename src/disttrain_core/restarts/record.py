@@ -1,7 +1,8 @@
 """The record of a restart in the job's status: the Restarting condition, the counts, and the pause it earns.
 
-A restart that comes before the job ran `HEALTHY_RUN` since the last (or the pause it earned) is quick; quick
-restarts in a row wait before their pods start, as a kubelet's CrashLoopBackOff does.
+A restart that comes before the job ran `HEALTHY_RUN` since the last (or the pause it earned) is quick, and so
+is one beyond `FREE_RESTARTS` within `RESTART_DECAY` each of the last; quick restarts in a row wait before
+their pods start, as a kubelet's CrashLoopBackOff does.
 """
 
 from __future__ import annotations
@@ -32,15 +33,24 @@ DISRUPTED = "Disrupted"  # the reason of the Restarting condition, and of its Ev
 # CrashLoopBackOff does. Preemptions every 30 s (the goodput benchmark's quickest) stay unpaused.
 HEALTHY_RUN = timedelta(seconds=20)
 RESTART_PAUSE = Backoff(first=10, longest=300)
+# Restarts at a slower pace still loop: each is remembered (`RestartBackoff.recent_restarts`) until the job ran
+# RESTART_DECAY past it, the kubelet's reset of CrashLoopBackOff, and a restart beyond FREE_RESTARTS remembered
+# is quick too. A loop of restarts at any pace faster than one per RESTART_DECAY pauses so; the goodput
+# benchmark's 4 preemptions do not.
+RESTART_DECAY = timedelta(minutes=10)
+FREE_RESTARTS = 5
 
 
 def restart_backoff(previous: RestartBackoff | None, now: datetime) -> RestartBackoff:
-    """The pause a restart decided at `now` earns: none after a healthy run, else the next of RESTART_PAUSE."""
-    quick = 0
-    if previous is not None and now - max(previous.last_restart, previous.until) < HEALTHY_RUN:
-        quick = previous.quick_restarts + 1
+    """The pause a restart decided at `now` earns: none after a healthy run with few restarts remembered, else
+    the next of RESTART_PAUSE."""
+    if previous is None:
+        return RestartBackoff(quick_restarts=0, last_restart=now, until=now, recent_restarts=1)
+    ran = max(now - max(previous.last_restart, previous.until), timedelta(0))
+    recent = max(0, previous.recent_restarts - ran // RESTART_DECAY) + 1
+    quick = previous.quick_restarts + 1 if ran < HEALTHY_RUN or recent > FREE_RESTARTS else 0
     pause = timedelta(seconds=RESTART_PAUSE.delay(quick)) if quick else timedelta(0)
-    return RestartBackoff(quick_restarts=quick, last_restart=now, until=now + pause)
+    return RestartBackoff(quick_restarts=quick, last_restart=now, until=now + pause, recent_restarts=recent)
 
 
 def record_restart(
@@ -65,8 +75,9 @@ def record_restart(
     if backoff.quick_restarts:
         pause = int((backoff.until - now).total_seconds())
         message += (
-            f"; {backoff.quick_restarts + 1} restarts in a row, each within {HEALTHY_RUN.seconds} s of running:"
-            f" its pods start again in {pause} s"
+            f"; {backoff.quick_restarts + 1} restarts in a row, each within {HEALTHY_RUN.seconds} s of running"
+            f" or beyond {FREE_RESTARTS} in {RESTART_DECAY.seconds // 60} minutes each: its pods start again in"
+            f" {pause} s"
         )
     verdict = Verdict(DISRUPTED if disruption is not None else STALLED if stalled else "Restarting", message)
     conditions = with_condition(

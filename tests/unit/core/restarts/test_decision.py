@@ -10,7 +10,7 @@ from disttrain_contract.exit_codes import ExitCode
 from disttrain_core.api.spec import ReplicaType
 from disttrain_core.observed import PodPhase
 from disttrain_core.planner import plan
-from disttrain_core.restarts.record import record_restart, restart_backoff
+from disttrain_core.restarts.record import HEALTHY_RUN, RESTART_DECAY, record_restart, restart_backoff
 from disttrain_core.status_from_pods import aggregated, failure
 from disttrain_core.types import ObjectRef, Verdict
 from support.planning import NOW, SETTINGS, job_of, planned, pod_of
@@ -205,3 +205,23 @@ def test_restarts_that_follow_each_other_quickly_pause_longer_each_time() -> Non
     assert any("4 restarts in a row" in condition.message for condition in status.conditions)
     healthy = restart_backoff(status.restart_backoff, now + timedelta(seconds=20))
     assert (healthy.quick_restarts, healthy.until) == (0, now + timedelta(seconds=20))
+
+
+def _pauses(every: timedelta, restarts: int) -> list[float]:
+    """The pause each of `restarts` restarts earns, each decided `every` after the last one's pods could start."""
+    backoff, now, pauses = None, NOW, []
+    for _ in range(restarts):
+        backoff = restart_backoff(backoff, now)
+        pauses.append((backoff.until - now).total_seconds())
+        now = backoff.until + every
+    return pauses
+
+
+def test_a_loop_of_restarts_pauses_at_any_pace_faster_than_the_decay() -> None:
+    """Restarts each a little over HEALTHY_RUN apart (a tenant deleting a pod every 21 s) are free for five,
+    then pause longer each time; the goodput benchmark's four preemptions 30 s apart stay unpaused, and
+    restarts slower than RESTART_DECAY never pause."""
+    assert _pauses(HEALTHY_RUN + timedelta(seconds=1), 9) == [0, 0, 0, 0, 0, 10, 20, 40, 80]
+    assert _pauses(timedelta(minutes=5), 7) == [0, 0, 0, 0, 0, 10, 20]
+    assert _pauses(timedelta(seconds=30), 4) == [0, 0, 0, 0]
+    assert _pauses(RESTART_DECAY, 50) == [0] * 50
