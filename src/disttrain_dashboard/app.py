@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, MutableMapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -50,11 +49,13 @@ from disttrain_core.summary import (
 )
 from disttrain_dashboard.curves import curves
 from disttrain_dashboard.feed import Change, JobFeed
+from disttrain_dashboard.shares import Limits, Shares
 from disttrain_dashboard.viewers import MAX_TOKEN, TOKEN_COOKIE, Feeds, TooManyFeedsError, Viewer, Viewers
 
 LOG_LINES = 2000  # a log page shows the last lines; `disttrain jobs logs` reads the whole of it
-MAX_STREAMS = 200  # event streams (open pages) at once
-MAX_STREAMS_PER_VIEWER = 16  # of them, one viewer's: a token of any pod's ServiceAccount names a viewer
+# Event streams (open pages) at once: in all, for one namespace viewed, and one viewer's (a token of any pod's
+# ServiceAccount names a viewer, and a tenant makes as many as they like: `shares`).
+STREAM_LIMITS = Limits(total=200, per_namespace=50, per_viewer=16)
 MAX_BODY = 2 * MAX_TOKEN  # bytes of a request's body: the sign-in form, a token and its name
 SEND_TIMEOUT = 10.0  # seconds a page may take to accept one event
 FIRST_LISTING_SECONDS = 5.0  # a list page waits this long at most for its viewer's feed to list
@@ -135,7 +136,7 @@ class Pages:
         self.authenticate = authenticate
         self.viewers = Viewers(client, authenticate=authenticate)
         self.feeds = Feeds(namespace)
-        self.streams = StreamCount(MAX_STREAMS, MAX_STREAMS_PER_VIEWER)
+        self.streams = Shares(STREAM_LIMITS)
         self.scope = f"namespace {namespace}" if namespace else "every namespace"
 
     def viewer_of(self, request: Request) -> Viewer:
@@ -156,8 +157,9 @@ class Pages:
                 return RedirectResponse(f"/?namespace={readable[0]}", status_code=HTTP_SEE_OTHER)
             if readable is not None:
                 return self._choose_namespace(request, viewer, readable)
+        share = await asyncio.to_thread(self.viewers.share_of, viewer, chosen_namespace or self.namespace)
         try:
-            feed = self.feeds.of(viewer, chosen_namespace or None, asyncio.get_running_loop())
+            feed = self.feeds.of(viewer, chosen_namespace or None, share, asyncio.get_running_loop())
         except TooManyFeedsError as error:
             return PlainTextResponse(str(error), status_code=HTTP_UNAVAILABLE)
         await asyncio.to_thread(feed.wait_listed, FIRST_LISTING_SECONDS)
@@ -212,16 +214,19 @@ class Pages:
     async def stream(
         self, request: Request, namespace: str, message: Callable[[Change], dict[str, str] | None]
     ) -> Response:
-        """Server-sent events of the viewer's feed of `namespace` (or all), while the page is open: at most
-        MAX_STREAMS at once, MAX_STREAMS_PER_VIEWER of them one viewer's, and a page that does not take an
-        event within SEND_TIMEOUT is let go."""
+        """Server-sent events of the viewer's feed of `namespace` (or all), while the page is open: within
+        STREAM_LIMITS, in the share of the namespace viewed (`Viewers.share_of`), and a page that does not take
+        an event within SEND_TIMEOUT is let go."""
         viewer = await asyncio.to_thread(self.viewer_of, request)
-        if not self.streams.open(viewer.key):
-            return PlainTextResponse("too many open pages: try again later", status_code=HTTP_UNAVAILABLE)
+        share = await asyncio.to_thread(self.viewers.share_of, viewer, namespace or self.namespace)
+        refused = self.streams.take(viewer.key, share)
+        if refused is not None:
+            message_text = f"too many open pages ({refused}): try again later"
+            return PlainTextResponse(message_text, status_code=HTTP_UNAVAILABLE)
         try:
-            feed = self.feeds.of(viewer, namespace or None, asyncio.get_running_loop())
+            feed = self.feeds.of(viewer, namespace or None, share, asyncio.get_running_loop())
         except TooManyFeedsError as error:
-            self.streams.close(viewer.key)
+            self.streams.give_back(viewer.key, share)
             return PlainTextResponse(str(error), status_code=HTTP_UNAVAILABLE)
         self.feeds.opened(feed)
 
@@ -231,7 +236,7 @@ class Pages:
                     yield found
             finally:
                 self.feeds.closed(feed)
-                self.streams.close(viewer.key)
+                self.streams.give_back(viewer.key, share)
 
         return EventSourceResponse(changes(), send_timeout=SEND_TIMEOUT)
 
@@ -362,25 +367,6 @@ def _sign_in(request: Request, message: str, status: int) -> Response:
 def _attempt(text: str) -> int | None:
     """`?attempt=` as a number of at most 9 ASCII digits; anything else is no attempt (the latest)."""
     return int(text) if len(text) <= 9 and text.isascii() and text.isdigit() else None
-
-
-class StreamCount:
-    """Event streams open at once, up to a limit in all and a smaller one per viewer."""
-
-    def __init__(self, limit: int, per_viewer: int) -> None:
-        self._limit, self._per_viewer = limit, per_viewer
-        self._open: Counter[str] = Counter()
-
-    def open(self, viewer: str) -> bool:
-        if self._open.total() >= self._limit or self._open[viewer] >= self._per_viewer:
-            return False
-        self._open[viewer] += 1
-        return True
-
-    def close(self, viewer: str) -> None:
-        self._open[viewer] -= 1
-        if self._open[viewer] <= 0:
-            del self._open[viewer]
 
 
 class BodyLimit:

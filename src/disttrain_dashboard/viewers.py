@@ -8,7 +8,9 @@ allows, as Headlamp and the Kubernetes Dashboard do, and the dashboard's own Ser
 right to read anything. Reviews are remembered for `REVIEW_SECONDS`, by the token's hash.
 
 Each viewer's open pages share one `JobFeed` (a watch per kind of job, as that viewer); it stops
-`LINGER_SECONDS` after that viewer's last page closed.
+`LINGER_SECONDS` after that viewer's last page closed. Feeds are held in fair shares (`shares`), by the
+namespace viewed as far as the viewer may read it: whether they may is an access review as the viewer,
+remembered per viewer and namespace, and asked by a few threads for all viewers together.
 """
 
 from __future__ import annotations
@@ -28,20 +30,25 @@ from starlette.requests import Request
 from disttrain import Client, DisttrainError
 from disttrain.client import Identity
 from disttrain_dashboard.feed import JobFeed
+from disttrain_dashboard.shares import EVERY_NAMESPACE, UNREADABLE, Limits
 
 REVIEW_SECONDS = 60.0
 REVIEWS_KEPT = 1000
+ACCESS_KEPT = 20_000  # answers of whether a viewer may read a namespace: about 200 bytes each
 LINGER_SECONDS = 60.0
 TOKEN_COOKIE = "disttrain-token"
 MAX_TOKEN = 16 * 1024  # a ServiceAccount token is about 1 KB; an OIDC one a few
 MAX_FEEDS_PER_VIEWER = 4  # feeds (a watch per kind of job each) one viewer holds at once
+# Feeds held at once (each two threads, two watches and a copy of its namespace's jobs): in all, and for
+# one namespace viewed, whoever its viewers are.
+FEED_LIMITS = Limits(total=64, per_namespace=16, per_viewer=MAX_FEEDS_PER_VIEWER)
 MAX_NAMESPACES_ASKED = 200  # namespaces asked about for one viewer who may not list jobs in every one
 ASKING_THREADS = 8
 T = TypeVar("T")
 
 
 class TooManyFeedsError(Exception):
-    """A viewer asked for another feed while holding MAX_FEEDS_PER_VIEWER with pages open on each."""
+    """A viewer asked for another feed past FEED_LIMITS, with pages open on every feed in the way."""
 
 
 @dataclass(frozen=True)
@@ -61,10 +68,10 @@ def bearer_token(request: Request) -> str | None:
 
 
 class _Remembered(Generic[T]):
-    """Answers the API server gave, by key, for REVIEW_SECONDS; at most REVIEWS_KEPT, the oldest going first."""
+    """Answers the API server gave, by key, for REVIEW_SECONDS; at most `kept`, the oldest going first."""
 
-    def __init__(self, clock: Callable[[], float]) -> None:
-        self._clock = clock
+    def __init__(self, clock: Callable[[], float], kept: int = REVIEWS_KEPT) -> None:
+        self._clock, self._kept = clock, kept
         self._answers: OrderedDict[str, tuple[float, T]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -79,7 +86,7 @@ class _Remembered(Generic[T]):
         with self._lock:
             self._answers[key] = (now, answer)
             self._answers.move_to_end(key)
-            while len(self._answers) > REVIEWS_KEPT:
+            while len(self._answers) > self._kept:
                 self._answers.popitem(last=False)
         return answer
 
@@ -90,23 +97,35 @@ class Viewers:
         self.authenticate = authenticate
         self._reviews: _Remembered[Identity | None] = _Remembered(clock)
         self._owner = Viewer("", "", client)
-        self._readable: _Remembered[list[str] | None] = _Remembered(clock)
+        self._access: _Remembered[bool] = _Remembered(clock, ACCESS_KEPT)
+        self._asking = ThreadPoolExecutor(ASKING_THREADS, thread_name_prefix="access-review")
+
+    def may_read(self, viewer: Viewer, namespace: str | None) -> bool:
+        """Whether the viewer may list jobs in `namespace` (None: in every one): a SelfSubjectAccessReview as the
+        viewer, remembered for REVIEW_SECONDS per viewer and namespace."""
+        key = f"{viewer.key}\n{namespace or ''}"
+        return self._access.get(key, lambda: viewer.client.may_list(namespace=namespace))
+
+    def share_of(self, viewer: Viewer, namespace: str | None) -> str:
+        """The namespace whose share of what the dashboard holds a page of `namespace` (None: every one) takes:
+        every namespace the viewer may not read shares one. The dashboard's owner reads as themselves."""
+        if self.authenticate and not self.may_read(viewer, namespace):
+            return UNREADABLE
+        return namespace or EVERY_NAMESPACE
 
     def readable_namespaces(self, viewer: Viewer) -> list[str] | None:
         """The namespaces whose jobs the viewer may list, or None where they may list them in every one. The
         names asked about are the cluster's, as the dashboard's own account lists them where viewers sign in
         (or as the viewer may list them), else the viewer's own kubeconfig's; at most MAX_NAMESPACES_ASKED,
-        each a SelfSubjectAccessReview as the viewer. Remembered for REVIEW_SECONDS."""
-        return self._readable.get(viewer.key, lambda: None if viewer.client.may_list() else self._ask(viewer))
-
-    def _ask(self, viewer: Viewer) -> list[str]:
+        each `may_read`, by ASKING_THREADS threads for all viewers together."""
+        if self.may_read(viewer, None):
+            return None
         try:
             names = (self._client if self.authenticate else viewer.client).namespace_names()
         except DisttrainError:
             names = [viewer.client.namespace]
         names = names[:MAX_NAMESPACES_ASKED]
-        with ThreadPoolExecutor(ASKING_THREADS) as pool:
-            allowed = list(pool.map(lambda name: viewer.client.may_list(namespace=name), names))
+        allowed = list(self._asking.map(lambda name: self.may_read(viewer, name), names))
         return [name for name, may in zip(names, allowed, strict=True) if may]
 
     def of(self, request: Request) -> Viewer | None:
@@ -131,6 +150,7 @@ class Viewers:
 @dataclass
 class _Held:
     feed: JobFeed
+    share: str  # the namespace whose share it takes (`Viewers.share_of`)
     pages: int = 0
     idle_since: float = field(default_factory=time.monotonic)
 
@@ -144,18 +164,18 @@ class Feeds:
         self._held: dict[tuple[str, str | None], _Held] = {}
         self._lock = threading.Lock()
 
-    def of(self, viewer: Viewer, namespace: str | None, loop: asyncio.AbstractEventLoop) -> JobFeed:
-        """The viewer's feed of one namespace or (None) all, started if it was not; feeds idle past
-        LINGER_SECONDS are stopped meanwhile. A dashboard of one namespace feeds that one only. A viewer
-        holds at most MAX_FEEDS_PER_VIEWER: for another, their idle ones stop first, the oldest first, and
-        with none idle TooManyFeedsError says so."""
+    def of(self, viewer: Viewer, namespace: str | None, share: str, loop: asyncio.AbstractEventLoop) -> JobFeed:
+        """The viewer's feed of one namespace or (None) all, started if it was not, in the `share` of its
+        namespace (`Viewers.share_of`); feeds idle past LINGER_SECONDS are stopped meanwhile. A dashboard of
+        one namespace feeds that one only. Where a new feed would pass FEED_LIMITS, idle feeds in its way
+        stop first, the oldest first, and with none idle TooManyFeedsError says which limit stands."""
         key = (viewer.key, self._namespace or namespace)
         with self._lock:
             self._stop_idle()
             held = self._held.get(key)
             if held is None:
-                self._make_room(viewer.key)
-                held = self._held[key] = _Held(JobFeed(viewer.client, key[1]))
+                self._make_room(viewer.key, share)
+                held = self._held[key] = _Held(JobFeed(viewer.client, key[1]), share)
                 held.feed.start(loop)
             held.idle_since = self._clock()
             return held.feed
@@ -183,16 +203,24 @@ class Feeds:
                 held.feed.stop()
             self._held.clear()
 
-    def _make_room(self, viewer: str) -> None:
-        mine = sorted(
-            ((held.idle_since, key) for key, held in self._held.items() if key[0] == viewer and held.pages == 0)
-        )
-        count = sum(1 for key in self._held if key[0] == viewer)
-        for _, key in mine[: max(0, count - MAX_FEEDS_PER_VIEWER + 1)]:
-            self._held.pop(key).feed.stop()
-            count -= 1
-        if count >= MAX_FEEDS_PER_VIEWER:
-            raise TooManyFeedsError(f"{MAX_FEEDS_PER_VIEWER} namespaces are open in your pages: close one first")
+    def _make_room(self, viewer: str, share: str) -> None:
+        """Stop idle feeds until one more for `viewer` in `share` passes no limit, or say which limit stands."""
+        scopes: list[tuple[Callable[[tuple[str, str | None], _Held], bool], int]] = [
+            (lambda key, _: key[0] == viewer, FEED_LIMITS.per_viewer),
+            (lambda _, held: held.share == share, FEED_LIMITS.per_namespace),
+            (lambda _, __: True, FEED_LIMITS.total),
+        ]
+        for holds, limit in scopes:
+            while len(within := [key for key, held in self._held.items() if holds(key, held)]) >= limit:
+                idle = sorted((self._held[key].idle_since, key) for key in within if self._held[key].pages == 0)
+                if not idle:
+                    raise TooManyFeedsError(f"{self._refusal(viewer, share)} open in pages: close one, or try later")
+                self._held.pop(idle[0][1]).feed.stop()
+
+    def _refusal(self, viewer: str, share: str) -> str | None:
+        viewers = sum(1 for key in self._held if key[0] == viewer)
+        shared = sum(1 for held in self._held.values() if held.share == share)
+        return FEED_LIMITS.refusal(len(self._held), shared, viewers, share)
 
     def _stop_idle(self) -> None:
         now = self._clock()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any, cast
 
@@ -14,9 +15,17 @@ from starlette.testclient import TestClient
 
 from disttrain import Client, JobNotFoundError
 from disttrain.client import Identity
-from disttrain_dashboard.app import MAX_BODY, StreamCount, _attempt, create_app
+from disttrain_dashboard.app import MAX_BODY, Pages, _attempt, create_app
 from disttrain_dashboard.feed import QUEUE_LIMIT, Change, JobFeed
-from disttrain_dashboard.viewers import MAX_FEEDS_PER_VIEWER, TOKEN_COOKIE, Feeds, TooManyFeedsError, Viewer
+from disttrain_dashboard.shares import UNREADABLE, Limits, Shares
+from disttrain_dashboard.viewers import (
+    FEED_LIMITS,
+    MAX_FEEDS_PER_VIEWER,
+    TOKEN_COOKIE,
+    Feeds,
+    TooManyFeedsError,
+    Viewer,
+)
 
 GOOD = "a-token-the-cluster-knows"
 FORM = "application/x-www-form-urlencoded"
@@ -105,11 +114,14 @@ def test_an_attempt_is_a_bounded_number_or_the_latest(text: str, attempt: int | 
 
 
 def test_event_streams_are_bounded_in_number_and_in_what_one_may_lag() -> None:
-    streams = StreamCount(3, per_viewer=2)
-    assert streams.open("a") and streams.open("a") and not streams.open("a")  # one viewer's share
-    assert streams.open("b") and not streams.open("c")  # and all of them
-    streams.close("a")
-    assert streams.open("c") and not streams.open("a")
+    streams = Shares(Limits(total=5, per_namespace=3, per_viewer=2))
+    assert streams.take("a", "team-a") is None and streams.take("a", "team-b") is None
+    assert streams.take("a", "team-c") == "you hold 2 already"  # one viewer's share, in every namespace
+    assert streams.take("b", "team-a") is None and streams.take("b", "team-a") is None
+    assert streams.take("c", "team-a") == "viewers of team-a hold 3 already"  # one namespace's
+    assert streams.take("c", "team-c") is None and streams.take("d", "team-d") == "the dashboard holds 5 already"
+    streams.give_back("a", "team-b")
+    assert streams.take("d", "team-d") is None and streams.take("a", "team-b") is not None
 
     async def lagging() -> list[Change | None]:
         feed = JobFeed(cast(Client, _Cluster()), "team-a")
@@ -168,14 +180,14 @@ def test_one_viewer_holds_a_bounded_number_of_feeds() -> None:
 
     async def open_many() -> None:
         loop = asyncio.get_running_loop()
-        held = [feeds.of(viewer, f"team-{n}", loop) for n in range(MAX_FEEDS_PER_VIEWER)]
-        feeds.of(viewer, "one-more", loop)  # the oldest idle one stops for it
-        for feed in [*held[1:], feeds.of(viewer, "one-more", loop)]:
+        held = [feeds.of(viewer, f"team-{n}", f"team-{n}", loop) for n in range(MAX_FEEDS_PER_VIEWER)]
+        feeds.of(viewer, "one-more", "one-more", loop)  # the oldest idle one stops for it
+        for feed in [*held[1:], feeds.of(viewer, "one-more", "one-more", loop)]:
             feeds.opened(feed)
-        with pytest.raises(TooManyFeedsError):
-            feeds.of(viewer, "yet-another", loop)
+        with pytest.raises(TooManyFeedsError, match="you hold 4 already"):
+            feeds.of(viewer, "yet-another", "yet-another", loop)
         other = Viewer("b", "b", cast(Client, _Cluster()))
-        assert feeds.of(other, "team-0", loop) is not None  # another viewer's are their own
+        assert feeds.of(other, "team-0", "team-0", loop) is not None  # another viewer's are their own
         feeds.stop()
 
     asyncio.run(open_many())
@@ -202,3 +214,45 @@ def test_a_viewer_who_may_not_list_every_namespace_lands_on_those_they_may_read(
             assert f'value="{name}"' not in page.text
         if page.status_code == 200:
             assert all(f'<a href="/?namespace={name}">{name}</a>' in page.text for name in readable)
+
+
+class _ReaderOf(_Cluster):
+    """A viewer's reads, who may list jobs in one namespace only."""
+
+    def __init__(self, namespace: str) -> None:
+        super().__init__()
+        self.readable = (namespace,)
+
+
+def _viewer_of(namespace: str, name: str) -> Viewer:
+    return Viewer(name, name, cast(Client, _ReaderOf(namespace)))
+
+
+def test_many_identities_of_one_namespace_leave_another_namespace_s_viewer_served() -> None:
+    """A tenant with `edit` in team-a makes 20 ServiceAccounts and, as each, opens every page the dashboard
+    lets it, of team-a and of namespaces it may not read: together they hold team-a's share and the share of
+    every unreadable namespace, and a viewer of team-b is still served."""
+    pages = Pages(cast(Client, _Cluster()), None, authenticate=True)
+    loop = asyncio.new_event_loop()
+    held: Counter[str] = Counter()
+    try:
+        for n in range(20):
+            viewer = _viewer_of("team-a", f"system:serviceaccount:team-a:sa-{n}")
+            for namespace in ("team-a", "team-b", *(f"made-up-{k}" for k in range(16))):
+                share = pages.viewers.share_of(viewer, namespace)
+                if pages.streams.take(viewer.key, share) is not None:
+                    continue
+                try:
+                    pages.feeds.opened(pages.feeds.of(viewer, namespace, share, loop))
+                except TooManyFeedsError:
+                    pages.streams.give_back(viewer.key, share)
+                    continue
+                held[share] += 1
+        assert held == {"team-a": FEED_LIMITS.per_namespace, UNREADABLE: FEED_LIMITS.per_namespace}
+        viewer = _viewer_of("team-b", "system:serviceaccount:team-b:viewer")
+        share = pages.viewers.share_of(viewer, "team-b")
+        assert share == "team-b" and pages.streams.take(viewer.key, share) is None
+        assert pages.feeds.of(viewer, "team-b", share, loop) is not None
+    finally:
+        pages.feeds.stop()
+        loop.close()
