@@ -10,6 +10,7 @@ import re
 import secrets
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from packaging.requirements import InvalidRequirement, Requirement
 
@@ -24,6 +25,9 @@ FUNCTION_MOUNT = "/etc/disttrain/function"
 MAX_PARAMETERS_BYTES = 128 * 1024
 MAX_PACKAGES = 64
 INDEX_URL_ENV = "PIP_INDEX_URL"
+# pip's settings where `train` is called that the replicas would not see: with packages to install, one of them set
+# means the pods would resolve a private package's name on pip's default index instead.
+UNSEEN_PIP_ENV = ("PIP_EXTRA_INDEX_URL", "PIP_CONFIG_FILE")
 NAME_LIMIT = 40  # the job's pods add `-worker-NNN`, their Services more
 
 
@@ -80,6 +84,29 @@ def _packages(packages: list[str] | tuple[str, ...] | None) -> list[str]:
         except InvalidRequirement as error:
             raise TrainArgumentError(f"packages= {package!r} is not a requirement pip reads: {error}") from None
     return listed
+
+
+def _index(
+    packages: list[str] | tuple[str, ...] | None, index_url: str | None, environ: Mapping[str, str]
+) -> str | None:
+    """The index the replicas install packages from: `index_url`, else PIP_INDEX_URL here. It is written in the
+    function's ConfigMap, which anyone who may view the namespace reads, so one that carries credentials is
+    refused; so is a pip setting here that the replicas would not see (UNSEEN_PIP_ENV), where packages are to be
+    installed."""
+    chosen = index_url or environ.get(INDEX_URL_ENV) or None
+    if chosen is not None and (urlsplit(chosen).username or urlsplit(chosen).password):
+        where = "index_url=" if index_url else INDEX_URL_ENV
+        raise TrainArgumentError(
+            f"{where} carries credentials, which the job's ConfigMap would show to anyone who may view the"
+            " namespace: give the replicas an image whose pip.conf names the index, with its credentials in a Secret"
+        )
+    unseen = [name for name in UNSEEN_PIP_ENV if environ.get(name)]
+    if packages and unseen and index_url is None:
+        raise TrainArgumentError(
+            f"{', '.join(unseen)} is set here and the replicas would not see it, so they would look for packages="
+            " on one index only: pass index_url=, and put the other index in the image's pip.conf"
+        )
+    return chosen
 
 
 def job_name(function: str) -> str:
@@ -169,9 +196,9 @@ def train_objects(
 ) -> tuple[DistTrainJob, dict[str, Any]]:
     """The job and its function's ConfigMap, or TrainArgumentError (FunctionNotShippableError for
     parameters the function cannot take). Packages come from `index_url`, else from the index pip here
-    is set to (`PIP_INDEX_URL` in `environ`), else from pip's own default in the replicas."""
+    is set to (`PIP_INDEX_URL` in `environ`), else from pip's own default in the replicas (`_index`)."""
     chosen, counts = _replicas(strategy, workers=workers, ps=ps, chief=chief, evaluator=evaluator)
-    call = _call(function, parameters, packages, index_url or environ.get(INDEX_URL_ENV) or None)
+    call = _call(function, parameters, packages, _index(packages, index_url, environ))
     name = name or job_name(function.name)
     config_map = f"{name}-function"
     template = _template(config_map, image, env, resources)

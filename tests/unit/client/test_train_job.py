@@ -60,6 +60,22 @@ def test_packages_come_from_the_index_given_else_from_the_one_pip_here_is_set_to
     assert index_of({}) is None
 
 
+def test_an_index_with_credentials_or_a_pip_setting_the_replicas_would_not_see_is_refused() -> None:
+    """The index is written in a ConfigMap anyone with `view` reads; an extra index set only here would leave a
+    private package's name to pip's default index in the replicas."""
+    with pytest.raises(TrainArgumentError, match="PIP_INDEX_URL carries credentials"):
+        train_objects(ship(fit), namespace="team", environ={"PIP_INDEX_URL": "https://me:secret@pypi.example/simple"})
+    with pytest.raises(TrainArgumentError, match="index_url= carries credentials"):
+        train_objects(ship(fit), namespace="team", index_url="https://token@pypi.example/simple", environ={})
+    extra = {"PIP_EXTRA_INDEX_URL": "https://private.example/simple"}
+    with pytest.raises(TrainArgumentError, match="PIP_EXTRA_INDEX_URL is set here"):
+        train_objects(ship(fit), namespace="team", packages=["private-tools"], environ=extra)
+    train_objects(ship(fit), namespace="team", environ=extra)  # no packages: nothing to look for
+    train_objects(
+        ship(fit), namespace="team", packages=["x"], index_url="https://private.example/simple", environ=extra
+    )
+
+
 def test_parameter_servers_make_a_parameter_server_job_with_its_chief() -> None:
     job, _ = train_objects(ship(fit), namespace="team", workers=2, ps=1, resources={"cpu": "1", "gpus": 1})
     assert job.spec.strategy is Strategy.PARAMETER_SERVER
