@@ -295,7 +295,7 @@ class Pages:
 
     async def sign_in(self, request: Request) -> Response:
         """The token a viewer pasted, checked with a TokenReview, kept in a cookie of this site (sent over
-        HTTPS only, where the page came over HTTPS)."""
+        HTTPS only, where the page came over HTTPS: `_over_https`)."""
         form = await request.form(max_files=0, max_fields=1, max_part_size=MAX_TOKEN)
         token = str(form.get("token") or "").strip()
         signed_in = None
@@ -305,8 +305,7 @@ class Pages:
         if signed_in is None:
             return _sign_in(request, "That token names nobody the cluster knows.", HTTP_UNAUTHORIZED)
         answer = RedirectResponse("/", status_code=HTTP_SEE_OTHER)
-        secure = request.url.scheme == "https"
-        answer.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict", path="/", secure=secure)
+        answer.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict", path="/", secure=_over_https(request))
         return answer
 
     async def sign_out(self, request: Request) -> Response:
@@ -362,6 +361,14 @@ def create_app(
 
 def _sign_in(request: Request, message: str, status: int) -> Response:
     return templates.TemplateResponse(request, "signin.html", {"message": message}, status_code=status)
+
+
+def _over_https(request: Request) -> bool:
+    """The viewer's browser reached the dashboard over HTTPS: directly, or through a proxy that ended TLS, as its
+    form's Origin or the proxy's X-Forwarded-Proto says. A forged header only makes the forger's cookie Secure."""
+    origin = request.headers.get("origin", "")
+    forwarded = request.headers.get("x-forwarded-proto", "").split(",")[0].strip().lower()
+    return request.url.scheme == "https" or origin.startswith("https://") or forwarded == "https"
 
 
 def _attempt(text: str) -> int | None:

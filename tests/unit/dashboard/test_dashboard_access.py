@@ -151,7 +151,7 @@ def test_a_request_body_is_bounded_before_it_is_read_whole() -> None:
         assert client.post("/signin", data={"token": GOOD}).status_code == 303
 
 
-def test_a_sign_in_from_another_site_is_refused_and_the_cookie_is_secure_over_https() -> None:
+def test_a_sign_in_from_another_site_is_refused_and_the_cookie_is_secure_over_https_or_behind_a_tls_proxy() -> None:
     client, _ = _client()
     with client:
         forged = client.post("/signin", data={"token": GOOD}, headers={"Origin": "https://attacker.example"})
@@ -164,6 +164,12 @@ def test_a_sign_in_from_another_site_is_refused_and_the_cookie_is_secure_over_ht
         assert client.post("/signin", data={"token": GOOD}, headers=browser).status_code == 303
         same = client.post("/signin", data={"token": GOOD}, headers={"Origin": "http://testserver"})
         assert same.status_code == 303 and "secure" not in same.headers["set-cookie"].lower()
+        for proxied in (
+            {"Origin": "https://testserver"},
+            {"X-Forwarded-Proto": "https", **browser},
+        ):  # TLS ended before
+            behind = client.post("/signin", data={"token": GOOD}, headers=proxied)
+            assert behind.status_code == 303 and "secure" in behind.headers["set-cookie"].lower(), proxied
     secure = TestClient(
         create_app(cast(Client, _Cluster()), None, authenticate=True, allowed_hosts=("testserver",)),
         base_url="https://testserver",
