@@ -228,6 +228,7 @@ def test_what_shapes_the_cluster_cannot_change_but_run_policy_can(
     refusals: dict[str, dict[str, Any]] = {
         "strategy cannot change": {"strategy": "Mirrored", "replicaSpecs": {"Worker": {"replicas": 1}}},
         "port cannot change": {"port": 3333},
+        "progressPort cannot change": {"progressPort": 3334},
         "checkpoint cannot change": {"checkpoint": {"size": "20Gi"}},
         "replica types and counts cannot change": {"replicaSpecs": {"Worker": {"replicas": 8}}},
         "managedBy cannot change": {"managedBy": "kueue.x-k8s.io/multikueue"},

@@ -541,6 +541,9 @@ def _replicas(replica_type: ReplicaType) -> str:
 IMMUTABLE_RULES = (
     Rule("self.strategy == oldSelf.strategy", "strategy cannot change after the job is created"),
     Rule("self.port == oldSelf.port", "port cannot change after the job is created"),
+    Rule(  # the job's NetworkPolicy, made once, opens it to the operator
+        "self.progressPort == oldSelf.progressPort", "progressPort cannot change after the job is created"
+    ),
     Rule(
         "has(self.checkpoint) == has(oldSelf.checkpoint)"
         " && (!has(self.checkpoint) || self.checkpoint == oldSelf.checkpoint)",
