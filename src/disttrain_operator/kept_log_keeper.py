@@ -333,7 +333,7 @@ class KeptLogKeeper(Workers):
                 kept_logs.logged_container(pod),
                 follow=task.follow,
                 query={"previous": "true"} if task.run is not None else None,
-                read_timeout=self._follow_seconds if task.follow else None,
+                read_timeout=self._follow_seconds / 2 if task.follow else None,
             )
             if task.follow:
                 chunks = self._bounded(chunks, task)
@@ -364,8 +364,10 @@ class KeptLogKeeper(Workers):
             self._report(pod, UnkeptLogs(replica=replica, first_attempt=gap[0], last_attempt=gap[1], reason=UNKEPT))
 
     def _bounded(self, chunks: Iterator[bytes], task: _Task) -> Iterator[bytes]:
-        """A follow's chunks until FOLLOW_BYTES or `follow_seconds` (a silent stream's read gives up then too)."""
-        deadline, read = time.monotonic() + self._follow_seconds, 0
+        """A follow's chunks until FOLLOW_BYTES or half of `follow_seconds`, each read waiting at most the other
+        half (a silent stream's read gives up then): a follow ends within `follow_seconds` whatever its stream does,
+        where a chunk just before the deadline, then silence, once held it twice as long."""
+        deadline, read = time.monotonic() + self._follow_seconds / 2, 0
         try:
             for chunk in chunks:
                 yield chunk

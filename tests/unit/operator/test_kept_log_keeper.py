@@ -687,6 +687,42 @@ def test_a_follow_is_bounded_in_time_and_the_namespaces_share_the_follows() -> N
     assert all(kept[body["metadata"]["uid"]]["data"]["log"].startswith("x") for body in endless.values())
 
 
+def test_a_follow_ends_within_its_bound_when_its_stream_goes_silent_after_a_late_chunk(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Chunks every 0.3 of the bound, then silence until the read gives up (on a clock the stream advances): the
+    follow is over within its bound, where it once waited a whole bound more for the silent read."""
+    clock = [100.0]
+    monkeypatch.setattr(kept_log_keeper.time, "monotonic", lambda: clock[0])
+    follow_seconds, spans = 10.0, []
+
+    class _LateThenSilent(_EndlessLogApi):
+        def pod_log_chunks(self, *args: Any, read_timeout: float | None = None, **options: Any) -> Iterator[bytes]:
+            started = clock[0]
+            try:
+                for _ in range(3):
+                    clock[0] += 0.3 * follow_seconds
+                    yield b"x\n"
+                clock[0] += read_timeout or 0.0
+                raise TransientApiError(0, "read timed out")
+            finally:
+                spans.append(clock[0] - started)
+
+    endless = _deleting_pods(1)
+    keeper = KeptLogKeeper(
+        _LateThenSilent(endless), lambda key: {JOB_UID}, clock=lambda: NOW, end_seconds=0, follow_seconds=follow_seconds
+    )
+    keeper.start()
+    try:
+        body = endless["mnist-worker-0"]
+        keeper.offer(("team", "mnist"), "team", "mnist-worker-0", body["metadata"]["uid"], body)
+        _until("the log kept", lambda: keeper.log_done(body["metadata"]["uid"]))
+    finally:
+        keeper.stop()
+        keeper.join(timeout=10)
+    assert spans and max(spans) <= follow_seconds
+
+
 def test_a_follow_is_bounded_in_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kept_log_keeper, "FOLLOW_BYTES", 4 << 20)
     endless = _deleting_pods(1)
