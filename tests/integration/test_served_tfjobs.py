@@ -328,3 +328,8 @@ def test_jobs_another_manager_runs_are_left_alone(serving: OperatorProcess, clus
     patch = ["patch", "tfjob", "dispatched-tfjob", "-n", namespace, "--type=merge", "-p", change]
     result = cluster.kubectl(*patch, check=False)
     assert result.returncode != 0 and "runPolicy.managedBy cannot change" in result.stderr, result.stderr
+    scaled = json.dumps({"spec": {"tfReplicaSpecs": {"Worker": {"replicas": 7}}}})
+    result = cluster.kubectl(
+        "patch", "tfjob", "dispatched-tfjob", "-n", namespace, "--type=merge", "-p", scaled, check=False
+    )
+    assert result.returncode != 0 and "replica types and counts cannot change" in result.stderr, result.stderr

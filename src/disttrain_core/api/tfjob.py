@@ -105,6 +105,11 @@ _SPEC_RULES = schema_rules(
         f"{_MANAGER.format(side='self')} == {_MANAGER.format(side='oldSelf')}",
         "runPolicy.managedBy cannot change after the job is created",
     ),
+    Rule(  # a DistTrainJob's rule too: its pods' TF_CONFIG names every task
+        "size(self.tfReplicaSpecs) == size(oldSelf.tfReplicaSpecs) && self.tfReplicaSpecs.all(t, t in"
+        " oldSelf.tfReplicaSpecs && self.tfReplicaSpecs[t].replicas == oldSelf.tfReplicaSpecs[t].replicas)",
+        "replica types and counts cannot change after the job is created",
+    ),
 )
 
 
