@@ -693,7 +693,7 @@ def test_a_follow_ends_within_its_bound_when_its_stream_goes_silent_after_a_late
     """Chunks every 0.3 of the bound, then silence until the read gives up (on a clock the stream advances): the
     follow is over within its bound, where it once waited a whole bound more for the silent read."""
     clock = [100.0]
-    monkeypatch.setattr(kept_log_keeper.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])  # the module the keeper reads its deadlines from
     follow_seconds, spans = 10.0, []
 
     class _LateThenSilent(_EndlessLogApi):
