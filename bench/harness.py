@@ -423,7 +423,7 @@ def _cli_module(source: str | None) -> str:
     return "disttrain_operator.cli"
 
 
-def _source_path(source: str) -> str:
+def source_path(source: str) -> str:
     """PYTHONPATH for another checkout's operator: its packages, under `src/` (`operator/` in checkouts from
     before), its contract and its trainer."""
     return ":".join(f"{source}/{top}" for top in ("src", "operator", "contract", "trainer_image"))

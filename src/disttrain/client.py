@@ -11,6 +11,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -46,7 +47,7 @@ from disttrain.progress_view import progress_view
 from disttrain.shipped_function import ship
 from disttrain.train_job import train_objects
 from disttrain_contract.timestamps import parse_time
-from disttrain_core import naming
+from disttrain_core import held, naming
 from disttrain_core.api import yaml_io
 from disttrain_core.api.job import DistTrainJob
 from disttrain_core.api.spec import ReplicaType
@@ -65,6 +66,7 @@ from disttrain_kube.connection import Connection, NoClusterError, connect
 from disttrain_kube.rest import PODS_PATH, WATCH_SILENCE_MARGIN, Kube, watch_events
 
 _WATCH_SECONDS = 60  # one watch request; a wait longer than this watches again from where it was
+LIST_PAGE = 10  # jobs per page of a watch's listing: a tenant's may be 2.5 MB with its managedFields, 20 MiB parsed
 _EVENTS_PATH = "/api/v1/namespaces/{namespace}/events"
 _TOKEN_REVIEWS_PATH = "/apis/authentication.k8s.io/v1/tokenreviews"
 _ACCESS_REVIEWS_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
@@ -260,9 +262,13 @@ class Client:
         timeout: float | None = None,
         stop: threading.Event | None = None,
         on_listed: Callable[[], None] | None = None,
+        page: int = LIST_PAGE,
+        listing_gate: AbstractContextManager[object] | None = None,
     ) -> Iterator[WatchEvent]:
         """Each change to the namespace's jobs (or every namespace's, or one job) as it happens, starting
-        with each as it is now; `on_listed` is called once each listing's jobs were given (none, too).
+        with each as it is now; `on_listed` is called once each listing's jobs were given (none, too). A listing
+        is read `page` jobs at a time, each page within `listing_gate` (held from its read until its jobs were
+        given), which a process of many watches shares to bound the pages it parses at once.
 
         Runs until `timeout` seconds have passed (forever without one), or within a minute of `stop` being
         set. A watch the API server expires is started again from a fresh listing, and a job that went
@@ -275,22 +281,30 @@ class Client:
         else:
             resource, scope, fields = resource_of(kind), self._scope(namespace, all_namespaces), None
         selection = _selection(fields, _selector(labels))
-        known: dict[str, dict[str, Any]] = {}
+        known: dict[str, dict[str, Any]] = {}  # each job as last seen, for its DELETED: `held.projected` where large
         while True:
-            listing = self._list(resource, scope, selection)
-            items = {_key(item): item for item in listing.get("items") or []}
-            for key in known.keys() - items.keys():
+            listed: dict[str, dict[str, Any]] = {}
+            version = ""
+            pages = self._pages(resource, scope, selection, page)
+            while True:
+                with listing_gate or nullcontext():
+                    found = next(pages, None)
+                    if found is None:
+                        break
+                    items, version = found
+                    listed.update((_key(item), held.projected(item) or item) for item in items)
+                    yield from _events("ADDED", items)
+                    del items, found
+            for key in known.keys() - listed.keys():
                 yield from _events("DELETED", [known[key]])
-            known = items
-            yield from _events("ADDED", items.values())
+            known = listed
             if on_listed is not None:
                 on_listed()
-            version = listing["metadata"]["resourceVersion"]
             for event_type, body in self._watch_from(resource, scope, version, selection, until):
                 if event_type == "DELETED":
                     known.pop(_key(body), None)
                 else:
-                    known[_key(body)] = body
+                    known[_key(body)] = held.projected(body) or body
                 yield from _events(event_type, [body])
             if until.over():
                 return
@@ -522,6 +536,20 @@ class Client:
             lambda: self._kube.json_request("GET", path, params, query=selection), what=_where(resource, scope)
         )
         return listing
+
+    def _pages(
+        self, resource: Resource, scope: str | None, selection: dict[str, str], page: int
+    ) -> Iterator[tuple[Objects, str]]:
+        """The jobs as the API server lists them, `page` at a time, each with the listing's version: a tenant's
+        job may be as large as etcd takes, so a whole listing is never parsed at once."""
+        query = {**selection, "limit": str(page)}
+        while True:
+            listing = self._list(resource, scope, query)
+            yield list(listing.get("items") or []), str(listing["metadata"]["resourceVersion"])
+            token = listing["metadata"].get("continue")
+            if not token:
+                return
+            query = {**query, "continue": str(token)}
 
     def _pods(self, namespace: str, selector: str, *, what: str) -> Objects:
         query = {"labelSelector": selector}

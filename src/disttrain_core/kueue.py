@@ -27,6 +27,7 @@ from disttrain_core.types import Manifest, Verdict
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 PREBUILT_WORKLOAD = "kueue.x-k8s.io/prebuilt-workload-name"  # an annotation's key, or a label's
+JOB_LABELS = (QUEUE_LABEL, PRIORITY_CLASS_LABEL, PREBUILT_WORKLOAD)  # the labels of a job that are read
 MULTIKUEUE = "kueue.x-k8s.io/multikueue"  # the managedBy of a job MultiKueue dispatches
 KUEUE_GROUP = "kueue.x-k8s.io"
 WORKLOAD_API_VERSION = f"{KUEUE_GROUP}/v1beta2"
@@ -112,6 +113,12 @@ def priority_class(job: DistTrainJob) -> PriorityClassRef | None:
     for _, spec in _pod_sets(job):
         pod_class = pod_class or (spec.template.get("spec") or {}).get("priorityClassName")
     return PriorityClassRef("scheduling.k8s.io", "PriorityClass", pod_class) if pod_class else None
+
+
+def read_labels(labels: Any) -> dict[str, str]:
+    """A job's labels that anything reads (JOB_LABELS, Kueue's): the operator holds no other of a tenant's."""
+    found = as_mapping(labels)
+    return {key: found[key] for key in JOB_LABELS if key in found}
 
 
 def pod_set_name(replica_type: ReplicaType) -> str:

@@ -21,6 +21,7 @@ from disttrain_core.api.spec import CleanPodPolicy, ReplicaType, Strategy
 from disttrain_core.api.status import ConditionType
 from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.objects import owned_objects
+from disttrain_core.held import weight
 from disttrain_core.naming import pod_name
 from disttrain_core.observed import PodView
 from disttrain_core.restarts import in_place
@@ -64,14 +65,25 @@ def cleanup(job: DistTrainJob, pods: Sequence[PodView]) -> list[str]:
 # and built anew (Kubernetes' Job controller creates in bounded batches too), so that what a plan holds
 # stays bounded whatever a job's size.
 CREATE_BATCH = 100
+# And pods whose templates weigh this much together as JSON at most, the first pod always: each pod holds its
+# own copy of its template until it is created, about 7 times its JSON in Python (a 387 KiB template's 100
+# pods held 221 MiB).
+PLAN_TEMPLATE_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
 class Missing:
-    """What the job owns and lacks, in creation order, and whether pods beyond `CREATE_BATCH` lack too."""
+    """What the job owns and lacks, in creation order, and whether pods beyond `pod_batch` lack too."""
 
     objects: list[Manifest]
     more: bool = False
+
+
+def pod_batch(job: DistTrainJob) -> int:
+    """How many pods one plan builds at most: CREATE_BATCH, fewer where the job's largest template is so large
+    that they would weigh more than PLAN_TEMPLATE_BYTES, and one at least."""
+    largest = max((weight(replica.template) for replica in job.spec.replica_specs.values()), default=1)
+    return max(1, min(CREATE_BATCH, PLAN_TEMPLATE_BYTES // max(largest, 1)))
 
 
 def _missing(
@@ -84,7 +96,7 @@ def _missing(
     awaited: Collection[str] = (),
 ) -> Missing:
     """What the job owns and lacks, except pods of indexes that already succeeded (never run twice); only
-    what is missing is built, and of the pods at most `CREATE_BATCH`; `awaited` pods were just created."""
+    what is missing is built, and of the pods at most `pod_batch`; `awaited` pods were just created."""
     existing = {*children, *(ObjectRef("Pod", name) for name in [*(pod.name for pod in pods), *awaited])}
     done = {
         pod_name(job.metadata.name, replica_type, index)
@@ -92,12 +104,12 @@ def _missing(
         for index in status.succeeded_indexes
     }
     objects: list[Manifest] = []
-    pods_built, more = 0, False
+    pods_built, more, batch = 0, False, pod_batch(job)
     for key, build in owned_objects(job, settings):
         if key in existing or (key.kind == "Pod" and (not with_pods or key.name in done)):
             continue
         if key.kind == "Pod":
-            if pods_built >= CREATE_BATCH:
+            if pods_built >= batch:
                 more = True
                 continue
             pods_built += 1

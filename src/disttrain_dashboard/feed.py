@@ -3,7 +3,8 @@
 A page never polls: it gets the jobs as they are from `snapshot`, then each change through a queue of
 its own (`subscribe`). A watch the viewer may not make (forbidden) is a `problem` the pages show in
 words; a kind the cluster does not serve (TFJobs without their CRD) simply has no jobs. Both are tried
-again later, since rights and CRDs change.
+again later, since rights and CRDs change. A job is kept, and given to pages, as `held_job` holds it: without its
+pod templates past 64 KiB, which no list page reads.
 """
 
 from __future__ import annotations
@@ -17,12 +18,17 @@ from dataclasses import dataclass
 
 from disttrain import Client, DisttrainError, DistTrainJob, JobNotFoundError
 from disttrain.job_kinds import JobKind
+from disttrain_core.held import held_job
 
 log = logging.getLogger(__name__)
 
 RETRY_SECONDS = 30.0
 QUEUE_LIMIT = 256  # changes a page may lag behind before its stream is ended
 KINDS: tuple[JobKind, ...] = ("DistTrainJob", "TFJob")
+# Every feed lists its jobs on its own, and a tenant's job may be 20 MiB parsed: the feeds read LISTING_PAGE jobs
+# a page, and one page at a time between them.
+LISTING_PAGE = 5
+LISTINGS = threading.BoundedSemaphore(1)
 
 
 @dataclass(frozen=True)
@@ -110,8 +116,10 @@ class JobFeed:
                     kind=kind,
                     stop=self._stopping,
                     on_listed=lambda: self._listed_kind(kind),
+                    page=LISTING_PAGE,
+                    listing_gate=LISTINGS,
                 ):
-                    self._apply(kind, Change(event.type, event.job))
+                    self._apply(kind, Change(event.type, held_job(event.job)))
                     if self._stopping.is_set():
                         return
             except JobNotFoundError:  # the cluster serves no such kind (TFJobs without their CRD): none to show

@@ -49,7 +49,6 @@ from disttrain_operator.reconcile_retry import ReconcileRetry
 from disttrain_operator.reconciler import JobApi, Reconciler, utcnow
 from disttrain_operator.wakeups import Wakeups
 from disttrain_operator.watch import (
-    PAGE,
     ListAndWatch,
     Listings,
     ObjectStore,
@@ -62,6 +61,7 @@ from disttrain_operator.watch import (
 from disttrain_operator.watched import (
     CLAIMS,
     DISTTRAIN_JOBS,
+    JOB_PAGE,
     PODS,
     SERVED_TFJOBS,
     SERVICES,
@@ -169,7 +169,7 @@ def build_runtime(
     queue = JobQueue(reconcile_job, settings.reconcile_workers, ready=listings.done)
     wakeups = Wakeups(queue.add)
     events = EventPoster(kube, clock=utcnow)
-    jobs = IndexedJobs([indexes[kind.index] for kind in kinds])
+    jobs = IndexedJobs([indexes[kind.index] for kind in kinds], kube.read)
     logs = KeptLogKeeper(kube, jobs.uids, wake=queue.add, ready=listings.done)
     pods: ObjectStore[PodView] = ObjectStore(after_removal)
     claims: ObjectStore[ClaimView] = ObjectStore()
@@ -292,7 +292,7 @@ def tune(kopf_settings: kopf.OperatorSettings, settings: OperatorSettings) -> No
     kopf_settings.queueing.idle_timeout = IDLE_WORKER_SECONDS
     kopf_settings.watching.server_timeout = settings.watch_seconds
     kopf_settings.watching.inactivity_timeout = settings.watch_seconds + WATCH_SILENCE_MARGIN
-    kopf_settings.watching.chunk_size = PAGE  # jobs are tenants' objects too: listed a bounded page at a time
+    kopf_settings.watching.chunk_size = JOB_PAGE  # jobs are tenants' objects too: listed a bounded page at a time
     named = scopes(settings.watch_namespaces)
     kopf_settings.scanning.disabled = all(scope.namespace is not None for scope in named)
 
@@ -435,7 +435,8 @@ def _progress_targets(runtime: Runtime) -> Iterator[Target]:
 
 
 def _reconcile_job(runtime: Runtime, key: JobKey) -> None:
-    """Reconcile the job as kopf's index holds it now; a namesake created later is refused."""
+    """Reconcile the job as kopf's index holds it now (read whole where it holds it without its templates); a
+    namesake created later is refused."""
     _forget_departed(runtime, key)
     jobs = runtime.jobs.views(key)
     if not jobs:
@@ -447,6 +448,9 @@ def _reconcile_job(runtime: Runtime, key: JobKey) -> None:
         runtime.events(body, type="Warning", reason="ReconcileError", message=message)
 
     def reconcile() -> None:
+        whole = runtime.jobs.whole(body)
+        if whole is None:
+            return
         claims, workloads, boards = (
             runtime.claims.views(key),
             runtime.workloads.views(key),
@@ -458,7 +462,7 @@ def _reconcile_job(runtime: Runtime, key: JobKey) -> None:
             *(ObjectRef("Deployment", board.name) for board in boards),
         ]
         runtime.reconciler.reconcile(
-            body,
+            whole,
             runtime.pods.views(key),
             children,
             reported=runtime.progress.latest(key),

@@ -24,7 +24,7 @@ from disttrain_core.api.validation import spec_violations
 from disttrain_core.builders.build_settings import BuildSettings
 from disttrain_core.builders.objects import UNWATCHED_KINDS, object_key
 from disttrain_core.job_step import Acts, Observed, Remembered, decide_next, status_after_acts, with_status
-from disttrain_core.kueue import MULTIKUEUE, QUEUE_LABEL, WorkloadView
+from disttrain_core.kueue import MULTIKUEUE, QUEUE_LABEL, WorkloadView, read_labels
 from disttrain_core.managers import managed_elsewhere
 from disttrain_core.observed import PodView, created_pod_view, own_pods
 from disttrain_core.planner import STUCK_TERMINATING, Plan
@@ -83,9 +83,10 @@ def utcnow() -> datetime:
 
 
 def _essence(body: Body, status: Mapping[str, Any] | None) -> tuple[Any, ...]:
-    """What a job event can change that the plan reads: spec (through its generation), labels, deletion, status."""
+    """What a job event can change that the plan reads: spec (through its generation), Kueue's labels, deletion,
+    status."""
     metadata = body["metadata"]
-    return (metadata.get("generation"), dict(metadata.get("labels") or {}), metadata.get("deletionTimestamp"), status)
+    return (metadata.get("generation"), read_labels(metadata.get("labels")), metadata.get("deletionTimestamp"), status)
 
 
 class Reconciler:

@@ -43,6 +43,8 @@ UNEXERCISED: dict[Right, str] = {
     ("scheduling.x-k8s.io", "podgroups", "create"): "the coscheduling plugin is not run here: the same golden files",
     ("scheduling.k8s.io", "priorityclasses", "get"): "a queued job whose pods name a PriorityClass: test_kueue.py",
     ("kubeflow.org", "tfjobs", "delete"): "a served TFJob's ttlSecondsAfterFinished, as test_lifecycle.py's job's",
+    ("kubeflow.org", "tfjobs", "get"): "a served TFJob over 64 KiB read whole, as test_hostile_tenants.py's jobs are:"
+    " test_watched.py's path of either kind",
 }
 
 

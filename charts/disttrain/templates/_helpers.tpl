@@ -34,7 +34,7 @@ where those are used. Trainer pods need no rights at all. */}}
 {{- define "disttrain.jobRules" -}}
 - apiGroups: [disttrain.io]
   resources: [disttrainjobs]
-  verbs: [list, watch, patch, delete]   # patch: Kueue's suspend; delete: ttlSecondsAfterFinished
+  verbs: [get, list, watch, patch, delete]   # get: a job held without its templates; patch: Kueue's suspend; delete: ttlSecondsAfterFinished
 - apiGroups: [disttrain.io]
   resources: [disttrainjobs/status]
   verbs: [patch]
@@ -77,7 +77,7 @@ where those are used. Trainer pods need no rights at all. */}}
 {{- define "disttrain.tfjobRules" -}}
 - apiGroups: [kubeflow.org]
   resources: [tfjobs]
-  verbs: [list, watch, patch, delete]   # patch: Kueue's suspend; delete: ttlSecondsAfterFinished
+  verbs: [get, list, watch, patch, delete]   # get: a job held without its templates; patch: Kueue's suspend; delete: ttlSecondsAfterFinished
 - apiGroups: [kubeflow.org]
   resources: [tfjobs/status]
   verbs: [patch]

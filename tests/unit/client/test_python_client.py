@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,8 @@ from disttrain.client import _about_job, _manifest, _reached
 from disttrain.job_kinds import readable_jobs, typed_job
 from disttrain.logs import LONGEST_LINE, _split, replica_task
 from disttrain_core.api.spec import ReplicaType
+from disttrain_core.held import PLACEHOLDER_TEMPLATE
+from disttrain_kube.api_errors import ResourceExpiredError
 from support.job_builder import JobBuilder
 from support.repository import ROOT
 
@@ -179,3 +182,55 @@ def test_a_tfjob_that_cannot_be_converted_hides_only_itself(caplog: pytest.LogCa
         typed_job(bodies[1])
     assert [job.metadata.name for job in readable_jobs(bodies)] == ["first", "last"]
     assert "TFJob dynamic" in caplog.text
+
+
+class _PagedJobs:
+    """A Kube that lists jobs a page at a time and whose watches expire at once: the first listing has `first`,
+    every later one `later`."""
+
+    def __init__(self, first: list[dict[str, Any]], later: list[dict[str, Any]]) -> None:
+        self.listings = [first, later]
+        self.queries: list[dict[str, str]] = []
+        self.resources = self
+
+    def collection(self, api_version: str, kind: str, *, every_namespace: bool) -> str:
+        return f"/apis/{api_version}/namespaces/{{namespace}}/{kind.lower()}s"
+
+    def json_request(self, method: str, path: str, params: dict[str, str], *, query: dict[str, str]) -> dict[str, Any]:
+        self.queries.append(query)
+        items = self.listings[0]
+        start = int(query.get("continue", "0"))
+        page = items[start : start + int(query["limit"])]
+        left = start + len(page) < len(items)
+        if not left and len(self.listings) > 1:
+            self.listings.pop(0)
+        metadata = {"resourceVersion": "7", **({"continue": str(start + len(page))} if left else {})}
+        return {"items": page, "metadata": metadata}
+
+    def stream_lines(
+        self, path: str, query: dict[str, str], read_timeout: float, params: dict[str, str]
+    ) -> list[bytes]:
+        raise ResourceExpiredError(410, "too old")
+
+
+def test_a_watch_lists_a_page_at_a_time_and_remembers_a_large_job_without_its_templates() -> None:
+    padding = [{"name": f"PAD_{n}", "value": "x" * 60} for n in range(1200)]  # about 90 KiB
+    large = JobBuilder("large", "team").counts({"Worker": 1}).container(env=padding).obj()
+    jobs = [JobBuilder(f"small-{n}", "team").counts({"Worker": 1}).obj() for n in range(14)] + [large]
+    kube = _PagedJobs(jobs, jobs[:14])
+    watcher = Client(api_client=object())  # type: ignore[arg-type]
+    watcher._kube = kube  # type: ignore[assignment]
+    gate = threading.Lock()  # what a process of many watches shares: one page parsed at a time
+    events = watcher.watch(namespace="team", listing_gate=gate)
+    first = [next(events) for _ in jobs]
+    assert gate.locked()  # the last page's jobs are still being given
+    assert [event.type for event in first] == ["ADDED"] * 15
+    assert [query.get("continue") for query in kube.queries] == [None, "10"]
+    assert {query["limit"] for query in kube.queries} == {"10"}
+    assert first[-1].job.spec.replica_specs[ReplicaType.WORKER].template["spec"]["containers"][0]["env"] == padding
+    again = [next(events) for _ in range(15)]  # listed again after the watch ended: the large job went meanwhile
+    assert [event.type for event in again] == ["ADDED"] * 14 + ["DELETED"]
+    gone = again[-1].job
+    assert (
+        gone.metadata.name == "large" and gone.spec.replica_specs[ReplicaType.WORKER].template == PLACEHOLDER_TEMPLATE
+    )

@@ -20,8 +20,9 @@ from disttrain_core.builders.gang import GangScheduler
 from disttrain_core.builders.objects import object_key
 from disttrain_core.builders.tfconfig import TFConfigs, tf_config
 from disttrain_core.gang_status import with_gang
+from disttrain_core.held import weight
 from disttrain_core.observed import PodPhase, PodView, Unschedulable, unschedulable
-from disttrain_core.planner import CREATE_BATCH, PEERS_END_GRACE, Plan, plan
+from disttrain_core.planner import CREATE_BATCH, PEERS_END_GRACE, PLAN_TEMPLATE_BYTES, Plan, plan, pod_batch
 from disttrain_core.status_from_pods import aggregated
 from disttrain_core.types import Manifest, ObjectRef
 from support.job_builder import JobBuilder
@@ -321,6 +322,25 @@ def test_a_plan_builds_only_the_pods_it_creates_at_most_a_batch(monkeypatch: pyt
         assert (next_plan.wake_at == NOW) is next_plan.more
         made += created
     assert len(set(made)) == 201
+
+
+def test_a_plan_of_pods_with_large_templates_builds_fewer_that_weigh_a_bounded_amount_together(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each pod copies its template until it is created: a plan builds as many as PLAN_TEMPLATE_BYTES of them
+    weigh, and one at least, whatever the template's size."""
+    built = _counting_pod_builds(monkeypatch)
+    for env_entries, batches in ((5_000, range(2, 20)), (40_000, [1]), (10, [CREATE_BATCH])):
+        env = [{"name": f"PAD_{n:05d}", "value": "x" * 60} for n in range(env_entries)]
+        job = job_of({"Worker": 200})
+        worker = job.spec.replica_specs[ReplicaType.WORKER]
+        template = {"spec": {"containers": [{"name": "tensorflow", "image": "i", "env": env}]}}
+        replicas = {ReplicaType.WORKER: worker.model_copy(update={"template": template})}
+        job = job.model_copy(update={"spec": job.spec.model_copy(update={"replica_specs": replicas})})
+        assert pod_batch(job) == min(CREATE_BATCH, max(1, PLAN_TEMPLATE_BYTES // weight(template)))
+        built.clear()
+        next_plan = plan(job, [], [], SETTINGS, now=NOW)
+        assert len(built) == pod_batch(job) and pod_batch(job) in batches and next_plan.more
 
 
 def test_a_suspended_job_builds_no_pod(monkeypatch: pytest.MonkeyPatch) -> None:

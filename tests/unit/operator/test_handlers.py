@@ -10,6 +10,8 @@ from typing import Any, cast
 import kopf
 
 from disttrain_core import served
+from disttrain_core.held import PLACEHOLDER_TEMPLATE
+from disttrain_core.kueue import PRIORITY_CLASS_LABEL
 from disttrain_core.types import JobKey
 from disttrain_operator.handlers import (
     Runtime,
@@ -23,7 +25,7 @@ from disttrain_operator.indexed_jobs import IndexedJobs, copied
 from disttrain_operator.job_queue import JobQueue
 from disttrain_operator.operator_settings import OperatorSettings
 from disttrain_operator.watch import WatchScope
-from disttrain_operator.watched import DISTTRAIN_JOBS, SERVED_TFJOBS, job_body
+from disttrain_operator.watched import DISTTRAIN_JOBS, PROJECTED, SERVED_TFJOBS, job_body, job_path
 from support.fakes import RecordingApi
 from support.job_builder import JobBuilder
 
@@ -37,6 +39,7 @@ class _Api(RecordingApi):
     def __init__(self, listed: dict[str, list[dict[str, Any]]]) -> None:
         super().__init__()
         self.listed = listed
+        self.jobs: dict[str, dict[str, Any]] = {}  # what a GET of a job's path finds
 
     def list_page(self, path: str, query: dict[str, str]) -> dict[str, Any]:
         return {"items": self.listed.get(path, []), "metadata": {"resourceVersion": "1"}}
@@ -45,6 +48,8 @@ class _Api(RecordingApi):
         return iter(())
 
     def read(self, path: str, params: dict[str, str]) -> dict[str, Any] | None:
+        if path in self.jobs:
+            return self.jobs[path]
         raise AssertionError("no pod here ends")
 
     def pod_log_chunks(
@@ -119,12 +124,16 @@ def test_changes_reconcile_a_job_its_own_status_write_does_not_and_a_deleted_nam
     annotated = {**tfjob["metadata"], "annotations": {"a": "b"}, "managedFields": [{"manager": "kubectl"}]}
     job_event(runtime, "MODIFIED", {**tfjob, "metadata": annotated, "status": api.statuses[-1]})  # nothing read
     assert queue.added == []
-    relabelled = {**tfjob, "metadata": {**tfjob["metadata"], "labels": {"team": "a"}}, "status": api.statuses[-1]}
+    team_label = {**tfjob["metadata"], "labels": {"team": "a"}}
+    job_event(runtime, "MODIFIED", {**tfjob, "metadata": team_label, "status": api.statuses[-1]})  # nor this
+    assert queue.added == []
+    queued = {**tfjob["metadata"], "labels": {PRIORITY_CLASS_LABEL: "high"}}
+    relabelled = {**tfjob, "metadata": queued, "status": api.statuses[-1]}
     job_event(runtime, "MODIFIED", relabelled)
     assert queue.added == [KEY]
 
     queue.added.clear()
-    runtime.jobs = IndexedJobs([{}, {KEY: [job_body(relabelled)]}])  # kopf took the DistTrainJob out of its index
+    runtime.jobs = IndexedJobs([{}, {KEY: [job_body(relabelled)]}], api.read)  # kopf took the DistTrainJob out
     job_event(runtime, "DELETED", disttrainjob)
     assert queue.added == [KEY]  # the TFJob left is reconciled again: its wake-ups (TTL) return
     assert "u0" in runtime.reconciler._jobs  # forgotten by the queue's thread for the job, not kopf's
@@ -132,6 +141,27 @@ def test_changes_reconcile_a_job_its_own_status_write_does_not_and_a_deleted_nam
     _reconcile_job(runtime, KEY)
     assert "u0" not in runtime.reconciler._jobs
     assert (len(api.created), api.status_kinds) == (created, ["TFJob"])  # it failed once, and stays failed
+
+
+def test_a_job_held_without_its_templates_is_read_whole_and_its_pods_built_from_them() -> None:
+    job = _disttrainjob()
+    padding = [{"name": f"PAD_{n}", "value": "x" * 60} for n in range(1200)]  # about 90 KiB
+    template = job["spec"]["replicaSpecs"]["Worker"]["template"]
+    template["spec"]["containers"][0]["env"] = padding
+    held = job_body(job)
+    assert held[PROJECTED] and held["spec"]["replicaSpecs"]["Worker"]["template"] == PLACEHOLDER_TEMPLATE
+    api = _Api({})
+    api.jobs[job_path(job)] = job
+    runtime = build_runtime(OperatorSettings(), api, {DISTTRAIN_JOBS.index: {KEY: [held]}})
+    _reconcile_job(runtime, KEY)
+    worker = next(item for item in api.manifests if item["metadata"]["name"] == "mnist-worker-0")
+    assert worker["spec"]["containers"][0]["env"][: len(padding)] == padding
+
+    created = len(api.created)
+    del api.jobs[job_path(job)]  # deleted since the index held it: no reconcile, its event follows
+    api.jobs[job_path(job)] = {**job, "metadata": {**job["metadata"], "uid": "a namesake's"}}
+    _reconcile_job(runtime, KEY)
+    assert len(api.created) == created
 
 
 def test_no_reconcile_runs_before_kopf_indexed_the_jobs_and_every_own_watch_listed_once() -> None:

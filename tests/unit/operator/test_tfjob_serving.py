@@ -126,7 +126,7 @@ def test_a_tfjob_named_as_an_older_disttrainjob_fails_once_and_creates_nothing()
     older = {**served.job_manifest(_tfjob(Worker=1)), "apiVersion": "disttrain.io/v1alpha1", "kind": "DistTrainJob"}
     older["metadata"] = {**older["metadata"], "uid": "u0", "creationTimestamp": "2026-01-01T00:00:00Z"}
     key = ("team", "mnist")
-    jobs = IndexedJobs([{key: [older]}, {key: [tfjob]}])
+    jobs = IndexedJobs([{key: [older]}, {key: [tfjob]}], kube.read)
     holder, *namesakes = jobs.views(key)
     assert holder is older and namesakes == [tfjob]
     reconciler.refuse(tfjob, name_in_use(holder))
