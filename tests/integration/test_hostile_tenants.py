@@ -177,27 +177,30 @@ def test_what_a_tenant_writes_at_the_bounds_costs_the_operator_little_memory(
         process_cluster.kubectl("delete", "namespace", a_namespace, "--wait=false")
 
 
-HEAVY_ENV = [{"name": f"PAD_{n:05d}", "value": "x" * 30} for n in range(20_000)]  # about 1 MB
+PADDED_ENV = [{"name": f"PAD_{n:05d}", "value": "x" * 30} for n in range(1500)]  # about 75 KiB
 
 
-def test_a_tenant_s_jobs_of_a_megabyte_are_held_without_their_templates_and_still_run(
+def test_a_tenant_s_jobs_over_the_held_bound_are_held_without_their_templates_and_still_run(
     process_cluster: Cluster, operator: OperatorProcess, process_namespace: str, tmp_path: Path
 ) -> None:
-    """Tenant A submits 10 suspended jobs of about a megabyte each (a Worker with 20,000 environment variables)
-    and a running one of 90 KiB whose worker checks its last variable: the operator's index holds each without
-    its templates (Python held such a job's spec in about 7 MiB), reads a job whole to build its pods (the
-    running one succeeds), plans the others, and logs no traceback."""
+    """Tenant A submits 10 suspended jobs over the 64 KiB the operator's index holds whole (a Worker with 1,500
+    environment variables; 20,000 would be a megabyte, which Python held in about 7 MiB) and a running one
+    whose worker checks its last variable: the index holds each without its templates, the reconcile reads a
+    job whole to build its pods (the running one succeeds), plans the others, and logs no traceback. Kept
+    small: the operator is shared, and its peak is another test's measure."""
     a_namespace, tenant = _a_namespace_of_tenant_a(process_cluster, process_namespace, tmp_path)
     log_start = operator.log_path.stat().st_size
     try:
         for index in range(10):
-            heavy = JobBuilder(f"heavy-{index}").workers(1, {"image": "i", "env": HEAVY_ENV}).run_policy(suspend=True)
-            tenant.kubectl("create", "-n", a_namespace, "-f", "-", stdin=json.dumps(heavy.obj()))  # no last-applied
-        runs = JobBuilder("checks-its-env").script("[ ${#PAD_01199} -eq 30 ]", env=HEAVY_ENV[:1200]).obj()
+            padded = JobBuilder(f"padded-{index}").workers(1, {"image": "i", "env": PADDED_ENV})
+            tenant.kubectl(
+                "create", "-n", a_namespace, "-f", "-", stdin=json.dumps(padded.run_policy(suspend=True).obj())
+            )
+        runs = JobBuilder("checks-its-env").script("[ ${#PAD_01499} -eq 30 ]", env=PADDED_ENV).obj()
         tenant.kubectl("create", "-n", a_namespace, "-f", "-", stdin=json.dumps(runs))
         job_where(tenant, a_namespace, "checks-its-env", "Succeeded", lambda job: holds(job, "Succeeded"))
         for index in range(10):
-            job_where(tenant, a_namespace, f"heavy-{index}", "Suspended", lambda job: holds(job, "Suspended"))
+            job_where(tenant, a_namespace, f"padded-{index}", "Suspended", lambda job: holds(job, "Suspended"))
         assert operator.running()
         said = operator.log_path.read_bytes()[log_start:].decode(errors="replace")
         assert "Traceback" not in said, said[-4000:]
