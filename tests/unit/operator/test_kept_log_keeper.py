@@ -709,17 +709,7 @@ def test_a_follow_ends_within_its_bound_when_its_stream_goes_silent_after_a_late
                 spans.append(clock[0] - started)
 
     endless = _deleting_pods(1)
-    keeper = KeptLogKeeper(
-        _LateThenSilent(endless), lambda key: {JOB_UID}, clock=lambda: NOW, end_seconds=0, follow_seconds=follow_seconds
-    )
-    keeper.start()
-    try:
-        body = endless["mnist-worker-0"]
-        keeper.offer(("team", "mnist"), "team", "mnist-worker-0", body["metadata"]["uid"], body)
-        _until("the log kept", lambda: keeper.log_done(body["metadata"]["uid"]))
-    finally:
-        keeper.stop()
-        keeper.join(timeout=10)
+    _follow_one(_LateThenSilent(endless), endless, follow_seconds)
     assert spans and max(spans) <= follow_seconds
 
 
@@ -727,17 +717,22 @@ def test_a_follow_is_bounded_in_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kept_log_keeper, "FOLLOW_BYTES", 4 << 20)
     endless = _deleting_pods(1)
     api = _EndlessLogApi(endless)
-    keeper = KeptLogKeeper(api, lambda key: {JOB_UID}, clock=lambda: NOW, end_seconds=0, follow_seconds=600)
+    _follow_one(api, endless, follow_seconds=600)
+    assert int(api.created[0]["metadata"]["annotations"][kept_logs.LOG_BYTES]) == 4 << 20
+
+
+def _follow_one(api: _FollowedLogApi, pods: dict[str, dict[str, Any]], follow_seconds: float) -> None:
+    """A keeper over `api` until the log of the one deleted pod of `pods` is kept."""
+    keeper = KeptLogKeeper(api, lambda key: {JOB_UID}, clock=lambda: NOW, end_seconds=0, follow_seconds=follow_seconds)
     keeper.start()
     try:
-        body = endless["mnist-worker-0"]
-        keeper.offer(("team", "mnist"), "team", "mnist-worker-0", body["metadata"]["uid"], body)
-        _until("the endless log kept", lambda: keeper.log_done(body["metadata"]["uid"]))
+        ((name, body),) = pods.items()
+        keeper.offer(("team", "mnist"), "team", name, body["metadata"]["uid"], body)
+        _until("the log kept", lambda: keeper.log_done(body["metadata"]["uid"]))
     finally:
         api.stopped.set()
         keeper.stop()
         keeper.join(timeout=10)
-    assert int(api.created[0]["metadata"]["annotations"][kept_logs.LOG_BYTES]) == 4 << 20
 
 
 def _restarted_in_place(runs: int, attempt: int = 2) -> dict[str, Any]:
