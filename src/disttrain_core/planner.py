@@ -104,11 +104,12 @@ def _missing(
         for index in status.succeeded_indexes
     }
     objects: list[Manifest] = []
-    pods_built, more, batch = 0, False, pod_batch(job)
+    pods_built, more, batch = 0, False, None
     for key, build in owned_objects(job, settings):
         if key in existing or (key.kind == "Pod" and (not with_pods or key.name in done)):
             continue
         if key.kind == "Pod":
+            batch = pod_batch(job) if batch is None else batch  # weighed once a pod is missing, not every plan
             if pods_built >= batch:
                 more = True
                 continue
