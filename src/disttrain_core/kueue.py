@@ -28,6 +28,7 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 PREBUILT_WORKLOAD = "kueue.x-k8s.io/prebuilt-workload-name"  # an annotation's key, or a label's
 JOB_LABELS = (QUEUE_LABEL, PRIORITY_CLASS_LABEL, PREBUILT_WORKLOAD)  # the labels of a job that are read
+LONGEST_NAME = 253  # characters of an object's name: what a read annotation's value may be
 MULTIKUEUE = "kueue.x-k8s.io/multikueue"  # the managedBy of a job MultiKueue dispatches
 KUEUE_GROUP = "kueue.x-k8s.io"
 WORKLOAD_API_VERSION = f"{KUEUE_GROUP}/v1beta2"
@@ -119,6 +120,13 @@ def read_labels(labels: Any) -> dict[str, str]:
     """A job's labels that anything reads (JOB_LABELS, Kueue's): the operator holds no other of a tenant's."""
     found = as_mapping(labels)
     return {key: found[key] for key in JOB_LABELS if key in found}
+
+
+def read_annotations(annotations: Any) -> dict[str, str]:
+    """A job's annotations that anything reads (PREBUILT_WORKLOAD's, a Workload's name, of at most 253
+    characters): the operator holds no other of a tenant's."""
+    value = as_mapping(annotations).get(PREBUILT_WORKLOAD)
+    return {PREBUILT_WORKLOAD: value} if isinstance(value, str) and len(value) <= LONGEST_NAME else {}
 
 
 def pod_set_name(replica_type: ReplicaType) -> str:

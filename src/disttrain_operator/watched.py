@@ -13,17 +13,14 @@ from typing import Any
 from disttrain_core import held
 from disttrain_core.api import tfjob
 from disttrain_core.api.job import GROUP, PLURAL, VERSION
-from disttrain_core.api.tenant_input import as_mapping
 from disttrain_core.claims import ClaimView, claim_view
-from disttrain_core.kueue import PREBUILT_WORKLOAD, WORKLOAD_API_VERSION, WorkloadView, read_labels, workload_view
+from disttrain_core.kueue import WORKLOAD_API_VERSION, WorkloadView, read_annotations, read_labels, workload_view
 from disttrain_core.naming import JOB_NAME_LABEL
 from disttrain_core.observed import PodView, pod_view
 from disttrain_core.tensorboard_status import TensorBoardView, tensorboard_view
 from disttrain_core.types import Body, JobKey, ObjectRef
 from disttrain_operator.watch import Found, WatchedResource
 
-JOB_ANNOTATIONS_READ = (PREBUILT_WORKLOAD,)  # the job's annotations the operator reads (Kueue's)
-LONGEST_NOTE = 253  # characters of a read annotation's value held: it names an object
 PROJECTED = "projected"  # a held job's key, True where its templates were left out (`disttrain_core.held`)
 
 
@@ -32,7 +29,6 @@ def job_body(body: Mapping[str, Any], *, whole: bool = False) -> dict[str, Any]:
     Kueue's): an event that changes none of them changes nothing kept. A job over `held.HELD_JOB_BYTES` is held
     without its pod templates, marked PROJECTED, unless `whole`; a reconcile reads it whole (`IndexedJobs.whole`)."""
     metadata = body.get("metadata") or {}
-    annotations = as_mapping(metadata.get("annotations"))
     kept = {
         "apiVersion": body.get("apiVersion"),
         "kind": body.get("kind"),
@@ -43,11 +39,7 @@ def job_body(body: Mapping[str, Any], *, whole: bool = False) -> dict[str, Any]:
             "generation": metadata.get("generation"),
             "creationTimestamp": metadata.get("creationTimestamp"),
             "labels": read_labels(metadata.get("labels")),
-            "annotations": {
-                key: value
-                for key in JOB_ANNOTATIONS_READ
-                if isinstance(value := annotations.get(key), str) and len(value) <= LONGEST_NOTE
-            },
+            "annotations": read_annotations(metadata.get("annotations")),
             **({"deletionTimestamp": metadata["deletionTimestamp"]} if metadata.get("deletionTimestamp") else {}),
         },
         "spec": dict(body.get("spec") or {}),
@@ -118,8 +110,8 @@ class JobKind:
         return f"/apis/{self.group}/{self.version}{within}/{self.plural}"
 
 
-# Jobs per page of kopf's listing, at the operator's start: a tenant's job may be 1.5 MB, about 10 MiB once parsed,
-# and a page is parsed whole.
+# Jobs per page of kopf's listing, at the operator's start: a tenant's job may be 2.5 MB with its managedFields,
+# about 20 MiB parsed, and a page is parsed whole.
 JOB_PAGE = 10
 DISTTRAIN_JOBS = JobKind(GROUP, VERSION, PLURAL, "disttrainjobs")
 SERVED_TFJOBS = JobKind(tfjob.GROUP, tfjob.VERSION, tfjob.PLURAL, "served_tfjobs")

@@ -43,6 +43,8 @@ def test_a_job_keeps_what_the_operator_reads_and_none_of_what_changes_on_every_w
         "annotations": {PREBUILT_WORKLOAD: "w"},
     }
     assert (kept["spec"], kept["status"]) == ({"strategy": "Mirrored"}, {})
+    padded = job_body({**body, "metadata": {**body["metadata"], "annotations": {PREBUILT_WORKLOAD: "w" * 254}}})
+    assert padded["metadata"]["annotations"] == {}  # longer than any object's name: read as absent
     deleted = job_body({**body, "metadata": {**body["metadata"], "deletionTimestamp": "2026-01-01T00:00:00Z"}})
     assert deleted["metadata"]["deletionTimestamp"] == "2026-01-01T00:00:00Z"
 
